@@ -1,0 +1,120 @@
+"""Frozen configurations with a canonical JSON form; the hash of a config is its identity (run id, cache key)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int = 256
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int | None = None  # None: same as n_heads; fewer: grouped-query attention
+    d_ff: int | None = None  # None: 4·d (gelu) or the Llama rule (swiglu)
+    norm: str = "rmsnorm"  # rmsnorm | layernorm
+    mlp: str = "swiglu"  # swiglu | gelu
+    tie_embeddings: bool = True
+    norm_eps: float = 1e-5
+    encoding: str = "rope"  # the encoding the model is trained with
+    rope_base: float = 10000.0
+    max_len: int = 256  # training length: rows of a learned table, original length of RoPE scalings
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def ff_dim(self) -> int:
+        if self.d_ff:
+            return self.d_ff
+        if self.mlp == "gelu":
+            return 4 * self.d_model
+        hidden = int(8 * self.d_model / 3)
+        return 32 * ((hidden + 31) // 32)
+
+    def validate(self) -> "ModelConfig":
+        if self.n_heads < 1:
+            raise UserError(f"heads must be at least 1, got {self.n_heads}")
+        if self.d_model % self.n_heads:
+            raise UserError(f"heads ({self.n_heads}) must divide the model width ({self.d_model})")
+        if self.n_heads % self.kv_heads:
+            raise UserError(f"kv heads ({self.kv_heads}) must divide heads ({self.n_heads})")
+        if self.norm not in ("rmsnorm", "layernorm"):
+            raise UserError(f"norm must be rmsnorm or layernorm, got {self.norm!r}")
+        if self.mlp not in ("swiglu", "gelu"):
+            raise UserError(f"mlp must be swiglu or gelu, got {self.mlp!r}")
+        return self
+
+
+# Size presets: `tiny` for tests, `small` the CPU default, `base` for a GPU.
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(d_model=64, n_layers=2, n_heads=4),
+    "small": dict(d_model=128, n_layers=4, n_heads=4),
+    "base": dict(d_model=512, n_layers=8, n_heads=8),
+}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: ModelConfig
+    corpus: str = "shakespeare"
+    seq_len: int = 256
+    batch_size: int = 32
+    steps: int = 1200
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 60
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    dtype: str = "bfloat16"  # autocast dtype for training where the device supports it
+    passkey_fraction: float = 0.0  # share of training sequences that are passkey prompts
+    checkpoint_every: int = 200
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.batch_size * self.seq_len
+
+
+def to_dict(config: Any) -> dict:
+    return dataclasses.asdict(config)
+
+
+def canonical_json(data: Any) -> str:
+    if dataclasses.is_dataclass(data):
+        data = to_dict(data)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def config_hash(data: Any, length: int = 12) -> str:
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:length]
+
+
+def model_config_from_dict(data: dict) -> ModelConfig:
+    names = {f.name for f in dataclasses.fields(ModelConfig)}
+    return ModelConfig(**{k: v for k, v in data.items() if k in names})
+
+
+def train_config_from_dict(data: dict) -> TrainConfig:
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: v for k, v in data.items() if k in names and k != "model"}
+    return TrainConfig(model=model_config_from_dict(data["model"]), **values)
+
+
+def replace(config, **changes):
+    return dataclasses.replace(config, **changes)
+
+
+__all__ = ["ModelConfig", "TrainConfig", "PRESETS", "canonical_json", "config_hash", "field"]

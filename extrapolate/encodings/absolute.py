@@ -1,0 +1,64 @@
+"""Absolute encodings, added to the token embeddings once: sinusoidal, learned, and none (NoPE)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..errors import PositionOutOfRange
+from .base import PositionalEncoding
+
+
+def sinusoidal_table(pos: torch.Tensor, width: int) -> torch.Tensor:
+    """(T, D) interleaved sinusoids: PE[p, 2i] = sin(p·10000^(-2i/D)), PE[p, 2i+1] = cos(same angle).
+
+    Computed on the fly for any position (no fixed-size buffer), in float32.
+    """
+    exponents = torch.arange(0, width, 2, dtype=torch.float64, device=pos.device) / width
+    freq = (10000.0**-exponents).to(torch.float32)  # (D/2,)
+    angle = pos.to(torch.float32)[:, None] * freq[None, :]  # (T, D/2)
+    table = torch.stack((angle.sin(), angle.cos()), dim=-1)  # (T, D/2, 2): pair i shares one frequency
+    return table.flatten(1)[:, :width]  # (T, D)
+
+
+class Sinusoidal(PositionalEncoding):
+    name, kind = "sinusoidal", "absolute"
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.d_model = d_model
+
+    def embed(self, x, pos):
+        return x + sinusoidal_table(pos, self.d_model).to(x.dtype)
+
+
+class Learned(PositionalEncoding):
+    """A `max_len × D` table trained with the model. Past its last row: an error, or `clamp` if asked."""
+
+    name, kind = "learned", "absolute"
+    POLICIES = ("error", "clamp")
+
+    def __init__(self, d_model: int, max_len: int, policy: str = "error"):
+        super().__init__()
+        if policy not in self.POLICIES:
+            raise ValueError(f"learned position policy must be one of {self.POLICIES}, not {policy!r}")
+        self.max_len, self.policy = max_len, policy
+        self.table = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.table.weight, std=0.02)
+
+    def embed(self, x, pos):
+        last = int(pos[-1]) if pos.numel() else 0
+        if last >= self.max_len:
+            if self.policy == "error":
+                raise PositionOutOfRange(last, self.max_len)
+            pos = pos.clamp(max=self.max_len - 1)
+        return x + self.table(pos).to(x.dtype)
+
+    def describe(self):
+        return {"max_len": self.max_len, "policy": self.policy}
+
+
+class NoPE(PositionalEncoding):
+    """No positional signal at all: causal masking alone tells tokens apart."""
+
+    name, kind = "nope", "none"

@@ -1,0 +1,47 @@
+"""The one interface every positional encoding implements: three hooks, each a no-op by default.
+
+- `embed(x, pos)`: add a signal to the token embeddings once, below the first block (absolute kinds);
+- `rotate(q, k, pos)`: rotate queries and keys in every layer (rotary kinds);
+- `bias_table(n)`: the additive logit bias as a function of the query-key distance (bias kinds).
+
+The model calls all three and knows no encoding by name. Bias kinds depend only on the distance i - j, so
+they expose an (H, n) table over distances instead of an (H, n, n) matrix; kernels gather it per block.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class PositionalEncoding(nn.Module):
+    name: str = "base"
+    kind: str = "none"  # absolute | bias | rotary | none
+    has_bias: bool = False
+
+    def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """x: (B, T, D), pos: (T,) int64 -> (B, T, D)."""
+        return x
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q: (B, H, T, Dh), k: (B, Hkv, T, Dh), pos: (T,) int64 -> rotated (q, k)."""
+        return q, k
+
+    def bias_table(self, n: int, device: torch.device | None = None) -> torch.Tensor | None:
+        """(H, n) float32: the logit bias for a key `d = i - j` tokens back, d = 0 … n-1; None if no bias."""
+        return None
+
+    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        """(H, Tq, Tk) bias for explicit positions (causal part only; j > i gets the d = 0 value).
+
+        Convenience for tests and small inputs; kernels use `bias_table` to stay linear in memory.
+        """
+        distance = (q_pos[:, None] - k_pos[None, :]).clamp(min=0)  # (Tq, Tk)
+        table = self.bias_table(int(distance.max()) + 1, device=q_pos.device)
+        if table is None:
+            return None
+        return table[:, distance]  # (H, Tq, Tk)
+
+    def describe(self) -> dict:
+        """Parameters that identify this encoding (recorded with results)."""
+        return {}

@@ -1,0 +1,147 @@
+"""RoPE frequency functions: pure functions of one signature returning `(inv_freq, attention_factor)`.
+
+Every scaling changes only `inv_freq` (and possibly an attention factor that multiplies cos and sin);
+positions stay integers. Formulas follow the project's reference page; `s = factor`, `L = original_len`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+# (head_dim, base, factor, original_len, seq_len, **options) -> (inv_freq (head_dim/2,) float32, attention_factor)
+FrequencyFn = Callable[..., "tuple[torch.Tensor, float]"]
+
+
+def rope_inv_freq(head_dim: int, base: float) -> torch.Tensor:
+    """θ_j = base^(-2j/d), j = 0 … d/2-1, computed in float64 and rounded once to float32."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim  # (d/2,)
+    return (1.0 / (base**exponents)).to(torch.float32)
+
+
+def rope(head_dim: int, base: float, factor: float, original_len: int, seq_len: int) -> tuple[torch.Tensor, float]:
+    return rope_inv_freq(head_dim, base), 1.0
+
+
+def pi(head_dim: int, base: float, factor: float, original_len: int, seq_len: int) -> tuple[torch.Tensor, float]:
+    """Position interpolation: every frequency divided by s (positions squeezed into the trained range)."""
+    return rope_inv_freq(head_dim, base) / factor, 1.0
+
+
+def ntk_base(head_dim: int, base: float, factor: float) -> float:
+    """NTK-aware base b' = b · s^(d/(d-2)): the lowest frequency shrinks by exactly s, the highest is unchanged."""
+    return base * factor ** (head_dim / (head_dim - 2))
+
+
+def ntk(head_dim: int, base: float, factor: float, original_len: int, seq_len: int) -> tuple[torch.Tensor, float]:
+    return rope_inv_freq(head_dim, ntk_base(head_dim, base, factor)), 1.0
+
+
+def dynamic_ntk(
+    head_dim: int, base: float, factor: float, original_len: int, seq_len: int
+) -> tuple[torch.Tensor, float]:
+    """The `dynamic` type of the Hugging Face ecosystem: the base grows with the sequence's own length."""
+    length = max(seq_len, original_len)
+    grown = base * ((factor * length / original_len) - (factor - 1)) ** (head_dim / (head_dim - 2))
+    return rope_inv_freq(head_dim, grown), 1.0
+
+
+def yarn_correction_dim(head_dim: int, base: float, original_len: int, rotations: float) -> float:
+    """The (fractional) pair index whose wavelength fits `rotations` full turns into the original length."""
+    return head_dim * math.log(original_len / (2 * math.pi * rotations)) / (2 * math.log(base))
+
+
+def yarn_mscale(factor: float) -> float:
+    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+
+
+def yarn(
+    head_dim: int,
+    base: float,
+    factor: float,
+    original_len: int,
+    seq_len: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
+    attention_factor: float | None = None,
+) -> tuple[torch.Tensor, float]:
+    """YaRN in the reference-code form: a linear ramp between extrapolated and interpolated pairs."""
+    theta = rope_inv_freq(head_dim, base)  # (d/2,)
+    low = yarn_correction_dim(head_dim, base, original_len, beta_fast)
+    high = yarn_correction_dim(head_dim, base, original_len, beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # avoid a division by zero in the ramp
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # (d/2,)
+    # θ/s·ramp + θ·(1-ramp), written so that s = 1 gives θ bit for bit
+    inv_freq = theta * (1 - ramp * (1 - 1 / factor))
+    mscale = yarn_mscale(factor) if attention_factor is None else attention_factor
+    return inv_freq, mscale
+
+
+def dynamic_yarn(
+    head_dim: int, base: float, factor: float, original_len: int, seq_len: int, **options
+) -> tuple[torch.Tensor, float]:
+    """YaRN whose scale follows the sequence: s = max(1, l / L), recomputed per forward (`factor` unused)."""
+    return yarn(head_dim, base, max(1.0, seq_len / original_len), original_len, seq_len, **options)
+
+
+def llama3(
+    head_dim: int,
+    base: float,
+    factor: float,
+    original_len: int,
+    seq_len: int,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+) -> tuple[torch.Tensor, float]:
+    """Llama 3.1 scaling: short wavelengths kept, long ones divided by s, a smooth blend in between."""
+    theta = rope_inv_freq(head_dim, base)
+    wavelen = 2 * math.pi / theta
+    smooth = (original_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    # (1-smooth)·θ/s + smooth·θ, written so that s = 1 gives θ bit for bit
+    blended = theta * (1 - (1 - smooth) * (1 - 1 / factor))
+    long_waves = wavelen > original_len / low_freq_factor
+    short_waves = wavelen < original_len / high_freq_factor
+    inv_freq = torch.where(long_waves, theta / factor, torch.where(short_waves, theta, blended))
+    return inv_freq.to(torch.float32), 1.0
+
+
+@dataclass(frozen=True)
+class Scaling:
+    fn: FrequencyFn
+    dynamic: bool  # depends on the sequence length of each forward
+    options: dict  # option name -> default
+    description: str
+
+
+SCALINGS: dict[str, Scaling] = {
+    "rope": Scaling(rope, False, {}, "rotary position embedding (Su et al.), half-pair layout"),
+    "pi": Scaling(pi, False, {}, "position interpolation: inv_freq / s (Chen et al. 2023)"),
+    "ntk": Scaling(ntk, False, {}, "NTK-aware: base · s^(d/(d-2)), static"),
+    "dynamic-ntk": Scaling(dynamic_ntk, True, {}, "NTK base recomputed from each sequence's length"),
+    "yarn": Scaling(
+        yarn,
+        False,
+        {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None},
+        "YaRN ramp between kept and interpolated pairs + 0.1·ln(s)+1 attention factor (Peng et al. 2023)",
+    ),
+    "dynamic-yarn": Scaling(
+        dynamic_yarn,
+        True,
+        {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None},
+        "YaRN with s = max(1, l/L) recomputed per forward",
+    ),
+    "llama3": Scaling(
+        llama3,
+        False,
+        {"low_freq_factor": 1.0, "high_freq_factor": 4.0},
+        "Llama 3.1 wavelength-banded scaling, no attention factor",
+    ),
+}

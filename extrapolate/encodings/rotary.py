@@ -1,0 +1,83 @@
+"""Rotary encodings: q and k rotated per head by `pos · inv_freq`, angles computed in float32.
+
+Layout: half pairs `(x_j, x_{j+d/2})` (`rotate_half`), the layout of Llama checkpoints. Every scaling is a
+frequency function from `frequencies.py`; this module only applies what it returns.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .base import PositionalEncoding
+from .frequencies import SCALINGS
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def rotary_cos_sin(
+    pos: torch.Tensor, inv_freq: torch.Tensor, attention_factor: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(T, Dh) cos and sin, both multiplied by the attention factor (the one place it is applied)."""
+    angle = pos.to(torch.float32)[:, None] * inv_freq.to(pos.device)[None, :]  # (T, Dh/2)
+    angle = torch.cat((angle, angle), dim=-1)  # (T, Dh)
+    return angle.cos() * attention_factor, angle.sin() * attention_factor
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (B, H, T, Dh); cos, sin: (T, Dh) float32. The product is taken in float32, then cast back."""
+    xf = x.float()
+    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+
+
+class Rotary(PositionalEncoding):
+    kind = "rotary"
+
+    def __init__(
+        self,
+        head_dim: int,
+        scaling: str = "rope",
+        base: float = 10000.0,
+        factor: float = 1.0,
+        original_len: int = 2048,
+        **options,
+    ):
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"rotary encodings need an even head dimension, got {head_dim}")
+        spec = SCALINGS[scaling]
+        unknown = set(options) - set(spec.options)
+        if unknown:
+            raise ValueError(f"{scaling} has no option(s) {sorted(unknown)}; it takes {sorted(spec.options)}")
+        self.name, self.head_dim, self.scaling = scaling, head_dim, scaling
+        self.base, self.factor, self.original_len = float(base), float(factor), int(original_len)
+        self.options = {**spec.options, **options}
+        self.dynamic = spec.dynamic
+        self._static: tuple[torch.Tensor, float] | None = None
+
+    def frequencies(self, seq_len: int) -> tuple[torch.Tensor, float]:
+        """(inv_freq (Dh/2,), attention_factor) for a sequence of `seq_len` tokens. Pure: no state is kept
+        from one length to the next (only the length-independent result of a static scaling is cached)."""
+        fn = SCALINGS[self.scaling].fn
+        args = (self.head_dim, self.base, self.factor, self.original_len, seq_len)
+        if self.dynamic:
+            return fn(*args, **self.options)
+        if self._static is None:
+            self._static = fn(*args, **self.options)
+        return self._static
+
+    def rotate(self, q, k, pos):
+        seq_len = int(pos[-1]) + 1  # positions increase; the dynamic kinds key on the furthest one
+        inv_freq, attention_factor = self.frequencies(seq_len)
+        cos, sin = rotary_cos_sin(pos, inv_freq, attention_factor)
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+
+    def describe(self):
+        return {
+            "base": self.base,
+            "factor": self.factor,
+            "original_len": self.original_len,
+            **{k: v for k, v in self.options.items() if v is not None},
+        }

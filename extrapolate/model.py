@@ -1,0 +1,133 @@
+"""A decoder-only transformer LM that calls the encoding's three hooks and knows no encoding by name.
+
+It can host Llama-family weights (RMSNorm, SwiGLU, grouped-query attention, untied head) as well as the
+small models trained here (LayerNorm/GELU variants included).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import causal_attention
+from .config import ModelConfig
+from .encodings import PositionalEncoding, build_encoding
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()  # normalise in float32, as Llama does
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+def make_norm(config: ModelConfig) -> nn.Module:
+    if config.norm == "rmsnorm":
+        return RMSNorm(config.d_model, config.norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.norm_eps)
+
+
+class MLP(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.swiglu = config.mlp == "swiglu"
+        hidden = config.ff_dim
+        if self.swiglu:
+            self.gate_proj = nn.Linear(config.d_model, hidden, bias=False)
+        self.up_proj = nn.Linear(config.d_model, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, config.d_model, bias=False)
+
+    def forward(self, x):
+        if self.swiglu:
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(F.gelu(self.up_proj(x)))
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = config.n_heads, config.kv_heads, config.head_dim
+        self.q_proj = nn.Linear(config.d_model, self.heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, config.d_model, bias=False)
+
+    def forward(self, x, pos, encoding: PositionalEncoding, kernel: str):
+        batch, length, _ = x.shape
+        q = self.q_proj(x).view(batch, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+        k = self.k_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
+        v = self.v_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
+        q, k = encoding.rotate(q, k, pos)
+        out = causal_attention(q, k, v, encoding, kernel)  # (B, H, T, Dh)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.attn_norm, self.attn = make_norm(config), Attention(config)
+        self.mlp_norm, self.mlp = make_norm(config), MLP(config)
+
+    def forward(self, x, pos, encoding, kernel):
+        x = x + self.attn(self.attn_norm(x), pos, encoding, kernel)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class TransformerLM(nn.Module):
+    def __init__(self, config: ModelConfig, encoding: PositionalEncoding | None = None):
+        super().__init__()
+        self.config = config.validate()
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = make_norm(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
+        self.kernel = "auto"
+        self.apply(self._init_weights)
+        self.encoding = encoding or build_encoding(
+            config.encoding, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
+            max_len=config.max_len, base=config.rope_base,
+        )
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+
+    def set_encoding(self, encoding: PositionalEncoding) -> None:
+        """Swap the positional encoding (e.g. a RoPE scaling at evaluation); encodings with their own
+        parameters keep them, so only parameter-free kinds should be swapped onto a trained model."""
+        self.encoding = encoding
+
+    def hidden_states(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """tokens: (B, T) int64 -> final normed hidden states (B, T, D)."""
+        pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (T,)
+        x = self.encoding.embed(self.embed(tokens), pos)
+        for block in self.blocks:
+            x = block(x, pos, self.encoding, self.kernel)
+        return self.norm(x)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B, T) -> logits (B, T, V). For long inputs prefer `token_nll`, which never holds all logits."""
+        return self.lm_head(self.hidden_states(tokens))
+
+    def token_nll(self, tokens: torch.Tensor, targets: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
+        """Per-token negative log-likelihood (B, T) in float32; the head and the loss run in chunks of
+        positions so an n × vocabulary logits tensor is never held at once."""
+        hidden = self.hidden_states(tokens)  # (B, T, D)
+        pieces = []
+        for start in range(0, hidden.shape[1], chunk):
+            logits = self.lm_head(hidden[:, start : start + chunk]).float()  # (B, c, V)
+            part = targets[:, start : start + chunk]
+            pieces.append(F.cross_entropy(logits.transpose(1, 2), part, reduction="none"))  # (B, c)
+        return torch.cat(pieces, dim=1)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

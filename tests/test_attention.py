@@ -1,0 +1,57 @@
+"""The blocked bias kernel equals the plain full-matrix reference; SDPA equals it without a bias."""
+
+import pytest
+import torch
+
+from extrapolate.attention import causal_attention, kernel_for, toeplitz_bias
+from extrapolate.encodings import build_encoding
+
+
+def make(name, heads=4):
+    enc = build_encoding(name, d_model=16 * heads, n_heads=heads, head_dim=16, max_len=64)
+    if name == "t5":
+        torch.nn.init.normal_(enc.table.weight)
+    return enc
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+@pytest.mark.parametrize("length", [1, 17, 128, 333])
+@pytest.mark.parametrize("rows", [16, 64, 1000])
+def test_blocked_equals_reference(name, length, rows):
+    torch.manual_seed(length)
+    enc = make(name)
+    q, k, v = torch.randn(3, 2, 4, length, 16).unbind(0)
+    reference = causal_attention(q, k, v, enc, "reference")
+    blocked = causal_attention(q, k, v, enc, "blocked", block_elements=2 * 4 * length * rows)
+    assert torch.allclose(blocked, reference, atol=1e-5, rtol=0)
+
+
+def test_blocked_handles_grouped_query_attention():
+    enc = make("alibi", heads=4)
+    q = torch.randn(1, 4, 50, 16)
+    k, v = torch.randn(2, 1, 2, 50, 16).unbind(0)
+    assert torch.allclose(causal_attention(q, k, v, enc, "blocked", block_elements=1000),
+                          causal_attention(q, k, v, enc, "reference"), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["rope", "nope", "sinusoidal"])
+def test_sdpa_equals_reference_without_bias(name):
+    enc = make(name)
+    assert kernel_for(enc) == "sdpa"
+    q, k, v = torch.randn(3, 1, 4, 70, 16).unbind(0)
+    assert torch.allclose(causal_attention(q, k, v, enc), causal_attention(q, k, v, enc, "reference"), atol=1e-5)
+
+
+def test_toeplitz_block_matches_explicit_bias():
+    enc = make("alibi")
+    table = enc.bias_table(40)
+    block = toeplitz_bias(table, 10, 25, torch.float32)  # queries 10..24, keys 0..24
+    pos = torch.arange(40)
+    explicit = enc.bias(pos[10:25], pos[:25])
+    causal = pos[:25][None, :] > pos[10:25][:, None]
+    assert torch.equal(torch.isinf(block[0]), causal)
+    assert torch.allclose(block[:, ~causal], explicit[:, ~causal])
+
+
+def test_bias_kinds_use_the_blocked_kernel():
+    assert kernel_for(make("alibi")) == "blocked" and kernel_for(make("t5"), "sdpa") == "blocked"
