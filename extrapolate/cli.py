@@ -126,6 +126,107 @@ def encodings_show(
         stdout.print(f"wrote {plot}")
 
 
+# ---- run ---------------------------------------------------------------------------------------------
+
+TrainLen = Annotated[int, typer.Option(help="training length L (tokens)")]
+EvalLen = Annotated[Optional[int], typer.Option(help="longest evaluation length; lengths double from L (default 8·L)")]
+EvalLens = Annotated[Optional[str], typer.Option(help="explicit evaluation lengths, e.g. 256,512,1k")]
+Factor = Annotated[Optional[float], typer.Option(help="RoPE scaling factor s (default: longest length / L)")]
+ModelOpt = Annotated[str, typer.Option(help="size preset: tiny, small (CPU default), base (GPU)")]
+CorpusOpt = Annotated[str, typer.Option(help="built-in name, local text/JSONL/Parquet path, or hub dataset")]
+TasksOpt = Annotated[str, typer.Option(help="comma-separated tasks: perplexity")]
+Steps = Annotated[int, typer.Option(help="training steps")]
+BatchSize = Annotated[int, typer.Option(help="sequences per training step")]
+LearningRate = Annotated[float, typer.Option("--lr", help="peak learning rate")]
+Seed = Annotated[int, typer.Option(help="seed for weights, data order and prompts")]
+DeviceOpt = Annotated[str, typer.Option(help="auto | cpu | cuda | mps")]
+DtypeOpt = Annotated[str, typer.Option(help="evaluation precision: float32 | bfloat16")]
+ProtocolOpt = Annotated[str, typer.Option(help="perplexity protocol: full (one window per chunk) | sliding")]
+StrideOpt = Annotated[int, typer.Option(help="stride of the sliding protocol")]
+EvalTokens = Annotated[int, typer.Option(help="tokens scored per held-out document at every length")]
+LearnedPolicy = Annotated[str, typer.Option(help="learned table past its rows: error (unsupported) | clamp")]
+KernelOpt = Annotated[str, typer.Option(help="attention kernel: auto | sdpa | blocked | reference")]
+OutOpt = Annotated[Optional[Path], typer.Option(help="output folder (default results/<encoding>-L<L>)")]
+
+
+class RichReporter:
+    """Renders training and evaluation progress with rich (on stderr, so stdout stays clean)."""
+
+    def __init__(self):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=stderr, transient=False)
+        self.task = None
+
+    def training(self, total: int, reused: bool):
+        if reused:
+            stderr.print("[green]reusing the trained model from the cache[/]")
+            return None
+        self.progress.start()
+        self.task = self.progress.add_task("training", total=total, info="")
+
+        def on_step(step, total, loss, tokens_per_second):
+            self.progress.update(self.task, completed=step, info=f"loss {loss:.3f} · {tokens_per_second:,.0f} tok/s")
+
+        return on_step
+
+    def done_training(self):
+        if self.task is not None:
+            self.progress.stop()
+            self.task = None
+
+    def evaluating(self, what: str, length: int):
+        stderr.print(f"evaluating {what} at {length} tokens", highlight=False)
+
+
+@app.command()
+def run(
+    encoding: Annotated[str, typer.Option(help="positional encoding (see `extrapolate encodings`)")] = "rope",
+    train_len: TrainLen = 256,
+    eval_len: EvalLen = None,
+    eval_lens: EvalLens = None,
+    factor: Factor = None,
+    model: ModelOpt = "small",
+    corpus: CorpusOpt = "shakespeare",
+    tasks: TasksOpt = "perplexity",
+    steps: Steps = 800,
+    batch_size: BatchSize = 32,
+    lr: LearningRate = 3e-3,
+    seed: Seed = 0,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    protocol: ProtocolOpt = "full",
+    stride: StrideOpt = 256,
+    eval_tokens: EvalTokens = 8192,
+    learned_policy: LearnedPolicy = "error",
+    kernel: KernelOpt = "auto",
+    out: OutOpt = None,
+) -> None:
+    """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
+    from .cliutil import parse_int_list, parse_name_list
+    from .runner import RunRequest
+    from .runner import run as run_job
+
+    task_list = parse_name_list(tasks)
+    for task in task_list:
+        if task not in ("perplexity",):
+            from .registry import unknown_name_message
+
+            raise UserError(unknown_name_message("task", task, ["perplexity"]))
+    request = RunRequest(
+        encoding=encoding.lower(), train_len=train_len, eval_len=eval_len,
+        eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens else (), factor=factor,
+        model=model, corpus=corpus, tasks=tuple(task_list), steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+        device=device, dtype=dtype, protocol=protocol, stride=stride, eval_tokens=eval_tokens,
+        learned_policy=learned_policy, kernel=kernel, out=out,
+    )
+    folder = run_job(request, RichReporter())
+    summary = folder / "summary.md"
+    stdout.print(f"wrote {folder}/results.csv, {summary.name}, perplexity.png", highlight=False)
+
+
 def main() -> None:
     app()
 

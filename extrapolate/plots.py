@@ -59,3 +59,62 @@ def save_figure(fig, path: Path | str) -> None:
         plt.close(fig)
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _length_axis(ax, lengths, train_lens):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(lengths))
+    ax.set_xticklabels([f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n) for n in sorted(lengths)])
+    for L in sorted(set(train_lens)):
+        ax.axvline(L, color="#444444", linestyle=":", linewidth=1.2)
+        ax.annotate(f"train L={L}", (L, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
+                    textcoords="offset points", fontsize=8, color="#444444")
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def perplexity_figure(agg, ratio: bool = False, title: str | None = None):
+    """Perplexity (or its ratio to the value at L) vs evaluation length, one line per encoding.
+    `agg`: the output of results.aggregate restricted to task == perplexity, metric == ppl."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    ok = agg[agg["status"] == "ok"]
+    for encoding, group in ok.groupby("encoding", sort=False):
+        group = group.sort_values("eval_len")
+        y, err = group["mean"].to_numpy(), group["ci95"].to_numpy()
+        if ratio:
+            at_l = group[group["eval_len"] == group["train_len"]]["mean"]
+            if at_l.empty:
+                continue
+            y, err = y / at_l.iloc[0], err / at_l.iloc[0]
+        ax.errorbar(group["eval_len"], y, yerr=err, marker="o", markersize=4, capsize=2, label=encoding,
+                    color=colour(encoding), linewidth=1.8)
+    _length_axis(ax, agg["eval_len"].unique().tolist(), agg["train_len"].unique().tolist())
+    ax.set_yscale("log")
+    ax.set_xlabel("evaluation length (tokens, log₂ scale)")
+    ax.set_ylabel("perplexity / perplexity at L" if ratio else "perplexity (log scale)")
+    ax.set_title(title or ("perplexity relative to the training length" if ratio else "perplexity vs evaluation length"))
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def position_figure(positions, eval_len: int | None = None):
+    """Mean NLL by position inside the window at the longest evaluated length, one line per encoding."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    eval_len = eval_len or int(positions["eval_len"].max())
+    at = positions[positions["eval_len"] == eval_len]
+    for encoding, group in at.groupby("encoding", sort=False):
+        by_bucket = group.groupby("bucket_start").apply(
+            lambda g: (g["nll"] * g["n_tokens"]).sum() / g["n_tokens"].sum(), include_groups=False)
+        ax.plot(by_bucket.index + 1, by_bucket.to_numpy(), label=encoding, color=colour(encoding), linewidth=1.8)
+    for L in sorted(at["train_len"].unique()):
+        ax.axvline(L, color="#444444", linestyle=":", linewidth=1.2)
+        ax.annotate(f"train L={L}", (L, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
+                    textcoords="offset points", fontsize=8, color="#444444")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("position inside the window (bucket start, log₂ scale)")
+    ax.set_ylabel("mean NLL (nats/token)")
+    ax.set_title(f"loss by position at evaluation length {eval_len}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig

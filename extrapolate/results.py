@@ -1,0 +1,104 @@
+"""The results table: one row per measurement, long format, written atomically; seed aggregation."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from . import __version__
+from .atomic import atomic_path
+
+COLUMNS = [
+    "run_id", "encoding", "base_encoding", "factor", "train_len", "eval_len", "task", "metric", "value", "depth",
+    "seed", "n_tokens", "protocol", "status", "model", "params", "corpus", "device", "dtype", "kernel",
+    "git_sha", "package_version", "created_at",
+]
+# a measurement is identified by these; re-running it replaces the old row instead of duplicating it
+KEY = ["run_id", "encoding", "eval_len", "task", "metric", "depth", "seed"]
+POSITION_COLUMNS = ["run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"]
+RESULTS_FILE, POSITIONS_FILE = "results.csv", "positions.csv"
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent, timeout=5)
+        return done.stdout.strip() if done.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def provenance() -> dict:
+    return {"git_sha": git_sha(), "package_version": __version__,
+            "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame(columns=columns)
+    return pd.read_csv(path, keep_default_na=True)
+
+
+def write_table(path: Path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
+
+
+def merge_rows(path: Path, rows: list[dict], columns: list[str], key: list[str]) -> pd.DataFrame:
+    """Append rows, replacing earlier rows with the same key; the file is replaced atomically."""
+    old = read_table(path, columns)
+    new = pd.DataFrame(rows, columns=columns)
+    if len(old):
+        marker = new[key].astype(str).agg("|".join, axis=1)
+        keep = ~old[key].astype(str).agg("|".join, axis=1).isin(set(marker))
+        frame = pd.concat([old[keep], new], ignore_index=True) if len(new) else old
+    else:
+        frame = new
+    write_table(path, frame)
+    return frame
+
+
+def append_results(folder: Path, rows: list[dict]) -> pd.DataFrame:
+    return merge_rows(folder / RESULTS_FILE, rows, COLUMNS, KEY)
+
+
+def append_positions(folder: Path, rows: list[dict]) -> pd.DataFrame:
+    return merge_rows(folder / POSITIONS_FILE, rows, POSITION_COLUMNS,
+                      ["run_id", "encoding", "seed", "eval_len", "bucket_start"])
+
+
+def load_results(folder: Path) -> pd.DataFrame:
+    return read_table(folder / RESULTS_FILE, COLUMNS)
+
+
+T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Mean and 95% interval (Student t) of `value` over seeds, for every other key; ok rows only.
+    A cell with one seed has interval 0; cells whose seeds are all unsupported keep that status."""
+    by = by or ["encoding", "train_len", "eval_len", "task", "metric", "depth"]
+    frame = frame.copy()
+    frame["depth"] = frame["depth"].fillna(-1)
+    ok = frame[frame["status"] == "ok"]
+    rows = []
+    for key, group in ok.groupby(by, dropna=False):
+        values = group["value"].astype(float)
+        n = len(values)
+        std = float(values.std(ddof=1)) if n > 1 else 0.0
+        half = T_95.get(n - 1, 1.96) * std / math.sqrt(n) if n > 1 else 0.0
+        rows.append({**dict(zip(by, key)), "mean": float(values.mean()), "ci95": half, "n_seeds": n, "status": "ok"})
+    done = {tuple(r[k] for k in by) for r in rows}
+    for key, group in frame[frame["status"] != "ok"].groupby(by, dropna=False):
+        if tuple(key) not in done:
+            rows.append({**dict(zip(by, key)), "mean": float("nan"), "ci95": float("nan"), "n_seeds": 0,
+                         "status": group["status"].iloc[0]})
+    out = pd.DataFrame(rows, columns=by + ["mean", "ci95", "n_seeds", "status"])
+    out["depth"] = out["depth"].replace(-1, float("nan"))
+    return out.sort_values(by).reset_index(drop=True)

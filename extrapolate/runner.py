@@ -1,0 +1,286 @@
+"""`extrapolate run`: train (or reuse) a model with an encoding, evaluate it past its training length,
+write the results table, the position-loss table, a plot and a summary."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .attention import kernel_for
+from .batches import BatchSource
+from .config import PRESETS, ModelConfig, TrainConfig, config_hash
+from .corpora import Corpus, load_corpus
+from .device import resolve_device
+from .encodings import build_encoding, get_spec
+from .errors import PositionOutOfRange, UserError
+from .model import TransformerLM
+from .results import append_positions, append_results, provenance
+from .tasks.perplexity import PROTOCOLS, evaluate_perplexity
+from .tokenizers import ByteTokenizer
+from .train import StepCallback, train
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    encoding: str = "rope"
+    train_len: int = 256
+    eval_lens: tuple[int, ...] = ()  # empty: L, 2L, … up to eval_len
+    eval_len: int | None = None  # default 8·L
+    factor: float | None = None  # RoPE scalings; default max eval length / L
+    model: str = "small"
+    corpus: str = "shakespeare"
+    tasks: tuple[str, ...] = ("perplexity",)
+    steps: int = 800
+    batch_size: int = 32
+    lr: float = 3e-3
+    seed: int = 0
+    device: str = "auto"
+    dtype: str = "float32"  # evaluation precision
+    train_dtype: str = "bfloat16"
+    protocol: str = "full"
+    stride: int = 256
+    eval_tokens: int = 8192  # tokens scored per held-out document, the same at every length
+    learned_policy: str = "error"
+    kernel: str = "auto"
+    passkey_fraction: float = 0.0
+    out: Path | None = None
+    name: str | None = None
+
+
+class Reporter:
+    """Progress sink for long work; the CLI renders it, the library never prints."""
+
+    def training(self, total: int, reused: bool) -> StepCallback | None:
+        return None
+
+    def evaluating(self, what: str, length: int) -> None:
+        pass
+
+    def done_training(self) -> None:
+        pass
+
+
+def lengths_for(request: RunRequest) -> list[int]:
+    L = request.train_len
+    if request.eval_lens:
+        return sorted(set(request.eval_lens))
+    longest = request.eval_len if request.eval_len is not None else 8 * L
+    lengths, n = [], L
+    while n < longest:
+        lengths.append(n)
+        n *= 2
+    return lengths + [longest]
+
+
+def validate(request: RunRequest) -> None:
+    if request.train_len < 2:
+        raise UserError(f"--train-len must be at least 2, got {request.train_len}")
+    if request.eval_len is not None and request.eval_len < request.train_len:
+        raise UserError(f"--eval-len ({request.eval_len}) is shorter than --train-len ({request.train_len})")
+    if any(n < 1 for n in request.eval_lens):
+        raise UserError("--eval-lens must be positive")
+    if request.factor is not None and not request.factor > 0:
+        raise UserError(f"--factor must be > 0, got {request.factor}")
+    if request.steps < 1 or request.batch_size < 1:
+        raise UserError("--steps and --batch-size must be at least 1")
+    if request.protocol not in PROTOCOLS:
+        raise UserError(f"unknown protocol {request.protocol!r}; valid: {', '.join(PROTOCOLS)}")
+    if request.stride < 1:
+        raise UserError(f"--stride must be at least 1, got {request.stride}")
+    if request.learned_policy not in ("error", "clamp"):
+        raise UserError("--learned-policy must be error or clamp")
+    if not 0 <= request.passkey_fraction < 1:
+        raise UserError("--passkey-fraction must be in [0, 1)")
+    get_spec(request.encoding)
+
+
+def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
+    if request.model not in PRESETS:
+        from .registry import unknown_name_message
+
+        raise UserError(unknown_name_message("model", request.model, list(PRESETS)))
+    return ModelConfig(**PRESETS[request.model], encoding=base_encoding, max_len=request.train_len).validate()
+
+
+def train_config(request: RunRequest, corpus: Corpus, base_encoding: str) -> TrainConfig:
+    steps = request.steps
+    return TrainConfig(
+        model=model_config(request, base_encoding), corpus=corpus.name, seq_len=request.train_len,
+        batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),
+        seed=request.seed, dtype=request.train_dtype, passkey_fraction=request.passkey_fraction,
+        checkpoint_every=max(1, min(200, steps // 4)),
+    )
+
+
+def output_folder(request: RunRequest) -> Path:
+    if request.out is not None:
+        return Path(request.out)
+    return Path("results") / (request.name or f"{request.encoding}-L{request.train_len}")
+
+
+def check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output folder {folder}: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"output folder {folder} is not writable")
+
+
+@dataclass
+class Prepared:
+    """Everything a run needs before evaluating: shared by `run` and `sweep`."""
+
+    corpus: Corpus
+    tokenizer: ByteTokenizer
+    heldout: list[torch.Tensor]
+    stream: torch.Tensor
+    device: torch.device
+    lengths: list[int]
+    extra: dict = field(default_factory=dict)
+
+
+def prepare(request: RunRequest) -> Prepared:
+    validate(request)
+    device = resolve_device(request.device)
+    lengths = lengths_for(request)
+    corpus = load_corpus(request.corpus)
+    tokenizer = ByteTokenizer()
+    longest = max(lengths)
+    heldout = [t for t in (tokenizer.encode_tensor(d) for d in corpus.heldout) if t.numel() > longest]
+    if not heldout:
+        raise UserError(f"corpus {corpus.name} has no held-out document longer than {longest} tokens")
+    stream = tokenizer.encode_tensor("\n\n".join(corpus.train))
+    if stream.numel() < request.train_len + 2:
+        raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
+    return Prepared(corpus, tokenizer, heldout, stream, device, lengths)
+
+
+def trained_model(request: RunRequest, prepared: Prepared, reporter: Reporter):
+    spec = get_spec(request.encoding)
+    config = train_config(request, prepared.corpus, spec.base_encoding)
+    source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed,
+                         config.passkey_fraction, prepared.extra.get("passkey_rows"))
+    from . import checkpoint as ckpt
+    from .train import model_folder
+
+    reused = ckpt.is_complete(model_folder(config))
+    callback = reporter.training(config.steps, reused)
+    result = train(config, source, prepared.device, on_step=callback)
+    reporter.done_training()
+    return result
+
+
+def evaluation_encoding(request: RunRequest, model: TransformerLM, lengths: list[int]):
+    """The encoding to evaluate with: a RoPE scaling swapped onto the RoPE model, or the model's own."""
+    spec = get_spec(request.encoding)
+    config = model.config
+    if spec.trains_own_model:
+        if spec.name == "learned":
+            model.encoding.policy = request.learned_policy
+        return model.encoding, 1.0
+    factor = request.factor if request.factor is not None else max(lengths) / request.train_len
+    encoding = build_encoding(spec.name, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
+                              max_len=config.max_len, base=config.rope_base, factor=factor,
+                              original_len=request.train_len)
+    return encoding.to(next(model.parameters()).device), factor
+
+
+def run_id(request: RunRequest, model_hash: str, factor: float) -> str:
+    identity = {"model": model_hash, "encoding": request.encoding, "factor": factor, "protocol": request.protocol,
+                "stride": request.stride if request.protocol == "sliding" else None, "dtype": request.dtype,
+                "eval_tokens": request.eval_tokens, "learned_policy": request.learned_policy}
+    return config_hash(identity, 10)
+
+
+def bucket_width(train_len: int) -> int:
+    return max(1, train_len // 4)
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Reporter) -> tuple[list[dict], list[dict]]:
+    model = trained.model
+    model.kernel = request.kernel
+    encoding, factor = evaluation_encoding(request, model, prepared.lengths)
+    model.set_encoding(encoding)
+    rid = run_id(request, trained.summary["config_hash"], factor)
+    spec = get_spec(request.encoding)
+    budget = max(request.eval_tokens, max(prepared.lengths))
+    common = {
+        "run_id": rid, "encoding": spec.name, "base_encoding": spec.base_encoding, "factor": factor,
+        "train_len": request.train_len, "seed": request.seed, "protocol": protocol_label(request),
+        "model": request.model, "params": model.num_parameters(), "corpus": prepared.corpus.name,
+        "device": prepared.device.type, "dtype": request.dtype, "kernel": kernel_for(encoding, request.kernel),
+        **provenance(),
+    }
+    rows, positions = [], []
+    for length in prepared.lengths:
+        reporter.evaluating("perplexity", length)
+        status, result = "ok", None
+        try:
+            result = evaluate_perplexity(model, prepared.heldout, length, protocol=request.protocol,
+                                         stride=request.stride, budget=budget, bucket_width=bucket_width(request.train_len),
+                                         device=prepared.device, dtype=request.dtype)
+        except PositionOutOfRange:
+            status = "unsupported"
+        except (RuntimeError, MemoryError) as exc:
+            if not is_oom(exc):
+                raise
+            status = "oom"
+            if prepared.device.type == "cuda":
+                torch.cuda.empty_cache()
+        nll = result.nll if result else float("nan")
+        tokens = result.tokens if result else 0
+        for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp()))):
+            rows.append({**common, "eval_len": length, "task": "perplexity", "metric": metric, "value": value,
+                         "depth": None, "n_tokens": tokens, "status": status})
+        if result:
+            for b in sorted(result.bucket_nll):
+                width = result.bucket_width
+                positions.append({"run_id": rid, "encoding": spec.name, "seed": request.seed,
+                                  "train_len": request.train_len, "eval_len": length, "bucket_start": b * width,
+                                  "bucket_end": min((b + 1) * width, length),
+                                  "nll": result.bucket_nll[b] / result.bucket_tokens[b],
+                                  "n_tokens": result.bucket_tokens[b]})
+    return rows, positions
+
+
+def protocol_label(request: RunRequest) -> str:
+    return "full-window" if request.protocol == "full" else f"sliding-window-stride-{request.stride}"
+
+
+def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
+    """The main job. Returns the output folder."""
+    reporter = reporter or Reporter()
+    validate(request)
+    folder = output_folder(request)
+    check_writable(folder)
+    prepared = prepare(request)
+    trained = trained_model(request, prepared, reporter)
+    rows, positions = evaluate_run(request, prepared, trained, reporter)
+    write_outputs(folder, request, trained, rows, positions)
+    return folder
+
+
+def write_outputs(folder: Path, request: RunRequest, trained, rows: list[dict], positions: list[dict]) -> None:
+    from .atomic import write_text
+    from .report import write_run_report
+
+    table = append_results(folder, rows)
+    append_positions(folder, positions)
+    record = {"request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
+              "train_config": json.loads((trained.folder / "config.json").read_text()),
+              "model_folder": trained.folder.name,  # under the cache's models/ folder
+              "training": {k: v for k, v in trained.summary.items() if k != "losses"},
+              **provenance()}
+    text = json.dumps(record, indent=2, default=str)
+    write_text(folder / "run.json", text)  # the latest run in this folder
+    write_text(folder / "runs" / f"{rows[0]['run_id']}.json", text)  # every run, kept
+    write_run_report(folder, table)

@@ -1,0 +1,100 @@
+"""Perplexity at a context length, under two protocols, aggregated by token-weighted mean NLL.
+
+- `full`: split the first `budget` tokens of each held-out document into windows of n tokens, one forward
+  pass per window, score every token (the "truncated" evaluation of long-context papers). Every length
+  scores the same text, so a change across lengths is the effect of context alone.
+- `sliding`: windows of n moving by `stride`; each step scores only the tokens no earlier window scored.
+
+Loss by position inside the window is kept in buckets: it shows where past-L degradation starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..device import autocast
+
+PROTOCOLS = ("full", "sliding")
+
+
+@dataclass
+class PerplexityResult:
+    length: int
+    nll_sum: float = 0.0
+    tokens: int = 0
+    bucket_width: int = 1
+    bucket_nll: dict[int, float] = field(default_factory=dict)  # bucket index -> summed NLL
+    bucket_tokens: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def nll(self) -> float:
+        return self.nll_sum / max(self.tokens, 1)
+
+    def add(self, nll: torch.Tensor, first_position: int) -> None:
+        """nll: (B, c) per-token NLL of targets at window positions first_position … first_position + c - 1."""
+        self.nll_sum += float(nll.double().sum())
+        self.tokens += nll.numel()
+        positions = torch.arange(first_position, first_position + nll.shape[1])
+        per_position = nll.double().sum(0).cpu()  # (c,)
+        buckets = positions // self.bucket_width
+        for b in buckets.unique().tolist():
+            selected = buckets == b
+            self.bucket_nll[b] = self.bucket_nll.get(b, 0.0) + float(per_position[selected].sum())
+            self.bucket_tokens[b] = self.bucket_tokens.get(b, 0) + int(selected.sum()) * nll.shape[0]
+
+
+def windows_full(doc: torch.Tensor, length: int, budget: int) -> list[tuple[int, int, int]]:
+    """(start, end, first scored offset) of consecutive windows over doc[:budget + 1]."""
+    usable = min(budget, doc.numel() - 1)
+    return [(s, s + length, 0) for s in range(0, usable - length + 1, length)]
+
+
+def windows_sliding(doc: torch.Tensor, length: int, budget: int, stride: int) -> list[tuple[int, int, int]]:
+    usable = min(budget, doc.numel() - 1)
+    out, scored_until = [], 0
+    for begin in range(0, max(usable - length, 0) + 1, stride):
+        end = begin + length
+        if end > usable:
+            break
+        out.append((begin, end, scored_until - begin if scored_until > begin else 0))
+        scored_until = end
+    return out
+
+
+@torch.no_grad()
+def evaluate_perplexity(
+    model,
+    docs: list[torch.Tensor],
+    length: int,
+    *,
+    protocol: str = "full",
+    stride: int = 256,
+    budget: int,
+    bucket_width: int,
+    device: torch.device,
+    dtype: str = "float32",
+    max_batch_tokens: int = 16384,
+) -> PerplexityResult:
+    """docs: 1-D int64 token tensors. `budget`: tokens per document scored (the same for every length)."""
+    result = PerplexityResult(length, bucket_width=bucket_width)
+    model.eval()
+    windows = []
+    for doc in docs:
+        spans = windows_full(doc, length, budget) if protocol == "full" else windows_sliding(doc, length, budget, stride)
+        windows += [(doc, *span) for span in spans]
+    per_batch = max(1, max_batch_tokens // length)
+    # group windows that share their first scored offset, so each batch is one rectangular tensor
+    groups: dict[int, list] = {}
+    for window in windows:
+        groups.setdefault(window[3], []).append(window)
+    for offset, group in sorted(groups.items()):
+        for i in range(0, len(group), per_batch):
+            chunk = group[i : i + per_batch]
+            inputs = torch.stack([doc[s:e] for doc, s, e, _ in chunk]).to(device)  # (B, n)
+            targets = torch.stack([doc[s + 1 : e + 1] for doc, s, e, _ in chunk]).to(device)  # (B, n)
+            with autocast(device, dtype):
+                nll = model.token_nll(inputs, targets)  # (B, n) float32
+            result.add(nll[:, offset:].float(), offset)
+    return result

@@ -1,0 +1,135 @@
+"""train(config) -> a checkpoint folder. AdamW, warmup + cosine, clipping, bf16 autocast, atomic
+checkpoints every N steps, resume from the last one, a NaN guard, and a cache keyed by the config hash."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import checkpoint as ckpt
+from .batches import BatchSource
+from .config import TrainConfig, config_hash
+from .device import autocast, synchronize
+from .errors import UserError
+from .model import TransformerLM
+from .paths import cache_dir
+
+
+class TrainingDiverged(UserError):
+    def __init__(self, step: int, folder: Path):
+        super().__init__(f"training diverged (loss is NaN/Inf) at step {step}; last good checkpoint kept in {folder}")
+        self.step = step
+
+
+@dataclass
+class TrainedModel:
+    model: TransformerLM
+    folder: Path
+    config: TrainConfig
+    summary: dict
+    reused: bool
+
+
+# step, total, loss, tokens per second
+StepCallback = Callable[[int, int, float, float], None]
+
+
+def model_folder(config: TrainConfig, root: Path | None = None) -> Path:
+    return (root or cache_dir() / "models") / f"{config.model.encoding}-L{config.seq_len}-{config_hash(config)}"
+
+
+def learning_rate(config: TrainConfig, step: int) -> float:
+    """Linear warmup, then cosine decay to min_lr_ratio · lr."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine)
+
+
+def make_optimizer(model: TransformerLM, config: TrainConfig) -> torch.optim.AdamW:
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def build_model(config: TrainConfig, device: torch.device) -> TransformerLM:
+    torch.manual_seed(config.seed)
+    return TransformerLM(config.model).to(device)
+
+
+def load_trained(folder: Path, device: torch.device) -> TrainedModel:
+    config = ckpt.read_config(folder)
+    model = TransformerLM(config.model)
+    ckpt.load_weights(folder, model, expected=config)
+    return TrainedModel(model.to(device).eval(), folder, config, ckpt.read_summary(folder), reused=True)
+
+
+def train(
+    config: TrainConfig,
+    source: BatchSource,
+    device: torch.device,
+    folder: Path | None = None,
+    on_step: StepCallback | None = None,
+    stop_after: int | None = None,
+) -> TrainedModel:
+    """Train, or reuse the finished model with this config, or resume an interrupted one."""
+    folder = folder or model_folder(config)
+    if ckpt.is_complete(folder):
+        return load_trained(folder, device)
+    model = build_model(config, device)
+    optimizer = make_optimizer(model, config)
+    step, losses, elapsed = 0, [], 0.0
+    state = ckpt.load_state(folder)
+    if state is not None:
+        if state.get("config_hash") != config_hash(config):
+            raise UserError(f"checkpoint in {folder} belongs to another config; delete the folder to retrain")
+        ckpt.load_weights(folder, model)
+        optimizer.load_state_dict(state["optimizer"])
+        step, losses, elapsed = state["step"], state["losses"], state["elapsed"]
+    model.train()
+    tokens_per_step = config.batch_size * config.seq_len
+    start = time.perf_counter()
+    while step < config.steps:
+        batch = source.batch(step)
+        lr = learning_rate(config, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        inputs, targets, mask = (t.to(device) for t in (batch.inputs, batch.targets, batch.mask))
+        with autocast(device, config.dtype):
+            nll = model.token_nll(inputs, targets)  # (B, T) float32
+        loss = (nll * mask).sum() / mask.sum().clamp(min=1)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(step, folder)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        step += 1
+        losses.append(round(loss.item(), 6))
+        synchronize(device)
+        now = time.perf_counter()
+        if on_step is not None:
+            run_time = elapsed + now - start
+            on_step(step, config.steps, losses[-1], (step * tokens_per_step) / max(run_time, 1e-9))
+        if step % config.checkpoint_every == 0 or step == config.steps:
+            state = {"optimizer": optimizer.state_dict(), "step": step, "losses": losses,
+                     "elapsed": elapsed + now - start, "config_hash": config_hash(config)}
+            ckpt.save_checkpoint(folder, config, model, state)
+        if stop_after is not None and step >= stop_after:
+            break
+    elapsed += time.perf_counter() - start
+    summary = {
+        "steps": step, "tokens": step * tokens_per_step, "final_loss": losses[-1] if losses else None,
+        "train_seconds": round(elapsed, 2), "tokens_per_second": round(step * tokens_per_step / max(elapsed, 1e-9), 1),
+        "params": model.num_parameters(), "config_hash": config_hash(config), "losses": losses,
+    }
+    if step >= config.steps:
+        ckpt.mark_complete(folder, summary)
+    return TrainedModel(model.eval(), folder, config, summary, reused=False)
