@@ -33,9 +33,13 @@ def causal_attention(
     kernel: str = "auto",
     block_elements: int = BLOCK_ELEMENTS,
 ) -> torch.Tensor:
-    """q: (B, H, T, Dh); k, v: (B, Hkv, T, Dh) with H a multiple of Hkv -> (B, H, T, Dh)."""
+    """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh), H a multiple of Hkv, Tk ≥ Tq -> (B, H, Tq, Dh).
+
+    The queries are the last Tq of the Tk positions (Tk > Tq when earlier keys come from a cache)."""
     kernel = kernel_for(encoding, kernel)
     gqa = q.shape[1] != k.shape[1]
+    if kernel == "sdpa" and q.shape[2] != k.shape[2]:
+        kernel = "blocked"  # fused causal SDPA aligns queries to the first keys, not the last
     if kernel == "sdpa":
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     if kernel == "reference":
@@ -59,30 +63,36 @@ def toeplitz_bias(table: torch.Tensor, q0: int, q1: int, dtype: torch.dtype) -> 
 
 def blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS):
     batch, heads, length, _ = q.shape
-    table = encoding.bias_table(length, device=q.device)  # (H, T) float32
-    rows = max(16, min(length, block_elements // max(1, batch * heads * length)))
+    keys = k.shape[2]
+    offset = keys - length  # absolute position of the first query
+    table = encoding.bias_table(keys, device=q.device)  # (H, Tk) float32
+    if table is None:  # no bias: a zero table still gives the causal mask
+        table = torch.zeros(1, keys, device=q.device)
+    rows = max(16, min(length, block_elements // max(1, batch * heads * keys)))
     out = torch.empty_like(q)
     gqa = q.shape[1] != k.shape[1]
     for q0 in range(0, length, rows):
         q1 = min(length, q0 + rows)
-        bias = toeplitz_bias(table, q0, q1, q.dtype)  # (H, rows, q1)
+        end = offset + q1  # keys past the block's last query are masked: skip them
+        bias = toeplitz_bias(table, offset + q0, end, q.dtype)  # (H, rows, end)
         out[:, :, q0:q1] = F.scaled_dot_product_attention(
-            q[:, :, q0:q1], k[:, :, :q1], v[:, :, :q1], attn_mask=bias.unsqueeze(0), enable_gqa=gqa
+            q[:, :, q0:q1], k[:, :, :end], v[:, :, :end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa
         )
     return out
 
 
 def reference_attention(q, k, v, encoding):
     """Plain softmax(q·kᵀ/√d + bias + causal mask)·v with the full matrix: the slow ground truth for tests."""
-    length = q.shape[2]
+    keys = k.shape[2]
     if q.shape[1] != k.shape[1]:
         repeat = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
-    scores = (q.float() @ k.float().transpose(-1, -2)) / q.shape[-1] ** 0.5  # (B, H, T, T)
-    pos = torch.arange(length, device=q.device)
-    bias = encoding.bias(pos, pos)
+    scores = (q.float() @ k.float().transpose(-1, -2)) / q.shape[-1] ** 0.5  # (B, H, Tq, Tk)
+    k_pos = torch.arange(keys, device=q.device)
+    q_pos = k_pos[keys - q.shape[2] :]
+    bias = encoding.bias(q_pos, k_pos)
     if bias is not None:
         scores = scores + bias
-    causal = pos[None, :] > pos[:, None]
+    causal = k_pos[None, :] > q_pos[:, None]
     scores = scores.masked_fill(causal, float("-inf"))
     return (scores.softmax(-1) @ v.float()).to(q.dtype)

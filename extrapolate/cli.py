@@ -126,6 +126,26 @@ def encodings_show(
         stdout.print(f"wrote {plot}")
 
 
+@app.command("tasks")
+def tasks_list(
+    validate: Annotated[Optional[Path], typer.Option(help="validate one task file and exit")] = None,
+) -> None:
+    """List the task files under tasks/ (each validated on load), or validate one file."""
+    from .taskfiles import list_task_names, load_task
+
+    if validate is not None:
+        task = load_task(str(validate))
+        stdout.print(f"{validate}: ok ({task.identity})", highlight=False)
+        return
+    table = Table("task", "version", "variant", "depths", "trials", "identity", title="tasks")
+    table.add_row("perplexity", "-", "full | sliding", "-", "-", "built in (protocol options of `run`)")
+    for name in list_task_names():
+        task = load_task(name)
+        table.add_row(name, str(task.version), task.variant, ", ".join(f"{d:g}" for d in task.depths),
+                      str(task.trials), task.identity)
+    stdout.print(table)
+
+
 # ---- run ---------------------------------------------------------------------------------------------
 
 TrainLen = Annotated[int, typer.Option(help="training length L (tokens)")]
@@ -134,7 +154,9 @@ EvalLens = Annotated[Optional[str], typer.Option(help="explicit evaluation lengt
 Factor = Annotated[Optional[float], typer.Option(help="RoPE scaling factor s (default: longest length / L)")]
 ModelOpt = Annotated[str, typer.Option(help="size preset: tiny, small (CPU default), base (GPU)")]
 CorpusOpt = Annotated[str, typer.Option(help="built-in name, local text/JSONL/Parquet path, or hub dataset")]
-TasksOpt = Annotated[str, typer.Option(help="comma-separated tasks: perplexity")]
+TasksOpt = Annotated[str, typer.Option(help="comma-separated tasks: perplexity, passkey")]
+PasskeyFraction = Annotated[Optional[float], typer.Option(help="share of training rows that are passkey prompts (default 0.2 when L leaves room)")]
+PasskeyTaskOpt = Annotated[str, typer.Option(help="passkey task file: a name under tasks/ or a TOML path")]
 Steps = Annotated[int, typer.Option(help="training steps")]
 BatchSize = Annotated[int, typer.Option(help="sequences per training step")]
 LearningRate = Annotated[float, typer.Option("--lr", help="peak learning rate")]
@@ -202,6 +224,8 @@ def run(
     eval_tokens: EvalTokens = 8192,
     learned_policy: LearnedPolicy = "error",
     kernel: KernelOpt = "auto",
+    passkey_fraction: PasskeyFraction = None,
+    passkey_task: PasskeyTaskOpt = "passkey",
     out: OutOpt = None,
 ) -> None:
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
@@ -210,17 +234,13 @@ def run(
     from .runner import run as run_job
 
     task_list = parse_name_list(tasks)
-    for task in task_list:
-        if task not in ("perplexity",):
-            from .registry import unknown_name_message
-
-            raise UserError(unknown_name_message("task", task, ["perplexity"]))
     request = RunRequest(
         encoding=encoding.lower(), train_len=train_len, eval_len=eval_len,
         eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens else (), factor=factor,
         model=model, corpus=corpus, tasks=tuple(task_list), steps=steps, batch_size=batch_size, lr=lr, seed=seed,
         device=device, dtype=dtype, protocol=protocol, stride=stride, eval_tokens=eval_tokens,
-        learned_policy=learned_policy, kernel=kernel, out=out,
+        learned_policy=learned_policy, kernel=kernel, passkey_fraction=passkey_fraction, passkey_task=passkey_task,
+        out=out,
     )
     folder = run_job(request, RichReporter())
     summary = folder / "summary.md"

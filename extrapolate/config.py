@@ -81,6 +81,7 @@ class TrainConfig:
     seed: int = 0
     dtype: str = "bfloat16"  # autocast dtype for training where the device supports it
     passkey_fraction: float = 0.0  # share of training sequences that are passkey prompts
+    passkey_task: str = ""  # identity of the task file those prompts come from
     checkpoint_every: int = 200
 
     @property

@@ -58,12 +58,17 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.heads * self.head_dim, config.d_model, bias=False)
 
-    def forward(self, x, pos, encoding: PositionalEncoding, kernel: str):
+    def forward(self, x, pos, encoding: PositionalEncoding, kernel: str, cache: dict | None = None,
+                seq_len: int | None = None):
         batch, length, _ = x.shape
         q = self.q_proj(x).view(batch, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
         k = self.k_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
         v = self.v_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
-        q, k = encoding.rotate(q, k, pos)
+        q, k = encoding.rotate(q, k, pos, seq_len)
+        if cache is not None:  # keys and values of earlier positions, already rotated
+            if "k" in cache:
+                k, v = torch.cat((cache["k"].expand(batch, -1, -1, -1), k), 2), torch.cat((cache["v"].expand(batch, -1, -1, -1), v), 2)
+            cache["k"], cache["v"] = k, v
         out = causal_attention(q, k, v, encoding, kernel)  # (B, H, T, Dh)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
 
@@ -74,8 +79,8 @@ class Block(nn.Module):
         self.attn_norm, self.attn = make_norm(config), Attention(config)
         self.mlp_norm, self.mlp = make_norm(config), MLP(config)
 
-    def forward(self, x, pos, encoding, kernel):
-        x = x + self.attn(self.attn_norm(x), pos, encoding, kernel)
+    def forward(self, x, pos, encoding, kernel, cache=None, seq_len=None):
+        x = x + self.attn(self.attn_norm(x), pos, encoding, kernel, cache, seq_len)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -106,13 +111,23 @@ class TransformerLM(nn.Module):
         parameters keep them, so only parameter-free kinds should be swapped onto a trained model."""
         self.encoding = encoding
 
-    def hidden_states(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """tokens: (B, T) int64 -> final normed hidden states (B, T, D)."""
+    def hidden_states(
+        self, tokens: torch.Tensor, cache: list[dict] | None = None, seq_len: int | None = None
+    ) -> torch.Tensor:
+        """tokens: (B, T) int64 -> final normed hidden states (B, T, D).
+
+        With `cache` (one dict per layer, from `new_cache`), the tokens continue the cached sequence and
+        their keys and values are appended; a cache of batch 1 serves any batch of continuations.
+        `seq_len`: the full length when a sequence is fed in pieces (length-dependent RoPE scalings)."""
+        offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
         pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (T,)
         x = self.encoding.embed(self.embed(tokens), pos)
-        for block in self.blocks:
-            x = block(x, pos, self.encoding, self.kernel)
+        for i, block in enumerate(self.blocks):
+            x = block(x, pos, self.encoding, self.kernel, cache[i] if cache is not None else None, seq_len)
         return self.norm(x)
+
+    def new_cache(self) -> list[dict]:
+        return [{} for _ in self.blocks]
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B, T) -> logits (B, T, V). For long inputs prefer `token_nll`, which never holds all logits."""

@@ -19,9 +19,15 @@ from .encodings import build_encoding, get_spec
 from .errors import PositionOutOfRange, UserError
 from .model import TransformerLM
 from .results import append_positions, append_results, provenance
+from .passkey.prompt import PromptBuilder
+from .taskfiles import load_task
+from .tasks.passkey import evaluate_passkey
 from .tasks.perplexity import PROTOCOLS, evaluate_perplexity
 from .tokenizers import ByteTokenizer
 from .train import StepCallback, train
+
+TASKS = ("perplexity", "passkey")
+DEFAULT_PASSKEY_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,9 @@ class RunRequest:
     eval_tokens: int = 8192  # tokens scored per held-out document, the same at every length
     learned_policy: str = "error"
     kernel: str = "auto"
-    passkey_fraction: float = 0.0
+    # share of training rows that are passkey prompts (within L); None: 0.2 when L leaves room, else 0
+    passkey_fraction: float | None = None
+    passkey_task: str = "passkey"  # a task name under tasks/ or a TOML path
     out: Path | None = None
     name: str | None = None
 
@@ -93,8 +101,13 @@ def validate(request: RunRequest) -> None:
         raise UserError(f"--stride must be at least 1, got {request.stride}")
     if request.learned_policy not in ("error", "clamp"):
         raise UserError("--learned-policy must be error or clamp")
-    if not 0 <= request.passkey_fraction < 1:
+    if request.passkey_fraction is not None and not 0 <= request.passkey_fraction < 1:
         raise UserError("--passkey-fraction must be in [0, 1)")
+    for task in request.tasks:
+        if task not in TASKS:
+            from .registry import unknown_name_message
+
+            raise UserError(unknown_name_message("task", task, list(TASKS)))
     get_spec(request.encoding)
 
 
@@ -106,12 +119,13 @@ def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
     return ModelConfig(**PRESETS[request.model], encoding=base_encoding, max_len=request.train_len).validate()
 
 
-def train_config(request: RunRequest, corpus: Corpus, base_encoding: str) -> TrainConfig:
-    steps = request.steps
+def train_config(request: RunRequest, prepared: "Prepared", base_encoding: str) -> TrainConfig:
+    steps, corpus = request.steps, prepared.corpus
     return TrainConfig(
         model=model_config(request, base_encoding), corpus=corpus.name, seq_len=request.train_len,
         batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),
-        seed=request.seed, dtype=request.train_dtype, passkey_fraction=request.passkey_fraction,
+        seed=request.seed, dtype=request.train_dtype, passkey_fraction=prepared.extra["passkey_fraction"],
+        passkey_task=prepared.extra["passkey_identity"],
         checkpoint_every=max(1, min(200, steps // 4)),
     )
 
@@ -157,12 +171,26 @@ def prepare(request: RunRequest) -> Prepared:
     stream = tokenizer.encode_tensor("\n\n".join(corpus.train))
     if stream.numel() < request.train_len + 2:
         raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
-    return Prepared(corpus, tokenizer, heldout, stream, device, lengths)
+    builder = PromptBuilder(load_task(request.passkey_task), tokenizer)
+    need = builder.fixed_tokens() + 32  # room for some filler
+    fraction = request.passkey_fraction
+    if fraction is None:
+        fraction = DEFAULT_PASSKEY_FRACTION if request.train_len >= need else 0.0
+    extra = {"passkey_fraction": fraction, "passkey_identity": builder.task.identity if fraction > 0 else ""}
+    if fraction > 0 or "passkey" in request.tasks:
+        if fraction > 0 and request.train_len < need:
+            raise UserError(f"--train-len {request.train_len} leaves no room for passkey training prompts "
+                            f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length")
+        if "passkey" in request.tasks and min(lengths) < builder.fixed_tokens():
+            raise UserError(f"passkey prompts need at least {builder.fixed_tokens()} tokens; "
+                            f"the shortest evaluation length is {min(lengths)}")
+        extra.update(passkey_builder=builder, passkey_rows=builder.training_row)
+    return Prepared(corpus, tokenizer, heldout, stream, device, lengths, extra)
 
 
 def trained_model(request: RunRequest, prepared: Prepared, reporter: Reporter):
     spec = get_spec(request.encoding)
-    config = train_config(request, prepared.corpus, spec.base_encoding)
+    config = train_config(request, prepared, spec.base_encoding)
     source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed,
                          config.passkey_fraction, prepared.extra.get("passkey_rows"))
     from . import checkpoint as ckpt
@@ -193,7 +221,8 @@ def evaluation_encoding(request: RunRequest, model: TransformerLM, lengths: list
 def run_id(request: RunRequest, model_hash: str, factor: float) -> str:
     identity = {"model": model_hash, "encoding": request.encoding, "factor": factor, "protocol": request.protocol,
                 "stride": request.stride if request.protocol == "sliding" else None, "dtype": request.dtype,
-                "eval_tokens": request.eval_tokens, "learned_policy": request.learned_policy}
+                "eval_tokens": request.eval_tokens, "learned_policy": request.learned_policy,
+                "passkey_task": request.passkey_task if "passkey" in request.tasks else None}
     return config_hash(identity, 10)
 
 
@@ -221,7 +250,7 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
         **provenance(),
     }
     rows, positions = [], []
-    for length in prepared.lengths:
+    for length in prepared.lengths if "perplexity" in request.tasks else []:
         reporter.evaluating("perplexity", length)
         status, result = "ok", None
         try:
@@ -249,6 +278,27 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
                                   "bucket_end": min((b + 1) * width, length),
                                   "nll": result.bucket_nll[b] / result.bucket_tokens[b],
                                   "n_tokens": result.bucket_tokens[b]})
+    builder = prepared.extra.get("passkey_builder")
+    for length in prepared.lengths if "passkey" in request.tasks else []:
+        reporter.evaluating("passkey", length)
+        cells, status = [], "ok"
+        try:
+            cells = evaluate_passkey(model, builder, length, prepared.device, request.dtype)
+        except PositionOutOfRange:
+            status = "unsupported"
+        except (RuntimeError, MemoryError) as exc:
+            if not is_oom(exc):
+                raise
+            status = "oom"
+        passkey_common = {**common, "protocol": builder.task.identity, "eval_len": length, "task": "passkey"}
+        if status != "ok":
+            cells_or_depths = [(d, float("nan"), float("nan"), 0) for d in builder.task.depths]
+        else:
+            cells_or_depths = [(c.depth, c.accuracy, c.rank_accuracy, c.trials) for c in cells]
+        for depth, accuracy, rank_accuracy, trials in cells_or_depths:
+            for metric, value in (("accuracy", accuracy), ("rank_accuracy", rank_accuracy)):
+                rows.append({**passkey_common, "metric": metric, "value": value, "depth": depth,
+                             "n_tokens": trials * length, "status": status})
     return rows, positions
 
 

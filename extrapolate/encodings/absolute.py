@@ -22,14 +22,18 @@ def sinusoidal_table(pos: torch.Tensor, width: int) -> torch.Tensor:
 
 
 class Sinusoidal(PositionalEncoding):
+    """The fixed table, added with a scale of D^-1/2 (as x-transformers does): token embeddings start at
+    std 0.02, and an unscaled table (RMS 0.7) would drown them and cripple the model at every length."""
+
     name, kind = "sinusoidal", "absolute"
 
     def __init__(self, d_model: int):
         super().__init__()
         self.d_model = d_model
+        self.scale = d_model**-0.5
 
     def embed(self, x, pos):
-        return x + sinusoidal_table(pos, self.d_model).to(x.dtype)
+        return x + (self.scale * sinusoidal_table(pos, self.d_model)).to(x.dtype)
 
 
 class Learned(PositionalEncoding):

@@ -23,8 +23,13 @@ class PositionalEncoding(nn.Module):
         """x: (B, T, D), pos: (T,) int64 -> (B, T, D)."""
         return x
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """q: (B, H, T, Dh), k: (B, Hkv, T, Dh), pos: (T,) int64 -> rotated (q, k)."""
+    def rotate(
+        self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor, seq_len: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q: (B, H, T, Dh), k: (B, Hkv, T, Dh), pos: (T,) int64 -> rotated (q, k).
+
+        `seq_len`: the length of the whole sequence when it is fed in pieces (a cached prompt, then the
+        answer); length-dependent scalings must use it so every piece sees the same frequencies."""
         return q, k
 
     def bias_table(self, n: int, device: torch.device | None = None) -> torch.Tensor | None:

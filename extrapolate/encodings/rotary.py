@@ -68,8 +68,9 @@ class Rotary(PositionalEncoding):
             self._static = fn(*args, **self.options)
         return self._static
 
-    def rotate(self, q, k, pos):
-        seq_len = int(pos[-1]) + 1  # positions increase; the dynamic kinds key on the furthest one
+    def rotate(self, q, k, pos, seq_len=None):
+        if seq_len is None:
+            seq_len = int(pos[-1]) + 1  # positions increase; the dynamic kinds key on the furthest one
         inv_freq, attention_factor = self.frequencies(seq_len)
         cos, sin = rotary_cos_sin(pos, inv_freq, attention_factor)
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)

@@ -1,0 +1,1 @@
+"""Passkey retrieval: task files, token-exact prompts, scoring."""

@@ -1,0 +1,98 @@
+"""Passkey retrieval at one length: greedy exact match and the log-likelihood rank of the true key.
+
+The prompt is encoded once per depth (all trials in one batch) into a key/value cache; greedy decoding and
+the scoring of the true key against its distractors both continue from that cache.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from ..device import autocast
+from ..passkey.prompt import PromptBuilder
+
+CACHE_BUDGET_BYTES = 1 << 30  # candidates scored per chunk: the copied caches stay under this
+
+
+@dataclass
+class PasskeyCell:
+    depth: float
+    accuracy: float
+    rank_accuracy: float
+    trials: int
+
+
+def first_integer(text: str) -> int | None:
+    match = re.search(r"\d+", text)
+    return int(match.group()) if match else None
+
+
+def copy_cache(cache: list[dict], index: int) -> list[dict]:
+    """The cache of one sequence of a batch, batch dimension kept (size 1), not shared with the original."""
+    return [{"k": layer["k"][index : index + 1], "v": layer["v"][index : index + 1]} for layer in cache]
+
+
+def cache_bytes(cache: list[dict]) -> int:
+    return sum(t.numel() * t.element_size() for layer in cache for t in layer.values()) // max(1, cache[0]["k"].shape[0])
+
+
+@torch.no_grad()
+def greedy_answers(model, cache, last_logits, steps: int, seq_len: int) -> list[list[int]]:
+    """Greedy continuation of a batch from its cache. last_logits: (B, V) at the prompt's last position."""
+    out = []
+    token = last_logits.argmax(-1, keepdim=True)  # (B, 1)
+    for _ in range(steps):
+        out.append(token)
+        hidden = model.hidden_states(token, cache=cache, seq_len=seq_len)  # (B, 1, D)
+        token = model.lm_head(hidden[:, -1]).float().argmax(-1, keepdim=True)
+    return torch.cat(out, 1).tolist()
+
+
+@torch.no_grad()
+def candidate_scores(model, cache_one, last_logits_one, candidates: list[list[int]], seq_len: int, device) -> torch.Tensor:
+    """Summed log-likelihood of each candidate answer after one prompt. last_logits_one: (V,)."""
+    scores = []
+    per_chunk = max(1, CACHE_BUDGET_BYTES // max(1, cache_bytes(cache_one)))
+    first_lp = last_logits_one.float().log_softmax(-1)
+    for start in range(0, len(candidates), per_chunk):
+        chunk = candidates[start : start + per_chunk]
+        width = max(len(c) for c in chunk)
+        ids = torch.tensor([c + [c[-1]] * (width - len(c)) for c in chunk], device=device)  # (C, A) padded
+        mask = torch.tensor([[1.0] * len(c) + [0.0] * (width - len(c)) for c in chunk], device=device)
+        total = first_lp[ids[:, 0]]  # (C,)
+        if width > 1:
+            cache = [dict(layer) for layer in cache_one]  # continuations must not grow the shared cache
+            hidden = model.hidden_states(ids[:, :-1], cache=cache, seq_len=seq_len)  # (C, A-1, D)
+            lp = model.lm_head(hidden).float().log_softmax(-1)  # (C, A-1, V)
+            picked = lp.gather(-1, ids[:, 1:, None])[..., 0]  # (C, A-1)
+            total = total + (picked * mask[:, 1:]).sum(1)
+        scores.append(total)
+    return torch.cat(scores)
+
+
+@torch.no_grad()
+def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.device, dtype: str = "float32") -> list[PasskeyCell]:
+    model.eval()
+    task = builder.task
+    cells = []
+    for depth in task.depths:
+        prompts = [builder.trial(length, depth, t) for t in range(task.trials)]
+        ids = torch.tensor([p.ids for p in prompts], device=device)  # (trials, n)
+        correct = ranked = 0
+        with autocast(device, dtype):
+            cache = model.new_cache()
+            hidden = model.hidden_states(ids, cache=cache, seq_len=length)  # (trials, n, D)
+            last = model.lm_head(hidden[:, -1]).float()  # (trials, V)
+            steps = max(len(p.answer) for p in prompts) + 1
+            answers = greedy_answers(model, [dict(layer) for layer in cache], last, steps, length)
+            for t, prompt in enumerate(prompts):
+                correct += first_integer(builder.tokenizer.decode(answers[t])) == prompt.key
+                keys = [prompt.key] + builder.distractors(prompt, t)
+                candidates = [builder.answer(k) for k in keys]
+                scores = candidate_scores(model, copy_cache(cache, t), last[t], candidates, length, device)
+                ranked += bool((scores[0] > scores[1:]).all())
+        cells.append(PasskeyCell(depth, correct / task.trials, ranked / task.trials, task.trials))
+    return cells

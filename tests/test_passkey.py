@@ -1,0 +1,149 @@
+"""Passkey prompts are token-exact, seeded and placed where asked; scoring gives 100% to an oracle and about
+chance to a random model, for both scores."""
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from extrapolate.config import ModelConfig
+from extrapolate.errors import UserError
+from extrapolate.model import TransformerLM
+from extrapolate.passkey.prompt import PromptBuilder
+from extrapolate.taskfiles import load_task
+from extrapolate.tasks.passkey import evaluate_passkey
+from extrapolate.tokenizers import ByteTokenizer
+
+
+class WordTokenizer:
+    """A second tokenizer with multi-character tokens: whitespace-separated words with their leading space."""
+
+    name = "words"
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
+        self.inverse: list[str] = []
+
+    def encode(self, text):
+        import re
+
+        ids = []
+        for piece in re.findall(r"\s*\S+|\s+", text):
+            if piece not in self.vocab:
+                self.vocab[piece] = len(self.inverse)
+                self.inverse.append(piece)
+            ids.append(self.vocab[piece])
+        return ids
+
+    def decode(self, ids):
+        return "".join(self.inverse[i] if 0 <= i < len(self.inverse) else "?" for i in ids)
+
+
+TOKENIZERS = [ByteTokenizer, WordTokenizer]
+
+
+@pytest.fixture
+def task():
+    return load_task("passkey")
+
+
+@pytest.mark.parametrize("make_tokenizer", TOKENIZERS)
+@pytest.mark.parametrize("variant", ["compact", "classic"])
+@pytest.mark.parametrize("length", [260, 512, 1000, 4096])
+def test_prompt_has_exactly_the_requested_tokens(task, make_tokenizer, variant, length):
+    builder = PromptBuilder(dataclasses.replace(task, variant=variant), make_tokenizer())
+    for depth in task.depths:
+        prompt = builder.trial(length, depth, 0)
+        assert len(prompt.ids) == length
+        assert builder.tokenizer.decode(prompt.ids).endswith(task.question)
+
+
+@pytest.mark.parametrize("make_tokenizer", TOKENIZERS)
+def test_depth_places_the_key(task, make_tokenizer):
+    builder = PromptBuilder(task, make_tokenizer())
+    length = 2000
+    starts = []
+    for depth in (0.0, 0.25, 0.5, 0.75, 1.0):
+        prompt = builder.trial(length, depth, 3)
+        key_ids = builder.key_line(prompt.key)
+        assert prompt.ids[prompt.key_start : prompt.key_start + len(key_ids)] == key_ids
+        filler_total = length - builder.fixed_tokens()
+        assert prompt.key_start == len(builder.prefix) + round(depth * filler_total)
+        starts.append(prompt.key_start)
+    assert starts[0] == len(builder.prefix)
+    assert starts[-1] + len(builder.key_line(0)) - 1 + len(builder.question) == length - 1 or starts[-1] > starts[-2]
+    assert starts == sorted(starts)
+
+
+def test_same_seed_same_prompts_other_seed_other_keys(task):
+    a, b = PromptBuilder(task, ByteTokenizer()), PromptBuilder(task, ByteTokenizer())
+    assert [a.trial(512, 0.5, t).ids for t in range(5)] == [b.trial(512, 0.5, t).ids for t in range(5)]
+    other = PromptBuilder(dataclasses.replace(task, seed=task.seed + 1), ByteTokenizer())
+    assert [a.trial(512, 0.5, t).key for t in range(5)] != [other.trial(512, 0.5, t).key for t in range(5)]
+    keys = {a.trial(512, 0.5, t).key for t in range(20)}
+    assert len(keys) > 15 and all(10_000 <= k < 100_000 for k in keys)
+
+
+def test_too_short_for_the_fixed_text_is_a_user_error(task):
+    with pytest.raises(UserError, match="needs at least"):
+        PromptBuilder(dataclasses.replace(task, variant="classic"), ByteTokenizer()).trial(200, 0.5, 0)
+
+
+def test_training_row_puts_the_loss_on_the_answer(task):
+    builder = PromptBuilder(task, ByteTokenizer())
+    tokens, mask = builder.training_row(torch.Generator().manual_seed(0), 256)
+    assert tokens.shape == (257,) and mask.shape == (256,)
+    answer = ByteTokenizer().decode(tokens[1:][mask.bool()].tolist())
+    assert answer.startswith(" ") and answer.endswith(".") and answer.strip(" .").isdigit()
+
+
+class Oracle(nn.Module):
+    """Test-only stub with the model's interface: it reads the key out of the prompt and predicts the answer
+    token by token (so both scores must come out at 100%)."""
+
+    def __init__(self, builder):
+        super().__init__()
+        self.builder = builder
+        self.config = ModelConfig(d_model=8, n_layers=1, n_heads=1)
+        self.anchor = nn.Parameter(torch.zeros(()))
+
+    def new_cache(self):
+        return [{}]
+
+    def hidden_states(self, tokens, cache=None, seq_len=None):
+        # the "hidden state" is just the token history; the head turns it into the answer's next token
+        history = cache[0].get("k") if cache else None
+        full = tokens if history is None else torch.cat([history.expand(tokens.shape[0], -1), tokens], 1)
+        if cache is not None:
+            cache[0]["k"], cache[0]["v"] = full, full
+        return full[:, -tokens.shape[1]:, None].float().expand(-1, -1, 1) * 0 + self._next(full, tokens.shape[1])
+
+    def _next(self, full, count):
+        out = torch.zeros(full.shape[0], count, 1)
+        for b in range(full.shape[0]):
+            text = ByteTokenizer().decode(full[b].tolist())
+            key = text.split("The pass key is ")[1].split(".")[0]
+            answer = self.builder.answer(int(key))
+            for i in range(count):
+                produced = len(text) - len(text.rsplit(self.builder.task.question, 1)[0] + self.builder.task.question) - (count - 1 - i)
+                out[b, i, 0] = answer[produced] if 0 <= produced < len(answer) else ord("\n")
+        return out
+
+    def lm_head(self, hidden):
+        return torch.nn.functional.one_hot(hidden[..., 0].long(), 256).float() * 50
+
+
+def test_oracle_scores_100_percent_on_both_scores(task):
+    builder = PromptBuilder(dataclasses.replace(task, trials=4, depths=(0.0, 0.5, 1.0)), ByteTokenizer())
+    cells = evaluate_passkey(Oracle(builder), builder, 300, torch.device("cpu"))
+    assert [c.accuracy for c in cells] == [1.0] * 3 and [c.rank_accuracy for c in cells] == [1.0] * 3
+
+
+def test_random_model_scores_about_chance(task):
+    torch.manual_seed(0)
+    builder = PromptBuilder(dataclasses.replace(task, trials=40, depths=(0.5,)), ByteTokenizer())
+    model = TransformerLM(ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="rope"))
+    cells = evaluate_passkey(model, builder, 300, torch.device("cpu"))
+    assert cells[0].accuracy == 0.0  # exact 5-digit match by luck: 1e-5 per trial
+    assert 0.0 <= cells[0].rank_accuracy <= 0.3  # chance is 1 / (1 + 9 distractors)

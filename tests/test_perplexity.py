@@ -1,0 +1,49 @@
+"""Perplexity protocols: windows, token-weighted aggregation, and chunked loss equal to the plain one."""
+
+import math
+
+import torch
+
+from extrapolate.config import ModelConfig
+from extrapolate.model import TransformerLM
+from extrapolate.tasks.perplexity import evaluate_perplexity, windows_full, windows_sliding
+
+
+def test_full_windows_cover_the_budget_once():
+    doc = torch.arange(1000)
+    assert windows_full(doc, 100, 500) == [(s, s + 100, 0) for s in range(0, 500, 100)]
+
+
+def test_sliding_windows_score_each_token_once():
+    doc = torch.arange(2000)
+    spans = windows_sliding(doc, 256, 1024, 128)
+    scored = []
+    for start, end, offset in spans:
+        scored += list(range(start + offset, end))
+    assert scored == list(range(0, spans[-1][1]))  # each position scored exactly once, in order
+    assert spans[0][2] == 0 and all(offset == 128 for _, _, offset in spans[1:])
+
+
+def test_chunked_nll_equals_full_logits():
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="rope")).eval()
+    tokens = torch.randint(0, 256, (2, 50))
+    targets = torch.randint(0, 256, (2, 50))
+    full = torch.nn.functional.cross_entropy(model(tokens).transpose(1, 2), targets, reduction="none")
+    assert torch.allclose(model.token_nll(tokens, targets, chunk=7), full, atol=1e-5)
+
+
+def test_aggregation_is_token_weighted():
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="alibi")).eval()
+    docs = [torch.randint(0, 256, (300,)), torch.randint(0, 256, (700,))]
+    result = evaluate_perplexity(model, docs, 100, budget=600, bucket_width=25, device=torch.device("cpu"))
+    total, count = 0.0, 0
+    for doc in docs:
+        for s, e, _ in windows_full(doc, 100, 600):
+            nll = model.token_nll(doc[s:e][None], doc[s + 1 : e + 1][None])
+            total, count = total + nll.sum().item(), count + nll.numel()
+    assert result.tokens == count == 200 + 600
+    assert math.isclose(result.nll, total / count, rel_tol=1e-5)
+    assert sum(result.bucket_tokens.values()) == count
+    assert math.isclose(sum(result.bucket_nll.values()) / count, result.nll, rel_tol=1e-6)
