@@ -199,8 +199,22 @@ class RichReporter:
             self.progress.stop()
             self.task = None
 
+    def cell(self, cell):
+        stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}", highlight=False)
+
     def evaluating(self, what: str, length: int):
         stderr.print(f"evaluating {what} at {length} tokens", highlight=False)
+
+
+def make_request(tasks: str, eval_lens: Optional[str], **options) -> "RunRequest":
+    from .cliutil import parse_int_list, parse_name_list
+    from .runner import RunRequest
+
+    return RunRequest(
+        tasks=tuple(parse_name_list(tasks)),
+        eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens else (),
+        **options,
+    )
 
 
 @app.command()
@@ -229,22 +243,77 @@ def run(
     out: OutOpt = None,
 ) -> None:
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
-    from .cliutil import parse_int_list, parse_name_list
-    from .runner import RunRequest
+    options = dict(locals())  # first line: exactly the command's options
     from .runner import run as run_job
 
-    task_list = parse_name_list(tasks)
-    request = RunRequest(
-        encoding=encoding.lower(), train_len=train_len, eval_len=eval_len,
-        eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens else (), factor=factor,
-        model=model, corpus=corpus, tasks=tuple(task_list), steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-        device=device, dtype=dtype, protocol=protocol, stride=stride, eval_tokens=eval_tokens,
-        learned_policy=learned_policy, kernel=kernel, passkey_fraction=passkey_fraction, passkey_task=passkey_task,
-        out=out,
-    )
+    request = make_request(options.pop("tasks"), options.pop("eval_lens"), **{**options, "encoding": encoding.lower()})
     folder = run_job(request, RichReporter())
-    summary = folder / "summary.md"
-    stdout.print(f"wrote {folder}/results.csv, {summary.name}, perplexity.png", highlight=False)
+    stdout.print(f"wrote {folder}/results.csv, summary.md, perplexity.png", highlight=False)
+
+
+@app.command()
+def sweep(
+    encodings: Annotated[str, typer.Option(help="all, or a comma-separated list of encodings")] = "all",
+    seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
+    dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
+    train_len: TrainLen = 256,
+    eval_len: EvalLen = None,
+    eval_lens: EvalLens = None,
+    factor: Factor = None,
+    model: ModelOpt = "small",
+    corpus: CorpusOpt = "shakespeare",
+    tasks: TasksOpt = "perplexity,passkey",
+    steps: Steps = 800,
+    batch_size: BatchSize = 32,
+    lr: LearningRate = 3e-3,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    protocol: ProtocolOpt = "full",
+    stride: StrideOpt = 256,
+    eval_tokens: EvalTokens = 8192,
+    learned_policy: LearnedPolicy = "error",
+    kernel: KernelOpt = "auto",
+    passkey_fraction: PasskeyFraction = None,
+    passkey_task: PasskeyTaskOpt = "passkey",
+    out: Annotated[Optional[Path], typer.Option(help="output folder (default results/sweep-L<L>)")] = None,
+) -> None:
+    """Every encoding × seed on the same model, data and budget; one results table and one report."""
+    options = dict(locals())  # first line: exactly the command's options
+    from .cliutil import parse_int_list
+    from .sweep import resolve_encodings
+    from .sweep import sweep as run_sweep
+
+    names = resolve_encodings(options.pop("encodings"))
+    seed_list = parse_int_list(options.pop("seeds"), "--seeds", 0)
+    options.pop("dry_run")
+    folder = out or Path("results") / f"sweep-L{train_len}"
+    options["out"] = folder
+    template = make_request(options.pop("tasks"), options.pop("eval_lens"), encoding=names[0], **options)
+    cells, estimate = run_sweep(template, names, seed_list, folder, RichReporter(), dry_run=dry_run)
+    if dry_run:
+        from .sweep import models_of
+
+        table = Table("seed", "encoding", "model", "state", title=f"sweep plan → {folder}")
+        trained = models_of(cells)
+        for cell in cells:
+            state = "done (skipped)" if cell.done else ("reuse model" if trained[cell.model_folder] else "train + evaluate")
+            table.add_row(str(cell.seed), cell.encoding, cell.model_folder.name, state)
+        stdout.print(table)
+        to_train = sum(1 for path, done in trained.items() if not done)
+        stdout.print(f"{to_train} model(s) to train, {len(trained) - to_train} reused; "
+                     f"{sum(not c.done for c in cells)} evaluation cell(s); "
+                     f"estimated {estimate / 60:.1f} min on {template.device}", highlight=False)
+        return
+    stdout.print(f"wrote {folder}/results.csv and {folder}/report.md", highlight=False)
+
+
+@app.command()
+def report(folder: Annotated[Path, typer.Argument(help="a results folder (with results.csv)")]) -> None:
+    """Regenerate report.md and every figure from a folder's results table alone."""
+    from .report import write_report
+
+    path = write_report(folder)
+    stdout.print(f"wrote {path}", highlight=False)
 
 
 def main() -> None:

@@ -46,7 +46,7 @@ def frequency_figure(head_dim: int, base: float, factor: float, original_len: in
     return fig
 
 
-def save_figure(fig, path: Path | str) -> None:
+def save_figure(fig, path: Path | str, close: bool = True) -> None:
     """Write atomically (temporary file, then rename); the format follows the suffix."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,7 +56,8 @@ def save_figure(fig, path: Path | str) -> None:
         fig.savefig(tmp, format=path.suffix.lstrip(".") or "png")
         os.replace(tmp, path)
     finally:
-        plt.close(fig)
+        if close:
+            plt.close(fig)
         if os.path.exists(tmp):
             os.unlink(tmp)
 
@@ -117,4 +118,45 @@ def position_figure(positions, eval_len: int | None = None):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
+    return fig
+
+
+def passkey_figure(agg, metric: str = "accuracy"):
+    """One small heatmap per encoding: depth (rows) × evaluation length (columns), accuracy 0…1."""
+    import numpy as np
+
+    cells = agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
+    encodings = list(dict.fromkeys(cells["encoding"]))
+    lengths = sorted(cells["eval_len"].unique())
+    depths = sorted(cells["depth"].dropna().unique())
+    columns = min(4, max(1, len(encodings)))
+    rows = (len(encodings) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(2.6 * columns + 1, 2.3 * rows + 0.6), dpi=120, squeeze=False)
+    image = None
+    for index, ax in enumerate(axes.flat):
+        if index >= len(encodings):
+            ax.axis("off")
+            continue
+        encoding = encodings[index]
+        group = cells[cells["encoding"] == encoding]
+        grid = np.full((len(depths), len(lengths)), np.nan)
+        for r in group.itertuples():
+            if r.status == "ok":
+                grid[depths.index(r.depth), lengths.index(r.eval_len)] = r.mean
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
+        for (i, j), value in np.ndenumerate(grid):
+            label = "n/a" if np.isnan(value) else f"{value:.0%}".replace("%", "")
+            ax.text(j, i, label, ha="center", va="center", fontsize=7, color="white" if np.isnan(value) or value < 0.6 else "black")
+        ax.set_title(encoding, fontsize=10, color=colour(encoding))
+        ax.set_xticks(range(len(lengths)))
+        ax.set_xticklabels([str(n) for n in lengths], fontsize=7, rotation=45)
+        ax.set_yticks(range(len(depths)))
+        ax.set_yticklabels([f"{d:g}" for d in depths], fontsize=7)
+        if index % columns == 0:
+            ax.set_ylabel("key depth")
+        if index // columns == rows - 1:
+            ax.set_xlabel("length (tokens)")
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.8, label=f"passkey {metric.replace('_', ' ')} (%)")
+    fig.suptitle(f"passkey {metric.replace('_', ' ')} by length × depth", fontsize=11)
     return fig

@@ -8,7 +8,10 @@ from pathlib import Path
 import pandas as pd
 
 from .atomic import write_text
-from .results import POSITIONS_FILE, aggregate, read_table, POSITION_COLUMNS
+from .errors import UserError
+from .results import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, load_results, read_table
+
+PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
 
 
 def fmt(mean: float, ci: float | None = None, status: str = "ok") -> str:
@@ -20,33 +23,54 @@ def fmt(mean: float, ci: float | None = None, status: str = "ok") -> str:
     return text + (f" ± {ci:.3f}" if ci and ci > 0 else "")
 
 
-def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False) -> str:
-    """Markdown table: encodings × lengths (mean ± 95% interval over seeds, or the ratio to the value at L)."""
-    ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
-    lengths = sorted(ppl["eval_len"].unique())
-    header = "| encoding | L | " + " | ".join(str(n) for n in lengths) + " |"
-    lines = [header, "|" + "---|" * (len(lengths) + 2)]
-    for encoding, group in ppl.groupby("encoding", sort=False):
-        cells = {int(r.eval_len): r for r in group.itertuples()}
+def _matrix(frame: pd.DataFrame, cell) -> str:
+    lengths = sorted(frame["eval_len"].unique())
+    lines = ["| encoding | L | " + " | ".join(str(n) for n in lengths) + " |", "|" + "---|" * (len(lengths) + 2)]
+    for encoding, group in frame.groupby("encoding", sort=False):
         train_len = int(group["train_len"].iloc[0])
-        base = cells.get(train_len)
-        row = []
-        for n in lengths:
-            r = cells.get(int(n))
-            if r is None:
-                row.append("")
-            elif ratio:
-                ok = r.status == "ok" and base is not None and base.status == "ok"
-                row.append(f"{r.mean / base.mean:.2f}×" if ok else (r.status if r.status != "ok" else "–"))
-            else:
-                row.append(fmt(r.mean, r.ci95, r.status))
-        lines.append(f"| {encoding} | {train_len} | " + " | ".join(row) + " |")
+        by_length = {int(n): g for n, g in group.groupby("eval_len")}
+        values = [cell(by_length.get(int(n)), by_length.get(train_len)) for n in lengths]
+        lines.append(f"| {encoding} | {train_len} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 
 
-def effective_length(agg: pd.DataFrame, tolerance: float = 0.10) -> dict[str, int | None]:
-    """Largest evaluated length whose perplexity stays within `tolerance` of the value at L (every length
-    up to it included)."""
+def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False) -> str:
+    """Markdown table: encodings × lengths (mean ± 95% interval over seeds, or the ratio to the value at L)."""
+    ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+
+    def cell(group, at_l):
+        if group is None:
+            return ""
+        r = group.iloc[0]
+        if not ratio:
+            return fmt(r["mean"], r["ci95"], r["status"])
+        if r["status"] != "ok":
+            return r["status"]
+        if at_l is None or at_l.iloc[0]["status"] != "ok":
+            return "–"
+        return f"{r['mean'] / at_l.iloc[0]['mean']:.2f}×"
+
+    return _matrix(ppl, cell)
+
+
+def passkey_matrix(agg: pd.DataFrame, metric: str = "accuracy") -> str:
+    """Markdown table: passkey accuracy per encoding × length (mean over depths and seeds)."""
+    cells = agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
+
+    def cell(group, _):
+        if group is None:
+            return ""
+        ok = group[group["status"] == "ok"]
+        if ok.empty:
+            return group["status"].iloc[0]
+        return f"{ok['mean'].mean():.0%}"
+
+    return _matrix(cells, cell)
+
+
+def effective_length(agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE) -> dict[str, int | None]:
+    """Largest length whose perplexity stays within `tolerance` of the value at L, every length between
+    included; None when nothing at or past L qualifies."""
     out = {}
     ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
     for encoding, group in ppl.groupby("encoding", sort=False):
@@ -63,36 +87,116 @@ def effective_length(agg: pd.DataFrame, tolerance: float = 0.10) -> dict[str, in
     return out
 
 
-def write_run_report(folder: Path, table: pd.DataFrame) -> None:
-    """summary.md and perplexity.png (+ positions.png) of a run folder."""
-    from .plots import perplexity_figure, position_figure, save_figure
+def passkey_length(agg: pd.DataFrame, threshold: float = 0.8, metric: str = "accuracy") -> dict[str, int | None]:
+    """Largest length with accuracy ≥ threshold at every depth (every shorter length included)."""
+    out = {}
+    cells = agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
+    for encoding, group in cells.groupby("encoding", sort=False):
+        best = None
+        for length, at in sorted(group.groupby("eval_len"), key=lambda item: item[0]):
+            if (at["status"] != "ok").any() or (at["mean"] < threshold).any():
+                break
+            best = int(length)
+        out[encoding] = best
+    return out
 
-    agg = aggregate(table)
+
+def setup_lines(table: pd.DataFrame) -> list[str]:
+    first = table.iloc[0]
+    protocols = sorted(table["protocol"].astype(str).unique())
+    seeds = sorted(table["seed"].unique())
+    return [
+        f"- model: `{first['model']}` ({int(first['params']):,} parameters), training length L = "
+        f"{', '.join(str(v) for v in sorted(table['train_len'].unique()))}",
+        f"- corpus: `{first['corpus']}`; seeds: {', '.join(str(s) for s in seeds)}",
+        f"- protocols: {', '.join(f'`{p}`' for p in protocols)}; kernels: "
+        + ", ".join(f"{e} → `{k}`" for e, k in table.groupby('encoding', sort=False)['kernel'].first().items()),
+        f"- device `{first['device']}`, evaluation dtype `{first['dtype']}`, extrapolate {first['package_version']} "
+        f"(commit {first['git_sha']})",
+    ]
+
+
+def save_both(fig, folder: Path, stem: str) -> None:
+    """PNG (for the page) and SVG (for print) of one figure, each written atomically."""
+    from .plots import save_figure
+
+    save_figure(fig, folder / f"{stem}.svg", close=False)
+    save_figure(fig, folder / f"{stem}.png")
+
+
+def write_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[str, str]:
+    from .plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
+
+    figures = {}
     ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
     if not ppl.empty:
-        save_figure(perplexity_figure(ppl), folder / "perplexity.png")
+        save_both(perplexity_figure(ppl), folder, "perplexity")
+        save_both(perplexity_figure(ppl, ratio=True), folder, "ratio")
+        figures["perplexity"], figures["ratio"] = "perplexity.png", "ratio.png"
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)
     if len(positions):
-        save_figure(position_figure(positions), folder / "positions.png")
-    first = table.iloc[0]
-    lines = [
-        f"# Run summary: {', '.join(table['encoding'].unique())}",
-        "",
-        f"model `{first['model']}` ({int(first['params']):,} parameters), corpus `{first['corpus']}`, "
-        f"protocol `{first['protocol']}`, device `{first['device']}`, eval dtype `{first['dtype']}`, "
-        f"extrapolate {first['package_version']} ({first['git_sha']}).",
-        "",
-        "## Perplexity",
-        "",
-        perplexity_matrix(agg),
-        "",
-        "## Ratio to the value at the training length",
-        "",
-        perplexity_matrix(agg, ratio=True),
-        "",
-        "## Effective length (perplexity within 10% of the value at L)",
-        "",
-    ]
-    lines += [f"- {enc}: {n if n is not None else 'none'}" for enc, n in effective_length(agg).items()]
-    lines += ["", "![perplexity vs length](perplexity.png)", ""]
+        save_both(position_figure(positions), folder, "positions")
+        figures["positions"] = "positions.png"
+    if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
+        save_both(passkey_figure(agg), folder, "passkey")
+        figures["passkey"] = "passkey.png"
+    rotary = table[table["base_encoding"] == "rope"]
+    if len(rotary):
+        first = rotary.iloc[0]
+        factor = float(rotary["factor"].max())
+        from .config import PRESETS
+
+        preset = PRESETS.get(str(first["model"]), {"d_model": 128, "n_heads": 4})
+        save_both(frequency_figure(preset["d_model"] // preset["n_heads"], 10000.0, max(factor, 1.0), int(first["train_len"])),
+                  folder, "frequencies")
+        figures["frequencies"] = "frequencies.png"
+    return figures
+
+
+def write_run_report(folder: Path, table: pd.DataFrame) -> None:
+    """summary.md and figures of a run folder (one or more encodings)."""
+    agg = aggregate(table)
+    figures = write_figures(folder, table, agg)
+    lines = [f"# Run summary: {', '.join(table['encoding'].unique())}", "", *setup_lines(table), ""]
+    lines += body(agg, figures)
     write_text(folder / "summary.md", "\n".join(lines))
+
+
+def body(agg: pd.DataFrame, figures: dict[str, str]) -> list[str]:
+    lines = []
+    if ((agg["task"] == "perplexity")).any():
+        lines += ["## Perplexity (mean ± 95% interval over seeds)", "", perplexity_matrix(agg), "",
+                  "## Perplexity relative to the value at L", "", perplexity_matrix(agg, ratio=True), ""]
+    if ((agg["task"] == "passkey")).any():
+        lines += ["## Passkey accuracy (greedy exact match, mean over depths)", "", passkey_matrix(agg), "",
+                  "## Passkey rank accuracy (true key ranked first among distractors)", "",
+                  passkey_matrix(agg, "rank_accuracy"), ""]
+    eff, keys = effective_length(agg), passkey_length(agg)
+    lines += ["## Effective length", "",
+              f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the value at L, and largest "
+              "length with ≥ 80% passkey accuracy at every depth.", "",
+              "| encoding | perplexity | passkey |", "|---|---|---|"]
+    for encoding in dict.fromkeys(list(eff) + list(keys)):
+        lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
+    lines.append("")
+    captions = {"perplexity": "perplexity vs length", "ratio": "ratio to the value at L", "positions": "loss by position",
+                "passkey": "passkey accuracy", "frequencies": "RoPE scalings: inv_freq / θ per pair"}
+    for key, name in figures.items():
+        lines += [f"![{captions[key]}]({name})", ""]
+    return lines
+
+
+def write_report(folder: Path) -> Path:
+    """report.md and every figure, regenerated from results.csv alone."""
+    folder = Path(folder)
+    if not (folder / RESULTS_FILE).exists():
+        raise UserError(f"{folder} has no {RESULTS_FILE}; run `extrapolate run` or `extrapolate sweep` first")
+    table = load_results(folder)
+    if table.empty:
+        raise UserError(f"{folder / RESULTS_FILE} is empty")
+    agg = aggregate(table)
+    figures = write_figures(folder, table, agg)
+    lines = ["# extrapolate report", "", "## Setup", "", *setup_lines(table), ""] + body(agg, figures)
+    path = folder / "report.md"
+    write_text(path, "\n".join(lines))
+    return path

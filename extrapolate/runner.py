@@ -71,6 +71,9 @@ class Reporter:
     def done_training(self) -> None:
         pass
 
+    def cell(self, cell) -> None:
+        pass
+
 
 def lengths_for(request: RunRequest) -> list[int]:
     L = request.train_len
@@ -240,6 +243,7 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
     encoding, factor = evaluation_encoding(request, model, prepared.lengths)
     model.set_encoding(encoding)
     rid = run_id(request, trained.summary["config_hash"], factor)
+    assert rid == planned_run_id(request, prepared)
     spec = get_spec(request.encoding)
     budget = max(request.eval_tokens, max(prepared.lengths))
     common = {
@@ -306,16 +310,32 @@ def protocol_label(request: RunRequest) -> str:
     return "full-window" if request.protocol == "full" else f"sliding-window-stride-{request.stride}"
 
 
+def planned_run_id(request: RunRequest, prepared: Prepared) -> str:
+    """The run id a request will get, known before any training (used to skip finished sweep cells)."""
+    spec = get_spec(request.encoding)
+    config = train_config(request, prepared, spec.base_encoding)
+    factor = 1.0 if spec.trains_own_model else (request.factor or max(prepared.lengths) / request.train_len)
+    return run_id(request, config_hash(config), factor)
+
+
+def run_cell(request: RunRequest, prepared: Prepared, folder: Path, reporter: Reporter) -> None:
+    """Train or reuse, evaluate, append to the folder's tables: one (encoding, seed) cell."""
+    trained = trained_model(request, prepared, reporter)
+    rows, positions = evaluate_run(request, prepared, trained, reporter)
+    write_outputs(folder, request, trained, rows, positions)
+
+
 def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     """The main job. Returns the output folder."""
+    from .lock import folder_lock
+
     reporter = reporter or Reporter()
     validate(request)
     folder = output_folder(request)
     check_writable(folder)
     prepared = prepare(request)
-    trained = trained_model(request, prepared, reporter)
-    rows, positions = evaluate_run(request, prepared, trained, reporter)
-    write_outputs(folder, request, trained, rows, positions)
+    with folder_lock(folder):
+        run_cell(request, prepared, folder, reporter)
     return folder
 
 
