@@ -55,13 +55,26 @@ def merge_rows(path: Path, rows: list[dict], columns: list[str], key: list[str])
     old = read_table(path, columns)
     new = pd.DataFrame(rows, columns=columns)
     if len(old):
-        marker = new[key].astype(str).agg("|".join, axis=1)
-        keep = ~old[key].astype(str).agg("|".join, axis=1).isin(set(marker))
+        keep = ~key_strings(old, key).isin(set(key_strings(new, key)))
         frame = pd.concat([old[keep], new], ignore_index=True) if len(new) else old
     else:
         frame = new
     write_table(path, frame)
     return frame
+
+
+def _key_part(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def key_strings(frame: pd.DataFrame, key: list[str]) -> pd.Series:
+    """One comparable string per row; the same value read back from CSV gives the same string."""
+    return pd.Series(["|".join(_key_part(v) for v in row) for row in frame[key].itertuples(index=False)],
+                     index=frame.index, dtype=object)
 
 
 def append_results(folder: Path, rows: list[dict]) -> pd.DataFrame:

@@ -1,0 +1,88 @@
+"""Sweep: base models trained once and shared, finished cells skipped, resumed table equals a full run's;
+report regenerated from the table alone; seed aggregation."""
+
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from extrapolate import runner as runner_module
+from extrapolate.cli import app
+from extrapolate.results import aggregate
+
+from .helpers import make_corpus
+
+cli = CliRunner()
+VOLATILE = ["created_at"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+
+
+def sweep_args(corpus, out, encodings, seeds="0"):
+    return ["sweep", "--encodings", encodings, "--seeds", seeds, "--model", "tiny", "--steps", "4", "--batch-size", "2",
+            "--train-len", "32", "--eval-len", "64", "--eval-tokens", "128", "--tasks", "perplexity",
+            "--corpus", str(corpus), "--out", str(out)]
+
+
+def stable(table):
+    return table.drop(columns=VOLATILE).sort_values(["run_id", "eval_len", "metric"]).reset_index(drop=True)
+
+
+def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
+    corpus = make_corpus(tmp_path / "corpus")
+    encodings = "sinusoidal,alibi,rope,pi,ntk,yarn"
+    result = cli.invoke(app, sweep_args(corpus, tmp_path / "full", encodings))
+    assert result.exit_code == 0, result.output
+    models = list((tmp_path / "cache" / "models").iterdir())
+    assert sorted(m.name.split("-L")[0] for m in models) == ["alibi", "rope", "sinusoidal"]
+    full = pd.read_csv(tmp_path / "full" / "results.csv")
+    assert set(full.encoding) == set(encodings.split(","))
+    assert (tmp_path / "full" / "report.md").exists() and (tmp_path / "full" / "ratio.svg").exists()
+
+    # an interrupted sweep: only part of the cells finished
+    assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", "alibi,rope")).exit_code == 0
+    evaluated = []
+    original = runner_module.evaluate_run
+    monkeypatch.setattr(runner_module, "evaluate_run",
+                        lambda request, *a, **k: evaluated.append(request.encoding) or original(request, *a, **k))
+    assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", encodings)).exit_code == 0
+    assert sorted(evaluated) == ["ntk", "pi", "sinusoidal", "yarn"]  # finished cells are not recomputed
+    resumed = pd.read_csv(tmp_path / "resumed" / "results.csv")
+    pd.testing.assert_frame_equal(stable(resumed), stable(full))
+
+
+def test_dry_run_plans_without_training(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus")
+    result = cli.invoke(app, sweep_args(corpus, tmp_path / "plan", "t5,rope,yarn", "0,1") + ["--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "4 model(s) to train" in result.output and "6 evaluation cell(s)" in result.output
+    assert not (tmp_path / "cache" / "models").exists()
+
+
+def test_report_regenerates_from_the_table(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus")
+    assert cli.invoke(app, sweep_args(corpus, tmp_path / "s", "alibi,rope", "0,1")).exit_code == 0
+    (tmp_path / "s" / "report.md").unlink()
+    result = cli.invoke(app, ["report", str(tmp_path / "s")])
+    assert result.exit_code == 0
+    text = (tmp_path / "s" / "report.md").read_text()
+    assert "± " in text and "alibi" in text and "Effective length" in text
+    for name in ("perplexity", "ratio", "positions", "frequencies"):
+        assert (tmp_path / "s" / f"{name}.png").exists() and (tmp_path / "s" / f"{name}.svg").exists()
+    assert cli.invoke(app, ["report", str(tmp_path / "nothing")]).exit_code == 2
+
+
+def test_aggregate_mean_and_interval():
+    rows = [dict(encoding="a", train_len=8, eval_len=16, task="perplexity", metric="ppl", depth=None, value=v,
+                 status="ok", seed=s) for s, v in enumerate([10.0, 12.0, 14.0])]
+    rows.append(dict(encoding="b", train_len=8, eval_len=16, task="perplexity", metric="ppl", depth=None,
+                     value=float("nan"), status="unsupported", seed=0))
+    agg = aggregate(pd.DataFrame(rows))
+    a = agg[agg.encoding == "a"].iloc[0]
+    assert a["mean"] == 12.0 and a["n_seeds"] == 3
+    assert math.isclose(a["ci95"], 4.303 * 2.0 / math.sqrt(3), rel_tol=1e-9)
+    assert agg[agg.encoding == "b"].iloc[0]["status"] == "unsupported"
