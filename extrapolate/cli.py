@@ -153,6 +153,9 @@ EvalLen = Annotated[Optional[int], typer.Option(help="longest evaluation length;
 EvalLens = Annotated[Optional[str], typer.Option(help="explicit evaluation lengths, e.g. 256,512,1k")]
 Factor = Annotated[Optional[float], typer.Option(help="RoPE scaling factor s (default: longest length / L)")]
 ModelOpt = Annotated[str, typer.Option(help="size preset: tiny, small (CPU default), base (GPU)")]
+WidthOpt = Annotated[Optional[int], typer.Option(help="model width (overrides the preset)")]
+LayersOpt = Annotated[Optional[int], typer.Option(help="layers (overrides the preset)")]
+HeadsOpt = Annotated[Optional[int], typer.Option(help="attention heads (overrides the preset)")]
 CorpusOpt = Annotated[str, typer.Option(help="built-in name, local text/JSONL/Parquet path, or hub dataset")]
 TasksOpt = Annotated[str, typer.Option(help="comma-separated tasks: perplexity, passkey")]
 PasskeyFraction = Annotated[Optional[float], typer.Option(help="share of training rows that are passkey prompts (default 0.2 when L leaves room)")]
@@ -183,8 +186,8 @@ class RichReporter:
         self.task = None
 
     def training(self, total: int, reused: bool):
+        self.reused = reused
         if reused:
-            stderr.print("[green]reusing the trained model from the cache[/]")
             return None
         self.progress.start()
         self.task = self.progress.add_task("training", total=total, info="")
@@ -195,9 +198,15 @@ class RichReporter:
         return on_step
 
     def done_training(self):
+        if getattr(self, "reused", False):
+            stderr.print("[green]reused the trained model from the cache[/]")
+            self.reused = False
         if self.task is not None:
             self.progress.stop()
             self.task = None
+
+    def warn(self, message: str):
+        stderr.print(f"[yellow]warning:[/] {message}", highlight=False)
 
     def cell(self, cell):
         stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}", highlight=False)
@@ -225,6 +234,9 @@ def run(
     eval_lens: EvalLens = None,
     factor: Factor = None,
     model: ModelOpt = "small",
+    width: WidthOpt = None,
+    layers: LayersOpt = None,
+    heads: HeadsOpt = None,
     corpus: CorpusOpt = "shakespeare",
     tasks: TasksOpt = "perplexity",
     steps: Steps = 800,
@@ -261,6 +273,9 @@ def sweep(
     eval_lens: EvalLens = None,
     factor: Factor = None,
     model: ModelOpt = "small",
+    width: WidthOpt = None,
+    layers: LayersOpt = None,
+    heads: HeadsOpt = None,
     corpus: CorpusOpt = "shakespeare",
     tasks: TasksOpt = "perplexity,passkey",
     steps: Steps = 800,

@@ -3,6 +3,7 @@ write the results table, the position-loss table, a plot and a summary."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -24,7 +25,7 @@ from .taskfiles import load_task
 from .tasks.passkey import evaluate_passkey
 from .tasks.perplexity import PROTOCOLS, evaluate_perplexity
 from .tokenizers import ByteTokenizer
-from .train import StepCallback, train
+from .train import StepCallback, TrainingDiverged, train
 
 TASKS = ("perplexity", "passkey")
 DEFAULT_PASSKEY_FRACTION = 0.2
@@ -38,6 +39,9 @@ class RunRequest:
     eval_len: int | None = None  # default 8·L
     factor: float | None = None  # RoPE scalings; default max eval length / L
     model: str = "small"
+    width: int | None = None  # overrides of the preset
+    layers: int | None = None
+    heads: int | None = None
     corpus: str = "shakespeare"
     tasks: tuple[str, ...] = ("perplexity",)
     steps: int = 800
@@ -72,6 +76,9 @@ class Reporter:
         pass
 
     def cell(self, cell) -> None:
+        pass
+
+    def warn(self, message: str) -> None:
         pass
 
 
@@ -111,7 +118,11 @@ def validate(request: RunRequest) -> None:
             from .registry import unknown_name_message
 
             raise UserError(unknown_name_message("task", task, list(TASKS)))
-    get_spec(request.encoding)
+    spec = get_spec(request.encoding)
+    config = model_config(request, spec.base_encoding)
+    from .encodings.catalog import validate_shape
+
+    validate_shape(spec, n_heads=config.n_heads, head_dim=config.head_dim, factor=request.factor or 1.0)
 
 
 def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
@@ -119,7 +130,13 @@ def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
         from .registry import unknown_name_message
 
         raise UserError(unknown_name_message("model", request.model, list(PRESETS)))
-    return ModelConfig(**PRESETS[request.model], encoding=base_encoding, max_len=request.train_len).validate()
+    overrides = {k: v for k, v in (("d_model", request.width), ("n_layers", request.layers), ("n_heads", request.heads))
+                 if v is not None}
+    for name, value in overrides.items():
+        if value < 1:
+            raise UserError(f"--{ {'d_model': 'width', 'n_layers': 'layers', 'n_heads': 'heads'}[name] } must be at least 1, got {value}")
+    config = ModelConfig(**{**PRESETS[request.model], **overrides}, encoding=base_encoding, max_len=request.train_len)
+    return config.validate()
 
 
 def train_config(request: RunRequest, prepared: "Prepared", base_encoding: str) -> TrainConfig:
@@ -318,11 +335,36 @@ def planned_run_id(request: RunRequest, prepared: Prepared) -> str:
     return run_id(request, config_hash(config), factor)
 
 
-def run_cell(request: RunRequest, prepared: Prepared, folder: Path, reporter: Reporter) -> None:
-    """Train or reuse, evaluate, append to the folder's tables: one (encoding, seed) cell."""
-    trained = trained_model(request, prepared, reporter)
+def run_cell(request: RunRequest, prepared: Prepared, folder: Path, reporter: Reporter) -> TrainingDiverged | None:
+    """Train or reuse, evaluate, append to the folder's tables: one (encoding, seed) cell. A diverged
+    training is recorded as `status=diverged` rows (and returned) instead of stopping everything."""
+    try:
+        trained = trained_model(request, prepared, reporter)
+    except TrainingDiverged as diverged:
+        reporter.done_training()
+        append_results(folder, diverged_rows(request, prepared))
+        return diverged
     rows, positions = evaluate_run(request, prepared, trained, reporter)
     write_outputs(folder, request, trained, rows, positions)
+    return None
+
+
+def diverged_rows(request: RunRequest, prepared: Prepared) -> list[dict]:
+    spec = get_spec(request.encoding)
+    common = {"run_id": planned_run_id(request, prepared), "encoding": spec.name, "base_encoding": spec.base_encoding,
+              "factor": None, "train_len": request.train_len, "seed": request.seed, "model": request.model,
+              "params": None, "corpus": prepared.corpus.name, "device": prepared.device.type, "dtype": request.dtype,
+              "kernel": None, "value": float("nan"), "n_tokens": 0, "status": "diverged", "protocol": protocol_label(request),
+              **provenance()}
+    rows = []
+    for length in prepared.lengths:
+        if "perplexity" in request.tasks:
+            rows += [{**common, "eval_len": length, "task": "perplexity", "metric": m, "depth": None} for m in ("nll", "ppl")]
+        if "passkey" in request.tasks:
+            for depth in prepared.extra["passkey_builder"].task.depths:
+                rows += [{**common, "eval_len": length, "task": "passkey", "metric": m, "depth": depth}
+                         for m in ("accuracy", "rank_accuracy")]
+    return rows
 
 
 def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
@@ -332,11 +374,27 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     reporter = reporter or Reporter()
     validate(request)
     folder = output_folder(request)
-    check_writable(folder)
     prepared = prepare(request)
-    with folder_lock(folder):
-        run_cell(request, prepared, folder, reporter)
+    with new_folder_guard(folder):
+        with folder_lock(folder):
+            diverged = run_cell(request, prepared, folder, reporter)
+    if diverged is not None:
+        raise diverged
     return folder
+
+
+@contextlib.contextmanager
+def new_folder_guard(folder: Path):
+    """Create the output folder; if it was new and the job fails before writing anything, remove it again,
+    so a mistake never leaves an empty or half-made folder behind."""
+    existed = folder.exists()
+    check_writable(folder)
+    try:
+        yield
+    except BaseException:
+        if not existed and folder.exists() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
 
 
 def write_outputs(folder: Path, request: RunRequest, trained, rows: list[dict], positions: list[dict]) -> None:

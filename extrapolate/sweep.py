@@ -18,7 +18,7 @@ from .encodings import ENCODINGS, get_spec
 from .errors import UserError
 from .lock import folder_lock
 from .results import load_results
-from .runner import (Prepared, Reporter, RunRequest, check_writable, planned_run_id, prepare, run_cell,
+from .runner import (Prepared, Reporter, RunRequest, new_folder_guard, planned_run_id, prepare, run_cell,
                      train_config, validate)
 from .train import model_folder
 
@@ -110,14 +110,15 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
     if dry_run:
         cells = plan(template, encodings, seeds, folder, prepared)
         return cells, estimate_seconds(cells, prepared)
-    check_writable(folder)
-    with folder_lock(folder):
+    with new_folder_guard(folder), folder_lock(folder):
         cells = plan(template, encodings, seeds, folder, prepared)
         for cell in cells:
             if cell.done:
                 continue
             reporter.cell(cell)
-            run_cell(cell.request, prepared, folder, reporter)
+            diverged = run_cell(cell.request, prepared, folder, reporter)
+            if diverged is not None:
+                reporter.warn(f"{cell.encoding} seed {cell.seed}: {diverged}; recorded as diverged")
             if prepared.device.type == "cuda":
                 torch.cuda.empty_cache()
         from .report import write_report

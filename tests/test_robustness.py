@@ -1,0 +1,164 @@
+"""Bad input: one line on stderr, exit code 2, no traceback, nothing left behind. Kill and resume: the same
+results as an uninterrupted run. The same command twice: byte-identical tables (timestamps aside)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from extrapolate.cli import app
+
+from .helpers import make_corpus
+
+cli = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return make_corpus(tmp_path / "corpus")
+
+
+def base(corpus, out, *extra):
+    return ["run", "--model", "tiny", "--steps", "3", "--batch-size", "2", "--train-len", "32", "--eval-len", "64",
+            "--eval-tokens", "128", "--corpus", str(corpus), "--out", str(out), *extra]
+
+
+def assert_one_line_error(result, needle):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert needle.lower() in lines[0].lower() and "Traceback" not in result.output
+
+
+BAD = [
+    (["--encoding", "alibbi"], "did you mean alibi"),
+    (["--encoding", "yarnn"], "did you mean yarn"),
+    (["--tasks", "perplexty"], "did you mean perplexity"),
+    (["--model", "smal"], "did you mean small"),
+    (["--eval-len", "16"], "shorter than --train-len"),
+    (["--eval-len", "abc"], "--eval-len"),
+    (["--train-len", "-5"], "--train-len"),
+    (["--eval-lens", "64,-2"], "--eval-lens"),
+    (["--encoding", "pi", "--factor", "0"], "factor"),
+    (["--encoding", "ntk", "--factor", "-1"], "factor"),
+    (["--width", "30", "--heads", "4"], "must divide"),
+    (["--encoding", "rope", "--width", "36", "--heads", "4"], "even head dimension"),
+    (["--heads", "0"], "heads"),
+    (["--device", "cuda"], "CUDA is not available"),
+    (["--device", "tpu"], "unknown device"),
+    (["--protocol", "diagonal"], "protocol"),
+    (["--tasks", "passkey", "--passkey-task", "nonexistent"], "unknown task"),
+]
+
+
+@pytest.mark.parametrize("extra,needle", BAD)
+def test_bad_input_one_line_exit_2_nothing_left(tmp_path, corpus, extra, needle):
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, base(corpus, out, *extra)), needle)
+    assert not out.exists()
+
+
+def test_corpus_problems(tmp_path):
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, base(tmp_path / "missing.txt", out)), "does not exist")
+    (tmp_path / "empty.txt").write_text("")
+    assert_one_line_error(cli.invoke(app, base(tmp_path / "empty.txt", out)), "empty")
+    (tmp_path / "short.txt").write_text("too short " * 5)
+    assert_one_line_error(cli.invoke(app, base(tmp_path / "short.txt", out)), "longer than")
+    assert_one_line_error(cli.invoke(app, base("shakespear", out)), "did you mean shakespeare")
+    assert_one_line_error(cli.invoke(app, base("someone/some-dataset", out)), "offline")
+    assert not out.exists()
+
+
+def test_malformed_task_file(tmp_path, corpus):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('version = 1\nname = "x"\n')
+    assert_one_line_error(cli.invoke(app, base(corpus, tmp_path / "o", "--tasks", "passkey", "--passkey-task", str(bad))),
+                          "missing field")
+    bad.write_text("version = [")
+    assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(bad)]), "not valid TOML")
+    from extrapolate.taskfiles import TASKS_DIR
+
+    text = (TASKS_DIR / "passkey.toml").read_text().replace("trials = 10", "trials = -1")
+    bad.write_text(text)
+    assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(bad)]), "'trials'")
+
+
+def test_unwritable_output_folder(tmp_path, corpus):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert_one_line_error(cli.invoke(app, base(corpus, blocker / "sub")), "cannot create output folder")
+
+
+def test_corrupt_cached_checkpoint(tmp_path, corpus):
+    assert cli.invoke(app, base(corpus, tmp_path / "a")).exit_code == 0
+    (model,) = (tmp_path / "cache" / "models").iterdir()
+    (model / "model.safetensors").write_bytes(b"\x00" * 10)
+    assert_one_line_error(cli.invoke(app, base(corpus, tmp_path / "b")), "corrupt")
+    assert not (tmp_path / "b").exists()
+
+
+def test_divergence_is_recorded(tmp_path, corpus):
+    result = cli.invoke(app, base(corpus, tmp_path / "d", "--lr", "1e30", "--steps", "20"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "diverged" in result.output.strip().splitlines()[-1]  # above it: the progress bar
+    table = pd.read_csv(tmp_path / "d" / "results.csv")
+    assert set(table.status) == {"diverged"}
+
+
+def test_second_writer_is_refused(tmp_path, corpus):
+    out = tmp_path / "locked"
+    out.mkdir()
+    (out / ".lock").write_text(str(os.getppid()))  # a live process holds the folder
+    assert_one_line_error(cli.invoke(app, base(corpus, out)), "is writing to")
+    (out / ".lock").write_text("999999999")  # a stale lock from a dead process is taken over
+    assert cli.invoke(app, base(corpus, out)).exit_code == 0
+
+
+def stable(path):
+    return pd.read_csv(path).drop(columns=["created_at"])
+
+
+def test_same_command_twice_gives_identical_tables(tmp_path, corpus, monkeypatch):
+    assert cli.invoke(app, base(corpus, tmp_path / "a", "--encoding", "t5")).exit_code == 0
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "other-cache"))  # retrain from scratch
+    assert cli.invoke(app, base(corpus, tmp_path / "b", "--encoding", "t5")).exit_code == 0
+    pd.testing.assert_frame_equal(stable(tmp_path / "a" / "results.csv"), stable(tmp_path / "b" / "results.csv"))
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "positions.csv"), pd.read_csv(tmp_path / "b" / "positions.csv"))
+
+
+def test_sigkill_mid_training_then_resume_equals_uninterrupted(tmp_path, corpus):
+    args = ["--model", "tiny", "--steps", "400", "--batch-size", "4", "--train-len", "32", "--eval-len", "64",
+            "--eval-tokens", "128", "--corpus", str(corpus), "--encoding", "alibi"]
+    env = {**os.environ, "EXTRAPOLATE_CACHE": str(tmp_path / "killed-cache")}
+    command = [sys.executable, "-m", "extrapolate", "run", *args, "--out", str(tmp_path / "killed")]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    models = tmp_path / "killed-cache" / "models"
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(models.glob("*/state.pt")):
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    (folder,) = models.iterdir()
+    assert (folder / "state.pt").exists() and not (folder / "complete.json").exists(), "killed too late"
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    uninterrupted_env = {**env, "EXTRAPOLATE_CACHE": str(tmp_path / "clean-cache")}
+    subprocess.run([*command[:-1], str(tmp_path / "clean")], env=uninterrupted_env, check=True, capture_output=True)
+    import json
+
+    resumed = json.loads((folder / "complete.json").read_text())
+    (clean,) = (tmp_path / "clean-cache" / "models").iterdir()
+    uninterrupted = json.loads((clean / "complete.json").read_text())
+    assert resumed["losses"] == uninterrupted["losses"] and resumed["final_loss"] == uninterrupted["final_loss"]
+    a, b = stable(tmp_path / "killed" / "results.csv"), stable(tmp_path / "clean" / "results.csv")
+    pd.testing.assert_frame_equal(a, b)
