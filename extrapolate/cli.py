@@ -239,7 +239,7 @@ def run(
     heads: HeadsOpt = None,
     corpus: CorpusOpt = "shakespeare",
     tasks: TasksOpt = "perplexity",
-    steps: Steps = 800,
+    steps: Steps = 600,
     batch_size: BatchSize = 32,
     lr: LearningRate = 3e-3,
     seed: Seed = 0,
@@ -278,7 +278,7 @@ def sweep(
     heads: HeadsOpt = None,
     corpus: CorpusOpt = "shakespeare",
     tasks: TasksOpt = "perplexity,passkey",
-    steps: Steps = 800,
+    steps: Steps = 600,
     batch_size: BatchSize = 32,
     lr: LearningRate = 3e-3,
     device: DeviceOpt = "auto",
@@ -329,6 +329,70 @@ def report(folder: Annotated[Path, typer.Argument(help="a results folder (with r
 
     path = write_report(folder)
     stdout.print(f"wrote {path}", highlight=False)
+
+
+@app.command()
+def reproduce(
+    suite: Annotated[str, typer.Option(help="suite name under tasks/suites/ or a TOML path")] = "reference",
+    ppl_tolerance: Annotated[Optional[float], typer.Option(help="relative tolerance for perplexity cells")] = None,
+    accuracy_tolerance: Annotated[Optional[float], typer.Option(help="absolute tolerance for accuracy cells")] = None,
+    update: Annotated[bool, typer.Option(help="replace the committed reference with this run (shows the diff)")] = False,
+    reuse_models: Annotated[bool, typer.Option(help="reuse cached models instead of training from scratch")] = False,
+    keep: Annotated[Optional[Path], typer.Option(help="keep the fresh run in this folder")] = None,
+) -> None:
+    """Re-run a reference suite and compare with results/<suite>, cell by cell; check its claims."""
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from .report import write_report
+    from .reproduce import compare, install_reference, load_suite, reference_folder, run_suite
+    from .results import load_results
+
+    spec = load_suite(suite)
+    if ppl_tolerance is not None or accuracy_tolerance is not None:
+        spec = dataclasses.replace(spec, ppl_tolerance=ppl_tolerance if ppl_tolerance is not None else spec.ppl_tolerance,
+                                   accuracy_tolerance=accuracy_tolerance if accuracy_tolerance is not None else spec.accuracy_tolerance)
+    target = reference_folder(spec)
+    if not update and not (target / "results.csv").exists():
+        raise UserError(f"no committed reference in {target}; create it with `extrapolate reproduce --update`")
+    folder = keep or Path(tempfile.mkdtemp(prefix="extrapolate-fresh-"))
+    try:
+        fresh = run_suite(spec, folder, RichReporter(), fresh_models=not reuse_models)
+        reference = load_results(target) if (target / "results.csv").exists() else fresh.iloc[0:0]
+        result = compare(reference, fresh, spec)
+        render_comparison(result, spec)
+        if update:
+            install_reference(folder, target)
+            write_report(target)
+            stdout.print(f"updated the reference in {target}", highlight=False)
+            return
+    finally:
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    if not result.ok:
+        stderr.print("[bold red]reproduce failed[/]: cells out of tolerance or claims not holding (see above)")
+        raise typer.Exit(1)
+    stdout.print("[bold green]reproduced[/]: every cell within tolerance and every claim holds")
+
+
+def render_comparison(result, spec) -> None:
+    shown = result.differing
+    if shown.empty:
+        stdout.print("every cell is identical to the reference")
+    else:
+        table = Table("encoding", "length", "task", "metric", "depth", "reference", "now", "change", "verdict",
+                      title=f"cells that differ ({len(result.failing)} out of tolerance: ppl ±{spec.ppl_tolerance:.0%}, "
+                            f"accuracy ±{spec.accuracy_tolerance:g})")
+        for r in shown.itertuples():
+            style = "green" if r.verdict == "ok" else "red"
+            depth = "" if r.depth != r.depth else f"{r.depth:g}"
+            table.add_row(r.encoding, str(r.eval_len), r.task, r.metric, depth, f"{r.reference:.4g}", f"{r.now:.4g}",
+                          r.change, f"[{style}]{r.verdict}[/]")
+        stdout.print(table)
+    for text, holds, detail in result.claims:
+        mark = "[green]✓[/]" if holds else "[red]✗[/]"
+        stdout.print(f"{mark} {text}: {detail}", highlight=False)
 
 
 def main() -> None:

@@ -44,7 +44,7 @@ class RunRequest:
     heads: int | None = None
     corpus: str = "shakespeare"
     tasks: tuple[str, ...] = ("perplexity",)
-    steps: int = 800
+    steps: int = 600
     batch_size: int = 32
     lr: float = 3e-3
     seed: int = 0

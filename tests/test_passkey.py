@@ -92,7 +92,7 @@ def test_too_short_for_the_fixed_text_is_a_user_error(task):
 
 def test_training_row_puts_the_loss_on_the_answer(task):
     builder = PromptBuilder(task, ByteTokenizer())
-    tokens, mask = builder.training_row(torch.Generator().manual_seed(0), 256)
+    tokens, mask = builder.training_row(torch.Generator().manual_seed(0), 256, answer_only=True)
     assert tokens.shape == (257,) and mask.shape == (256,)
     answer = ByteTokenizer().decode(tokens[1:][mask.bool()].tolist())
     assert answer.startswith(" ") and answer.endswith(".") and answer.strip(" .").isdigit()
