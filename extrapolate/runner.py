@@ -4,6 +4,7 @@ write the results table, the position-loss table, a plot and a summary."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -34,7 +35,7 @@ DEFAULT_PASSKEY_FRACTION = 0.2
 @dataclass(frozen=True)
 class RunRequest:
     encoding: str = "rope"
-    train_len: int = 256
+    train_len: int | None = None  # None: 256 for presets, the checkpoint's own context for pretrained models
     eval_lens: tuple[int, ...] = ()  # empty: L, 2L, … up to eval_len
     eval_len: int | None = None  # default 8·L
     factor: float | None = None  # RoPE scalings; default max eval length / L
@@ -54,6 +55,7 @@ class RunRequest:
     protocol: str = "full"
     stride: int = 256
     eval_tokens: int = 8192  # tokens scored per held-out document, the same at every length
+    eval_docs: int | None = None  # at most this many held-out documents (None: all)
     learned_policy: str = "error"
     kernel: str = "auto"
     # share of training rows that are passkey prompts (within L); None: 0.2 when L leaves room, else 0
@@ -94,7 +96,41 @@ def lengths_for(request: RunRequest) -> list[int]:
     return lengths + [longest]
 
 
+def is_pretrained(model: str) -> bool:
+    from .pretrained import KNOWN
+
+    if model in PRESETS:
+        return False
+    return model in KNOWN or model.endswith(".gguf") or Path(model).expanduser().exists() or "/" in model
+
+
+_PRETRAINED: dict = {}
+
+
+def load_pretrained_once(spec: str):
+    """Pretrained models are loaded once per process (a sweep evaluates several scalings on one)."""
+    from .pretrained import load_pretrained
+
+    if spec not in _PRETRAINED:
+        _PRETRAINED.clear()
+        _PRETRAINED[spec] = load_pretrained(spec)
+    return _PRETRAINED[spec]
+
+
+def resolve(request: RunRequest) -> RunRequest:
+    """Fill the defaults that depend on the model: the training length of a pretrained checkpoint."""
+    if request.train_len is not None:
+        return request
+    if is_pretrained(request.model):
+        get_spec(request.encoding)
+        if get_spec(request.encoding).kind != "rotary":
+            raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {request.encoding}")
+        return dataclasses.replace(request, train_len=load_pretrained_once(request.model).original_len)
+    return dataclasses.replace(request, train_len=256)
+
+
 def validate(request: RunRequest) -> None:
+    request = resolve(request)
     if request.train_len < 2:
         raise UserError(f"--train-len must be at least 2, got {request.train_len}")
     if request.eval_len is not None and request.eval_len < request.train_len:
@@ -118,7 +154,13 @@ def validate(request: RunRequest) -> None:
             from .registry import unknown_name_message
 
             raise UserError(unknown_name_message("task", task, list(TASKS)))
+    if request.eval_docs is not None and request.eval_docs < 1:
+        raise UserError("--eval-docs must be at least 1")
     spec = get_spec(request.encoding)
+    if is_pretrained(request.model):
+        if spec.kind != "rotary":
+            raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
+        return
     config = model_config(request, spec.base_encoding)
     from .encodings.catalog import validate_shape
 
@@ -127,9 +169,10 @@ def validate(request: RunRequest) -> None:
 
 def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
     if request.model not in PRESETS:
+        from .pretrained import KNOWN
         from .registry import unknown_name_message
 
-        raise UserError(unknown_name_message("model", request.model, list(PRESETS)))
+        raise UserError(unknown_name_message("model", request.model, list(PRESETS) + list(KNOWN)))
     overrides = {k: v for k, v in (("d_model", request.width), ("n_layers", request.layers), ("n_heads", request.heads))
                  if v is not None}
     for name, value in overrides.items():
@@ -180,23 +223,28 @@ class Prepared:
 
 def prepare(request: RunRequest) -> Prepared:
     validate(request)
+    request = resolve(request)
     device = resolve_device(request.device)
     lengths = lengths_for(request)
     corpus = load_corpus(request.corpus)
-    tokenizer = ByteTokenizer()
+    pretrained = load_pretrained_once(request.model) if is_pretrained(request.model) else None
+    tokenizer = pretrained.tokenizer if pretrained else ByteTokenizer()
     longest = max(lengths)
     heldout = [t for t in (tokenizer.encode_tensor(d) for d in corpus.heldout) if t.numel() > longest]
     if not heldout:
         raise UserError(f"corpus {corpus.name} has no held-out document longer than {longest} tokens")
-    stream = tokenizer.encode_tensor("\n\n".join(corpus.train))
+    heldout = heldout[: request.eval_docs]
+    # a pretrained model is not trained here: its training stream is never needed
+    stream = tokenizer.encode_tensor("\n\n".join(corpus.train)) if pretrained is None else torch.zeros(request.train_len + 2, dtype=torch.int64)
     if stream.numel() < request.train_len + 2:
         raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
     builder = PromptBuilder(load_task(request.passkey_task), tokenizer)
     need = builder.fixed_tokens() + 32  # room for some filler
-    fraction = request.passkey_fraction
+    fraction = request.passkey_fraction if pretrained is None else 0.0
     if fraction is None:
         fraction = DEFAULT_PASSKEY_FRACTION if request.train_len >= need else 0.0
-    extra = {"passkey_fraction": fraction, "passkey_identity": builder.task.identity if fraction > 0 else ""}
+    extra = {"passkey_fraction": fraction, "passkey_identity": builder.task.identity if fraction > 0 else "",
+             "pretrained": pretrained}
     if fraction > 0 or "passkey" in request.tasks:
         if fraction > 0 and request.train_len < need:
             raise UserError(f"--train-len {request.train_len} leaves no room for passkey training prompts "
@@ -208,7 +256,19 @@ def prepare(request: RunRequest) -> Prepared:
     return Prepared(corpus, tokenizer, heldout, stream, device, lengths, extra)
 
 
+def pretrained_hash(spec: str) -> str:
+    return config_hash({"pretrained": spec})
+
+
 def trained_model(request: RunRequest, prepared: Prepared, reporter: Reporter):
+    pretrained = prepared.extra.get("pretrained")
+    if pretrained is not None:
+        from .train import TrainedModel
+
+        model = pretrained.model.to(prepared.device)
+        summary = {"config_hash": pretrained_hash(request.model), "pretrained": request.model,
+                   "params": model.num_parameters()}
+        return TrainedModel(model, Path(request.model), None, summary, reused=True)
     spec = get_spec(request.encoding)
     config = train_config(request, prepared, spec.base_encoding)
     source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed,
@@ -254,6 +314,21 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
+def measure(device: torch.device, evaluate):
+    """(status, result) of one evaluation cell: `unsupported` when the encoding has no representation for a
+    position (a learned table past its rows), `oom` when the device runs out of memory; other errors raise."""
+    try:
+        return "ok", evaluate()
+    except PositionOutOfRange:
+        return "unsupported", None
+    except (RuntimeError, MemoryError) as exc:
+        if not is_oom(exc):
+            raise
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return "oom", None
+
+
 def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Reporter) -> tuple[list[dict], list[dict]]:
     model = trained.model
     model.kernel = request.kernel
@@ -273,19 +348,9 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
     rows, positions = [], []
     for length in prepared.lengths if "perplexity" in request.tasks else []:
         reporter.evaluating("perplexity", length)
-        status, result = "ok", None
-        try:
-            result = evaluate_perplexity(model, prepared.heldout, length, protocol=request.protocol,
-                                         stride=request.stride, budget=budget, bucket_width=bucket_width(request.train_len),
-                                         device=prepared.device, dtype=request.dtype)
-        except PositionOutOfRange:
-            status = "unsupported"
-        except (RuntimeError, MemoryError) as exc:
-            if not is_oom(exc):
-                raise
-            status = "oom"
-            if prepared.device.type == "cuda":
-                torch.cuda.empty_cache()
+        status, result = measure(prepared.device, lambda: evaluate_perplexity(
+            model, prepared.heldout, length, protocol=request.protocol, stride=request.stride, budget=budget,
+            bucket_width=bucket_width(request.train_len), device=prepared.device, dtype=request.dtype))
         nll = result.nll if result else float("nan")
         tokens = result.tokens if result else 0
         for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp()))):
@@ -302,15 +367,8 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
     builder = prepared.extra.get("passkey_builder")
     for length in prepared.lengths if "passkey" in request.tasks else []:
         reporter.evaluating("passkey", length)
-        cells, status = [], "ok"
-        try:
-            cells = evaluate_passkey(model, builder, length, prepared.device, request.dtype)
-        except PositionOutOfRange:
-            status = "unsupported"
-        except (RuntimeError, MemoryError) as exc:
-            if not is_oom(exc):
-                raise
-            status = "oom"
+        status, cells = measure(prepared.device, lambda: evaluate_passkey(model, builder, length, prepared.device,
+                                                                         request.dtype))
         passkey_common = {**common, "protocol": builder.task.identity, "eval_len": length, "task": "passkey"}
         if status != "ok":
             cells_or_depths = [(d, float("nan"), float("nan"), 0) for d in builder.task.depths]
@@ -330,9 +388,13 @@ def protocol_label(request: RunRequest) -> str:
 def planned_run_id(request: RunRequest, prepared: Prepared) -> str:
     """The run id a request will get, known before any training (used to skip finished sweep cells)."""
     spec = get_spec(request.encoding)
-    config = train_config(request, prepared, spec.base_encoding)
+    request = resolve(request)
+    if prepared.extra.get("pretrained") is not None:
+        model_hash = pretrained_hash(request.model)
+    else:
+        model_hash = config_hash(train_config(request, prepared, spec.base_encoding))
     factor = 1.0 if spec.trains_own_model else (request.factor or max(prepared.lengths) / request.train_len)
-    return run_id(request, config_hash(config), factor)
+    return run_id(request, model_hash, factor)
 
 
 def run_cell(request: RunRequest, prepared: Prepared, folder: Path, reporter: Reporter) -> TrainingDiverged | None:
@@ -373,6 +435,7 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
 
     reporter = reporter or Reporter()
     validate(request)
+    request = resolve(request)
     folder = output_folder(request)
     prepared = prepare(request)
     with new_folder_guard(folder):
@@ -403,8 +466,10 @@ def write_outputs(folder: Path, request: RunRequest, trained, rows: list[dict], 
 
     table = append_results(folder, rows)
     append_positions(folder, positions)
+    config_file = trained.folder / "config.json"
     record = {"request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
-              "train_config": json.loads((trained.folder / "config.json").read_text()),
+              "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,
+              "model_config": asdict(trained.model.config),
               "model_folder": trained.folder.name,  # under the cache's models/ folder
               "training": {k: v for k, v in trained.summary.items() if k != "losses"},
               **provenance()}

