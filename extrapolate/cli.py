@@ -455,6 +455,57 @@ def export(
     stdout.print(f"wrote {hf}", highlight=False)
 
 
+@app.command()
+def bench(
+    model: Annotated[str, typer.Option(help="size preset to measure")] = "small",
+    lengths: Annotated[str, typer.Option(help="evaluation lengths")] = "4k,8k,16k,32k",
+    encodings: Annotated[str, typer.Option(help="encodings to measure")] = "rope,alibi,t5,sinusoidal,yarn",
+    device: DeviceOpt = "auto",
+    dtype: Annotated[str, typer.Option(help="evaluation precision")] = "float32",
+    transformers_row: Annotated[bool, typer.Option("--transformers/--no-transformers", help="measure an equivalent transformers Llama too")] = True,
+    out: Annotated[Path, typer.Option(help="output folder")] = Path("results/bench"),
+) -> None:
+    """Evaluation tokens/s and peak memory per encoding × length, training tokens/s and MFU, vs transformers."""
+    from .bench import run_bench
+    from .cliutil import parse_int_list, parse_name_list
+    from .config import PRESETS
+    from .encodings import get_spec
+
+    if model not in PRESETS:
+        from .registry import unknown_name_message
+
+        raise UserError(unknown_name_message("model", model, list(PRESETS)))
+    names = [get_spec(n).name for n in parse_name_list(encodings)]
+    length_list = parse_int_list(lengths, "--lengths", 16)
+    resolve_device_checked = __import__("extrapolate.device", fromlist=["resolve_device"]).resolve_device
+    resolve_device_checked(device)
+    table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
+
+    def on_row(row):
+        extra = f"{row.mfu:.0%}" if row.mfu is not None else (f"{row.gflops:,.0f}" if row.gflops else "")
+        stderr.print(f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
+                     f"{row.tokens_per_second:10,.0f} tok/s {row.peak_memory_mb:8,.0f} MB {row.kernel:16} {extra}", highlight=False)
+
+    rows = run_bench(model, tuple(length_list), tuple(names), device, dtype, compare_transformers=transformers_row, on_row=on_row)
+    import dataclasses as _dc
+
+    import pandas as pd
+
+    from .results import provenance, write_table
+
+    frame = pd.DataFrame([{**_dc.asdict(r), "model": model, **provenance()} for r in rows])
+    write_table(Path(out) / "bench.csv", frame)
+    for r in rows:
+        extra = f"{r.mfu:.0%} MFU" if r.mfu is not None else (f"{r.gflops:,.0f} GFLOP/s" if r.gflops else "")
+        table.add_row(r.what, r.implementation, r.encoding, str(r.length), f"{r.tokens_per_second:,.0f}",
+                      f"{r.peak_memory_mb:,.0f}", r.kernel, r.dtype, extra)
+    stdout.print(table)
+    from .plots import bench_figure, save_figure
+
+    save_figure(bench_figure(frame), Path(out) / "bench.png")
+    stdout.print(f"wrote {out}/bench.csv and bench.png", highlight=False)
+
+
 def main() -> None:
     app()
 

@@ -160,3 +160,25 @@ def passkey_figure(agg, metric: str = "accuracy"):
         fig.colorbar(image, ax=axes, shrink=0.8, label=f"passkey {metric.replace('_', ' ')} (%)")
     fig.suptitle(f"passkey {metric.replace('_', ' ')} by length × depth", fontsize=11)
     return fig
+
+
+def bench_figure(frame):
+    """Evaluation tokens/s and peak memory vs length, one line per encoding (and transformers)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120)
+    evals = frame[frame["what"] == "eval"]
+    for (implementation, encoding), group in evals.groupby(["implementation", "encoding"]):
+        label = encoding if implementation == "extrapolate" else f"{implementation} ({encoding})"
+        style = "-" if implementation == "extrapolate" else "--"
+        group = group.sort_values("length")
+        left.plot(group["length"], group["tokens_per_second"], style, marker="o", label=label, color=colour(encoding))
+        right.plot(group["length"], group["peak_memory_mb"] / 1024, style, marker="o", label=label, color=colour(encoding))
+    for ax, ylabel in ((left, "evaluation tokens / s"), (right, "peak memory (GB, whole process)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length (tokens, log₂ scale)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    left.set_title("evaluation speed")
+    right.set_title("peak memory")
+    fig.tight_layout()
+    return fig

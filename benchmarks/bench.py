@@ -1,0 +1,8 @@
+"""The benchmark as a script: same as `extrapolate bench` (run from the repository root)."""
+
+import sys
+
+from extrapolate.cli import app
+
+if __name__ == "__main__":
+    sys.exit(app(["bench", *sys.argv[1:]]))

@@ -1,0 +1,199 @@
+"""`extrapolate bench`: evaluation speed and peak memory per encoding and length, training throughput and
+model FLOP utilisation against the machine's measured matmul peak, and an equivalent transformers Llama
+measured in the same process tree, so every ratio is taken under the same conditions.
+
+Each memory measurement runs in a fresh process (peak resident memory is per process and never resets).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .config import PRESETS, ModelConfig
+from .device import autocast, resolve_device, synchronize
+
+
+@dataclass
+class BenchRow:
+    what: str  # eval | train | matmul
+    implementation: str  # extrapolate | transformers | torch
+    encoding: str
+    length: int
+    tokens_per_second: float
+    peak_memory_mb: float
+    kernel: str
+    dtype: str
+    mfu: float | None = None
+    gflops: float | None = None
+
+
+def peak_rss_mb() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return usage / 1024 if sys.platform != "darwin" else usage / (1024 * 1024)
+
+
+def matmul_peak(dtype: torch.dtype, device: torch.device, size: int = 2048, seconds: float = 2.0) -> float:
+    """Sustained GFLOP/s of a square matmul: the ceiling model FLOP utilisation is measured against."""
+    a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
+    a @ b
+    synchronize(device)
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+    synchronize(device)
+    return 2 * size**3 * count / (time.perf_counter() - start) / 1e9
+
+
+def model_config(preset: str, encoding: str, length: int) -> ModelConfig:
+    return ModelConfig(**PRESETS[preset], encoding=encoding, max_len=length)
+
+
+def train_flops_per_token(config: ModelConfig, seq_len: int) -> float:
+    """6·N (weights, forward + backward) + 12·layers·T·d (attention scores and values), the PaLM accounting;
+    N excludes the embedding table but counts the output head."""
+    n = sum(p.numel() for name, p in build(config).named_parameters() if not name.startswith("embed."))
+    if config.tie_embeddings:
+        n += config.vocab_size * config.d_model
+    return 6 * n + 12 * config.n_layers * seq_len * config.d_model
+
+
+def build(config: ModelConfig):
+    from .model import TransformerLM
+
+    torch.manual_seed(0)
+    return TransformerLM(config)
+
+
+def _eval_worker(args) -> dict:
+    implementation, preset, encoding, length, device_name, dtype, repeats = args
+    torch.set_num_threads(torch.get_num_threads())
+    device = resolve_device(device_name)
+    config = model_config(preset, "rope" if encoding in ("yarn", "pi", "ntk") else encoding, length)
+    from .attention import kernel_for
+
+    if implementation == "transformers":
+        model, kernel = hf_llama(config).to(device).eval(), "transformers-sdpa"
+
+        def step(tokens):
+            return model(tokens).logits[:, -1]
+    else:
+        model = build(config).to(device).eval()
+        if encoding in ("yarn", "pi", "ntk"):
+            from .encodings import build_encoding
+
+            model.set_encoding(build_encoding(encoding, d_model=config.d_model, n_heads=config.n_heads,
+                                              head_dim=config.head_dim, max_len=length, factor=4.0, original_len=length // 4))
+        kernel = kernel_for(model.encoding)
+
+        def step(tokens):
+            return model.token_nll(tokens[:, :-1], tokens[:, 1:])
+
+    tokens = torch.randint(0, config.vocab_size, (1, length + 1), device=device)
+    with torch.no_grad(), autocast(device, dtype):
+        step(tokens[:, : min(length, 512) + 1])  # warm-up
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            step(tokens)
+        synchronize(device)
+    seconds = (time.perf_counter() - start) / repeats
+    peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else peak_rss_mb()
+    return asdict(BenchRow("eval", implementation, encoding, length, length / seconds, peak, kernel, dtype))
+
+
+def hf_llama(config: ModelConfig):
+    """A transformers Llama with the same width, depth, heads, vocabulary and tying, SDPA attention."""
+    import transformers
+
+    hf_config = transformers.LlamaConfig(
+        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
+        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
+        max_position_embeddings=max(config.max_len, 2), tie_word_embeddings=config.tie_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": config.rope_base}, attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(hf_config)
+
+
+def in_fresh_process(fn, args):
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        return pool.apply(fn, (args,))
+
+
+def train_throughput(implementation: str, preset: str, seq_len: int, batch: int, steps: int, device: torch.device,
+                     dtype: str) -> float:
+    config = model_config(preset, "rope", seq_len)
+    if implementation == "transformers":
+        model = hf_llama(config).to(device)
+
+        def loss_of(x, y):
+            logits = model(x).logits
+            return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+    else:
+        model = build(config).to(device)
+
+        def loss_of(x, y):
+            return model.token_nll(x, y).mean()
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(0, config.vocab_size, (batch, seq_len + 1), device=device)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    start = None
+    for step in range(steps + 2):
+        if step == 2:  # two warm-up steps
+            synchronize(device)
+            start = time.perf_counter()
+        with autocast(device, dtype):
+            loss = loss_of(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    synchronize(device)
+    return batch * seq_len * steps / (time.perf_counter() - start)
+
+
+def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodings=("rope", "alibi", "t5", "sinusoidal"),
+              device_name: str = "auto", eval_dtype: str = "float32", train_dtype: str = "bfloat16",
+              compare_transformers: bool = True, train_len: int = 256, batch: int = 32, train_steps: int = 10,
+              on_row=None) -> list[BenchRow]:
+    device = resolve_device(device_name)
+    rows: list[BenchRow] = []
+
+    def emit(row: BenchRow):
+        rows.append(row)
+        if on_row:
+            on_row(row)
+
+    peaks = {}
+    for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        peaks[name] = matmul_peak(dtype, device)
+        emit(BenchRow("matmul", "torch", "-", 2048, 0.0, peak_rss_mb(), "matmul", name, gflops=peaks[name]))
+    implementations = ["extrapolate"] + (["transformers"] if compare_transformers and has_transformers() else [])
+    flops = train_flops_per_token(model_config(preset, "rope", train_len), train_len)
+    for implementation in implementations:
+        tps = train_throughput(implementation, preset, train_len, batch, train_steps, device, train_dtype)
+        emit(BenchRow("train", implementation, "rope", train_len, tps, peak_rss_mb(), "-", train_dtype,
+                      mfu=tps * flops / (peaks[train_dtype] * 1e9), gflops=tps * flops / 1e9))
+    for length in lengths:
+        for encoding in encodings:
+            repeats = 1 if length >= 16384 else 2
+            emit(BenchRow(**in_fresh_process(_eval_worker, ("extrapolate", preset, encoding, length, device_name, eval_dtype, repeats))))
+        if "transformers" in implementations:
+            emit(BenchRow(**in_fresh_process(_eval_worker, ("transformers", preset, "rope", length, device_name, eval_dtype, 1))))
+    return rows
+
+
+def has_transformers() -> bool:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
