@@ -27,9 +27,8 @@ def rotary_cos_sin(
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: (B, H, T, Dh); cos, sin: (T, Dh) float32. The product is taken in float32, then cast back."""
-    xf = x.float()
-    return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
+    """x: (B, H, T, Dh); cos, sin: (T, Dh), computed in float32 and cast to x's dtype (as Llama code does)."""
+    return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
 
 
 class Rotary(PositionalEncoding):
@@ -56,6 +55,7 @@ class Rotary(PositionalEncoding):
         self.options = {**spec.options, **options}
         self.dynamic = spec.dynamic
         self._static: tuple[torch.Tensor, float] | None = None
+        self._memo: tuple[tuple, tuple[torch.Tensor, torch.Tensor]] | None = None  # last (key, (cos, sin))
 
     def frequencies(self, seq_len: int) -> tuple[torch.Tensor, float]:
         """(inv_freq (Dh/2,), attention_factor) for a sequence of `seq_len` tokens. Pure: no state is kept
@@ -71,8 +71,12 @@ class Rotary(PositionalEncoding):
     def rotate(self, q, k, pos, seq_len=None):
         if seq_len is None:
             seq_len = int(pos[-1]) + 1  # positions increase; the dynamic kinds key on the furthest one
-        inv_freq, attention_factor = self.frequencies(seq_len)
-        cos, sin = rotary_cos_sin(pos, inv_freq, attention_factor)
+        # every layer of one forward asks for the same angles: compute them once (positions are contiguous)
+        key = (int(pos[0]), pos.numel(), seq_len, pos.device)
+        if self._memo is None or self._memo[0] != key:
+            inv_freq, attention_factor = self.frequencies(seq_len)
+            self._memo = (key, rotary_cos_sin(pos, inv_freq, attention_factor))
+        cos, sin = self._memo[1]
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
 
     def describe(self):
