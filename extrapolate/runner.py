@@ -287,11 +287,13 @@ def evaluation_encoding(request: RunRequest, model: TransformerLM, lengths: list
     """The encoding to evaluate with: a RoPE scaling swapped onto the RoPE model, or the model's own."""
     spec = get_spec(request.encoding)
     config = model.config
-    if spec.trains_own_model:
+    if spec.kind != "rotary":  # the model's own encoding (and its trained parameters, if any)
         if spec.name == "learned":
             model.encoding.policy = request.learned_policy
         return model.encoding, 1.0
-    factor = request.factor if request.factor is not None else max(lengths) / request.train_len
+    # rotary kinds are parameter-free: always a fresh encoding, so a model shared by several cells (a loaded
+    # pretrained checkpoint) never keeps the scaling of an earlier cell
+    factor = 1.0 if spec.name == "rope" else (request.factor if request.factor is not None else max(lengths) / request.train_len)
     encoding = build_encoding(spec.name, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
                               max_len=config.max_len, base=config.rope_base, factor=factor,
                               original_len=request.train_len)
