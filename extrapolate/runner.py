@@ -249,8 +249,8 @@ def prepare(request: RunRequest) -> Prepared:
         if fraction > 0 and request.train_len < need:
             raise UserError(f"--train-len {request.train_len} leaves no room for passkey training prompts "
                             f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length")
-        if "passkey" in request.tasks and min(lengths) < builder.fixed_tokens():
-            raise UserError(f"passkey prompts need at least {builder.fixed_tokens()} tokens; "
+        if "passkey" in request.tasks and min(lengths) < builder.fixed_tokens() + 16:
+            raise UserError(f"passkey prompts need at least {builder.fixed_tokens() + 16} tokens; "
                             f"the shortest evaluation length is {min(lengths)}")
         extra.update(passkey_builder=builder, passkey_rows=builder.training_row)
     return Prepared(corpus, tokenizer, heldout, stream, device, lengths, extra)
