@@ -62,6 +62,15 @@ def save_figure(fig, path: Path | str, close: bool = True) -> None:
             os.unlink(tmp)
 
 
+def plain_log_ticks(ax) -> None:
+    """Plain numbers (5, 6, 10, 20) on a log y axis instead of 6×10⁰."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+
+
 def _length_axis(ax, lengths, train_lens):
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(lengths))
@@ -90,6 +99,7 @@ def perplexity_figure(agg, ratio: bool = False, title: str | None = None):
                     color=colour(encoding), linewidth=1.8)
     _length_axis(ax, agg["eval_len"].unique().tolist(), agg["train_len"].unique().tolist())
     ax.set_yscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel("evaluation length (tokens, log₂ scale)")
     ax.set_ylabel("perplexity / perplexity at L" if ratio else "perplexity (log scale)")
     ax.set_title(title or ("perplexity relative to the training length" if ratio else "perplexity vs evaluation length"))
@@ -106,13 +116,14 @@ def position_figure(positions, eval_len: int | None = None):
     for encoding, group in at.groupby("encoding", sort=False):
         by_bucket = group.groupby("bucket_start").apply(
             lambda g: (g["nll"] * g["n_tokens"]).sum() / g["n_tokens"].sum(), include_groups=False)
-        ax.plot(by_bucket.index + 1, by_bucket.to_numpy(), label=encoding, color=colour(encoding), linewidth=1.8)
+        width = float(group["bucket_end"].iloc[0] - group["bucket_start"].iloc[0])
+        ax.plot(by_bucket.index + width / 2, by_bucket.to_numpy(), marker=".", label=encoding, color=colour(encoding),
+                linewidth=1.8)
     for L in sorted(at["train_len"].unique()):
         ax.axvline(L, color="#444444", linestyle=":", linewidth=1.2)
         ax.annotate(f"train L={L}", (L, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
                     textcoords="offset points", fontsize=8, color="#444444")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("position inside the window (bucket start, log₂ scale)")
+    ax.set_xlabel("position inside the window (bucket centre, tokens)")
     ax.set_ylabel("mean NLL (nats/token)")
     ax.set_title(f"loss by position at evaluation length {eval_len}")
     ax.grid(True, which="both", alpha=0.3)
