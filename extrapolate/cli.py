@@ -477,8 +477,9 @@ def bench(
         raise UserError(unknown_name_message("model", model, list(PRESETS)))
     names = [get_spec(n).name for n in parse_name_list(encodings)]
     length_list = parse_int_list(lengths, "--lengths", 16)
-    resolve_device_checked = __import__("extrapolate.device", fromlist=["resolve_device"]).resolve_device
-    resolve_device_checked(device)
+    from .device import resolve_device
+
+    resolve_device(device)  # a bad --device fails here, in one line, before any measurement
     table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
 
     def on_row(row):

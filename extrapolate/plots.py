@@ -85,7 +85,7 @@ def _length_axis(ax, lengths, train_lens):
 def perplexity_figure(agg, ratio: bool = False, title: str | None = None):
     """Perplexity (or its ratio to the value at L) vs evaluation length, one line per encoding.
     `agg`: the output of results.aggregate restricted to task == perplexity, metric == ppl."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
     ok = agg[agg["status"] == "ok"]
     for encoding, group in ok.groupby("encoding", sort=False):
         group = group.sort_values("eval_len")
@@ -103,14 +103,14 @@ def perplexity_figure(agg, ratio: bool = False, title: str | None = None):
     ax.set_xlabel("evaluation length (tokens, log₂ scale)")
     ax.set_ylabel("perplexity / perplexity at L" if ratio else "perplexity (log scale)")
     ax.set_title(title or ("perplexity relative to the training length" if ratio else "perplexity vs evaluation length"))
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a curve
     fig.tight_layout()
     return fig
 
 
 def position_figure(positions, eval_len: int | None = None):
     """Mean NLL by position inside the window at the longest evaluated length, one line per encoding."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
     eval_len = eval_len or int(positions["eval_len"].max())
     at = positions[positions["eval_len"] == eval_len]
     for encoding, group in at.groupby("encoding", sort=False):
@@ -127,7 +127,7 @@ def position_figure(positions, eval_len: int | None = None):
     ax.set_ylabel("mean NLL (nats/token)")
     ax.set_title(f"loss by position at evaluation length {eval_len}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
@@ -142,7 +142,8 @@ def passkey_figure(agg, metric: str = "accuracy"):
     depths = sorted(cells["depth"].dropna().unique())
     columns = min(4, max(1, len(encodings)))
     rows = (len(encodings) + columns - 1) // columns
-    fig, axes = plt.subplots(rows, columns, figsize=(2.6 * columns + 1, 2.3 * rows + 0.6), dpi=120, squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.8 * columns + 1.2, 2.7 * rows + 0.8), dpi=120, squeeze=False,
+                             gridspec_kw={"hspace": 0.75, "wspace": 0.35})
     image = None
     for index, ax in enumerate(axes.flat):
         if index >= len(encodings):
@@ -153,14 +154,15 @@ def passkey_figure(agg, metric: str = "accuracy"):
         grid = np.full((len(depths), len(lengths)), np.nan)
         for r in group.itertuples():
             if r.status == "ok":
-                grid[depths.index(r.depth), lengths.index(r.eval_len)] = r.mean
-        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
+                grid[depths.index(r.depth), lengths.index(r.eval_len)] = 100 * r.mean
+        image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto", origin="lower")
         for (i, j), value in np.ndenumerate(grid):
-            label = "n/a" if np.isnan(value) else f"{value:.0%}".replace("%", "")
-            ax.text(j, i, label, ha="center", va="center", fontsize=7, color="white" if np.isnan(value) or value < 0.6 else "black")
+            label = "n/a" if np.isnan(value) else f"{value:.0f}"
+            ax.text(j, i, label, ha="center", va="center", fontsize=7,
+                    color="black" if np.isnan(value) or value >= 60 else "white")
         ax.set_title(encoding, fontsize=10, color=colour(encoding))
         ax.set_xticks(range(len(lengths)))
-        ax.set_xticklabels([str(n) for n in lengths], fontsize=7, rotation=45)
+        ax.set_xticklabels([f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n) for n in lengths], fontsize=7)
         ax.set_yticks(range(len(depths)))
         ax.set_yticklabels([f"{d:g}" for d in depths], fontsize=7)
         if index % columns == 0:
