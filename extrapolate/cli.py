@@ -364,6 +364,9 @@ def reproduce(
         fresh = run_suite(spec, folder, RichReporter(), fresh_models=not reuse_models)
         reference = load_results(target) if (target / "results.csv").exists() else fresh.iloc[0:0]
         result = compare(reference, fresh, spec)
+        if reference.empty:
+            stdout.print(f"no previous reference in {target}: nothing to compare")
+            result.differing, result.failing = result.differing.iloc[0:0], result.failing.iloc[0:0]
         render_comparison(result, spec)
         if update:
             install_reference(folder, target)
