@@ -34,6 +34,15 @@ class BenchRow:
 
 
 def peak_rss_mb() -> float:
+    """Peak resident memory of this process. On Linux from VmHWM, which starts afresh in a spawned process
+    (ru_maxrss survives exec and would report the parent's peak)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return usage / 1024 if sys.platform != "darwin" else usage / (1024 * 1024)
 

@@ -344,7 +344,7 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
         "run_id": rid, "encoding": spec.name, "base_encoding": spec.base_encoding, "factor": factor,
         "train_len": request.train_len, "seed": request.seed, "protocol": protocol_label(request),
         "model": request.model, "params": model.num_parameters(), "corpus": prepared.corpus.name,
-        "device": prepared.device.type, "dtype": request.dtype, "kernel": kernel_for(encoding, request.kernel),
+        "device": prepared.device.type, "dtype": request.dtype, "kernel": recorded_kernel(encoding, request),
         **provenance(),
     }
     rows, positions = [], []
@@ -381,6 +381,14 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
                 rows.append({**passkey_common, "metric": metric, "value": value, "depth": depth,
                              "n_tokens": trials * length, "status": status})
     return rows, positions
+
+
+def recorded_kernel(encoding, request: RunRequest) -> str:
+    """The kernel evaluation really uses (the fused bias kernels run only for float32 on the CPU)."""
+    kernel = kernel_for(encoding, request.kernel)
+    if kernel == "fused-bias" and (request.dtype != "float32" or resolve_device(request.device).type != "cpu"):
+        return "blocked"
+    return kernel
 
 
 def protocol_label(request: RunRequest) -> str:

@@ -26,6 +26,34 @@ def test_blocked_equals_reference(name, length, rows):
     assert torch.allclose(blocked, reference, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+@pytest.mark.parametrize("length", [1, 17, 333, 1500])
+@pytest.mark.parametrize("rows", [16, 100, 1024])
+def test_fused_bias_kernel_equals_reference(name, length, rows):
+    from extrapolate.attention import fused_bias_attention
+
+    torch.manual_seed(length)
+    enc = make(name)
+    q, k, v = torch.randn(3, 2, 4, length, 16).unbind(0)
+    with torch.no_grad():
+        reference = causal_attention(q, k, v, enc, "reference")
+        fused = fused_bias_attention(q, k, v, enc, rows=rows)
+    # ALiBi's bias rides in q·k, so float32 rounding grows with the block's extent: 5e-5, not 1e-5
+    assert torch.allclose(fused, reference, atol=5e-5, rtol=0)
+
+
+def test_fused_bias_kernel_with_a_cache_and_gqa():
+    from extrapolate.attention import fused_bias_attention
+
+    for name in ("alibi", "t5"):
+        enc = make(name)
+        q = torch.randn(1, 4, 30, 16)
+        k, v = torch.randn(2, 1, 2, 200, 16).unbind(0)  # 170 cached positions before the 30 queries
+        with torch.no_grad():
+            assert torch.allclose(fused_bias_attention(q, k, v, enc, rows=8),
+                                  causal_attention(q, k, v, enc, "reference"), atol=5e-5)
+
+
 def test_blocked_handles_grouped_query_attention():
     enc = make("alibi", heads=4)
     q = torch.randn(1, 4, 50, 16)
@@ -53,5 +81,6 @@ def test_toeplitz_block_matches_explicit_bias():
     assert torch.allclose(block[:, ~causal], explicit[:, ~causal])
 
 
-def test_bias_kinds_use_the_blocked_kernel():
-    assert kernel_for(make("alibi")) == "blocked" and kernel_for(make("t5"), "sdpa") == "blocked"
+def test_bias_kinds_use_a_bias_kernel():
+    assert kernel_for(make("alibi")) == "fused-bias" and kernel_for(make("t5"), "sdpa") == "fused-bias"
+    assert kernel_for(make("alibi"), "blocked") == "blocked"

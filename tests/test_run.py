@@ -40,7 +40,7 @@ def test_run_end_to_end_writes_table_plot_and_summary(tmp_path):
     ppl = table[table.metric == "ppl"]
     assert sorted(ppl.eval_len) == [32, 64, 128]
     assert (ppl.status == "ok").all() and (ppl.value > 1).all() and (ppl.value < 256).all()
-    assert set(ppl.kernel) == {"blocked"} and set(ppl.protocol) == {"full-window"}
+    assert set(ppl.kernel) == {"fused-bias"} and set(ppl.protocol) == {"full-window"}
     # every length scores the same number of tokens: only the context changes
     assert ppl.n_tokens.nunique() == 1
     assert (tmp_path / "out" / "perplexity.png").read_bytes()[:4] == b"\x89PNG"

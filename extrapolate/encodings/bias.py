@@ -67,6 +67,10 @@ class T5Bias(PositionalEncoding):
     def __init__(self, n_heads: int, num_buckets: int = 32, max_distance: int = 128):
         super().__init__()
         self.num_buckets, self.max_distance = num_buckets, max_distance
+        # the first distance from which every key falls in the last bucket (113 for 32 buckets / 128)
+        distances = torch.arange(0, 4 * max_distance + num_buckets)
+        last = t5_bucket(-distances, num_buckets, max_distance) == num_buckets - 1
+        self.saturation = int(distances[last][0]) if last.any() else None
         self.table = nn.Embedding(num_buckets, n_heads)
         nn.init.zeros_(self.table.weight)
 
