@@ -82,7 +82,6 @@ def build(config: ModelConfig):
 
 def _eval_worker(args) -> dict:
     implementation, preset, encoding, length, device_name, dtype, repeats = args
-    torch.set_num_threads(torch.get_num_threads())
     device = resolve_device(device_name)
     config = model_config(preset, "rope" if encoding in ("yarn", "pi", "ntk") else encoding, length)
     from .attention import kernel_for

@@ -63,16 +63,17 @@ def test_prompt_has_exactly_the_requested_tokens(task, make_tokenizer, variant, 
 def test_depth_places_the_key(task, make_tokenizer):
     builder = PromptBuilder(task, make_tokenizer())
     length = 2000
-    starts = []
+    starts, last = [], None
     for depth in (0.0, 0.25, 0.5, 0.75, 1.0):
-        prompt = builder.trial(length, depth, 3)
+        prompt = last = builder.trial(length, depth, 3)
         key_ids = builder.key_line(prompt.key)
         assert prompt.ids[prompt.key_start : prompt.key_start + len(key_ids)] == key_ids
         filler_total = length - builder.fixed_tokens()
         assert prompt.key_start == len(builder.prefix) + round(depth * filler_total)
         starts.append(prompt.key_start)
     assert starts[0] == len(builder.prefix)
-    assert starts[-1] + len(builder.key_line(0)) - 1 + len(builder.question) == length - 1 or starts[-1] > starts[-2]
+    # depth 1: the key line ends right where the question begins
+    assert starts[-1] + len(builder.key_line(last.key)) + len(builder.question) == length
     assert starts == sorted(starts)
 
 
