@@ -5,12 +5,15 @@ and the bias of each block built from the (H, n) distance table as a Toeplitz vi
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 
+from . import flex
 from .encodings.base import PositionalEncoding
 
-KERNELS = ("auto", "sdpa", "fused-bias", "blocked", "reference")
+KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")
 FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
 BAND_ROWS = 256  # query rows per T5 block: its explicit band is rows × (rows + 113) (1024 rows: 1.7× slower)
 BLOCK_ELEMENTS = 1 << 23  # bias + scores per block: B·H·Bq·K elements (32 MiB in float32)
@@ -27,7 +30,7 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
     if requested in ("sdpa", "fused-bias") and encoding.has_bias:
         # the fused causal call cannot take a bias: use the fused bias kernel where it applies
         return "fused-bias" if fused_bias_supported(encoding) else "blocked"
-    if requested == "fused-bias":
+    if requested in ("fused-bias", "flex"):  # no bias: the fused causal call is the fast path
         return "sdpa"
     return requested
 
@@ -64,7 +67,29 @@ def causal_attention(
         return reference_attention(q, k, v, encoding)
     if kernel == "fused-bias" and fused_applies(q):
         return fused_bias_attention(q, k, v, encoding)
+    if (kernel == "flex" or (kernel == "fused-bias" and q.device.type == "cuda")) and flex.available():
+        out = _try_flex(q, k, v, encoding)
+        if out is not None:
+            return out
     return blocked_attention(q, k, v, encoding, block_elements)
+
+
+_FLEX_FAILED: list[str] = []  # the first failure's message: flex is not retried in this process
+
+
+def _try_flex(q, k, v, encoding):
+    """flex_attention with the encoding's bias table, or None where it cannot compile here (then blocked)."""
+    if _FLEX_FAILED:
+        return None
+    table = encoding.bias_table(k.shape[2], device=q.device)  # (H, Tk)
+    if table is None:
+        table = torch.zeros(q.shape[1], k.shape[2], device=q.device)
+    try:
+        return flex.flex_bias_attention(q, k, v, table)
+    except Exception as error:  # a compiler missing or a backend without support: fall back, say it once
+        _FLEX_FAILED.append(str(error).splitlines()[0] if str(error) else type(error).__name__)
+        warnings.warn(f"flex_attention unavailable ({_FLEX_FAILED[0]}); using the blocked kernel", stacklevel=2)
+        return None
 
 
 def toeplitz_bias(table: torch.Tensor, q0: int, q1: int, dtype: torch.dtype, k0: int = 0) -> torch.Tensor:

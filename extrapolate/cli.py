@@ -171,7 +171,7 @@ ProtocolOpt = Annotated[str, typer.Option(help="perplexity protocol: full (one w
 StrideOpt = Annotated[int, typer.Option(help="stride of the sliding protocol")]
 EvalTokens = Annotated[int, typer.Option(help="tokens scored per held-out document at every length")]
 LearnedPolicy = Annotated[str, typer.Option(help="learned table past its rows: error (unsupported) | clamp")]
-KernelOpt = Annotated[str, typer.Option(help="attention kernel: auto | sdpa | blocked | reference")]
+KernelOpt = Annotated[str, typer.Option(help="attention kernel: auto | sdpa | fused-bias | flex | blocked | reference")]
 OutOpt = Annotated[Optional[Path], typer.Option(help="output folder (default results/<encoding>-L<L>)")]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from .attention import kernel_for
+from .flex import available as flex_available
 from .batches import BatchSource
 from .config import PRESETS, ModelConfig, TrainConfig, config_hash
 from .corpora import Corpus, load_corpus
@@ -385,7 +386,12 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
 def recorded_kernel(encoding, request: RunRequest) -> str:
     """The kernel evaluation really uses (the fused bias kernels run only for float32 on the CPU)."""
     kernel = kernel_for(encoding, request.kernel)
-    if kernel == "fused-bias" and (request.dtype != "float32" or resolve_device(request.device).type != "cpu"):
+    device = resolve_device(request.device).type
+    if kernel == "fused-bias" and device == "cuda" and flex_available():
+        return "flex"
+    if kernel == "fused-bias" and (request.dtype != "float32" or device != "cpu"):
+        return "blocked"
+    if kernel == "flex" and not flex_available():
         return "blocked"
     return kernel
 

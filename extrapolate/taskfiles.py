@@ -66,6 +66,9 @@ def _check(data: dict, path: str) -> PasskeyTask:
          "depths", "must be a non-empty list of numbers in [0, 1]")
     need(isinstance(data["trials"], int) and data["trials"] >= 1, "trials", "must be an integer ≥ 1")
     need(isinstance(data["distractors"], int) and data["distractors"] >= 1, "distractors", "must be an integer ≥ 1")
+    if isinstance(data["key_digits"], int):  # distractors are other keys of the same width: there must be enough
+        pool = 9 * 10 ** (data["key_digits"] - 1) - 1
+        need(data["distractors"] <= pool, "distractors", f"must be at most {pool} with {data['key_digits']}-digit keys")
     need(isinstance(data["seed"], int), "seed", "must be an integer")
     need(isinstance(data["threshold"], (int, float)) and 0 < data["threshold"] <= 1, "threshold", "must be in (0, 1]")
     return PasskeyTask(**{**data, "depths": tuple(float(d) for d in depths), "threshold": float(data["threshold"])})

@@ -71,6 +71,14 @@ def load_trained(folder: Path, device: torch.device) -> TrainedModel:
     return TrainedModel(model.to(device).eval(), folder, config, ckpt.read_summary(folder), reused=True)
 
 
+def masked_loss(nll: torch.Tensor, mask: torch.Tensor, weighting: str) -> torch.Tensor:
+    """Mean NLL over the masked targets (B, T): per token, or per row then over rows."""
+    if weighting == "token":
+        return (nll * mask).sum() / mask.sum().clamp(min=1)
+    per_row = (nll * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (B,)
+    return per_row[mask.sum(dim=1) > 0].mean()
+
+
 def train(
     config: TrainConfig,
     source: BatchSource,
@@ -104,7 +112,7 @@ def train(
         inputs, targets, mask = (t.to(device) for t in (batch.inputs, batch.targets, batch.mask))
         with autocast(device, config.dtype):
             nll = model.token_nll(inputs, targets)  # (B, T) float32
-        loss = (nll * mask).sum() / mask.sum().clamp(min=1)
+        loss = masked_loss(nll, mask, config.loss_weighting)
         if not torch.isfinite(loss):
             raise TrainingDiverged(step, folder)
         optimizer.zero_grad(set_to_none=True)

@@ -84,3 +84,21 @@ def test_toeplitz_block_matches_explicit_bias():
 def test_bias_kinds_use_a_bias_kernel():
     assert kernel_for(make("alibi")) == "fused-bias" and kernel_for(make("t5"), "sdpa") == "fused-bias"
     assert kernel_for(make("alibi"), "blocked") == "blocked"
+
+
+@pytest.mark.slow  # compiles a kernel: tens of seconds on a CPU
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_flex_kernel_equals_reference_with_gradients(name):
+    from extrapolate import flex
+
+    if not flex.available():
+        pytest.skip("this torch has no flex_attention")
+    enc = make(name)
+    q = torch.randn(1, 4, 200, 16, requires_grad=True)
+    k, v = torch.randn(2, 1, 2, 256, 16).unbind(0)  # grouped-query, 56 cached positions before the queries
+    flex_out = causal_attention(q, k, v, enc, "flex")
+    reference = causal_attention(q, k, v, enc, "reference")
+    assert torch.allclose(flex_out, reference, atol=1e-5)
+    (grad_flex,) = torch.autograd.grad(flex_out.square().sum(), q)
+    (grad_ref,) = torch.autograd.grad(reference.square().sum(), q)
+    assert torch.allclose(grad_flex, grad_ref, atol=1e-4)

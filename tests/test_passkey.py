@@ -99,6 +99,15 @@ def test_training_row_puts_the_loss_on_the_answer(task):
     assert answer.startswith(" ") and answer.endswith(".") and answer.strip(" .").isdigit()
 
 
+def test_row_weighting_gives_every_sequence_the_same_weight():
+    from extrapolate.train import masked_loss
+
+    nll = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 8.0], [5.0, 5.0, 5.0, 5.0]])  # (B=3, T=4)
+    mask = torch.tensor([[1.0, 1, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]])  # row 2 has no target: ignored
+    assert masked_loss(nll, mask, "token").item() == pytest.approx(12 / 5)
+    assert masked_loss(nll, mask, "row").item() == pytest.approx((1 + 8) / 2)
+
+
 class Oracle(nn.Module):
     """Test-only stub with the model's interface: it reads the key out of the prompt and predicts the answer
     token by token (so both scores must come out at 100%)."""

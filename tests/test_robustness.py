@@ -92,6 +92,9 @@ def test_malformed_task_file(tmp_path, corpus):
     text = (TASKS_DIR / "passkey.toml").read_text().replace("trials = 10", "trials = -1")
     bad.write_text(text)
     assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(bad)]), "'trials'")
+    # one-digit keys leave 8 other keys: 9 distractors could never be drawn
+    bad.write_text((TASKS_DIR / "passkey.toml").read_text().replace("key_digits = 5", "key_digits = 1"))
+    assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(bad)]), "'distractors'")
 
 
 def test_unwritable_output_folder(tmp_path, corpus):
