@@ -16,6 +16,8 @@ from .encodings.base import PositionalEncoding
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")
 FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
 BAND_ROWS = 256  # query rows per T5 block: its explicit band is rows × (rows + 113) (1024 rows: 1.7× slower)
+FLEX_MIN_LENGTH = 1024  # `auto` picks flex_attention on CUDA from this many keys: shorter runs skip its compile
+FLEX_MIN_QUERIES = 128  # fewer queries (decoding from a cache) go blocked: each new shape would recompile
 BLOCK_ELEMENTS = 1 << 23  # bias + scores per block: B·H·Bq·K elements (32 MiB in float32)
 
 
@@ -30,7 +32,7 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
     if requested in ("sdpa", "fused-bias") and encoding.has_bias:
         # the fused causal call cannot take a bias: use the fused bias kernel where it applies
         return "fused-bias" if fused_bias_supported(encoding) else "blocked"
-    if requested in ("fused-bias", "flex"):  # no bias: the fused causal call is the fast path
+    if requested in ("fused-bias", "flex") and not encoding.has_bias:  # the fused causal call is the fast path
         return "sdpa"
     return requested
 
@@ -67,7 +69,8 @@ def causal_attention(
         return reference_attention(q, k, v, encoding)
     if kernel == "fused-bias" and fused_applies(q):
         return fused_bias_attention(q, k, v, encoding)
-    if (kernel == "flex" or (kernel == "fused-bias" and q.device.type == "cuda")) and flex.available():
+    wants_flex = kernel == "flex" or (kernel == "fused-bias" and q.device.type == "cuda" and k.shape[2] >= FLEX_MIN_LENGTH)
+    if wants_flex and q.shape[2] >= FLEX_MIN_QUERIES and flex.available():
         out = _try_flex(q, k, v, encoding)
         if out is not None:
             return out

@@ -31,6 +31,7 @@ class BenchRow:
     dtype: str
     mfu: float | None = None
     gflops: float | None = None
+    warmup_seconds: float | None = None  # first call at the measured shape (flex_attention: its compile)
 
 
 def peak_rss_mb() -> float:
@@ -81,7 +82,7 @@ def build(config: ModelConfig):
 
 
 def _eval_worker(args) -> dict:
-    implementation, preset, encoding, length, device_name, dtype, repeats = args
+    implementation, preset, encoding, length, device_name, dtype, repeats, kernel_choice = args
     device = resolve_device(device_name)
     config = model_config(preset, "rope" if encoding in ("yarn", "pi", "ntk") else encoding, length)
     from .attention import kernel_for
@@ -98,17 +99,20 @@ def _eval_worker(args) -> dict:
 
             model.set_encoding(build_encoding(encoding, d_model=config.d_model, n_heads=config.n_heads,
                                               head_dim=config.head_dim, max_len=length, factor=4.0, original_len=length // 4))
-        kernel = kernel_for(model.encoding)
+        model.kernel = kernel_choice
+        kernel = kernel_for(model.encoding, kernel_choice)
 
         def step(tokens):
             return model.token_nll(tokens[:, :-1], tokens[:, 1:])
 
     tokens = torch.randint(0, config.vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
-        step(tokens[:, : min(length, 512) + 1])  # warm-up
+        # warm-up; a compiled kernel (flex) warms up at the measured shape, and that time is reported apart
+        warmup = best_time(lambda: step(tokens[:, : (length if kernel == "flex" else min(length, 512)) + 1]), 1, device)
         seconds = best_time(lambda: step(tokens), repeats, device)
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else peak_rss_mb()
-    return asdict(BenchRow("eval", implementation, encoding, length, length / seconds, peak, kernel, dtype))
+    return asdict(BenchRow("eval", implementation, encoding, length, length / seconds, peak, kernel, dtype,
+                           warmup_seconds=round(warmup, 2)))
 
 
 def best_time(fn, repeats: int, device: torch.device) -> float:
@@ -178,7 +182,7 @@ def train_throughput(implementation: str, preset: str, seq_len: int, batch: int,
 def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodings=("rope", "alibi", "t5", "sinusoidal"),
               device_name: str = "auto", eval_dtype: str = "float32", train_dtype: str = "bfloat16",
               compare_transformers: bool = True, train_len: int = 256, batch: int = 32, train_steps: int = 10,
-              on_row=None) -> list[BenchRow]:
+              kernel: str = "auto", on_row=None) -> list[BenchRow]:
     device = resolve_device(device_name)
     rows: list[BenchRow] = []
 
@@ -200,9 +204,9 @@ def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodin
     for length in lengths:
         repeats = 2 if length >= 16384 else 3
         for encoding in encodings:
-            emit(BenchRow(**in_fresh_process(_eval_worker, ("extrapolate", preset, encoding, length, device_name, eval_dtype, repeats))))
+            emit(BenchRow(**in_fresh_process(_eval_worker, ("extrapolate", preset, encoding, length, device_name, eval_dtype, repeats, kernel))))
         if "transformers" in implementations:  # same repeats, best of each: the ratio is not a noise draw
-            emit(BenchRow(**in_fresh_process(_eval_worker, ("transformers", preset, "rope", length, device_name, eval_dtype, repeats))))
+            emit(BenchRow(**in_fresh_process(_eval_worker, ("transformers", preset, "rope", length, device_name, eval_dtype, repeats, "auto"))))
     return rows
 
 

@@ -466,6 +466,7 @@ def bench(
     device: DeviceOpt = "auto",
     dtype: Annotated[str, typer.Option(help="evaluation precision")] = "float32",
     transformers_row: Annotated[bool, typer.Option("--transformers/--no-transformers", help="measure an equivalent transformers Llama too")] = True,
+    kernel: KernelOpt = "auto",
     out: Annotated[Path, typer.Option(help="output folder")] = Path("results/bench"),
 ) -> None:
     """Evaluation tokens/s and peak memory per encoding × length, training tokens/s and MFU, vs transformers."""
@@ -474,15 +475,18 @@ def bench(
     from .config import PRESETS
     from .encodings import get_spec
 
-    if model not in PRESETS:
-        from .registry import unknown_name_message
+    from .registry import require_known
 
-        raise UserError(unknown_name_message("model", model, list(PRESETS)))
+    require_known("model", model, PRESETS)
     names = [get_spec(n).name for n in parse_name_list(encodings)]
     length_list = parse_int_list(lengths, "--lengths", 16)
     from .device import resolve_device
 
     resolve_device(device)  # a bad --device fails here, in one line, before any measurement
+    from .attention import KERNELS
+    from .registry import require_known
+
+    require_known("kernel", kernel, KERNELS)
     table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
 
     def on_row(row):
@@ -490,7 +494,8 @@ def bench(
         stderr.print(f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
                      f"{row.tokens_per_second:10,.0f} tok/s {row.peak_memory_mb:8,.0f} MB {row.kernel:16} {extra}", highlight=False)
 
-    rows = run_bench(model, tuple(length_list), tuple(names), device, dtype, compare_transformers=transformers_row, on_row=on_row)
+    rows = run_bench(model, tuple(length_list), tuple(names), device, dtype, compare_transformers=transformers_row,
+                     kernel=kernel, on_row=on_row)
     import dataclasses as _dc
 
     import pandas as pd

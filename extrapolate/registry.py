@@ -41,3 +41,9 @@ def unknown_name_message(what: str, name: str, valid: list[str]) -> str:
     close = difflib.get_close_matches(name.lower(), valid, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(close)}?" if close else f"valid: {', '.join(valid)}"
     return f"unknown {what} {name!r}; {hint}"
+
+
+def require_known(what: str, name: str, valid) -> None:
+    """A one-line "did you mean" error unless `name` is one of `valid`."""
+    if name not in valid:
+        raise UserError(unknown_name_message(what, name, list(valid)))

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import torch
 
-from .attention import kernel_for
-from .flex import available as flex_available
+from .attention import FLEX_MIN_LENGTH, FLEX_MIN_QUERIES, KERNELS, kernel_for
 from .batches import BatchSource
 from .config import PRESETS, ModelConfig, TrainConfig, config_hash
 from .corpora import Corpus, load_corpus
 from .device import resolve_device
 from .encodings import build_encoding, get_spec
 from .errors import PositionOutOfRange, UserError
+from .flex import available as flex_available
 from .model import TransformerLM
+from .registry import require_known
 from .results import append_positions, append_results, provenance
 from .passkey.prompt import PromptBuilder
 from .taskfiles import load_task
@@ -146,15 +147,13 @@ def validate(request: RunRequest) -> None:
         raise UserError(f"unknown protocol {request.protocol!r}; valid: {', '.join(PROTOCOLS)}")
     if request.stride < 1:
         raise UserError(f"--stride must be at least 1, got {request.stride}")
+    require_known("kernel", request.kernel, KERNELS)
     if request.learned_policy not in ("error", "clamp"):
         raise UserError("--learned-policy must be error or clamp")
     if request.passkey_fraction is not None and not 0 <= request.passkey_fraction < 1:
         raise UserError("--passkey-fraction must be in [0, 1)")
     for task in request.tasks:
-        if task not in TASKS:
-            from .registry import unknown_name_message
-
-            raise UserError(unknown_name_message("task", task, list(TASKS)))
+        require_known("task", task, TASKS)
     if request.eval_docs is not None and request.eval_docs < 1:
         raise UserError("--eval-docs must be at least 1")
     spec = get_spec(request.encoding)
@@ -344,7 +343,7 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
         "run_id": rid, "encoding": spec.name, "base_encoding": spec.base_encoding, "factor": factor,
         "train_len": request.train_len, "seed": request.seed, "protocol": protocol_label(request),
         "model": request.model, "params": model.num_parameters(), "corpus": prepared.corpus.name,
-        "device": prepared.device.type, "dtype": request.dtype, "kernel": recorded_kernel(encoding, request),
+        "device": prepared.device.type, "dtype": request.dtype,
         **provenance(),
     }
     rows, positions = [], []
@@ -356,7 +355,8 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
         nll = result.nll if result else float("nan")
         tokens = result.tokens if result else 0
         for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp()))):
-            rows.append({**common, "eval_len": length, "task": "perplexity", "metric": metric, "value": value,
+            rows.append({**common, "kernel": recorded_kernel(encoding, request, length), "eval_len": length,
+                         "task": "perplexity", "metric": metric, "value": value,
                          "depth": None, "n_tokens": tokens, "status": status})
         if result:
             for b in sorted(result.bucket_nll):
@@ -371,7 +371,8 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
         reporter.evaluating("passkey", length)
         status, cells = measure(prepared.device, lambda: evaluate_passkey(model, builder, length, prepared.device,
                                                                          request.dtype))
-        passkey_common = {**common, "protocol": builder.task.identity, "eval_len": length, "task": "passkey"}
+        passkey_common = {**common, "kernel": recorded_kernel(encoding, request, length),
+                          "protocol": builder.task.identity, "eval_len": length, "task": "passkey"}
         if status != "ok":
             cells_or_depths = [(d, float("nan"), float("nan"), 0) for d in builder.task.depths]
         else:
@@ -383,15 +384,16 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
     return rows, positions
 
 
-def recorded_kernel(encoding, request: RunRequest) -> str:
-    """The kernel evaluation really uses (the fused bias kernels run only for float32 on the CPU)."""
+def recorded_kernel(encoding, request: RunRequest, length: int) -> str:
+    """The kernel evaluation at `length` really uses: the fused bias kernels run for float32 on the CPU,
+    flex_attention on CUDA from FLEX_MIN_LENGTH tokens, the blocked kernel elsewhere."""
     kernel = kernel_for(encoding, request.kernel)
     device = resolve_device(request.device).type
-    if kernel == "fused-bias" and device == "cuda" and flex_available():
+    if kernel == "fused-bias" and device == "cuda" and flex_available() and length >= FLEX_MIN_LENGTH:
         return "flex"
     if kernel == "fused-bias" and (request.dtype != "float32" or device != "cpu"):
         return "blocked"
-    if kernel == "flex" and not flex_available():
+    if kernel == "flex" and not (flex_available() and length >= FLEX_MIN_QUERIES):
         return "blocked"
     return kernel
 

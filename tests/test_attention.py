@@ -102,3 +102,18 @@ def test_flex_kernel_equals_reference_with_gradients(name):
     (grad_flex,) = torch.autograd.grad(flex_out.square().sum(), q)
     (grad_ref,) = torch.autograd.grad(reference.square().sum(), q)
     assert torch.allclose(grad_flex, grad_ref, atol=1e-4)
+
+
+def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
+    from extrapolate import runner
+
+    request = lambda **kw: runner.RunRequest(**{"encoding": "alibi", "kernel": "auto", "device": "cpu", **kw})  # noqa: E731
+    alibi, rope = make("alibi"), make("rope")
+    assert runner.recorded_kernel(alibi, request(), 4096) == "fused-bias"
+    assert runner.recorded_kernel(alibi, request(dtype="bfloat16"), 4096) == "blocked"
+    assert runner.recorded_kernel(rope, request(kernel="flex"), 4096) == "sdpa"  # no bias: nothing to flex
+    assert runner.recorded_kernel(alibi, request(kernel="flex"), 64) == "blocked"  # too few queries to compile for
+    monkeypatch.setattr(runner, "resolve_device", lambda name: torch.device("cuda"))
+    monkeypatch.setattr(runner, "flex_available", lambda: True)
+    assert runner.recorded_kernel(alibi, request(), 256) == "blocked"  # a short run skips the compile
+    assert runner.recorded_kernel(alibi, request(), 4096) == "flex"

@@ -58,6 +58,7 @@ BAD = [
     (["--device", "tpu"], "unknown device"),
     (["--protocol", "diagonal"], "protocol"),
     (["--tasks", "passkey", "--passkey-task", "nonexistent"], "unknown task"),
+    (["--kernel", "flexx"], "did you mean flex"),
 ]
 
 
