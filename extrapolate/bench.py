@@ -81,30 +81,28 @@ def build(config: ModelConfig):
     return TransformerLM(config)
 
 
-def _eval_worker(args) -> dict:
-    implementation, preset, encoding, length, device_name, dtype, repeats, kernel_choice = args
-    device = resolve_device(device_name)
+def eval_step(implementation: str, preset: str, encoding: str, length: int, device: torch.device, kernel_choice: str):
+    """(step(tokens), kernel label, config): one full-length evaluation forward of either implementation."""
     config = model_config(preset, "rope" if encoding in ("yarn", "pi", "ntk") else encoding, length)
     from .attention import kernel_for
 
     if implementation == "transformers":
-        model, kernel = hf_llama(config).to(device).eval(), "transformers-sdpa"
+        model = hf_llama(config).to(device).eval()
+        return (lambda tokens: model(tokens).logits[:, -1]), "transformers-sdpa", config
+    model = build(config).to(device).eval()
+    if encoding in ("yarn", "pi", "ntk"):
+        from .encodings import build_encoding
 
-        def step(tokens):
-            return model(tokens).logits[:, -1]
-    else:
-        model = build(config).to(device).eval()
-        if encoding in ("yarn", "pi", "ntk"):
-            from .encodings import build_encoding
+        model.set_encoding(build_encoding(encoding, d_model=config.d_model, n_heads=config.n_heads,
+                                          head_dim=config.head_dim, max_len=length, factor=4.0, original_len=length // 4))
+    model.kernel = kernel_choice
+    return (lambda tokens: model.token_nll(tokens[:, :-1], tokens[:, 1:])), kernel_for(model.encoding, kernel_choice), config
 
-            model.set_encoding(build_encoding(encoding, d_model=config.d_model, n_heads=config.n_heads,
-                                              head_dim=config.head_dim, max_len=length, factor=4.0, original_len=length // 4))
-        model.kernel = kernel_choice
-        kernel = kernel_for(model.encoding, kernel_choice)
 
-        def step(tokens):
-            return model.token_nll(tokens[:, :-1], tokens[:, 1:])
-
+def _eval_worker(args) -> dict:
+    implementation, preset, encoding, length, device_name, dtype, repeats, kernel_choice = args
+    device = resolve_device(device_name)
+    step, kernel, config = eval_step(implementation, preset, encoding, length, device, kernel_choice)
     tokens = torch.randint(0, config.vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
         # warm-up; a compiled kernel (flex) warms up at the measured shape, and that time is reported apart
@@ -113,6 +111,25 @@ def _eval_worker(args) -> dict:
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else peak_rss_mb()
     return asdict(BenchRow("eval", implementation, encoding, length, length / seconds, peak, kernel, dtype,
                            warmup_seconds=round(warmup, 2)))
+
+
+def _paired_worker(args) -> list[dict]:
+    """Evaluation speed of several (implementation, encoding) pairs in one process, timed in alternation
+    (best of `rounds` each): their ratios are taken under the same conditions however noisy the machine.
+    Memory is measured apart, in fresh processes (`_eval_worker`)."""
+    preset, length, device_name, dtype, rounds, contenders = args
+    device = resolve_device(device_name)
+    steps = {pair: eval_step(pair[0], preset, pair[1], length, device, "auto") for pair in contenders}
+    tokens = torch.randint(0, next(iter(steps.values()))[2].vocab_size, (1, length + 1), device=device)
+    best = {pair: float("inf") for pair in steps}
+    with torch.no_grad(), autocast(device, dtype):
+        for step, _, _ in steps.values():
+            step(tokens[:, : min(length, 512) + 1])  # warm-up
+        for _ in range(rounds):
+            for pair, (step, _, _) in steps.items():
+                best[pair] = min(best[pair], best_time(lambda: step(tokens), 1, device))
+    return [asdict(BenchRow("eval-paired", pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
+            for pair, (_, kernel, _) in steps.items()]
 
 
 def best_time(fn, repeats: int, device: torch.device) -> float:
@@ -147,8 +164,8 @@ def in_fresh_process(fn, args):
         return pool.apply(fn, (args,))
 
 
-def train_throughput(implementation: str, preset: str, seq_len: int, batch: int, steps: int, device: torch.device,
-                     dtype: str) -> float:
+def train_step(implementation: str, preset: str, seq_len: int, batch: int, device: torch.device, dtype: str):
+    """A closure running one optimizer step of the implementation's RoPE model on a fixed random batch."""
     config = model_config(preset, "rope", seq_len)
     if implementation == "transformers":
         model = hf_llama(config).to(device)
@@ -164,24 +181,34 @@ def train_throughput(implementation: str, preset: str, seq_len: int, batch: int,
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     tokens = torch.randint(0, config.vocab_size, (batch, seq_len + 1), device=device)
-    x, y = tokens[:, :-1], tokens[:, 1:]
-    start = None
-    for step in range(steps + 2):
-        if step == 2:  # two warm-up steps
-            synchronize(device)
-            start = time.perf_counter()
+
+    def step():
         with autocast(device, dtype):
-            loss = loss_of(x, y)
+            loss = loss_of(tokens[:, :-1], tokens[:, 1:])
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    synchronize(device)
-    return batch * seq_len * steps / (time.perf_counter() - start)
+
+    return step
+
+
+def train_throughputs(implementations, preset: str, seq_len: int, batch: int, steps: int, device: torch.device,
+                      dtype: str, rounds: int = 3) -> dict[str, float]:
+    """Training tokens/s per implementation, timed in alternating rounds of `steps` steps (best round of
+    each), so a ratio between them is taken under the same machine conditions."""
+    runners = {name: train_step(name, preset, seq_len, batch, device, dtype) for name in implementations}
+    for step in runners.values():  # two warm-up steps each
+        step(), step()
+    best = {name: float("inf") for name in runners}
+    for _ in range(rounds):
+        for name, step in runners.items():
+            best[name] = min(best[name], best_time(lambda: [step() for _ in range(steps)], 1, device))
+    return {name: batch * seq_len * steps / seconds for name, seconds in best.items()}
 
 
 def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodings=("rope", "alibi", "t5", "sinusoidal"),
               device_name: str = "auto", eval_dtype: str = "float32", train_dtype: str = "bfloat16",
-              compare_transformers: bool = True, train_len: int = 256, batch: int = 32, train_steps: int = 10,
+              compare_transformers: bool = True, train_len: int = 256, batch: int = 32, train_steps: int = 5,
               kernel: str = "auto", on_row=None) -> list[BenchRow]:
     device = resolve_device(device_name)
     rows: list[BenchRow] = []
@@ -197,16 +224,21 @@ def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodin
         emit(BenchRow("matmul", "torch", "-", 2048, 0.0, peak_rss_mb(), "matmul", name, gflops=peaks[name]))
     implementations = ["extrapolate"] + (["transformers"] if compare_transformers and has_transformers() else [])
     flops = train_flops_per_token(model_config(preset, "rope", train_len), train_len)
-    for implementation in implementations:
-        tps = train_throughput(implementation, preset, train_len, batch, train_steps, device, train_dtype)
+    throughputs = train_throughputs(implementations, preset, train_len, batch, train_steps, device, train_dtype)
+    for implementation, tps in throughputs.items():
         emit(BenchRow("train", implementation, "rope", train_len, tps, peak_rss_mb(), "-", train_dtype,
                       mfu=tps * flops / (peaks[train_dtype] * 1e9), gflops=tps * flops / 1e9))
     for length in lengths:
         repeats = 2 if length >= 16384 else 3
         for encoding in encodings:
             emit(BenchRow(**in_fresh_process(_eval_worker, ("extrapolate", preset, encoding, length, device_name, eval_dtype, repeats, kernel))))
-        if "transformers" in implementations:  # same repeats, best of each: the ratio is not a noise draw
+        if "transformers" in implementations:  # its memory in a fresh process; the speed ratio from one process
             emit(BenchRow(**in_fresh_process(_eval_worker, ("transformers", preset, "rope", length, device_name, eval_dtype, repeats, "auto"))))
+        # speed ratios from one process: RoPE vs transformers, bias encodings vs RoPE
+        contenders = [("extrapolate", "rope")] + [("transformers", "rope")] * ("transformers" in implementations)
+        contenders += [("extrapolate", e) for e in encodings if e in ("alibi", "t5")]
+        for row in in_fresh_process(_paired_worker, (preset, length, device_name, eval_dtype, repeats + 1, contenders)):
+            emit(BenchRow(**row))
     return rows
 
 
