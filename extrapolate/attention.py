@@ -82,8 +82,8 @@ _FLEX_FAILED: list[str] = []  # the first failure's message: flex is not retried
 
 def _try_flex(q, k, v, encoding):
     """flex_attention with the encoding's bias table, or None where it cannot compile here (then blocked)."""
-    if _FLEX_FAILED:
-        return None
+    if _FLEX_FAILED or (q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad):
+        return None  # the CPU build of flex_attention has no backward: training there stays blocked
     table = encoding.bias_table(k.shape[2], device=q.device)  # (H, Tk)
     if table is None:
         table = torch.zeros(q.shape[1], k.shape[2], device=q.device)

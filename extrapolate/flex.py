@@ -1,6 +1,6 @@
 """Bias attention through `torch.nn.attention.flex_attention`: the bias is read from the (H, n) distance table
 inside the compiled kernel (a score modification), fully masked blocks are skipped through a causal block mask,
-and gradients flow, so it serves training as well as evaluation.
+and on CUDA gradients flow, so it serves training as well as evaluation (the CPU build has no backward).
 
 It compiles (tens of seconds on first use per shape), so it is never picked for short runs on its own: `auto`
 uses it on CUDA only, where it is the fast path; `--kernel flex` asks for it anywhere. Where it is missing or

@@ -86,22 +86,32 @@ def test_bias_kinds_use_a_bias_kernel():
     assert kernel_for(make("alibi"), "blocked") == "blocked"
 
 
-@pytest.mark.slow  # compiles a kernel: tens of seconds on a CPU
 @pytest.mark.parametrize("name", ["alibi", "t5"])
-def test_flex_kernel_equals_reference_with_gradients(name):
-    from extrapolate import flex
+def test_flex_kernel_equals_reference(name):
+    from extrapolate import attention, flex
 
     if not flex.available():
         pytest.skip("this torch has no flex_attention")
     enc = make(name)
-    q = torch.randn(1, 4, 200, 16, requires_grad=True)
+    q = torch.randn(1, 4, 200, 16)
     k, v = torch.randn(2, 1, 2, 256, 16).unbind(0)  # grouped-query, 56 cached positions before the queries
-    flex_out = causal_attention(q, k, v, enc, "flex")
-    reference = causal_attention(q, k, v, enc, "reference")
-    assert torch.allclose(flex_out, reference, atol=1e-5)
-    (grad_flex,) = torch.autograd.grad(flex_out.square().sum(), q)
-    (grad_ref,) = torch.autograd.grad(reference.square().sum(), q)
-    assert torch.allclose(grad_flex, grad_ref, atol=1e-4)
+    with torch.no_grad():
+        flex_out = flex.flex_bias_attention(q, k, v, enc.bias_table(256))  # compiles: a few seconds on a CPU
+        assert torch.allclose(flex_out, causal_attention(q, k, v, enc, "reference"), atol=1e-5)
+        assert torch.equal(causal_attention(q, k, v, enc, "flex"), flex_out)  # the kernel choice routes to it
+    assert not attention._FLEX_FAILED
+
+
+def test_flex_requested_while_training_on_cpu_falls_back_to_blocked():
+    from extrapolate import attention
+
+    enc = make("alibi")
+    q = torch.randn(1, 4, 200, 16, requires_grad=True)
+    k, v = torch.randn(2, 1, 4, 200, 16).unbind(0)
+    out = causal_attention(q, k, v, enc, "flex")  # the CPU build has no flex backward
+    assert torch.allclose(out, causal_attention(q, k, v, enc, "reference"), atol=1e-5)
+    (grad,) = torch.autograd.grad(out.sum(), q)
+    assert torch.isfinite(grad).all() and not attention._FLEX_FAILED
 
 
 def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
