@@ -69,12 +69,20 @@ def causal_attention(
         return reference_attention(q, k, v, encoding)
     if kernel == "fused-bias" and fused_applies(q):
         return fused_bias_attention(q, k, v, encoding)
-    wants_flex = kernel == "flex" or (kernel == "fused-bias" and q.device.type == "cuda" and k.shape[2] >= FLEX_MIN_LENGTH)
-    if wants_flex and q.shape[2] >= FLEX_MIN_QUERIES and flex.available():
+    training_on_cpu = q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad
+    if not training_on_cpu and uses_flex(kernel, q.device.type, q.shape[2], k.shape[2]):
         out = _try_flex(q, k, v, encoding)
         if out is not None:
             return out
     return blocked_attention(q, k, v, encoding, block_elements)
+
+
+def uses_flex(kernel: str, device_type: str, queries: int, keys: int) -> bool:
+    """Whether a bias kernel choice runs flex_attention: asked for (`flex`), or `fused-bias` on CUDA from
+    FLEX_MIN_LENGTH keys; never for fewer than FLEX_MIN_QUERIES queries (each new shape would recompile).
+    (The CPU build has no flex backward: CPU training stays on the blocked kernel.)"""
+    wanted = kernel == "flex" or (kernel == "fused-bias" and device_type == "cuda" and keys >= FLEX_MIN_LENGTH)
+    return wanted and queries >= FLEX_MIN_QUERIES and flex.available()
 
 
 _FLEX_FAILED: list[str] = []  # the first failure's message: flex is not retried in this process
@@ -82,13 +90,10 @@ _FLEX_FAILED: list[str] = []  # the first failure's message: flex is not retried
 
 def _try_flex(q, k, v, encoding):
     """flex_attention with the encoding's bias table, or None where it cannot compile here (then blocked)."""
-    if _FLEX_FAILED or (q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad):
-        return None  # the CPU build of flex_attention has no backward: training there stays blocked
-    table = encoding.bias_table(k.shape[2], device=q.device)  # (H, Tk)
-    if table is None:
-        table = torch.zeros(q.shape[1], k.shape[2], device=q.device)
+    if _FLEX_FAILED:
+        return None
     try:
-        return flex.flex_bias_attention(q, k, v, table)
+        return flex.flex_bias_attention(q, k, v, encoding.bias_table(k.shape[2], device=q.device))
     except Exception as error:  # a compiler missing or a backend without support: fall back, say it once
         _FLEX_FAILED.append(str(error).splitlines()[0] if str(error) else type(error).__name__)
         warnings.warn(f"flex_attention unavailable ({_FLEX_FAILED[0]}); using the blocked kernel", stacklevel=2)

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import torch
 
-from .attention import FLEX_MIN_LENGTH, FLEX_MIN_QUERIES, KERNELS, kernel_for
+from .attention import KERNELS, kernel_for, uses_flex
 from .batches import BatchSource
 from .config import PRESETS, ModelConfig, TrainConfig, config_hash
 from .corpora import Corpus, load_corpus
 from .device import resolve_device
 from .encodings import build_encoding, get_spec
 from .errors import PositionOutOfRange, UserError
-from .flex import available as flex_available
 from .model import TransformerLM
 from .registry import require_known
 from .results import append_positions, append_results, provenance
@@ -385,15 +384,13 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
 
 
 def recorded_kernel(encoding, request: RunRequest, length: int) -> str:
-    """The kernel evaluation at `length` really uses: the fused bias kernels run for float32 on the CPU,
-    flex_attention on CUDA from FLEX_MIN_LENGTH tokens, the blocked kernel elsewhere."""
+    """The kernel evaluation at `length` really uses: flex_attention where `uses_flex` says so, the fused bias
+    kernels for float32 on the CPU, the blocked kernel for other bias cases."""
     kernel = kernel_for(encoding, request.kernel)
     device = resolve_device(request.device).type
-    if kernel == "fused-bias" and device == "cuda" and flex_available() and length >= FLEX_MIN_LENGTH:
+    if kernel in ("fused-bias", "flex") and uses_flex(kernel, device, length, length):
         return "flex"
-    if kernel == "fused-bias" and (request.dtype != "float32" or device != "cpu"):
-        return "blocked"
-    if kernel == "flex" and not (flex_available() and length >= FLEX_MIN_QUERIES):
+    if kernel == "flex" or (kernel == "fused-bias" and (request.dtype != "float32" or device != "cpu")):
         return "blocked"
     return kernel
 

@@ -75,8 +75,8 @@ def masked_loss(nll: torch.Tensor, mask: torch.Tensor, weighting: str) -> torch.
     """Mean NLL over the masked targets (B, T): per token, or per row then over rows."""
     if weighting == "token":
         return (nll * mask).sum() / mask.sum().clamp(min=1)
-    per_row = (nll * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (B,)
-    return per_row[mask.sum(dim=1) > 0].mean()
+    counts = mask.sum(dim=1)  # (B,) scored targets per row; rows without any are left out
+    return ((nll * mask).sum(dim=1)[counts > 0] / counts[counts > 0]).mean()
 
 
 def train(

@@ -124,6 +124,6 @@ def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
     assert runner.recorded_kernel(rope, request(kernel="flex"), 4096) == "sdpa"  # no bias: nothing to flex
     assert runner.recorded_kernel(alibi, request(kernel="flex"), 64) == "blocked"  # too few queries to compile for
     monkeypatch.setattr(runner, "resolve_device", lambda name: torch.device("cuda"))
-    monkeypatch.setattr(runner, "flex_available", lambda: True)
+    monkeypatch.setattr("extrapolate.flex.available", lambda: True)
     assert runner.recorded_kernel(alibi, request(), 256) == "blocked"  # a short run skips the compile
     assert runner.recorded_kernel(alibi, request(), 4096) == "flex"
