@@ -125,9 +125,9 @@ def _paired_worker(args) -> list[dict]:
     with torch.no_grad(), autocast(device, dtype):
         for step, _, _ in steps.values():
             step(tokens[:, : min(length, 512) + 1])  # warm-up
-        for _ in range(rounds):
-            for pair, (step, _, _) in steps.items():
-                best[pair] = min(best[pair], best_time(lambda: step(tokens), 1, device))
+        for round_ in range(rounds):  # the order flips every round: neither side always runs first
+            for pair in list(steps)[:: 1 if round_ % 2 == 0 else -1]:
+                best[pair] = min(best[pair], best_time(lambda: steps[pair][0](tokens), 1, device))
     return [asdict(BenchRow("eval-paired", pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
             for pair, (_, kernel, _) in steps.items()]
 
@@ -193,16 +193,16 @@ def train_step(implementation: str, preset: str, seq_len: int, batch: int, devic
 
 
 def train_throughputs(implementations, preset: str, seq_len: int, batch: int, steps: int, device: torch.device,
-                      dtype: str, rounds: int = 3) -> dict[str, float]:
+                      dtype: str, rounds: int = 5) -> dict[str, float]:
     """Training tokens/s per implementation, timed in alternating rounds of `steps` steps (best round of
     each), so a ratio between them is taken under the same machine conditions."""
     runners = {name: train_step(name, preset, seq_len, batch, device, dtype) for name in implementations}
     for step in runners.values():  # two warm-up steps each
         step(), step()
     best = {name: float("inf") for name in runners}
-    for _ in range(rounds):
-        for name, step in runners.items():
-            best[name] = min(best[name], best_time(lambda: [step() for _ in range(steps)], 1, device))
+    for round_ in range(rounds):
+        for name in list(runners)[:: 1 if round_ % 2 == 0 else -1]:
+            best[name] = min(best[name], best_time(lambda: [runners[name]() for _ in range(steps)], 1, device))
     return {name: batch * seq_len * steps / seconds for name, seconds in best.items()}
 
 
@@ -237,9 +237,15 @@ def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodin
         # speed ratios from one process: RoPE vs transformers, bias encodings vs RoPE
         contenders = [("extrapolate", "rope")] + [("transformers", "rope")] * ("transformers" in implementations)
         contenders += [("extrapolate", e) for e in encodings if e in ("alibi", "t5")]
-        for row in in_fresh_process(_paired_worker, (preset, length, device_name, eval_dtype, repeats + 1, contenders)):
+        for row in in_fresh_process(_paired_worker, (preset, length, device_name, eval_dtype, paired_rounds(length), contenders)):
             emit(BenchRow(**row))
     return rows
+
+
+def paired_rounds(length: int) -> int:
+    """Alternating rounds for the same-process ratios: more where a call is short (8 at 8k tokens, 3 at 32k),
+    so a few disturbed calls cannot decide a ratio."""
+    return max(3, min(8, 65536 // length))
 
 
 def has_transformers() -> bool:
