@@ -23,3 +23,28 @@ def test_paired_speed_rows_time_both_implementations_in_one_process():
     assert [(r["implementation"], r["encoding"]) for r in rows] == pairs
     assert rows[2]["kernel"] == "fused-bias"
     assert all(r["what"] == "eval-paired" and r["tokens_per_second"] > 0 and math.isnan(r["peak_memory_mb"]) for r in rows)
+
+
+def test_bench_plot_takes_speeds_from_the_same_process_rows():
+    import pandas as pd
+
+    from extrapolate.plots import bench_figure
+
+    def row(what, implementation, encoding, length, speed, memory):
+        return dict(what=what, implementation=implementation, encoding=encoding, length=length,
+                    tokens_per_second=speed, peak_memory_mb=memory)
+
+    frame = pd.DataFrame([
+        row("eval", "extrapolate", "rope", 4096, 100.0, 300.0), row("eval", "extrapolate", "rope", 8192, 50.0, 400.0),
+        row("eval", "extrapolate", "yarn", 4096, 90.0, 310.0), row("eval", "extrapolate", "yarn", 8192, 40.0, 410.0),
+        row("eval-paired", "extrapolate", "rope", 4096, 120.0, float("nan")),
+        row("eval-paired", "extrapolate", "rope", 8192, 60.0, float("nan")),
+    ])
+    speed, memory = bench_figure(frame).axes
+    lines = {line.get_label(): list(line.get_ydata()) for line in speed.get_lines()}
+    assert lines == {"rope": [120.0, 60.0], "yarn": [90.0, 40.0]}  # rope: same-process rows; yarn has none
+    assert [list(line.get_ydata()) for line in memory.get_lines()] == [[300 / 1024, 400 / 1024], [310 / 1024, 410 / 1024]]
+
+
+def test_paired_rounds_shrink_with_length():
+    assert [bench.paired_rounds(n) for n in (1024, 4096, 8192, 16384, 32768, 131072)] == [8, 8, 8, 4, 3, 3]
