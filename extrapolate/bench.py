@@ -254,3 +254,36 @@ def has_transformers() -> bool:
     except ImportError:
         return False
     return True
+
+
+def summary_lines(rows: list[BenchRow]) -> list[str]:
+    """The acceptance-style ratios of a bench run, as Markdown bullet lines: training and evaluation speed
+    against transformers and bias encodings against RoPE (all from same-process rows), and peak memory."""
+    lines = []
+    train = {r.implementation: r for r in rows if r.what == "train"}
+    if "extrapolate" in train:
+        ours = train["extrapolate"]
+        line = f"- training at {ours.length} ({ours.dtype}): {ours.tokens_per_second:,.0f} tok/s, MFU {ours.mfu:.0%}"
+        if "transformers" in train:
+            theirs = train["transformers"]
+            line += (f"; transformers {theirs.tokens_per_second:,.0f} tok/s, MFU {theirs.mfu:.0%}: "
+                     f"{ours.tokens_per_second / theirs.tokens_per_second:.2f}×")
+        lines.append(line)
+    paired = {(r.implementation, r.encoding, r.length): r.tokens_per_second for r in rows if r.what == "eval-paired"}
+    for length in sorted({r.length for r in rows if r.what == "eval-paired"}):
+        rope = paired.get(("extrapolate", "rope", length))
+        if rope is None:
+            continue
+        parts = []
+        if ("transformers", "rope", length) in paired:
+            parts.append(f"RoPE vs transformers {rope / paired[('transformers', 'rope', length)]:.2f}× tok/s")
+        parts += [f"{name} takes {rope / paired[('extrapolate', name, length)]:.2f}× RoPE's time"
+                  for name in ("alibi", "t5") if ("extrapolate", name, length) in paired]
+        lines.append(f"- evaluation at {length} (same process): " + "; ".join(parts))
+    evals = [r for r in rows if r.what == "eval"]
+    if evals:
+        longest = max(r.length for r in evals)
+        at_longest = {f"{r.encoding}" if r.implementation == "extrapolate" else f"{r.implementation} ({r.encoding})":
+                      r.peak_memory_mb for r in evals if r.length == longest}
+        lines.append(f"- peak memory at {longest}: " + ", ".join(f"{k} {v:,.0f} MB" for k, v in at_longest.items()))
+    return lines

@@ -470,24 +470,26 @@ def bench(
     out: Annotated[Path, typer.Option(help="output folder")] = Path("results/bench"),
 ) -> None:
     """Evaluation tokens/s and peak memory per encoding × length, training tokens/s and MFU, vs transformers."""
-    from .bench import run_bench
+    import dataclasses
+
+    import pandas as pd
+
+    from .attention import KERNELS
+    from .atomic import write_text
+    from .bench import run_bench, summary_lines
     from .cliutil import parse_int_list, parse_name_list
     from .config import PRESETS
+    from .device import resolve_device
     from .encodings import get_spec
-
+    from .plots import bench_figure, save_figure
     from .registry import require_known
+    from .results import provenance, write_table
 
     require_known("model", model, PRESETS)
     names = [get_spec(n).name for n in parse_name_list(encodings)]
     length_list = parse_int_list(lengths, "--lengths", 16)
-    from .device import resolve_device
-
     resolve_device(device)  # a bad --device fails here, in one line, before any measurement
-    from .attention import KERNELS
-    from .registry import require_known
-
     require_known("kernel", kernel, KERNELS)
-    table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
 
     def on_row(row):
         extra = f"{row.mfu:.0%}" if row.mfu is not None else (f"{row.gflops:,.0f}" if row.gflops else "")
@@ -496,23 +498,19 @@ def bench(
 
     rows = run_bench(model, tuple(length_list), tuple(names), device, dtype, compare_transformers=transformers_row,
                      kernel=kernel, on_row=on_row)
-    import dataclasses as _dc
-
-    import pandas as pd
-
-    from .results import provenance, write_table
-
-    frame = pd.DataFrame([{**_dc.asdict(r), "model": model, **provenance()} for r in rows])
+    frame = pd.DataFrame([{**dataclasses.asdict(r), "model": model, **provenance()} for r in rows])
     write_table(Path(out) / "bench.csv", frame)
+    table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
     for r in rows:
         extra = f"{r.mfu:.0%} MFU" if r.mfu is not None else (f"{r.gflops:,.0f} GFLOP/s" if r.gflops else "")
         table.add_row(r.what, r.implementation, r.encoding, str(r.length), f"{r.tokens_per_second:,.0f}",
                       f"{r.peak_memory_mb:,.0f}", r.kernel, r.dtype, extra)
     stdout.print(table)
-    from .plots import bench_figure, save_figure
-
+    summary = summary_lines(rows)
+    write_text(Path(out) / "summary.md", f"# Bench summary ({model}, {device})\n\n" + "\n".join(summary) + "\n")
     save_figure(bench_figure(frame), Path(out) / "bench.png")
-    stdout.print(f"wrote {out}/bench.csv and bench.png", highlight=False)
+    stdout.print("\n".join(summary), highlight=False)
+    stdout.print(f"wrote {out}/bench.csv, summary.md and bench.png", highlight=False)
 
 
 def main() -> None:

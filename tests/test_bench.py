@@ -48,3 +48,24 @@ def test_bench_plot_takes_speeds_from_the_same_process_rows():
 
 def test_paired_rounds_shrink_with_length():
     assert [bench.paired_rounds(n) for n in (1024, 4096, 8192, 16384, 32768, 131072)] == [8, 8, 8, 4, 3, 3]
+
+
+def test_bench_command_writes_table_summary_and_plot(tmp_path):
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from extrapolate.cli import app
+
+    out = tmp_path / "bench"
+    result = CliRunner().invoke(app, ["bench", "--model", "tiny", "--lengths", "256", "--encodings", "rope,alibi",
+                                      "--no-transformers", "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out / "bench.csv")
+    assert sorted(set(frame["what"])) == ["eval", "eval-paired", "matmul", "train"]
+    evals = frame[frame["what"] == "eval"].set_index("encoding")
+    assert evals.loc["rope", "kernel"] == "sdpa" and evals.loc["alibi", "kernel"] == "fused-bias"
+    assert (evals["peak_memory_mb"] > 0).all() and (evals["tokens_per_second"] > 0).all()
+    assert 0 < frame[frame["what"] == "train"]["mfu"].iloc[0] < 1
+    summary = (out / "summary.md").read_text()
+    assert "training at 256" in summary and "alibi takes" in summary and "peak memory at 256" in summary
+    assert (out / "bench.png").stat().st_size > 0
