@@ -133,12 +133,12 @@ def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
 def test_short_bf16_cpu_attention_computes_in_float32(name, kernel):
     """Under bf16 autocast, short rows of small heads run the float32 kernel (faster on the CPU): the result
     is the float32 attention of the bf16 inputs rounded once to bf16, bias included, and gradients flow."""
-    from extrapolate.attention import CPU_FLOAT32_MAX_QUERIES, compute_dtype
+    from extrapolate.attention import CPU_FLOAT32_MAX_KEYS, compute_dtype
 
     torch.manual_seed(0)
     enc = make(name)
     q, k, v = (t.bfloat16().requires_grad_() for t in torch.randn(3, 2, 4, 100, 16).unbind(0))
-    assert compute_dtype(q) == torch.float32
+    assert compute_dtype(q, 100) == torch.float32
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = causal_attention(q, k, v, enc, kernel)
     expected = causal_attention(q.float(), k.float(), v.float(), enc, "reference").bfloat16()
@@ -146,7 +146,6 @@ def test_short_bf16_cpu_attention_computes_in_float32(name, kernel):
     assert torch.equal(out, expected) or (out.float() - expected.float()).abs().max() <= 2 ** -8
     out.float().sum().backward()
     assert q.grad.dtype == torch.bfloat16 and q.grad.abs().sum() > 0
-    long_q = torch.zeros(1, 4, CPU_FLOAT32_MAX_QUERIES + 1, 16, dtype=torch.bfloat16)
-    assert compute_dtype(long_q) == torch.bfloat16  # longer rows: the bf16 kernel is the faster one
-    assert compute_dtype(torch.zeros(1, 4, 10, 64, dtype=torch.bfloat16)) == torch.bfloat16
-    assert compute_dtype(torch.zeros(1, 4, 10, 16)) == torch.float32
+    assert compute_dtype(q, CPU_FLOAT32_MAX_KEYS + 1) == torch.bfloat16  # longer rows: the bf16 kernel is faster
+    assert compute_dtype(torch.zeros(1, 4, 10, 64, dtype=torch.bfloat16), 10) == torch.bfloat16
+    assert compute_dtype(torch.zeros(1, 4, 10, 16), 10) == torch.float32
