@@ -88,7 +88,12 @@ def eval_step(implementation: str, preset: str, encoding: str, length: int, devi
 
     if implementation == "transformers":
         model = hf_llama(config).to(device).eval()
-        return (lambda tokens: model(tokens).logits[:, -1]), "transformers-sdpa", config
+
+        def transformers_nll(tokens):  # per-token NLL as one computes it with transformers: all logits, then the loss
+            logits = model(tokens[:, :-1]).logits  # (1, T, V)
+            return torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), tokens[:, 1:], reduction="none")
+
+        return transformers_nll, "transformers-sdpa", config
     model = build(config).to(device).eval()
     if encoding in ("yarn", "pi", "ntk"):
         from .encodings import build_encoding
@@ -117,7 +122,7 @@ def _paired_worker(args) -> list[dict]:
     """Evaluation speed of several (implementation, encoding) pairs in one process, timed in alternation
     (best of `rounds` each): their ratios are taken under the same conditions however noisy the machine.
     Memory is measured apart, in fresh processes (`_eval_worker`)."""
-    preset, length, device_name, dtype, rounds, contenders = args
+    what, preset, length, device_name, dtype, rounds, contenders = args
     device = resolve_device(device_name)
     steps = {pair: eval_step(pair[0], preset, pair[1], length, device, "auto") for pair in contenders}
     tokens = torch.randint(0, next(iter(steps.values()))[2].vocab_size, (1, length + 1), device=device)
@@ -128,7 +133,7 @@ def _paired_worker(args) -> list[dict]:
         for round_ in range(rounds):  # the order flips every round: neither side always runs first
             for pair in list(steps)[:: 1 if round_ % 2 == 0 else -1]:
                 best[pair] = min(best[pair], best_time(lambda: steps[pair][0](tokens), 1, device))
-    return [asdict(BenchRow("eval-paired", pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
+    return [asdict(BenchRow(what, pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
             for pair, (_, kernel, _) in steps.items()]
 
 
@@ -234,11 +239,16 @@ def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodin
             emit(BenchRow(**in_fresh_process(_eval_worker, ("extrapolate", preset, encoding, length, device_name, eval_dtype, repeats, kernel))))
         if "transformers" in implementations:  # its memory in a fresh process; the speed ratio from one process
             emit(BenchRow(**in_fresh_process(_eval_worker, ("transformers", preset, "rope", length, device_name, eval_dtype, repeats, "auto"))))
-        # speed ratios from one process: RoPE vs transformers, bias encodings vs RoPE
-        contenders = [("extrapolate", "rope")] + [("transformers", "rope")] * ("transformers" in implementations)
-        contenders += [("extrapolate", e) for e in encodings if e in ("alibi", "t5")]
-        for row in in_fresh_process(_paired_worker, (preset, length, device_name, eval_dtype, paired_rounds(length), contenders)):
-            emit(BenchRow(**row))
+        # speed ratios, each group timed in a process of its own: RoPE vs transformers, bias encodings vs RoPE
+        groups = [("eval-paired", [("extrapolate", "rope")] + [("extrapolate", e) for e in encodings if e in ("alibi", "t5")])]
+        if "transformers" in implementations:
+            groups.append(("eval-vs-transformers", [("extrapolate", "rope"), ("transformers", "rope")]))
+        for what, contenders in groups:
+            if len(contenders) < 2:
+                continue
+            args = (what, preset, length, device_name, eval_dtype, paired_rounds(length), contenders)
+            for row in in_fresh_process(_paired_worker, args):
+                emit(BenchRow(**row))
     return rows
 
 
@@ -269,16 +279,16 @@ def summary_lines(rows: list[BenchRow]) -> list[str]:
             line += (f"; transformers {theirs.tokens_per_second:,.0f} tok/s, MFU {theirs.mfu:.0%}: "
                      f"{ours.tokens_per_second / theirs.tokens_per_second:.2f}×")
         lines.append(line)
-    paired = {(r.implementation, r.encoding, r.length): r.tokens_per_second for r in rows if r.what == "eval-paired"}
-    for length in sorted({r.length for r in rows if r.what == "eval-paired"}):
-        rope = paired.get(("extrapolate", "rope", length))
-        if rope is None:
-            continue
+    paired = {(r.what, r.implementation, r.encoding, r.length): r.tokens_per_second for r in rows}
+    for length in sorted({r.length for r in rows if r.what in ("eval-paired", "eval-vs-transformers")}):
         parts = []
-        if ("transformers", "rope", length) in paired:
-            parts.append(f"RoPE vs transformers {rope / paired[('transformers', 'rope', length)]:.2f}× tok/s")
-        parts += [f"{name} takes {rope / paired[('extrapolate', name, length)]:.2f}× RoPE's time"
-                  for name in ("alibi", "t5") if ("extrapolate", name, length) in paired]
+        theirs = paired.get(("eval-vs-transformers", "transformers", "rope", length))
+        if theirs is not None:
+            ours = paired[("eval-vs-transformers", "extrapolate", "rope", length)]
+            parts.append(f"RoPE vs transformers {ours / theirs:.2f}× tok/s")
+        rope = paired.get(("eval-paired", "extrapolate", "rope", length))
+        parts += [f"{name} takes {rope / paired[('eval-paired', 'extrapolate', name, length)]:.2f}× RoPE's time"
+                  for name in ("alibi", "t5") if rope and ("eval-paired", "extrapolate", name, length) in paired]
         lines.append(f"- evaluation at {length} (same process): " + "; ".join(parts))
     evals = [r for r in rows if r.what == "eval"]
     if evals:

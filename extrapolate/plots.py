@@ -180,7 +180,10 @@ def bench_figure(frame):
     from the same-process rows where an encoding has them (comparable with each other), else from its
     fresh-process row; memory always from the fresh-process rows."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120)
-    evals, paired = frame[frame["what"] == "eval"], frame[frame["what"] == "eval-paired"]
+    evals = frame[frame["what"] == "eval"]
+    # the group timed with the bias encodings first, then the one timed against transformers
+    paired = frame[frame["what"].isin(["eval-paired", "eval-vs-transformers"])].sort_values("what")
+    paired = paired.drop_duplicates(["implementation", "encoding", "length"])
     for (implementation, encoding), group in evals.groupby(["implementation", "encoding"]):
         label = encoding if implementation == "extrapolate" else f"{implementation} ({encoding})"
         style = "-" if implementation == "extrapolate" else "--"

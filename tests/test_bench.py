@@ -19,7 +19,7 @@ def test_train_flops_follow_the_palm_accounting():
 def test_paired_speed_rows_time_both_implementations_in_one_process():
     pytest.importorskip("transformers")
     pairs = [("extrapolate", "rope"), ("transformers", "rope"), ("extrapolate", "alibi")]
-    rows = bench._paired_worker(("tiny", 256, "cpu", "float32", 1, pairs))
+    rows = bench._paired_worker(("eval-paired", "tiny", 256, "cpu", "float32", 1, pairs))
     assert [(r["implementation"], r["encoding"]) for r in rows] == pairs
     assert rows[2]["kernel"] == "fused-bias"
     assert all(r["what"] == "eval-paired" and r["tokens_per_second"] > 0 and math.isnan(r["peak_memory_mb"]) for r in rows)
@@ -39,11 +39,28 @@ def test_bench_plot_takes_speeds_from_the_same_process_rows():
         row("eval", "extrapolate", "yarn", 4096, 90.0, 310.0), row("eval", "extrapolate", "yarn", 8192, 40.0, 410.0),
         row("eval-paired", "extrapolate", "rope", 4096, 120.0, float("nan")),
         row("eval-paired", "extrapolate", "rope", 8192, 60.0, float("nan")),
+        row("eval", "transformers", "rope", 4096, 80.0, 500.0), row("eval", "transformers", "rope", 8192, 30.0, 600.0),
+        row("eval-vs-transformers", "extrapolate", "rope", 4096, 110.0, float("nan")),
+        row("eval-vs-transformers", "extrapolate", "rope", 8192, 55.0, float("nan")),
+        row("eval-vs-transformers", "transformers", "rope", 4096, 100.0, float("nan")),
+        row("eval-vs-transformers", "transformers", "rope", 8192, 50.0, float("nan")),
     ])
     speed, memory = bench_figure(frame).axes
     lines = {line.get_label(): list(line.get_ydata()) for line in speed.get_lines()}
-    assert lines == {"rope": [120.0, 60.0], "yarn": [90.0, 40.0]}  # rope: same-process rows; yarn has none
-    assert [list(line.get_ydata()) for line in memory.get_lines()] == [[300 / 1024, 400 / 1024], [310 / 1024, 410 / 1024]]
+    # rope: the group timed with the bias encodings; yarn has no same-process rows; transformers: its pair
+    assert lines == {"rope": [120.0, 60.0], "yarn": [90.0, 40.0], "transformers (rope)": [100.0, 50.0]}
+    assert [list(line.get_ydata()) for line in memory.get_lines()] == [
+        [300 / 1024, 400 / 1024], [310 / 1024, 410 / 1024], [500 / 1024, 600 / 1024]]
+
+
+def test_summary_takes_each_ratio_from_its_own_group():
+    def row(what, implementation, encoding, speed):
+        return bench.BenchRow(what, implementation, encoding, 8192, speed, float("nan"), "sdpa", "float32")
+
+    rows = [row("eval-paired", "extrapolate", "rope", 100.0), row("eval-paired", "extrapolate", "alibi", 80.0),
+            row("eval-vs-transformers", "extrapolate", "rope", 90.0), row("eval-vs-transformers", "transformers", "rope", 60.0)]
+    assert bench.summary_lines(rows) == [
+        "- evaluation at 8192 (same process): RoPE vs transformers 1.50× tok/s; alibi takes 1.25× RoPE's time"]
 
 
 def test_paired_rounds_shrink_with_length():
