@@ -126,15 +126,23 @@ def _paired_worker(args) -> list[dict]:
     device = resolve_device(device_name)
     steps = {pair: eval_step(pair[0], preset, pair[1], length, device, "auto") for pair in contenders}
     tokens = torch.randint(0, next(iter(steps.values()))[2].vocab_size, (1, length + 1), device=device)
-    best = {pair: float("inf") for pair in steps}
     with torch.no_grad(), autocast(device, dtype):
         for step, _, _ in steps.values():
             step(tokens[:, : min(length, 512) + 1])  # warm-up
-        for round_ in range(rounds):  # the order flips every round: neither side always runs first
-            for pair in list(steps)[:: 1 if round_ % 2 == 0 else -1]:
-                best[pair] = min(best[pair], best_time(lambda: steps[pair][0](tokens), 1, device))
+        best = alternating_best({pair: (lambda step=step: step(tokens)) for pair, (step, _, _) in steps.items()},
+                                rounds, device)
     return [asdict(BenchRow(what, pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
             for pair, (_, kernel, _) in steps.items()]
+
+
+def alternating_best(contenders: dict, rounds: int, device: torch.device) -> dict:
+    """Fastest seconds of each contender's call over `rounds` rounds, the contenders taking turns and the order
+    flipping every round, so neither side always runs first and all see the same machine conditions."""
+    best = {name: float("inf") for name in contenders}
+    for round_ in range(rounds):
+        for name in list(contenders)[:: 1 if round_ % 2 == 0 else -1]:
+            best[name] = min(best[name], best_time(contenders[name], 1, device))
+    return best
 
 
 def best_time(fn, repeats: int, device: torch.device) -> float:
@@ -204,10 +212,8 @@ def train_throughputs(implementations, preset: str, seq_len: int, batch: int, st
     runners = {name: train_step(name, preset, seq_len, batch, device, dtype) for name in implementations}
     for step in runners.values():  # two warm-up steps each
         step(), step()
-    best = {name: float("inf") for name in runners}
-    for round_ in range(rounds):
-        for name in list(runners)[:: 1 if round_ % 2 == 0 else -1]:
-            best[name] = min(best[name], best_time(lambda: [runners[name]() for _ in range(steps)], 1, device))
+    best = alternating_best({name: (lambda step=step: [step() for _ in range(steps)]) for name, step in runners.items()},
+                            rounds, device)
     return {name: batch * seq_len * steps / seconds for name, seconds in best.items()}
 
 

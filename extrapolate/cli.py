@@ -491,10 +491,12 @@ def bench(
     resolve_device(device)  # a bad --device fails here, in one line, before any measurement
     require_known("kernel", kernel, KERNELS)
 
+    def extra(row) -> str:  # MFU for training rows, GFLOP/s for the matmul peak
+        return f"{row.mfu:.0%} MFU" if row.mfu is not None else (f"{row.gflops:,.0f} GFLOP/s" if row.gflops else "")
+
     def on_row(row):
-        extra = f"{row.mfu:.0%}" if row.mfu is not None else (f"{row.gflops:,.0f}" if row.gflops else "")
         stderr.print(f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
-                     f"{row.tokens_per_second:10,.0f} tok/s {row.peak_memory_mb:8,.0f} MB {row.kernel:16} {extra}", highlight=False)
+                     f"{row.tokens_per_second:10,.0f} tok/s {row.peak_memory_mb:8,.0f} MB {row.kernel:16} {extra(row)}", highlight=False)
 
     rows = run_bench(model, tuple(length_list), tuple(names), device, dtype, compare_transformers=transformers_row,
                      kernel=kernel, on_row=on_row)
@@ -502,9 +504,8 @@ def bench(
     write_table(Path(out) / "bench.csv", frame)
     table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
     for r in rows:
-        extra = f"{r.mfu:.0%} MFU" if r.mfu is not None else (f"{r.gflops:,.0f} GFLOP/s" if r.gflops else "")
         table.add_row(r.what, r.implementation, r.encoding, str(r.length), f"{r.tokens_per_second:,.0f}",
-                      f"{r.peak_memory_mb:,.0f}", r.kernel, r.dtype, extra)
+                      f"{r.peak_memory_mb:,.0f}", r.kernel, r.dtype, extra(r))
     stdout.print(table)
     summary = summary_lines(rows)
     write_text(Path(out) / "summary.md", f"# Bench summary ({model}, {device})\n\n" + "\n".join(summary) + "\n")

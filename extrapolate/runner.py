@@ -353,8 +353,9 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
             bucket_width=bucket_width(request.train_len), device=prepared.device, dtype=request.dtype))
         nll = result.nll if result else float("nan")
         tokens = result.tokens if result else 0
+        kernel = recorded_kernel(encoding, request, length)
         for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp()))):
-            rows.append({**common, "kernel": recorded_kernel(encoding, request, length), "eval_len": length,
+            rows.append({**common, "kernel": kernel, "eval_len": length,
                          "task": "perplexity", "metric": metric, "value": value,
                          "depth": None, "n_tokens": tokens, "status": status})
         if result:
@@ -388,7 +389,7 @@ def recorded_kernel(encoding, request: RunRequest, length: int) -> str:
     kernels for float32 on the CPU, the blocked kernel for other bias cases."""
     kernel = kernel_for(encoding, request.kernel)
     device = resolve_device(request.device).type
-    if kernel in ("fused-bias", "flex") and uses_flex(kernel, device, length, length):
+    if uses_flex(kernel, device, length, length):
         return "flex"
     if kernel == "flex" or (kernel == "fused-bias" and (request.dtype != "float32" or device != "cpu")):
         return "blocked"

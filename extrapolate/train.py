@@ -76,7 +76,8 @@ def masked_loss(nll: torch.Tensor, mask: torch.Tensor, weighting: str) -> torch.
     if weighting == "token":
         return (nll * mask).sum() / mask.sum().clamp(min=1)
     counts = mask.sum(dim=1)  # (B,) scored targets per row; rows without any are left out
-    return ((nll * mask).sum(dim=1)[counts > 0] / counts[counts > 0]).mean()
+    kept = counts > 0
+    return ((nll * mask).sum(dim=1)[kept] / counts[kept]).mean()
 
 
 def train(
