@@ -13,8 +13,10 @@ from .atomic import atomic_path, write_text
 from .config import TrainConfig, canonical_json, train_config_from_dict
 from .errors import UserError
 from .model import TransformerLM
+from .readers import read_json, reading
 
 WEIGHTS, CONFIG, STATE, COMPLETE = "model.safetensors", "config.json", "state.pt", "complete.json"
+RETRAIN = "delete its folder to train it again"
 
 
 def weights_dict(model: TransformerLM) -> dict[str, torch.Tensor]:
@@ -34,22 +36,20 @@ def save_checkpoint(folder: Path, config: TrainConfig, model: TransformerLM, sta
 
 
 def read_config(folder: Path) -> TrainConfig:
-    try:
-        return train_config_from_dict(json.loads((folder / CONFIG).read_text()))
-    except FileNotFoundError:
-        raise UserError(f"{folder} is not a checkpoint (no {CONFIG})") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"checkpoint config {folder / CONFIG} is corrupt: {exc}") from None
+    path = folder / CONFIG
+    if not path.exists():
+        raise UserError(f"{folder} is not a checkpoint (no {CONFIG})")
+    data = read_json(path, "checkpoint config", fields=("model",), hint=RETRAIN)
+    with reading(path, "checkpoint config", RETRAIN):
+        return train_config_from_dict(data)
 
 
 def load_weights(folder: Path, model: TransformerLM, expected: TrainConfig | None = None) -> None:
     path = folder / WEIGHTS
-    try:
+    if not path.exists():
+        raise UserError(f"checkpoint {folder} has no {WEIGHTS}")
+    with reading(path, "checkpoint weights", RETRAIN):
         tensors = load_file(str(path))
-    except FileNotFoundError:
-        raise UserError(f"checkpoint {folder} has no {WEIGHTS}") from None
-    except Exception as exc:  # safetensors raises its own error type for truncated or garbled files
-        raise UserError(f"checkpoint {path} is corrupt ({str(exc).splitlines()[0]})") from None
     if expected is not None:
         from safetensors import safe_open
 
@@ -57,20 +57,27 @@ def load_weights(folder: Path, model: TransformerLM, expected: TrainConfig | Non
             stored = (handle.metadata() or {}).get("config")
         if stored is not None and stored != canonical_json(expected):
             raise UserError(f"checkpoint {folder} was trained with a different config than its config.json")
-    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    with reading(path, "checkpoint weights", RETRAIN):  # a tensor of the wrong shape: not this model's weights
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
     missing = [k for k in missing if not (model.config.tie_embeddings and k == "lm_head.weight")]
     if missing or unexpected:
         raise UserError(f"checkpoint {folder} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+STATE_FIELDS = ("optimizer", "step", "losses", "elapsed", "config_hash")
 
 
 def load_state(folder: Path) -> dict | None:
     path = folder / STATE
     if not path.exists():
         return None
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise UserError(f"training state {path} is corrupt ({str(exc).splitlines()[0]}); delete it to restart") from None
+    with reading(path, "training state", "delete it to restart"):
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(state, dict) or not set(STATE_FIELDS) <= set(state):
+            raise ValueError(f"not a training state: it needs {', '.join(STATE_FIELDS)}")
+        if not isinstance(state["optimizer"], dict) or not {"state", "param_groups"} <= set(state["optimizer"]):
+            raise ValueError("its optimizer entry is not an optimizer state")
+    return state
 
 
 def mark_complete(folder: Path, summary: dict) -> None:
@@ -82,4 +89,4 @@ def is_complete(folder: Path) -> bool:
 
 
 def read_summary(folder: Path) -> dict:
-    return json.loads((folder / COMPLETE).read_text())
+    return read_json(folder / COMPLETE, "checkpoint summary", hint=RETRAIN)

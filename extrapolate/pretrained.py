@@ -24,6 +24,7 @@ from .config import ModelConfig
 from .errors import UserError
 from .model import TransformerLM
 from .paths import cache_dir
+from .readers import first_line, read_json, reading
 
 
 @dataclass(frozen=True)
@@ -157,28 +158,54 @@ def from_hf_model(hf_model) -> TransformerLM:
 
 def load_pretrained(spec: str) -> Pretrained:
     """`spec`: a known name (see `extrapolate models`), a folder with config.json, a .gguf file, or a hub id."""
+    local = Path(spec).expanduser()
+    if spec.endswith(".gguf") and not local.exists():
+        raise UserError(f"GGUF file {spec} does not exist")
+    if spec not in KNOWN and not local.exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise UserError(f"model {spec!r} is neither a preset, a folder nor a known model, and the hub is offline")
+    if spec.endswith(".gguf"):
+        check_gguf(local)
+    elif local.is_dir():
+        check_model_folder(local)
     transformers = require_transformers()
     if spec in KNOWN:
         path = fetch(spec)
+        check_gguf(path)
         folder, gguf = str(path.parent), path.name
     elif spec.endswith(".gguf"):
-        path = Path(spec).expanduser()
-        if not path.exists():
-            raise UserError(f"GGUF file {spec} does not exist")
-        folder, gguf = str(path.parent), path.name
+        folder, gguf = str(local.parent), local.name
     else:
         folder, gguf = spec, None
-        if not Path(spec).expanduser().exists():
-            if os.environ.get("HF_HUB_OFFLINE") == "1":
-                raise UserError(f"model {spec!r} is neither a preset, a folder nor a known model, and the hub is offline")
     kwargs = {"gguf_file": gguf} if gguf else {}
     try:
         hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, **kwargs)
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"could not load model {spec!r}: {str(exc).splitlines()[0]}") from None
+    except Exception as exc:  # transformers raises many types for a model it cannot use; none is a bug of ours
+        raise UserError(f"could not load model {spec!r}: {first_line(exc)}") from None
     model = from_hf_model(hf_model)
     return Pretrained(model, HFTokenizer(tokenizer, spec), spec, original_context(hf_model.config))
+
+
+def check_gguf(path: Path) -> None:
+    """Parse a GGUF file's header and tensor table before transformers does, so a corrupt file is named."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:  # the optional extra is missing: require_transformers says so
+        return
+    with reading(path, "GGUF file"):
+        GGUFReader(path)
+
+
+def check_model_folder(folder: Path) -> None:
+    """Parse a model folder's config.json and every safetensors header before transformers does, so a corrupt
+    file is named (transformers reports most of them without the file's name)."""
+    from safetensors import safe_open
+
+    if (folder / "config.json").exists():
+        read_json(folder / "config.json", "model config")
+    for weights in sorted(folder.glob("*.safetensors")):
+        with reading(weights, "safetensors file"), safe_open(str(weights), "pt") as handle:
+            handle.keys()
 
 
 def fetch(name: str) -> Path:

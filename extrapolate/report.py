@@ -128,12 +128,12 @@ def write_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[
     from .plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
 
     figures = {}
+    positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
     ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
     if not ppl.empty:
         save_both(perplexity_figure(ppl), folder, "perplexity")
         save_both(perplexity_figure(ppl, ratio=True), folder, "ratio")
         figures["perplexity"], figures["ratio"] = "perplexity.png", "ratio.png"
-    positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)
     if len(positions):
         save_both(position_figure(positions), folder, "positions")
         figures["positions"] = "positions.png"

@@ -12,6 +12,7 @@ import pandas as pd
 
 from . import __version__
 from .atomic import atomic_path
+from .readers import reading
 
 COLUMNS = [
     "run_id", "encoding", "base_encoding", "factor", "train_len", "eval_len", "task", "metric", "value", "depth",
@@ -39,10 +40,37 @@ def provenance() -> dict:
             "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
+# Per table written here: the columns every row fills in (the last one included, so a row cut short by a
+# truncated file is caught) and the columns that hold numbers. A damaged table is then refused when it is read,
+# not halfway through a report or after an hour of training whose rows would be appended to it.
+ROW_CHECKS = {
+    RESULTS_FILE: (["run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"],
+                   ["factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"]),
+    POSITIONS_FILE: (["run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"],
+                     ["seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"]),
+}
+
+
 def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame(columns=columns)
-    return pd.read_csv(path, keep_default_na=True)
+    with reading(path, "table"):
+        frame = pd.read_csv(path, keep_default_na=True)
+        check_table(frame, *ROW_CHECKS.get(path.name, ([], [])))
+    return frame
+
+
+def check_table(frame: pd.DataFrame, filled: list[str], numeric: list[str]) -> None:
+    missing = [c for c in dict.fromkeys(filled + numeric) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"no column '{missing[0]}'")
+    empty = frame[filled].isna().any(axis=1)
+    if empty.any():
+        raise ValueError(f"line {int(empty.to_numpy().argmax()) + 2} is incomplete")  # + header, 1-based
+    for column in numeric:
+        values = frame[column]
+        if pd.to_numeric(values, errors="coerce").isna().sum() > values.isna().sum():
+            raise ValueError(f"column '{column}' holds a value that is not a number")
 
 
 def write_table(path: Path, frame: pd.DataFrame) -> None:
@@ -88,6 +116,12 @@ def append_positions(folder: Path, rows: list[dict]) -> pd.DataFrame:
 
 def load_results(folder: Path) -> pd.DataFrame:
     return read_table(folder / RESULTS_FILE, COLUMNS)
+
+
+def check_tables(folder: Path) -> None:
+    """Read the folder's tables before any work whose rows would be appended to them."""
+    load_results(folder)
+    read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)
 
 
 T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}

@@ -21,7 +21,7 @@ from .encodings import build_encoding, get_spec
 from .errors import PositionOutOfRange, UserError
 from .model import TransformerLM
 from .registry import require_known
-from .results import append_positions, append_results, provenance
+from .results import append_positions, append_results, check_tables, provenance
 from .passkey.prompt import PromptBuilder
 from .taskfiles import load_task
 from .tasks.passkey import evaluate_passkey
@@ -452,6 +452,7 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     validate(request)
     request = resolve(request)
     folder = output_folder(request)
+    check_tables(folder)  # a damaged table in the output folder is refused before training, not after
     prepared = prepare(request)
     with new_folder_guard(folder):
         with folder_lock(folder):

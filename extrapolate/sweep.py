@@ -17,7 +17,7 @@ from . import checkpoint as ckpt
 from .encodings import ENCODINGS, get_spec
 from .errors import UserError
 from .lock import folder_lock
-from .results import load_results
+from .results import check_tables, load_results
 from .runner import (Prepared, Reporter, RunRequest, new_folder_guard, planned_run_id, prepare, resolve, run_cell,
                      train_config, validate)
 from .train import model_folder
@@ -112,6 +112,7 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
     template = resolve(template)
     if not seeds:
         raise UserError("--seeds: give at least one seed")
+    check_tables(folder)  # a damaged table in the output folder is refused before training, not after
     prepared = prepare(template)
     if dry_run:
         cells = plan(template, encodings, seeds, folder, prepared)

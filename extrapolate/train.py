@@ -18,6 +18,7 @@ from .device import autocast, synchronize
 from .errors import UserError
 from .model import TransformerLM
 from .paths import cache_dir
+from .readers import reading
 
 
 class TrainingDiverged(UserError):
@@ -66,7 +67,8 @@ def build_model(config: TrainConfig, device: torch.device) -> TransformerLM:
 
 def load_trained(folder: Path, device: torch.device) -> TrainedModel:
     config = ckpt.read_config(folder)
-    model = TransformerLM(config.model)
+    with reading(folder / ckpt.CONFIG, "checkpoint config", ckpt.RETRAIN):  # valid JSON, but not a model's config
+        model = TransformerLM(config.model)
     ckpt.load_weights(folder, model, expected=config)
     return TrainedModel(model.to(device).eval(), folder, config, ckpt.read_summary(folder), reused=True)
 

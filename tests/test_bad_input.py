@@ -1,0 +1,287 @@
+"""Bad input, everywhere: every file the tool reads (empty, truncated or garbage) and every numeric option (NaN,
+±inf, or a value that means nothing) fails in one line naming the file or the option, with exit code 2, no
+traceback and nothing half-written."""
+
+import inspect
+import shutil
+import typing
+
+import numpy as np
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from extrapolate.cli import app
+from extrapolate.cliutil import OPTION_BOUNDS
+from extrapolate.taskfiles import TASKS_DIR
+
+from .helpers import make_corpus
+
+cli = CliRunner()
+KINDS = ["empty", "truncated", "garbage"]
+GARBAGE = bytes(range(256)) * 8  # no text encoding decodes it, and it starts with no format's magic
+
+
+def damage(path, kind):
+    data = path.read_bytes()
+    if kind == "empty":
+        data = b""
+    elif kind == "truncated":
+        cut = len(data) // 2
+        while cut > 1 and data[cut - 1] == ord("\n"):  # a cut at a line end leaves a shorter but whole text file
+            cut -= 1
+        data = data[:cut]
+    else:
+        data = GARBAGE
+    path.write_bytes(data)
+
+
+def assert_one_line_error(result, needle):
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert needle.lower() in lines[0].lower(), lines[0]
+
+
+def run_args(folder, out, *extra):
+    return ["run", "--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "32", "--eval-len", "64",
+            "--eval-tokens", "64", "--corpus", str(folder / "corpus"), "--out", str(out), *extra]
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny run: a run folder (tables, run.json) and its cached checkpoint, copied by every test that
+    damages one of them."""
+    root = tmp_path_factory.mktemp("trained")
+    make_corpus(root / "corpus", documents=4, words=300)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+        result = cli.invoke(app, run_args(root, root / "run"))
+    assert result.exit_code == 0, result.output
+    return root
+
+
+@pytest.fixture
+def work(tmp_path, trained, monkeypatch):
+    folder = tmp_path / "work"
+    shutil.copytree(trained, folder)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(folder / "cache"))
+    return folder
+
+
+def checkpoint(work):
+    (folder,) = (work / "cache" / "models").iterdir()
+    return folder
+
+
+def snapshot(folder):
+    return {p.relative_to(folder): p.stat().st_mtime_ns for p in folder.rglob("*")}
+
+
+# ---- files ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "complete.json"])
+def test_damaged_checkpoint(work, name, kind):
+    damage(checkpoint(work) / name, kind)
+    out = work / "hf"
+    assert_one_line_error(cli.invoke(app, ["export", str(checkpoint(work)), "--hf", str(out)]), name)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_damaged_training_state(work, kind):
+    (checkpoint(work) / "complete.json").unlink()  # an interrupted training: the next run resumes from state.pt
+    damage(checkpoint(work) / "state.pt", kind)
+    out = work / "again"
+    assert_one_line_error(cli.invoke(app, run_args(work, out)), "state.pt")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_damaged_run_record(work, kind):
+    damage(work / "run" / "run.json", kind)
+    out = work / "hf"
+    assert_one_line_error(cli.invoke(app, ["export", str(work / "run"), "--hf", str(out)]), "run.json")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["results.csv", "positions.csv"])
+def test_damaged_table(work, name, kind):
+    damage(work / "run" / name, kind)
+    before = snapshot(work / "run")
+    assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), name)
+    # a run appending to the table refuses it before training, and leaves the folder as it was
+    assert_one_line_error(cli.invoke(app, run_args(work, work / "run")), name)
+    assert snapshot(work / "run") == before
+
+
+def tiny_gguf(path):
+    from gguf import GGUFWriter
+
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_context_length(64)
+    writer.add_tensor("token_embd.weight", np.ones((16, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_damaged_gguf(tmp_path, kind):
+    pytest.importorskip("gguf")
+    path = tiny_gguf(tmp_path / "model.gguf")
+    damage(path, kind)
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, ["run", "--model", str(path), "--out", str(out)]), "model.gguf")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+def test_damaged_model_folder(tmp_path, name, kind):
+    from safetensors.torch import save_file
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": 8}')
+    save_file({"model.embed_tokens.weight": torch.ones(16, 8)}, str(folder / "model.safetensors"))
+    damage(folder / name, kind)
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, ["run", "--model", str(folder), "--out", str(out)]), name)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_damaged_task_file(tmp_path, kind):
+    path = tmp_path / "mytask.toml"
+    shutil.copy(TASKS_DIR / "passkey.toml", path)
+    damage(path, kind)
+    assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(path)]), "mytask.toml")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_damaged_suite_file(tmp_path, kind, monkeypatch):
+    import extrapolate.sweep
+
+    def no_sweep(*args, **kwargs):  # a suite file that loads would start the whole suite: never here
+        raise AssertionError("the damaged suite file was accepted")
+
+    monkeypatch.setattr(extrapolate.sweep, "sweep", no_sweep)
+    path = tmp_path / "mysuite.toml"
+    shutil.copy(TASKS_DIR / "suites" / "reference.toml", path)
+    damage(path, kind)
+    assert_one_line_error(cli.invoke(app, ["reproduce", "--suite", str(path)]), "mysuite.toml")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_damaged_corpus(tmp_path, kind):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(f'{{"text": "document {i} {"words " * 40}"}}\n' for i in range(12)))
+    damage(path, kind)
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, ["run", "--model", "tiny", "--corpus", str(path), "--out", str(out)]),
+                          "corpus.jsonl")
+    assert not out.exists()
+
+
+# ---- numeric options --------------------------------------------------------------------------------------
+
+NOT_FINITE = ["nan", "inf", "-inf"]
+RUN_OPTIONS = {  # values that mean nothing for each numeric option of run and sweep
+    "--train-len": ["0", "1", "-5", "nan"],
+    "--eval-len": ["0", "-1", "inf"],
+    "--factor": NOT_FINITE + ["0", "-2"],
+    "--width": ["0", "-8"],
+    "--layers": ["0"],
+    "--heads": ["0", "-1"],
+    "--steps": ["0", "-3", "nan"],
+    "--batch-size": ["0", "-1"],
+    "--lr": NOT_FINITE + ["0", "-0.001"],
+    "--seed": ["-1", "inf"],
+    "--stride": ["0", "-256"],
+    "--eval-tokens": ["0", "-1"],
+    "--eval-docs": ["0", "-1"],
+    "--passkey-fraction": NOT_FINITE + ["-0.1", "1", "2"],
+    "--eval-lens": ["nan", "64,inf", "0", "64,-2"],
+}
+SHOW_OPTIONS = {  # and of `encodings show`
+    "--head-dim": ["0", "-2", "nan"],
+    "--base": NOT_FINITE + ["0", "-10000", "1"],
+    "--factor": NOT_FINITE + ["0", "-1"],
+    "--original-len": ["0", "-2048"],
+    "--seq-len": ["0", "-1"],
+    "--heads": ["0", "-8"],
+    "--position": ["-1"],
+    "--width": ["0", "-8"],
+    "--beta-fast": NOT_FINITE + ["0", "-32"],
+    "--beta-slow": NOT_FINITE + ["0", "-1"],
+    "--distances": ["nan", "1,-5"],
+}
+
+
+SWEEP_OPTIONS = {**{k: v for k, v in RUN_OPTIONS.items() if k != "--seed"}, "--seeds": ["-1", "nan", "0,-2"]}
+
+
+def cases(command, options):
+    return [(command, flag, value) for flag, values in options.items() for value in values]
+
+
+@pytest.mark.parametrize("command,flag,value", cases("run", RUN_OPTIONS) + cases("sweep", SWEEP_OPTIONS))
+def test_bad_number_run_and_sweep(tmp_path, command, flag, value):
+    out = tmp_path / "out"
+    # `--flag=value`, so that a value starting with "-" is read as the value
+    args = [command, "--model", "tiny", "--corpus", str(tmp_path / "none.txt"), "--out", str(out), f"{flag}={value}"]
+    assert_one_line_error(cli.invoke(app, args), flag)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command,flag,value", cases("encodings show", SHOW_OPTIONS))
+def test_bad_number_encodings_show(command, flag, value):
+    encoding = {"--position": "sinusoidal", "--width": "sinusoidal", "--distances": "t5"}.get(flag, "yarn")
+    assert_one_line_error(cli.invoke(app, [*command.split(), encoding, f"{flag}={value}"]), flag)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-4k"])
+def test_bad_number_bench(tmp_path, value, monkeypatch):
+    import extrapolate.bench
+
+    def no_bench(*args, **kwargs):  # the options are checked before any measurement: never here
+        raise AssertionError("bench started with a bad --lengths")
+
+    monkeypatch.setattr(extrapolate.bench, "run_bench", no_bench)
+    out = tmp_path / "bench"
+    assert_one_line_error(cli.invoke(app, ["bench", f"--lengths={value}", "--out", str(out)]), "--lengths")
+    assert not out.exists()
+
+
+def numeric_options():
+    """(command, flag) of every option whose type is a number, in every command and subcommand."""
+    def walk(command, path):
+        hints = typing.get_type_hints(inspect.unwrap(command.callback)) if command.callback else {}
+        for param in command.params:
+            kinds = typing.get_args(hints.get(param.name)) or (hints.get(param.name),)
+            if int in kinds or float in kinds:
+                yield path, param.opts[0]
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, f"{path} {name}".strip())
+
+    return sorted(set(walk(typer.main.get_command(app), "")))
+
+
+def test_every_numeric_option_has_a_bound():
+    """A new numeric option needs its range in OPTION_BOUNDS (finiteness is checked for every float anyway)."""
+    options = numeric_options()
+    assert ("run", "--lr") in options and ("encodings show", "--base") in options
+    assert [(command, flag) for command, flag in options if flag not in OPTION_BOUNDS] == []
