@@ -177,6 +177,7 @@ WidthOpt = Annotated[Optional[int], typer.Option(help="model width (overrides th
 LayersOpt = Annotated[Optional[int], typer.Option(help="layers (overrides the preset)")]
 HeadsOpt = Annotated[Optional[int], typer.Option(help="attention heads (overrides the preset)")]
 CorpusOpt = Annotated[str, typer.Option(help="built-in name, local text/JSONL/Parquet path, or hub dataset")]
+TokenizerOpt = Annotated[str, typer.Option(help="tokenizer of models trained here: bpe (2048 ids, learned from the corpus) | bpe:N | bytes; a pretrained model uses its own")]
 TasksOpt = Annotated[str, typer.Option(help="comma-separated tasks: perplexity, passkey")]
 PasskeyFraction = Annotated[Optional[float], typer.Option(help="share of training rows that are passkey prompts (default 0.2 when L leaves room)")]
 PasskeyTaskOpt = Annotated[str, typer.Option(help="passkey task file: a name under tasks/ or a TOML path")]
@@ -258,6 +259,7 @@ def run(
     layers: LayersOpt = None,
     heads: HeadsOpt = None,
     corpus: CorpusOpt = "shakespeare",
+    tokenizer: TokenizerOpt = "bpe",
     tasks: TasksOpt = "perplexity",
     steps: Steps = 600,
     batch_size: BatchSize = 32,
@@ -298,6 +300,7 @@ def sweep(
     layers: LayersOpt = None,
     heads: HeadsOpt = None,
     corpus: CorpusOpt = "shakespeare",
+    tokenizer: TokenizerOpt = "bpe",
     tasks: TasksOpt = "perplexity,passkey",
     steps: Steps = 600,
     batch_size: BatchSize = 32,
@@ -471,8 +474,10 @@ def export(
         raise UserError(f"{run_dir} is neither a run folder nor a checkpoint folder")
     import torch
 
+    from .tokenizers import tokenizer_of_model
+
     trained = load_trained(folder, torch.device("cpu"))
-    export_hf(trained.model, hf)
+    export_hf(trained.model, hf, tokenizer_of_model(folder, trained.config.tokenizer))
     stdout.print(f"wrote {hf}", highlight=False)
 
 

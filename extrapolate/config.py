@@ -70,6 +70,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 class TrainConfig:
     model: ModelConfig
     corpus: str = "shakespeare"
+    tokenizer: str = "bytes"  # identity of the tokenizer: token ids mean nothing without it
     seq_len: int = 256
     batch_size: int = 32
     steps: int = 1200

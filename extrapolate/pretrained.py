@@ -72,6 +72,9 @@ class HFTokenizer:
     def __init__(self, tokenizer, name: str):
         self.tokenizer, self.name = tokenizer, name
         self.vocab_size = len(tokenizer)
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # fast tokenizers: the whole definition as JSON
+        digest = hashlib.sha256(backend.to_str().encode()).hexdigest()[:10] if backend is not None else "slow"
+        self.identity = f"hf{self.vocab_size}-{digest}"  # recorded with results, like a trained model's tokenizer
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
@@ -266,8 +269,9 @@ def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: 
     raise UserError(f"{encoding} has no transformers equivalent (transformers has no static NTK or dynamic YaRN type)")
 
 
-def export_hf(model: TransformerLM, out: Path) -> None:
-    """Write a RoPE model of the project as a Hugging Face Llama checkpoint (config.json + safetensors)."""
+def export_hf(model: TransformerLM, out: Path, tokenizer=None) -> None:
+    """Write a RoPE model of the project as a Hugging Face Llama checkpoint (config.json + safetensors), with
+    its tokenizer when that is a BPE (tokenizer.json + tokenizer_config.json, for AutoTokenizer)."""
     transformers = require_transformers()
     config = model.config
     if config.encoding != "rope":
@@ -293,4 +297,7 @@ def export_hf(model: TransformerLM, out: Path) -> None:
         hf_model.tie_weights()
     out.mkdir(parents=True, exist_ok=True)
     hf_model.save_pretrained(out)
-    (out / "extrapolate.json").write_text(json.dumps({"source": "extrapolate", "train_len": config.max_len}, indent=2))
+    if hasattr(tokenizer, "to_transformers"):
+        tokenizer.to_transformers().save_pretrained(out)
+    record = {"source": "extrapolate", "train_len": config.max_len, "tokenizer": getattr(tokenizer, "identity", None)}
+    (out / "extrapolate.json").write_text(json.dumps(record, indent=2))

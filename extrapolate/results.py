@@ -16,7 +16,7 @@ from .readers import reading
 
 COLUMNS = [
     "run_id", "encoding", "base_encoding", "factor", "train_len", "eval_len", "task", "metric", "value", "depth",
-    "seed", "n_tokens", "protocol", "status", "model", "params", "corpus", "device", "dtype", "kernel",
+    "seed", "n_tokens", "protocol", "status", "model", "params", "corpus", "tokenizer", "device", "dtype", "kernel",
     "git_sha", "package_version", "created_at",
 ]
 # a measurement is identified by these; re-running it replaces the old row instead of duplicating it
@@ -57,7 +57,8 @@ def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
     with reading(path, "table"):
         frame = pd.read_csv(path, keep_default_na=True)
         check_table(frame, *ROW_CHECKS.get(path.name, ([], [])))
-    return frame
+    # a table written before a column existed reads with that column empty (NaN), in its place
+    return frame.reindex(columns=columns + [c for c in frame.columns if c not in columns])
 
 
 def check_table(frame: pd.DataFrame, filled: list[str], numeric: list[str]) -> None:

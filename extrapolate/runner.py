@@ -26,7 +26,7 @@ from .passkey.prompt import PromptBuilder
 from .taskfiles import load_task
 from .tasks.passkey import evaluate_passkey
 from .tasks.perplexity import PROTOCOLS, evaluate_perplexity
-from .tokenizers import ByteTokenizer
+from .tokenizers import keep_with_model, load_tokenizer, parse_spec
 from .train import StepCallback, TrainingDiverged, train
 
 TASKS = ("perplexity", "passkey")
@@ -45,6 +45,7 @@ class RunRequest:
     layers: int | None = None
     heads: int | None = None
     corpus: str = "shakespeare"
+    tokenizer: str = "bpe"  # models trained here: bytes | bpe | bpe:N; a pretrained model uses its own
     tasks: tuple[str, ...] = ("perplexity",)
     steps: int = 600
     batch_size: int = 32
@@ -120,13 +121,15 @@ def load_pretrained_once(spec: str):
 
 def resolve(request: RunRequest) -> RunRequest:
     """Fill the defaults that depend on the model: the training length of a pretrained checkpoint."""
-    if request.train_len is not None:
-        return request
     if is_pretrained(request.model):
-        get_spec(request.encoding)
         if get_spec(request.encoding).kind != "rotary":
             raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {request.encoding}")
-        return dataclasses.replace(request, train_len=load_pretrained_once(request.model).original_len)
+        # a checkpoint brings its own tokenizer (whatever --tokenizer says): the request records that one
+        pretrained = load_pretrained_once(request.model)
+        train_len = pretrained.original_len if request.train_len is None else request.train_len
+        return dataclasses.replace(request, train_len=train_len, tokenizer=pretrained.tokenizer.identity)
+    if request.train_len is not None:
+        return request
     return dataclasses.replace(request, train_len=256)
 
 
@@ -160,6 +163,7 @@ def validate(request: RunRequest) -> None:
         if spec.kind != "rotary":
             raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
         return
+    parse_spec(request.tokenizer)  # a bad --tokenizer fails here, before the corpus is read
     config = model_config(request, spec.base_encoding)
     from .encodings.catalog import validate_shape
 
@@ -183,8 +187,10 @@ def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
 
 def train_config(request: RunRequest, prepared: "Prepared", base_encoding: str) -> TrainConfig:
     steps, corpus = request.steps, prepared.corpus
+    # one embedding row (and one output logit) per id of the tokenizer the model is trained with
+    model = dataclasses.replace(model_config(request, base_encoding), vocab_size=prepared.tokenizer.vocab_size)
     return TrainConfig(
-        model=model_config(request, base_encoding), corpus=corpus.name, seq_len=request.train_len,
+        model=model, corpus=corpus.name, tokenizer=prepared.tokenizer.identity, seq_len=request.train_len,
         batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),
         seed=request.seed, dtype=request.train_dtype, passkey_fraction=prepared.extra["passkey_fraction"],
         passkey_task=prepared.extra["passkey_identity"],
@@ -212,7 +218,7 @@ class Prepared:
     """Everything a run needs before evaluating: shared by `run` and `sweep`."""
 
     corpus: Corpus
-    tokenizer: ByteTokenizer
+    tokenizer: object  # ByteTokenizer, BPETokenizer or a pretrained model's own
     heldout: list[torch.Tensor]
     stream: torch.Tensor
     device: torch.device
@@ -227,7 +233,7 @@ def prepare(request: RunRequest) -> Prepared:
     lengths = lengths_for(request)
     corpus = load_corpus(request.corpus)
     pretrained = load_pretrained_once(request.model) if is_pretrained(request.model) else None
-    tokenizer = pretrained.tokenizer if pretrained else ByteTokenizer()
+    tokenizer = pretrained.tokenizer if pretrained else load_tokenizer(request.tokenizer, corpus)
     longest = max(lengths)
     heldout = [t for t in (tokenizer.encode_tensor(d) for d in corpus.heldout) if t.numel() > longest]
     if not heldout:
@@ -278,6 +284,7 @@ def trained_model(request: RunRequest, prepared: Prepared, reporter: Reporter):
     reused = ckpt.is_complete(model_folder(config))
     callback = reporter.training(config.steps, reused)
     result = train(config, source, prepared.device, on_step=callback)
+    keep_with_model(prepared.tokenizer, result.folder)
     reporter.done_training()
     return result
 
@@ -342,7 +349,7 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
         "run_id": rid, "encoding": spec.name, "base_encoding": spec.base_encoding, "factor": factor,
         "train_len": request.train_len, "seed": request.seed, "protocol": protocol_label(request),
         "model": request.model, "params": model.num_parameters(), "corpus": prepared.corpus.name,
-        "device": prepared.device.type, "dtype": request.dtype,
+        "tokenizer": prepared.tokenizer.identity, "device": prepared.device.type, "dtype": request.dtype,
         **provenance(),
     }
     rows, positions = [], []
@@ -430,7 +437,8 @@ def diverged_rows(request: RunRequest, prepared: Prepared) -> list[dict]:
     spec = get_spec(request.encoding)
     common = {"run_id": planned_run_id(request, prepared), "encoding": spec.name, "base_encoding": spec.base_encoding,
               "factor": None, "train_len": request.train_len, "seed": request.seed, "model": request.model,
-              "params": None, "corpus": prepared.corpus.name, "device": prepared.device.type, "dtype": request.dtype,
+              "params": None, "corpus": prepared.corpus.name, "tokenizer": prepared.tokenizer.identity,
+              "device": prepared.device.type, "dtype": request.dtype,
               "kernel": None, "value": float("nan"), "n_tokens": 0, "status": "diverged", "protocol": protocol_label(request),
               **provenance()}
     rows = []

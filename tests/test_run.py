@@ -49,6 +49,10 @@ def test_run_end_to_end_writes_table_plot_and_summary(tmp_path):
     assert positions[positions.eval_len == 128].bucket_end.max() == 128
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["request"]["encoding"] == "alibi" and run["train_config"]["seq_len"] == 32
+    # the default tokenizer: a BPE learned from the corpus, its identity in every row and in the model's config
+    (identity,) = set(table.tokenizer)
+    assert identity.startswith("bpe2048-") and run["train_config"]["tokenizer"] == identity
+    assert 256 < run["model_config"]["vocab_size"] <= 2048
 
 
 def test_rope_scaling_reuses_the_rope_model_and_learned_is_unsupported_past_L(tmp_path):
