@@ -180,7 +180,9 @@ CorpusOpt = Annotated[str, typer.Option(help="built-in name, local text/JSONL/Pa
 TokenizerOpt = Annotated[str, typer.Option(help="tokenizer of models trained here: bpe (2048 ids, learned from the corpus) | bpe:N | bytes; a pretrained model uses its own")]
 TasksOpt = Annotated[str, typer.Option(help="comma-separated tasks: perplexity, passkey")]
 PasskeyFraction = Annotated[Optional[float], typer.Option(help="share of training rows that are passkey prompts (default 0.2 when L leaves room)")]
-PasskeyTaskOpt = Annotated[str, typer.Option(help="passkey task file: a name under tasks/ or a TOML path")]
+PasskeyTaskOpt = Annotated[Optional[str], typer.Option(
+    help="retrieval task file: a name under tasks/ or a TOML path (default: passkey-word, a one-token key, for "
+         "models trained here; the 5-digit passkey for pretrained models)")]
 Steps = Annotated[int, typer.Option(help="training steps")]
 BatchSize = Annotated[int, typer.Option(help="sequences per training step")]
 LearningRate = Annotated[float, typer.Option("--lr", help="peak learning rate")]
@@ -274,7 +276,7 @@ def run(
     learned_policy: LearnedPolicy = "error",
     kernel: KernelOpt = "auto",
     passkey_fraction: PasskeyFraction = None,
-    passkey_task: PasskeyTaskOpt = "passkey",
+    passkey_task: PasskeyTaskOpt = None,
     out: OutOpt = None,
 ) -> None:
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
@@ -314,7 +316,7 @@ def sweep(
     learned_policy: LearnedPolicy = "error",
     kernel: KernelOpt = "auto",
     passkey_fraction: PasskeyFraction = None,
-    passkey_task: PasskeyTaskOpt = "passkey",
+    passkey_task: PasskeyTaskOpt = None,
     out: Annotated[Optional[Path], typer.Option(help="output folder (default results/sweep-L<L>)")] = None,
 ) -> None:
     """Every encoding × seed on the same model, data and budget; one results table and one report."""
@@ -359,68 +361,60 @@ def report(folder: Annotated[Path, typer.Argument(help="a results folder (with r
 @app.command()
 def reproduce(
     suite: Annotated[str, typer.Option(help="suite name under tasks/suites/ or a TOML path")] = "reference",
-    ppl_tolerance: Annotated[Optional[float], typer.Option(help="relative tolerance for perplexity cells")] = None,
-    accuracy_tolerance: Annotated[Optional[float], typer.Option(help="absolute tolerance for accuracy cells")] = None,
     update: Annotated[bool, typer.Option(help="replace the committed reference with this run (shows the diff)")] = False,
+    spread: Annotated[bool, typer.Option(help="with --update: also run the suite's spread seeds and write the "
+                                               "seed spread that sets every tolerance")] = False,
     reuse_models: Annotated[bool, typer.Option(help="reuse cached models instead of training from scratch")] = False,
     keep: Annotated[Optional[Path], typer.Option(help="keep the fresh run in this folder")] = None,
 ) -> None:
-    """Re-run a reference suite and compare with results/<suite>, cell by cell; check its claims."""
-    import dataclasses
+    """Re-run a reference suite and compare with results/<suite>: every quantity within the tolerance its
+    measured seed spread implies, every claim holding."""
     import shutil
     import tempfile
 
-    from .report import write_report
-    from .reproduce import compare, install_reference, load_suite, reference_folder, run_suite
-    from .results import load_results
+    from . import reproduce as lib
 
-    spec = load_suite(suite)
-    if ppl_tolerance is not None or accuracy_tolerance is not None:
-        spec = dataclasses.replace(spec, ppl_tolerance=ppl_tolerance if ppl_tolerance is not None else spec.ppl_tolerance,
-                                   accuracy_tolerance=accuracy_tolerance if accuracy_tolerance is not None else spec.accuracy_tolerance)
-    target = reference_folder(spec)
-    if not update and not (target / "results.csv").exists():
-        raise UserError(f"no committed reference in {target}; create it with `extrapolate reproduce --update`")
+    if spread and not update:
+        raise UserError("--spread re-measures the reference's spread: use it with --update")
+    spec = lib.load_suite(suite)
     folder = keep or Path(tempfile.mkdtemp(prefix="extrapolate-fresh-"))
     try:
-        fresh = run_suite(spec, folder, RichReporter(), fresh_models=not reuse_models)
-        reference = load_results(target) if (target / "results.csv").exists() else fresh.iloc[0:0]
-        result = compare(reference, fresh, spec)
-        if reference.empty:
-            stdout.print(f"no previous reference in {target}: nothing to compare")
-            result.differing, result.failing = result.differing.iloc[0:0], result.failing.iloc[0:0]
-        render_comparison(result, spec)
         if update:
-            install_reference(folder, target)
-            write_report(target)
-            stdout.print(f"updated the reference in {target}", highlight=False)
-            return
+            outcome = lib.update(spec, RichReporter(), folder, spread=spread, reuse_models=reuse_models)
+        else:
+            outcome = lib.reproduce(spec, RichReporter(), folder, reuse_models=reuse_models)
     finally:
         if keep is None:
             shutil.rmtree(folder, ignore_errors=True)
-    if not result.ok:
-        stderr.print("[bold red]reproduce failed[/]: cells out of tolerance or claims not holding (see above)")
-        raise typer.Exit(1)
-    stdout.print("[bold green]reproduced[/]: every cell within tolerance and every claim holds")
+    if outcome.comparison is not None:
+        render_comparison(outcome.comparison)
+    for text, holds, detail in outcome.spread_claims or []:
+        stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text} over the spread seeds: {detail}", highlight=False)
+    if update:
+        if outcome.spread_claims and not all(h for _, h, _ in outcome.spread_claims):
+            fail("a claim fails for some seed: the reference was not replaced", code=1)
+        stdout.print(f"updated the reference in {lib.reference_folder(spec)}", highlight=False)
+        return
+    if not outcome.comparison.ok:
+        fail("reproduce failed: quantities out of tolerance, cells changed or claims not holding (see above)", code=1)
+    stdout.print("[bold green]reproduced[/]: every quantity within tolerance and every claim holds")
 
 
-def render_comparison(result, spec) -> None:
-    shown = result.differing
-    if shown.empty:
-        stdout.print("every cell is identical to the reference")
-    else:
-        table = Table("encoding", "length", "task", "metric", "depth", "reference", "now", "change", "verdict",
-                      title=f"cells that differ ({len(result.failing)} out of tolerance: ppl ±{spec.ppl_tolerance:.0%}, "
-                            f"accuracy ±{spec.accuracy_tolerance:g})")
-        for r in shown.itertuples():
-            style = "green" if r.verdict == "ok" else "red"
-            depth = "" if r.depth != r.depth else f"{r.depth:g}"
-            table.add_row(r.encoding, str(r.eval_len), r.task, r.metric, depth, f"{r.reference:.4g}", f"{r.now:.4g}",
-                          r.change, f"[{style}]{r.verdict}[/]")
-        stdout.print(table)
+def render_comparison(result) -> None:
+    changed = result.checks[result.checks["change"].fillna(1.0) != 0]
+    table = Table("encoding", "length", "metric", "reference", "now", "change", "tolerance", "verdict",
+                  title=f"quantities that differ ({len(result.failing)} of {len(result.checks)} out of tolerance; "
+                        "perplexity as NLL in nats, passkey as the mean over depths)")
+    for r in changed.itertuples():
+        style = "green" if r.verdict == "ok" else "red"
+        table.add_row(r.encoding, str(r.eval_len), r.metric, f"{r.reference:.4f}", f"{r.now:.4f}",
+                      f"{r.change:+.4f}", f"±{r.tolerance:.4f}", f"[{style}]{r.verdict}[/]")
+    stdout.print(table if len(changed) else "every compared quantity is identical to the reference")
+    for r in result.cells.itertuples():
+        stdout.print(f"[red]cell changed[/]: {r.encoding} {r.eval_len} {r.task} {r.metric}: {r.reference} → {r.now}",
+                     highlight=False)
     for text, holds, detail in result.claims:
-        mark = "[green]✓[/]" if holds else "[red]✗[/]"
-        stdout.print(f"{mark} {text}: {detail}", highlight=False)
+        stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text}: {detail}", highlight=False)
 
 
 models_app = typer.Typer(help="Pretrained models: list the known ones, fetch one.", invoke_without_command=True)

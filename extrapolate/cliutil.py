@@ -55,8 +55,6 @@ OPTION_BOUNDS = {
     # encodings show
     "--head-dim": at_least(2), "--base": Bound(lambda v: v > 1, "> 1"), "--original-len": at_least(1),
     "--seq-len": at_least(1), "--position": at_least(0), "--beta-fast": POSITIVE, "--beta-slow": POSITIVE,
-    # reproduce
-    "--ppl-tolerance": POSITIVE, "--accuracy-tolerance": POSITIVE,
 }
 
 

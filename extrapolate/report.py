@@ -9,6 +9,7 @@ import pandas as pd
 
 from .atomic import write_text
 from .errors import UserError
+from .training_log import load_training
 from .results import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, load_results, read_table
 
 PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
@@ -53,21 +54,6 @@ def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False) -> str:
     return _matrix(ppl, cell)
 
 
-def passkey_matrix(agg: pd.DataFrame, metric: str = "accuracy") -> str:
-    """Markdown table: passkey accuracy per encoding × length (mean over depths and seeds)."""
-    cells = agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
-
-    def cell(group, _):
-        if group is None:
-            return ""
-        ok = group[group["status"] == "ok"]
-        if ok.empty:
-            return group["status"].iloc[0]
-        return f"{ok['mean'].mean():.0%}"
-
-    return _matrix(cells, cell)
-
-
 def effective_length(agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE) -> dict[str, int | None]:
     """Largest length whose perplexity stays within `tolerance` of the value at L, every length between
     included; None when nothing at or past L qualifies."""
@@ -83,20 +69,6 @@ def effective_length(agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE) -> dic
                 if r.status != "ok" or r.mean > base.iloc[0] * (1 + tolerance):
                     break
                 best = int(r.eval_len)
-        out[encoding] = best
-    return out
-
-
-def passkey_length(agg: pd.DataFrame, threshold: float = 0.8, metric: str = "accuracy") -> dict[str, int | None]:
-    """Largest length with accuracy ≥ threshold at every depth (every shorter length included)."""
-    out = {}
-    cells = agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
-    for encoding, group in cells.groupby("encoding", sort=False):
-        best = None
-        for length, at in sorted(group.groupby("eval_len"), key=lambda item: item[0]):
-            if (at["status"] != "ok").any() or (at["mean"] < threshold).any():
-                break
-            best = int(length)
         out[encoding] = best
     return out
 
@@ -138,19 +110,30 @@ def write_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[
         save_both(position_figure(positions), folder, "positions")
         figures["positions"] = "positions.png"
     if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
-        save_both(passkey_figure(agg), folder, "passkey")
+        from .retrieval_report import retrieves_at_L
+
+        save_both(passkey_figure(agg, valid=retrieves_at_L(agg)), folder, "passkey")
         figures["passkey"] = "passkey.png"
     rotary = table[table["base_encoding"] == "rope"]
-    if len(rotary):
-        first = rotary.iloc[0]
+    shape = rotary_shape(folder)
+    if len(rotary) and shape is not None:
         factor = float(rotary["factor"].max())
-        from .config import PRESETS
-
-        preset = PRESETS.get(str(first["model"]), {"d_model": 128, "n_heads": 4})
-        save_both(frequency_figure(preset["d_model"] // preset["n_heads"], 10000.0, max(factor, 1.0), int(first["train_len"])),
-                  folder, "frequencies")
+        head_dim, base = shape
+        save_both(frequency_figure(head_dim, base, max(factor, 1.0), int(rotary.iloc[0]["train_len"])), folder, "frequencies")
         figures["frequencies"] = "frequencies.png"
     return figures
+
+
+def rotary_shape(folder: Path) -> tuple[int, float] | None:
+    """(head size, RoPE base) of the run's model, from the run.json the run wrote (never guessed from a name);
+    None when the folder has no readable run.json (the frequency figure is then left out)."""
+    import json
+
+    try:
+        config = json.loads((folder / "run.json").read_text())["model_config"]
+        return int(config["d_model"]) // int(config["n_heads"]), float(config["rope_base"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
@@ -158,24 +141,23 @@ def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     agg = aggregate(table)
     figures = write_figures(folder, table, agg)
     lines = [f"# Run summary: {', '.join(table['encoding'].unique())}", "", *setup_lines(table), ""]
-    lines += body(agg, figures)
+    lines += body(agg, figures, load_training(folder))
     write_text(folder / "summary.md", "\n".join(lines))
 
 
-def body(agg: pd.DataFrame, figures: dict[str, str]) -> list[str]:
+def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame) -> list[str]:
+    from .retrieval_report import retrieval_length, retrieval_section, retrieves_at_L
+
     lines = []
     if ((agg["task"] == "perplexity")).any():
         lines += ["## Perplexity (mean ± 95% interval over seeds)", "", perplexity_matrix(agg), "",
                   "## Perplexity relative to the value at L", "", perplexity_matrix(agg, ratio=True), ""]
-    if ((agg["task"] == "passkey")).any():
-        lines += ["## Passkey accuracy (greedy exact match, mean over depths)", "", passkey_matrix(agg), "",
-                  "## Passkey rank accuracy (true key ranked first among distractors)", "",
-                  passkey_matrix(agg, "rank_accuracy"), ""]
-    eff, keys = effective_length(agg), passkey_length(agg)
+    lines += retrieval_section(agg, training)
+    eff, keys = effective_length(agg), retrieval_length(agg, retrieves_at_L(agg))
     lines += ["## Effective length", "",
               f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the value at L, and largest "
-              "length with ≥ 80% passkey accuracy at every depth.", "",
-              "| encoding | perplexity | passkey |", "|---|---|---|"]
+              "length with ≥ 80% retrieval accuracy at every depth (for models that retrieve at L).", "",
+              "| encoding | perplexity | retrieval |", "|---|---|---|"]
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
     lines.append("")
@@ -196,7 +178,7 @@ def write_report(folder: Path) -> Path:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     agg = aggregate(table)
     figures = write_figures(folder, table, agg)
-    lines = ["# extrapolate report", "", "## Setup", "", *setup_lines(table), ""] + body(agg, figures)
+    lines = ["# extrapolate report", "", "## Setup", "", *setup_lines(table), ""] + body(agg, figures, load_training(folder))
     path = folder / "report.md"
     write_text(path, "\n".join(lines))
     return path

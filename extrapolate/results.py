@@ -13,6 +13,7 @@ import pandas as pd
 from . import __version__
 from .atomic import atomic_path
 from .readers import reading
+from .stats import student_t_quantile
 
 COLUMNS = [
     "run_id", "encoding", "base_encoding", "factor", "train_len", "eval_len", "task", "metric", "value", "depth",
@@ -121,11 +122,11 @@ def load_results(folder: Path) -> pd.DataFrame:
 
 def check_tables(folder: Path) -> None:
     """Read the folder's tables before any work whose rows would be appended to them."""
+    from .training_log import load_training
+
     load_results(folder)
     read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)
-
-
-T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+    load_training(folder)
 
 
 def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
@@ -140,7 +141,7 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
         values = group["value"].astype(float)
         n = len(values)
         std = float(values.std(ddof=1)) if n > 1 else 0.0
-        half = T_95.get(n - 1, 1.96) * std / math.sqrt(n) if n > 1 else 0.0
+        half = student_t_quantile(0.975, n - 1) * std / math.sqrt(n) if n > 1 else 0.0
         rows.append({**dict(zip(by, key)), "mean": float(values.mean()), "ci95": half, "n_seeds": n, "status": "ok"})
     done = {tuple(r[k] for k in by) for r in rows}
     for key, group in frame[frame["status"] != "ok"].groupby(by, dropna=False):

@@ -23,7 +23,7 @@ from .model import TransformerLM
 from .registry import require_known
 from .results import append_positions, append_results, check_tables, provenance
 from .passkey.prompt import PromptBuilder
-from .taskfiles import load_task
+from .taskfiles import list_task_names, load_task
 from .tasks.passkey import evaluate_passkey
 from .tasks.perplexity import PROTOCOLS, evaluate_perplexity
 from .tokenizers import keep_with_model, load_tokenizer, parse_spec
@@ -31,6 +31,9 @@ from .train import StepCallback, TrainingDiverged, train
 
 TASKS = ("perplexity", "passkey")
 DEFAULT_PASSKEY_FRACTION = 0.2
+# Models trained here learn a one-token key in budget; an ordered 5-digit copy needs an induction circuit
+# that small models do not form in a few million tokens (README). Pretrained models take the classic task.
+DEFAULT_RETRIEVAL_TASK = {"trained": "passkey-word", "pretrained": "passkey"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class RunRequest:
     kernel: str = "auto"
     # share of training rows that are passkey prompts (within L); None: 0.2 when L leaves room, else 0
     passkey_fraction: float | None = None
-    passkey_task: str = "passkey"  # a task name under tasks/ or a TOML path
+    passkey_task: str | None = None  # a task name under tasks/ or a TOML path; None: see DEFAULT_RETRIEVAL_TASK
     out: Path | None = None
     name: str | None = None
 
@@ -120,7 +123,17 @@ def load_pretrained_once(spec: str):
 
 
 def resolve(request: RunRequest) -> RunRequest:
-    """Fill the defaults that depend on the model: the training length of a pretrained checkpoint."""
+    """Fill the defaults that depend on the model: the retrieval task, the training length of a pretrained
+    checkpoint."""
+    named = [t for t in request.tasks if t not in TASKS and t in list_task_names()]
+    if named:  # `--tasks ruler-multikey`: the retrieval task, with that task file
+        if len(named) > 1 or (request.passkey_task not in (None, named[0])):
+            raise UserError(f"one retrieval task per run: {', '.join(named)} (and --passkey-task {request.passkey_task})")
+        tasks = tuple(dict.fromkeys("passkey" if t == named[0] else t for t in request.tasks))
+        request = dataclasses.replace(request, tasks=tasks, passkey_task=named[0])
+    if request.passkey_task is None:
+        kind = "pretrained" if is_pretrained(request.model) else "trained"
+        request = dataclasses.replace(request, passkey_task=DEFAULT_RETRIEVAL_TASK[kind])
     if is_pretrained(request.model):
         if get_spec(request.encoding).kind != "rotary":
             raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {request.encoding}")
@@ -283,10 +296,33 @@ def trained_model(request: RunRequest, prepared: Prepared, reporter: Reporter):
 
     reused = ckpt.is_complete(model_folder(config))
     callback = reporter.training(config.steps, reused)
-    result = train(config, source, prepared.device, on_step=callback)
+    result = train(config, source, prepared.device, on_step=callback, probe=retrieval_probe(request, prepared, config))
     keep_with_model(prepared.tokenizer, result.folder)
     reporter.done_training()
     return result
+
+
+PROBE_PROMPTS = 40  # prompts per retrieval probe during training: a 95% interval of about ±15% at 50%
+
+
+def retrieval_probe(request: RunRequest, prepared: Prepared, config: TrainConfig):
+    """Greedy retrieval accuracy at L on a few dozen prompts, every ~1/30 of training, when the model trains
+    on retrieval prompts: the step at which retrieval forms is itself a comparison between encodings."""
+    builder = prepared.extra.get("passkey_builder")
+    if builder is None or config.passkey_fraction <= 0:
+        return None
+    from .train import Probe
+
+    task = builder.task
+    small = PromptBuilder(dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer)
+    length = request.train_len
+
+    def measure(model) -> float:
+        model.kernel = request.kernel
+        cells = evaluate_passkey(model, small, length, prepared.device, "float32", rank=False)
+        return sum(c.accuracy for c in cells) / len(cells)
+
+    return Probe(every=max(10, config.steps // 30), measure=measure)
 
 
 def evaluation_encoding(request: RunRequest, model: TransformerLM, lengths: list[int]):
@@ -490,6 +526,12 @@ def write_outputs(folder: Path, request: RunRequest, trained, rows: list[dict], 
 
     table = append_results(folder, rows)
     append_positions(folder, positions)
+    if trained.config is not None and rows:
+        from .training_log import append_training, probe_rows
+
+        common = {"run_id": rows[0]["run_id"], "encoding": rows[0]["encoding"], "seed": request.seed,
+                  "train_len": request.train_len}
+        append_training(folder, probe_rows(trained.summary, common))
     config_file = trained.folder / "config.json"
     record = {"request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
               "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,

@@ -19,6 +19,14 @@ TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
 
 @dataclass(frozen=True)
 class PasskeyTask:
+    """A retrieval task: key lines ("needles") hidden in filler, a question, the keys as the answer.
+
+    The classic passkey has one needle with a numeric key (`key_digits`). Word keys (`keys`, a fixed list)
+    make one-token answers possible. RULER-style variants add named needles: `needles` key lines with names
+    from `names` (multi-key: one of them queried), `same_name` (multi-value: every needle under the queried
+    name, all of its keys the answer, in order of appearance), `queries` > 1 (multi-query: several names asked,
+    their keys the answer, in the order asked)."""
+
     version: int
     name: str
     description: str
@@ -28,25 +36,42 @@ class PasskeyTask:
     key_line: str
     question: str
     answer: str
-    key_digits: int
+    key_digits: int  # numeric keys of this width; 0 when `keys` lists word keys
     depths: tuple[float, ...]
     trials: int
     distractors: int
     seed: int
     threshold: float
+    keys: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    needles: int = 1
+    queries: int = 1
+    same_name: bool = False
+    answer_join: str = ", "
 
     @property
     def identity(self) -> str:
-        """Recorded with results: the same identity means the same prompts."""
-        return f"{self.name}-v{self.version}-{self.variant}-{config_hash(self.__dict__, 8)}"
+        """Recorded with results: the same identity means the same prompts. Optional fields at their defaults
+        are left out, so a task file written before they existed keeps its identity."""
+        defaults = {f.name: f.default for f in fields(self) if f.name in OPTIONAL}
+        data = {k: v for k, v in self.__dict__.items() if k not in defaults or v != defaults[k]}
+        return f"{self.name}-v{self.version}-{self.variant}-{config_hash(data, 8)}"
+
+    @property
+    def answer_keys(self) -> int:
+        """Keys in one answer."""
+        return self.needles if self.same_name else self.queries
+
+
+OPTIONAL = ("keys", "names", "needles", "queries", "same_name", "answer_join", "key_digits")
 
 
 def _check(data: dict, path: str) -> PasskeyTask:
-    expected = {f.name: f.type for f in fields(PasskeyTask)}
-    for name in expected:
+    expected = {f.name for f in fields(PasskeyTask)}
+    for name in sorted(expected - set(OPTIONAL)):
         if name not in data:
             raise UserError(f"task file {path}: missing field '{name}'")
-    unknown = sorted(set(data) - set(expected))
+    unknown = sorted(set(data) - expected)
     if unknown:
         raise UserError(f"task file {path}: unknown field '{unknown[0]}'")
 
@@ -54,24 +79,59 @@ def _check(data: dict, path: str) -> PasskeyTask:
         if not ok:
             raise UserError(f"task file {path}: field '{field}' {what}")
 
-    need(isinstance(data["version"], int) and data["version"] >= 1, "version", "must be an integer ≥ 1")
+    def integer(field: str, low: int, high: int | None = None) -> None:
+        value = data[field]
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+        need(ok, field, f"must be an integer {'in ' + str(low) + '…' + str(high) if high else '≥ ' + str(low)}")
+
+    def words(field: str) -> None:
+        value = data.get(field, [])
+        need(isinstance(value, list) and all(isinstance(w, str) and w.strip() and w.strip() == w and " " not in w
+                                             for w in value) and len(set(value)) == len(value),
+             field, "must be a list of distinct words without spaces")
+
+    integer("version", 1)
     need(data["variant"] in ("classic", "compact"), "variant", "must be 'classic' or 'compact'")
     for text in ("name", "task_sentence", "filler", "key_line", "question", "answer"):
         need(isinstance(data[text], str) and data[text].strip() != "", text, "must be a non-empty string")
     need("{key}" in data["key_line"], "key_line", "must contain {key}")
     need("{key}" in data["answer"], "answer", "must contain {key}")
-    need(isinstance(data["key_digits"], int) and 1 <= data["key_digits"] <= 12, "key_digits", "must be an integer in 1…12")
+    need(("key_digits" in data) != bool(data.get("keys")), "key_digits", "or 'keys' must be given, not both")
+    words("keys")
+    words("names")
+    if "key_digits" in data:
+        integer("key_digits", 1, 12)
+    for field in ("needles", "queries"):
+        data.setdefault(field, 1)
+        integer(field, 1, 64)
+    need(isinstance(data.get("same_name", False), bool), "same_name", "must be true or false")
+    need(isinstance(data.get("answer_join", ", "), str), "answer_join", "must be a string")
     depths = data["depths"]
-    need(isinstance(depths, list) and depths and all(isinstance(d, (int, float)) and 0 <= d <= 1 for d in depths),
+    need(isinstance(depths, list) and depths and all(isinstance(d, (int, float)) and not isinstance(d, bool)
+                                                     and 0 <= d <= 1 for d in depths),
          "depths", "must be a non-empty list of numbers in [0, 1]")
-    need(isinstance(data["trials"], int) and data["trials"] >= 1, "trials", "must be an integer ≥ 1")
-    need(isinstance(data["distractors"], int) and data["distractors"] >= 1, "distractors", "must be an integer ≥ 1")
-    if isinstance(data["key_digits"], int):  # distractors are other keys of the same width: there must be enough
-        pool = 9 * 10 ** (data["key_digits"] - 1) - 1
-        need(data["distractors"] <= pool, "distractors", f"must be at most {pool} with {data['key_digits']}-digit keys")
-    need(isinstance(data["seed"], int), "seed", "must be an integer")
-    need(isinstance(data["threshold"], (int, float)) and 0 < data["threshold"] <= 1, "threshold", "must be in (0, 1]")
-    return PasskeyTask(**{**data, "depths": tuple(float(d) for d in depths), "threshold": float(data["threshold"])})
+    integer("trials", 1)
+    integer("distractors", 1)
+    integer("seed", 0)
+    threshold = data["threshold"]
+    need(isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 < threshold <= 1,
+         "threshold", "must be in (0, 1]")
+    named = data["needles"] > 1 or data["queries"] > 1
+    if named:
+        need("{name}" in data["key_line"] and "{name}" in data["question"], "key_line",
+             "and 'question' must contain {name} when there are several needles or queries")
+        distinct = 1 if data.get("same_name") else data["needles"]
+        need(len(data.get("names", [])) >= distinct + 1, "names", f"must list at least {distinct + 1} names")
+        need(data["queries"] <= data["needles"] and not (data.get("same_name") and data["queries"] > 1), "queries",
+             "must be at most 'needles', and 1 with same_name")
+    # keys within a prompt are distinct, and distractor answers are other keys: the pool must hold them all
+    pool = len(data["keys"]) if data.get("keys") else 9 * 10 ** (data["key_digits"] - 1)
+    need(data["distractors"] + data["needles"] <= pool, "distractors",
+         f"plus needles must be at most the {pool} possible keys")
+    values = {**data, "depths": tuple(float(d) for d in depths), "threshold": float(threshold),
+              "keys": tuple(data.get("keys", ())), "names": tuple(data.get("names", ())),
+              "key_digits": data.get("key_digits", 0)}
+    return PasskeyTask(**values)
 
 
 def load_task(name_or_path: str) -> PasskeyTask:
@@ -84,8 +144,8 @@ def load_task(name_or_path: str) -> PasskeyTask:
         raise UserError(unknown_name_message("task", name_or_path, list_task_names() + ["perplexity"]))
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"task file {path.name} is not valid TOML: {exc}") from None
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"task file {path.name} is not valid TOML or cannot be read: {' '.join(str(exc).split())}") from None
     return _check(data, path.name)
 
 

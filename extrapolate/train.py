@@ -40,6 +40,27 @@ class TrainedModel:
 StepCallback = Callable[[int, int, float, float], None]
 
 
+@dataclass(frozen=True)
+class Probe:
+    """A cheap measurement taken every `every` steps during training (retrieval accuracy at L on a few dozen
+    prompts). It only observes: batches depend on (seed, step) alone, so the weights are the same with or
+    without it; its values are kept in the checkpoint state, so a resumed run has the whole curve."""
+
+    every: int
+    measure: Callable[[TransformerLM], float]
+
+    def due(self, step: int, total: int) -> bool:
+        return step % self.every == 0 or step == total
+
+    @torch.no_grad()
+    def take(self, model: TransformerLM) -> float:
+        model.eval()
+        try:
+            return round(float(self.measure(model)), 6)
+        finally:
+            model.train()
+
+
 def model_folder(config: TrainConfig, root: Path | None = None) -> Path:
     return (root or cache_dir() / "models") / f"{config.model.encoding}-L{config.seq_len}-{config_hash(config)}"
 
@@ -89,6 +110,7 @@ def train(
     folder: Path | None = None,
     on_step: StepCallback | None = None,
     stop_after: int | None = None,
+    probe: Probe | None = None,
 ) -> TrainedModel:
     """Train, or reuse the finished model with this config, or resume an interrupted one."""
     folder = folder or model_folder(config)
@@ -96,7 +118,7 @@ def train(
         return load_trained(folder, device)
     model = build_model(config, device)
     optimizer = make_optimizer(model, config)
-    step, losses, elapsed = 0, [], 0.0
+    step, losses, elapsed, probes = 0, [], 0.0, []
     state = ckpt.load_state(folder)
     if state is not None:
         if state.get("config_hash") != config_hash(config):
@@ -104,6 +126,7 @@ def train(
         ckpt.load_weights(folder, model)
         optimizer.load_state_dict(state["optimizer"])
         step, losses, elapsed = state["step"], state["losses"], state["elapsed"]
+        probes = state.get("probes", [])
     model.train()
     tokens_per_step = config.batch_size * config.seq_len
     start = time.perf_counter()
@@ -129,8 +152,10 @@ def train(
         if on_step is not None:
             run_time = elapsed + now - start
             on_step(step, config.steps, losses[-1], (step * tokens_per_step) / max(run_time, 1e-9))
+        if probe is not None and probe.due(step, config.steps):
+            probes.append([step, probe.take(model)])
         if step % config.checkpoint_every == 0 or step == config.steps:
-            state = {"optimizer": optimizer.state_dict(), "step": step, "losses": losses,
+            state = {"optimizer": optimizer.state_dict(), "step": step, "losses": losses, "probes": probes,
                      "elapsed": elapsed + now - start, "config_hash": config_hash(config)}
             ckpt.save_checkpoint(folder, config, model, state)
         if stop_after is not None and step >= stop_after:
@@ -140,6 +165,7 @@ def train(
         "steps": step, "tokens": step * tokens_per_step, "final_loss": losses[-1] if losses else None,
         "train_seconds": round(elapsed, 2), "tokens_per_second": round(step * tokens_per_step / max(elapsed, 1e-9), 1),
         "params": model.num_parameters(), "config_hash": config_hash(config), "losses": losses,
+        "probes": probes,  # [step, retrieval accuracy at L] during training
     }
     if step >= config.steps:
         ckpt.mark_complete(folder, summary)

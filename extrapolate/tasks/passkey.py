@@ -6,7 +6,6 @@ the scoring of the true key against its distractors both continue from that cach
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
@@ -23,11 +22,6 @@ class PasskeyCell:
     accuracy: float
     rank_accuracy: float
     trials: int
-
-
-def first_integer(text: str) -> int | None:
-    match = re.search(r"\d+", text)
-    return int(match.group()) if match else None
 
 
 def copy_cache(cache: list[dict], index: int) -> list[dict]:
@@ -74,13 +68,15 @@ def candidate_scores(model, cache_one, last_logits_one, candidates: list[list[in
 
 
 @torch.no_grad()
-def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.device, dtype: str = "float32") -> list[PasskeyCell]:
+def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.device, dtype: str = "float32",
+                     rank: bool = True) -> list[PasskeyCell]:
+    """Greedy exact match and (with `rank`) the rank score per depth at one length."""
     model.eval()
     task = builder.task
     cells = []
     # the prompt and the decoded answer together stay within `length` positions, so a model is asked only
     # about positions it is evaluated at (a learned table of L rows answers at L)
-    steps = len(builder.answer(10 ** task.key_digits - 1)) + 1
+    steps = builder.answer_tokens() + 1
     prompt_len = length - steps
     for depth in task.depths:
         prompts = [builder.trial(prompt_len, depth, t) for t in range(task.trials)]
@@ -92,10 +88,11 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
             last = model.lm_head(hidden[:, -1]).float()  # (trials, V)
             answers = greedy_answers(model, [dict(layer) for layer in cache], last, steps, length)
             for t, prompt in enumerate(prompts):
-                correct += first_integer(builder.tokenizer.decode(answers[t])) == prompt.key
-                keys = [prompt.key] + builder.distractors(prompt, t)
-                candidates = [builder.answer(k) for k in keys]
-                scores = candidate_scores(model, copy_cache(cache, t), last[t], candidates, length, device)
-                ranked += bool((scores[0] > scores[1:]).all())
-        cells.append(PasskeyCell(depth, correct / task.trials, ranked / task.trials, task.trials))
+                correct += builder.is_correct(builder.tokenizer.decode(answers[t]), prompt)
+                if rank:
+                    candidates = builder.candidate_answers(prompt, t)
+                    scores = candidate_scores(model, copy_cache(cache, t), last[t], candidates, length, device)
+                    ranked += bool((scores[0] > scores[1:]).all())
+        cells.append(PasskeyCell(depth, correct / task.trials, ranked / task.trials if rank else float("nan"),
+                                 task.trials))
     return cells

@@ -1,0 +1,130 @@
+"""Suite files (tasks/suites/*.toml): what `extrapolate reproduce` re-derives, the seeds whose spread sets
+the tolerances, and the qualitative claims the suite exists to show. Validated field by field on load."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+from ..runner import RunRequest
+from ..taskfiles import TASKS_DIR, tomllib
+
+SUITES_DIR = TASKS_DIR / "suites"
+CLAIM_KINDS = ("ratio_at_least", "ratio_at_most", "lower_than")
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    kind: str  # one of CLAIM_KINDS
+    encoding: str
+    times_L: int
+    value: float | None = None  # the bound of a ratio claim
+    other: str | None = None  # the encoding a lower_than claim compares with
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    version: int
+    path: Path
+    encodings: str
+    seed: int  # the seed of the committed reference run
+    spread_seeds: tuple[int, ...]  # further seeds whose spread (with `seed`) sets every tolerance
+    request: RunRequest
+    confidence: float  # family-wise: an unchanged code base passes with at least this probability
+    nll_floor: float  # nats: no perplexity tolerance is tighter than this
+    claims: tuple[Claim, ...]
+
+
+def suite_path(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise UserError(f"suite file {path} does not exist")
+        return path
+    path = SUITES_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        from ..registry import unknown_name_message
+
+        raise UserError(unknown_name_message("suite", name_or_path, [p.stem for p in SUITES_DIR.glob("*.toml")]))
+    return path
+
+
+def load_suite(name_or_path: str) -> Suite:
+    path = suite_path(name_or_path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"suite file {path.name} is not valid TOML: {_one_line(exc)}") from None
+    try:
+        return _parse(data, path)
+    except (KeyError, TypeError, ValueError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else _one_line(exc)
+        raise UserError(f"suite file {path.name} is malformed: {detail}") from None
+
+
+def _parse(data: dict, path: Path) -> Suite:
+    spread = data.get("spread", {})
+    seed = _integer(data, "seed", minimum=0)
+    spread_seeds = tuple(_integer({"seed": s}, "seed", minimum=0) for s in _list(spread, "seeds"))
+    if seed in spread_seeds or len(set(spread_seeds)) != len(spread_seeds):
+        raise ValueError("spread.seeds must be distinct and must not repeat the reference seed")
+    if len(spread_seeds) < 2:
+        raise ValueError("spread.seeds needs at least 2 seeds (3 runs with the reference) to estimate a spread")
+    request = RunRequest(
+        encoding="rope", model=str(data["model"]), train_len=_integer(data, "train_len", minimum=2),
+        eval_lens=tuple(_integer({"n": n}, "n", minimum=1) for n in _list(data, "eval_lens")),
+        steps=_integer(data, "steps", minimum=1), batch_size=_integer(data, "batch_size", minimum=1),
+        lr=_positive(data, "lr"), tasks=tuple(str(t) for t in _list(data, "tasks")),
+        passkey_task=str(data.get("passkey_task", "passkey")), eval_tokens=_integer(data, "eval_tokens", minimum=1),
+        train_dtype=str(data.get("train_dtype", "bfloat16")), tokenizer=str(data.get("tokenizer", "bytes")),
+        seed=seed, device="cpu",
+    )
+    if request.train_dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"train_dtype must be float32 or bfloat16, got {request.train_dtype!r}")
+    confidence = _positive(spread, "confidence")
+    if not confidence < 1:
+        raise ValueError(f"spread.confidence must be in (0, 1), got {confidence}")
+    claims = tuple(_claim(c, i) for i, c in enumerate(data.get("claims", [])))
+    return Suite(str(data["name"]), _integer(data, "version", minimum=1), path, str(data["encodings"]), seed,
+                 spread_seeds, request, confidence, _positive(spread, "nll_floor"), claims)
+
+
+def _claim(data: dict, index: int) -> Claim:
+    if not isinstance(data, dict):
+        raise ValueError(f"claim {index + 1} is not a table")
+    kind = data.get("kind")
+    if kind not in CLAIM_KINDS:
+        raise ValueError(f"claim {index + 1}: kind must be one of {', '.join(CLAIM_KINDS)}, got {kind!r}")
+    times = _integer(data, "times_L", minimum=1)
+    if kind == "lower_than":
+        return Claim(str(data["text"]), kind, str(data["encoding"]), times, other=str(data["other"]))
+    return Claim(str(data["text"]), kind, str(data["encoding"]), times, value=_positive(data, "value"))
+
+
+def _list(data: dict, key: str) -> list:
+    value = data[key]
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{key} must be a non-empty list")
+    return value
+
+
+def _integer(data: dict, key: str, minimum: int) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{key} must be an integer ≥ {minimum}, got {value!r}")
+    return value
+
+
+def _positive(data: dict, key: str) -> float:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{key} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

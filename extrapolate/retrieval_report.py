@@ -1,0 +1,87 @@
+"""The retrieval half of the report, with its validity rule: a retrieval cell past L is a finding only when
+the same model retrieves at L (accuracy ≥ the threshold at every depth). A model that never learned the
+task at L says nothing about extrapolation, so its curve past L is not drawn and its table row says so."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .training_log import formation_step
+
+THRESHOLD = 0.8  # the task files' default "retrieves at this length": ≥ 80% at every depth
+NOT_LEARNED = "not learned at L"
+
+
+def _passkey(agg: pd.DataFrame, metric: str) -> pd.DataFrame:
+    return agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
+
+
+def retrieves_at_L(agg: pd.DataFrame, threshold: float = THRESHOLD) -> dict[str, bool]:
+    """Per encoding: greedy accuracy at L is `ok` and ≥ threshold at every depth (mean over seeds)."""
+    out = {}
+    for encoding, group in _passkey(agg, "accuracy").groupby("encoding", sort=False):
+        at_L = group[group["eval_len"] == group["train_len"]]
+        out[encoding] = bool(len(at_L)) and bool((at_L["status"] == "ok").all()) and bool((at_L["mean"] >= threshold).all())
+    return out
+
+
+def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool]) -> str:
+    """Markdown: encoding × length, mean over depths (and seeds); past L only for models that retrieve at L."""
+    cells = _passkey(agg, metric)
+    lengths = sorted(cells["eval_len"].unique())
+    lines = ["| encoding | L | retrieves at L | " + " | ".join(str(n) for n in lengths) + " |",
+             "|" + "---|" * (len(lengths) + 3)]
+    for encoding, group in cells.groupby("encoding", sort=False):
+        L = int(group["train_len"].iloc[0])
+        values = []
+        for n in lengths:
+            at = group[group["eval_len"] == n]
+            ok = at[at["status"] == "ok"]
+            if at.empty:
+                values.append("")
+            elif ok.empty:
+                values.append(str(at["status"].iloc[0]))
+            elif n > L and not valid.get(encoding):
+                values.append("·")
+            else:
+                values.append(f"{ok['mean'].mean():.0%}")
+        verdict = "yes" if valid.get(encoding) else "**no**"
+        lines.append(f"| {encoding} | {L} | {verdict} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def retrieval_length(agg: pd.DataFrame, valid: dict[str, bool], threshold: float = THRESHOLD) -> dict[str, int | str]:
+    """Effective retrieval length: the largest length with accuracy ≥ threshold at every depth, every shorter
+    length from L on included; NOT_LEARNED when the model does not retrieve at L."""
+    out: dict[str, int | str] = {}
+    for encoding, group in _passkey(agg, "accuracy").groupby("encoding", sort=False):
+        if not valid.get(encoding):
+            out[encoding] = NOT_LEARNED
+            continue
+        L, best = int(group["train_len"].iloc[0]), None
+        for length, at in sorted(group[group["eval_len"] >= L].groupby("eval_len"), key=lambda item: item[0]):
+            if (at["status"] != "ok").any() or (at["mean"] < threshold).any():
+                break
+            best = int(length)
+        out[encoding] = best
+    return out
+
+
+def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame) -> list[str]:
+    if not (agg["task"] == "passkey").any():
+        return []
+    valid = retrieves_at_L(agg)
+    lines = ["## Retrieval (greedy exact match, mean over depths)", "",
+             f"A model retrieves at L when its accuracy at L is ≥ {THRESHOLD:.0%} at every depth; only then are its "
+             "cells past L shown (· otherwise): a model that never learned the task says nothing about "
+             "extrapolation.", "", retrieval_matrix(agg, "accuracy", valid), "",
+             "## Retrieval rank accuracy (true key ranked first among distractors)", "",
+             retrieval_matrix(agg, "rank_accuracy", valid), ""]
+    if len(training):
+        steps = formation_step(training, THRESHOLD)
+        lines += ["## Steps until retrieval formed", "",
+                  f"First training step at which greedy accuracy at L (probes of a few dozen prompts during training) "
+                  f"reached {THRESHOLD:.0%}; median over seeds.", "", "| encoding | step |", "|---|---|"]
+        lines += [f"| {e} | {int(s) if s is not None else 'not reached'} |" for e, s in steps.items()]
+        lines.append("")
+    return lines

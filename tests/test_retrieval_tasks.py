@@ -1,0 +1,156 @@
+"""Retrieval task variants (word keys, RULER-style multi-key, multi-value, multi-query): token-exact prompts,
+exactly the requested needles, an oracle at 100% on both scores, the validity rule of the report, and the
+retrieval probes taken during training."""
+
+import dataclasses
+import re
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from extrapolate.config import ModelConfig
+from extrapolate.passkey.prompt import PromptBuilder
+from extrapolate.retrieval_report import NOT_LEARNED, retrieval_length, retrieval_matrix, retrieves_at_L
+from extrapolate.taskfiles import load_task
+from extrapolate.tasks.passkey import evaluate_passkey
+from extrapolate.tokenizers import ByteTokenizer
+
+from .test_passkey import WordTokenizer
+
+TASKS = ["passkey", "passkey-word", "ruler-multikey", "ruler-multivalue", "ruler-multiquery"]
+RULER = TASKS[2:]
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("make_tokenizer", [ByteTokenizer, WordTokenizer])
+@pytest.mark.parametrize("length", [300, 777, 2048])
+def test_every_variant_has_exactly_the_requested_tokens(name, make_tokenizer, length):
+    builder = PromptBuilder(load_task(name), make_tokenizer())
+    for depth in builder.task.depths:
+        for trial in range(3):
+            assert len(builder.trial(length, depth, trial).ids) == length
+    tokens, mask = builder.training_row(torch.Generator().manual_seed(1), length)
+    assert tokens.shape == (length + 1,) and mask.shape == (length,) and 0 < mask.sum() < length
+
+
+@pytest.mark.parametrize("name", RULER)
+def test_ruler_prompts_contain_exactly_the_requested_needles(name):
+    task = load_task(name)
+    builder = PromptBuilder(task, ByteTokenizer())
+    line = re.compile(re.escape(task.key_line).replace(r"\{name\}", r"(\w+)").replace(r"\{key\}", r"(\w+)"))
+    for trial in range(10):
+        prompt = builder.trial(1024, 0.5, trial)
+        found = line.findall(ByteTokenizer().decode(prompt.ids))  # [(name, key)] in order of appearance
+        assert len(found) == task.needles
+        assert [(n.name, n.key) for n in prompt.needles] == found
+        keys = [k for _, k in found]
+        assert len(set(keys)) == len(keys) and set(keys) <= set(task.keys)
+        names = [n for n, _ in found]
+        asked = re.search(re.escape(task.question).replace(r"\{name\}", "(.+?)") + "$", ByteTokenizer().decode(prompt.ids))
+        if task.same_name:
+            assert len(set(names)) == 1 and list(prompt.answer_keys) == keys  # every value, in order
+        else:
+            assert len(set(names)) == task.needles
+            queried = asked.group(1).split(" and ")
+            assert len(queried) == task.queries and set(queried) <= set(names)
+            assert list(prompt.answer_keys) == [dict(found)[n] for n in queried]
+
+
+def test_word_keys_and_numeric_keys_score_by_their_words():
+    builder = PromptBuilder(load_task("ruler-multiquery"), ByteTokenizer())
+    prompt = builder.trial(600, 0.25, 0)
+    a, b = prompt.answer_keys
+    assert builder.is_correct(f" {a} and {b}.\n", prompt)
+    assert not builder.is_correct(f" {b} and {a}.", prompt)  # the order asked matters
+    assert not builder.is_correct(f" {a}.", prompt)
+
+
+class LookupOracle(nn.Module):
+    """Test-only stub with the model's interface that knows every prompt's answer (from the builder) and
+    predicts it token by token: both scores must come out at 100% for every task variant."""
+
+    VOCAB = 4096
+
+    def __init__(self, builder, length):
+        super().__init__()
+        self.config = ModelConfig(d_model=8, n_layers=1, n_heads=1)
+        self.anchor = nn.Parameter(torch.zeros(()))
+        prompt_len = length - builder.answer_tokens() - 1
+        self.prompt_len = prompt_len
+        self.answers = {tuple(p.ids): p.answer for p in (builder.trial(prompt_len, d, t)
+                                                       for d in builder.task.depths for t in range(builder.task.trials))}
+
+    def new_cache(self):
+        return [{}]
+
+    def hidden_states(self, tokens, cache=None, seq_len=None):
+        history = cache[0].get("k") if cache else None
+        full = tokens if history is None else torch.cat([history.expand(tokens.shape[0], -1), tokens], 1)
+        if cache is not None:
+            cache[0]["k"], cache[0]["v"] = full, full
+        out = torch.zeros(full.shape[0], tokens.shape[1], 1)
+        for b in range(full.shape[0]):
+            answer = self.answers[tuple(full[b, : self.prompt_len].tolist())]
+            for i in range(tokens.shape[1]):
+                produced = full.shape[1] - tokens.shape[1] + i + 1 - self.prompt_len  # answer tokens already seen
+                out[b, i, 0] = answer[produced] if 0 <= produced < len(answer) else 10
+        return out
+
+    def lm_head(self, hidden):
+        return torch.nn.functional.one_hot(hidden[..., 0].long(), self.VOCAB).float() * 50
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("make_tokenizer", [ByteTokenizer, WordTokenizer])
+def test_oracle_scores_100_percent_on_every_variant(name, make_tokenizer):
+    task = dataclasses.replace(load_task(name), trials=3, depths=(0.0, 0.5, 1.0))
+    builder = PromptBuilder(task, make_tokenizer())
+    length = 700
+    cells = evaluate_passkey(LookupOracle(builder, length), builder, length, torch.device("cpu"))
+    assert [c.accuracy for c in cells] == [1.0] * 3 and [c.rank_accuracy for c in cells] == [1.0] * 3
+
+
+def agg_with(accuracy_at: dict[str, dict[int, list[float]]], L: int = 128) -> pd.DataFrame:
+    rows = []
+    for encoding, by_length in accuracy_at.items():
+        for length, per_depth in by_length.items():
+            for depth, value in zip((0.0, 0.5, 1.0), per_depth):
+                for metric in ("accuracy", "rank_accuracy"):
+                    rows.append({"encoding": encoding, "train_len": L, "eval_len": length, "task": "passkey",
+                                 "metric": metric, "depth": depth, "mean": value, "ci95": 0.0, "n_seeds": 1,
+                                 "status": "ok"})
+    return pd.DataFrame(rows)
+
+
+def test_a_cell_past_L_without_retrieval_at_L_is_not_a_finding():
+    agg = agg_with({"rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
+                    "alibi": {128: [1.0, 0.5, 0.9], 256: [0.9, 0.9, 0.9], 512: [0.9, 0.9, 0.9]}})
+    valid = retrieves_at_L(agg)
+    assert valid == {"rope": True, "alibi": False}  # alibi misses one depth at L
+    table = retrieval_matrix(agg, "accuracy", valid)
+    alibi = next(line for line in table.splitlines() if line.startswith("| alibi"))
+    assert alibi.count("·") == 2 and "90%" not in alibi  # its 90% past L is not reported
+    lengths = retrieval_length(agg, valid)
+    assert lengths == {"rope": 256, "alibi": NOT_LEARNED}
+
+
+def test_probes_during_training_survive_a_resume(tmp_path):
+    from extrapolate.batches import BatchSource
+    from extrapolate.config import TrainConfig
+    from extrapolate.train import Probe, train
+
+    config = TrainConfig(model=ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="rope", max_len=32),
+                         seq_len=32, batch_size=2, steps=12, warmup_steps=2, checkpoint_every=4, dtype="float32")
+    stream = torch.arange(2000) % 251
+    probe = Probe(every=3, measure=lambda model: float(model.embed.weight.sum()))  # any function of the weights
+
+    def source():
+        return BatchSource(stream, 32, 2, 0)
+
+    whole = train(config, source(), torch.device("cpu"), folder=tmp_path / "a", probe=probe)
+    train(config, source(), torch.device("cpu"), folder=tmp_path / "b", probe=probe, stop_after=6)
+    resumed = train(config, source(), torch.device("cpu"), folder=tmp_path / "b", probe=probe)
+    assert [s for s, _ in whole.summary["probes"]] == [3, 6, 9, 12]
+    assert resumed.summary["probes"] == whole.summary["probes"]
