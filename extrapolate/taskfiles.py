@@ -8,13 +8,14 @@ from pathlib import Path
 
 from .config import config_hash
 from .errors import UserError
+from .paths import data_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+TASKS_DIR = data_dir("tasks")  # the checkout's tasks/, or the copy an installed wheel carries
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,14 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import UserError
-from ..paths import cache_dir
+from ..paths import cache_dir, data_dir
 from ..results import RESULTS_FILE, load_results
 from ..runner import Reporter
-from ..taskfiles import TASKS_DIR
 from .compare import Comparison, claims_over_seeds, compare
 from .quantities import measure_spread, read_spread, write_spread
 from .suite import Suite
 
-REFERENCE_DIR = TASKS_DIR.parent / "results"
+REFERENCE_DIR = data_dir("results")  # results/<suite>: the checkout's, or the copy an installed wheel carries
 
 
 def reference_folder(suite: Suite) -> Path:
