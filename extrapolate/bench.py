@@ -17,6 +17,7 @@ import torch
 
 from .config import PRESETS, ModelConfig
 from .device import autocast, resolve_device, synchronize
+from .encodings import build_encoding, get_spec
 
 
 @dataclass
@@ -81,12 +82,29 @@ def build(config: ModelConfig):
     return TransformerLM(config)
 
 
-def eval_step(implementation: str, preset: str, encoding: str, length: int, device: torch.device, kernel_choice: str):
-    """(step(tokens), kernel label, config): one full-length evaluation forward of either implementation."""
-    config = model_config(preset, "rope" if encoding in ("yarn", "pi", "ntk") else encoding, length)
+def eval_model(preset: str, encoding: str, length: int, device: torch.device, train_len: int, longest: int):
+    """(model, config) evaluating `encoding` at `length` as `run` would: a RoPE scaling is swapped onto the RoPE
+    model with factor = longest length / L and original length L = `train_len`; any other encoding is the
+    model's own. The catalog says which is which, so a scaling added there is measured scaled here too."""
+    spec = get_spec(encoding)
+    config = model_config(preset, spec.base_encoding, length)
+    model = build(config).to(device).eval()
+    if spec.kind == "rotary" and not spec.trains_own_model:
+        scaled = build_encoding(spec.name, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
+                                max_len=config.max_len, base=config.rope_base, factor=longest / train_len,
+                                original_len=train_len)
+        model.set_encoding(scaled.to(device))
+    return model, config
+
+
+def eval_step(implementation: str, preset: str, encoding: str, length: int, device: torch.device, kernel_choice: str,
+              train_len: int, longest: int):
+    """(step(tokens), kernel label, config): one full-length evaluation forward of either implementation.
+    `train_len` and `longest` (the longest benchmarked length) set a RoPE scaling's factor, as in `run`."""
     from .attention import kernel_for
 
     if implementation == "transformers":
+        config = model_config(preset, "rope", length)
         model = hf_llama(config).to(device).eval()
 
         def transformers_nll(tokens):  # per-token NLL as one computes it with transformers: all logits, then the loss
@@ -94,20 +112,15 @@ def eval_step(implementation: str, preset: str, encoding: str, length: int, devi
             return torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), tokens[:, 1:], reduction="none")
 
         return transformers_nll, "transformers-sdpa", config
-    model = build(config).to(device).eval()
-    if encoding in ("yarn", "pi", "ntk"):
-        from .encodings import build_encoding
-
-        model.set_encoding(build_encoding(encoding, d_model=config.d_model, n_heads=config.n_heads,
-                                          head_dim=config.head_dim, max_len=length, factor=4.0, original_len=length // 4))
+    model, config = eval_model(preset, encoding, length, device, train_len, longest)
     model.kernel = kernel_choice
     return (lambda tokens: model.token_nll(tokens[:, :-1], tokens[:, 1:])), kernel_for(model.encoding, kernel_choice), config
 
 
 def _eval_worker(args) -> dict:
-    implementation, preset, encoding, length, device_name, dtype, repeats, kernel_choice = args
+    implementation, preset, encoding, length, device_name, dtype, repeats, kernel_choice, train_len, longest = args
     device = resolve_device(device_name)
-    step, kernel, config = eval_step(implementation, preset, encoding, length, device, kernel_choice)
+    step, kernel, config = eval_step(implementation, preset, encoding, length, device, kernel_choice, train_len, longest)
     tokens = torch.randint(0, config.vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
         # warm-up; a compiled kernel (flex) warms up at the measured shape, and that time is reported apart
@@ -122,9 +135,9 @@ def _paired_worker(args) -> list[dict]:
     """Evaluation speed of several (implementation, encoding) pairs in one process, timed in alternation
     (best of `rounds` each): their ratios are taken under the same conditions however noisy the machine.
     Memory is measured apart, in fresh processes (`_eval_worker`)."""
-    what, preset, length, device_name, dtype, rounds, contenders = args
+    what, preset, length, device_name, dtype, rounds, contenders, train_len, longest = args
     device = resolve_device(device_name)
-    steps = {pair: eval_step(pair[0], preset, pair[1], length, device, "auto") for pair in contenders}
+    steps = {pair: eval_step(pair[0], preset, pair[1], length, device, "auto", train_len, longest) for pair in contenders}
     tokens = torch.randint(0, next(iter(steps.values()))[2].vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
         for step, _, _ in steps.values():
@@ -239,20 +252,24 @@ def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodin
     for implementation, tps in throughputs.items():
         emit(BenchRow("train", implementation, "rope", train_len, tps, peak_rss_mb(), "-", train_dtype,
                       mfu=tps * flops / (peaks[train_dtype] * 1e9), gflops=tps * flops / 1e9))
+    scaling = (train_len, max(lengths))  # a RoPE scaling's L and longest length: factor = longest / L, as in `run`
     for length in lengths:
         repeats = 2 if length >= 16384 else 3
         for encoding in encodings:
-            emit(BenchRow(**in_fresh_process(_eval_worker, ("extrapolate", preset, encoding, length, device_name, eval_dtype, repeats, kernel))))
+            args = ("extrapolate", preset, encoding, length, device_name, eval_dtype, repeats, kernel, *scaling)
+            emit(BenchRow(**in_fresh_process(_eval_worker, args)))
         if "transformers" in implementations:  # its memory in a fresh process; the speed ratio from one process
-            emit(BenchRow(**in_fresh_process(_eval_worker, ("transformers", preset, "rope", length, device_name, eval_dtype, repeats, "auto"))))
+            args = ("transformers", preset, "rope", length, device_name, eval_dtype, repeats, "auto", *scaling)
+            emit(BenchRow(**in_fresh_process(_eval_worker, args)))
         # speed ratios, each group timed in a process of its own: RoPE vs transformers, bias encodings vs RoPE
-        groups = [("eval-paired", [("extrapolate", "rope")] + [("extrapolate", e) for e in encodings if e in ("alibi", "t5")])]
+        biased = [("extrapolate", e) for e in encodings if get_spec(e).kind == "bias"]
+        groups = [("eval-paired", [("extrapolate", "rope")] + biased)]
         if "transformers" in implementations:
             groups.append(("eval-vs-transformers", [("extrapolate", "rope"), ("transformers", "rope")]))
         for what, contenders in groups:
             if len(contenders) < 2:
                 continue
-            args = (what, preset, length, device_name, eval_dtype, paired_rounds(length), contenders)
+            args = (what, preset, length, device_name, eval_dtype, paired_rounds(length), contenders, *scaling)
             for row in in_fresh_process(_paired_worker, args):
                 emit(BenchRow(**row))
     return rows

@@ -19,10 +19,29 @@ def test_train_flops_follow_the_palm_accounting():
 def test_paired_speed_rows_time_both_implementations_in_one_process():
     pytest.importorskip("transformers")
     pairs = [("extrapolate", "rope"), ("transformers", "rope"), ("extrapolate", "alibi")]
-    rows = bench._paired_worker(("eval-paired", "tiny", 256, "cpu", "float32", 1, pairs))
+    rows = bench._paired_worker(("eval-paired", "tiny", 256, "cpu", "float32", 1, pairs, 256, 256))
     assert [(r["implementation"], r["encoding"]) for r in rows] == pairs
     assert rows[2]["kernel"] == "fused-bias"
     assert all(r["what"] == "eval-paired" and r["tokens_per_second"] > 0 and math.isnan(r["peak_memory_mb"]) for r in rows)
+
+
+@pytest.mark.parametrize("name", ["llama3", "dynamic-ntk", "dynamic-yarn", "yarn"])
+def test_rope_scalings_are_measured_scaled_as_run_scales_them(name):
+    """Every RoPE scaling of the catalog runs scaled, with factor = longest length / L as `run` sets it: its
+    frequencies at the measured length differ from plain RoPE's, and so does the loss of the same weights."""
+    import torch
+
+    cpu = torch.device("cpu")
+    model, config = bench.eval_model("tiny", name, 256, cpu, train_len=64, longest=512)
+    assert config.encoding == "rope" and model.encoding.name == name
+    assert (model.encoding.factor, model.encoding.original_len) == (512 / 64, 64)
+    rope, _ = bench.eval_model("tiny", "rope", 256, cpu, train_len=64, longest=512)
+    (scaled_freq, scaled_factor), (rope_freq, rope_factor) = model.encoding.frequencies(256), rope.encoding.frequencies(256)
+    assert not torch.equal(scaled_freq, rope_freq) or scaled_factor != rope_factor
+    tokens = torch.randint(0, config.vocab_size, (1, 257), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        losses = [bench.eval_step("extrapolate", "tiny", e, 256, cpu, "auto", 64, 512)[0](tokens) for e in (name, "rope")]
+    assert not torch.allclose(*losses)  # the same weights (seeded), another encoding
 
 
 def test_bench_plot_takes_speeds_from_the_same_process_rows():
