@@ -28,7 +28,8 @@ CPU_FLOAT32_MAX_HEAD_DIM = 32
 
 
 def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
-    """The kernel a forward pass will use (recorded with every result)."""
+    """The kernel family a request resolves to for this encoding, before the shapes and dtype are known;
+    `attention_plan` decides what actually runs."""
     if requested not in KERNELS:
         raise ValueError(f"unknown kernel {requested!r}; valid: {', '.join(KERNELS)}")
     if requested == "auto":
@@ -43,10 +44,33 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
     return requested
 
 
-def fused_applies(q: torch.Tensor) -> bool:
+def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
+                   queries: int, keys: int, backward: bool = False) -> str:
+    """The kernel `causal_attention` runs for `queries` queries (the last of `keys` positions) in `dtype` on
+    `device`: sdpa | fused-bias | flex | blocked | reference. `backward`: gradients will flow (training).
+
+    The one place the choice is made: `causal_attention` executes it, and whatever records a kernel with a
+    result asks it with the same shapes, so the record cannot drift from what ran."""
+    kernel = kernel_for(encoding, requested)
+    device_type = torch.device(device).type
+    if kernel == "sdpa":
+        # fused causal SDPA aligns queries to the first keys, not the last: continuing a cache goes blocked
+        return "sdpa" if queries == keys else "blocked"
+    if kernel == "reference":
+        return kernel
+    if kernel == "fused-bias" and fused_applies(device_type, dtype, backward):
+        return kernel
+    # the CPU build has no flex backward, and after a failure to compile flex is not tried again
+    cpu_training = device_type == "cpu" and backward
+    if not cpu_training and not _FLEX_FAILED and uses_flex(kernel, device_type, queries, keys):
+        return "flex"
+    return "blocked"
+
+
+def fused_applies(device_type: str, dtype: torch.dtype, backward: bool) -> bool:
     """The fused bias kernels serve float32 evaluation on the CPU; training (which needs gradients), bf16
     (too coarse for a bias folded into q·k) and other devices use the blocked kernel."""
-    return q.device.type == "cpu" and q.dtype == torch.float32 and not torch.is_grad_enabled()
+    return device_type == "cpu" and dtype == torch.float32 and not backward
 
 
 def fused_bias_supported(encoding: PositionalEncoding) -> bool:
@@ -65,22 +89,25 @@ def causal_attention(
     """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh), H a multiple of Hkv, Tk ≥ Tq -> (B, H, Tq, Dh).
 
     The queries are the last Tq of the Tk positions (Tk > Tq when earlier keys come from a cache)."""
-    kernel = kernel_for(encoding, kernel)
-    gqa = q.shape[1] != k.shape[1]
-    if kernel == "sdpa" and q.shape[2] != k.shape[2]:
-        kernel = "blocked"  # fused causal SDPA aligns queries to the first keys, not the last
-    if kernel == "sdpa":
-        return sdpa(q, k, v, is_causal=True, enable_gqa=gqa)
-    if kernel == "reference":
+    plan = attention_plan(encoding, kernel, q.device, q.dtype, q.shape[2], k.shape[2], needs_backward(q, k, v, encoding))
+    if plan == "sdpa":
+        return sdpa(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
+    if plan == "reference":
         return reference_attention(q, k, v, encoding)
-    if kernel == "fused-bias" and fused_applies(q):
+    if plan == "fused-bias":
         return fused_bias_attention(q, k, v, encoding)
-    training_on_cpu = q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad
-    if not training_on_cpu and uses_flex(kernel, q.device.type, q.shape[2], k.shape[2]):
+    if plan == "flex":
         out = _try_flex(q, k, v, encoding)
         if out is not None:
-            return out
+            return out  # else flex is marked failed, and this and every later plan is the blocked kernel
     return blocked_attention(q, k, v, encoding, block_elements)
+
+
+def needs_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, encoding: PositionalEncoding) -> bool:
+    """Whether gradients will flow through this attention: the fused bias kernels have no backward."""
+    if not torch.is_grad_enabled():
+        return False
+    return any(t.requires_grad for t in (q, k, v, *encoding.parameters()))  # a learned bias (T5) trains too
 
 
 def compute_dtype(q: torch.Tensor, keys: int) -> torch.dtype:

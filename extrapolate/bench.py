@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .config import PRESETS, ModelConfig
-from .device import autocast, resolve_device, synchronize
+from .device import activation_dtype, autocast, resolve_device, synchronize
 from .encodings import build_encoding, get_spec
 
 
@@ -98,10 +98,11 @@ def eval_model(preset: str, encoding: str, length: int, device: torch.device, tr
 
 
 def eval_step(implementation: str, preset: str, encoding: str, length: int, device: torch.device, kernel_choice: str,
-              train_len: int, longest: int):
-    """(step(tokens), kernel label, config): one full-length evaluation forward of either implementation.
-    `train_len` and `longest` (the longest benchmarked length) set a RoPE scaling's factor, as in `run`."""
-    from .attention import kernel_for
+              dtype: str, train_len: int, longest: int):
+    """(step(tokens), kernel label, config): one full-length evaluation forward of either implementation, in
+    `dtype` (under `autocast`). `train_len` and `longest` (the longest benchmarked length) set a RoPE scaling's
+    factor, as in `run`. The label is the kernel `causal_attention` runs for that forward."""
+    from .attention import attention_plan
 
     if implementation == "transformers":
         config = model_config(preset, "rope", length)
@@ -114,13 +115,15 @@ def eval_step(implementation: str, preset: str, encoding: str, length: int, devi
         return transformers_nll, "transformers-sdpa", config
     model, config = eval_model(preset, encoding, length, device, train_len, longest)
     model.kernel = kernel_choice
-    return (lambda tokens: model.token_nll(tokens[:, :-1], tokens[:, 1:])), kernel_for(model.encoding, kernel_choice), config
+    kernel = attention_plan(model.encoding, kernel_choice, device, activation_dtype(device, dtype), length, length)
+    return (lambda tokens: model.token_nll(tokens[:, :-1], tokens[:, 1:])), kernel, config
 
 
 def _eval_worker(args) -> dict:
     implementation, preset, encoding, length, device_name, dtype, repeats, kernel_choice, train_len, longest = args
     device = resolve_device(device_name)
-    step, kernel, config = eval_step(implementation, preset, encoding, length, device, kernel_choice, train_len, longest)
+    step, kernel, config = eval_step(implementation, preset, encoding, length, device, kernel_choice, dtype, train_len,
+                                     longest)
     tokens = torch.randint(0, config.vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
         # warm-up; a compiled kernel (flex) warms up at the measured shape, and that time is reported apart
@@ -137,7 +140,8 @@ def _paired_worker(args) -> list[dict]:
     Memory is measured apart, in fresh processes (`_eval_worker`)."""
     what, preset, length, device_name, dtype, rounds, contenders, train_len, longest = args
     device = resolve_device(device_name)
-    steps = {pair: eval_step(pair[0], preset, pair[1], length, device, "auto", train_len, longest) for pair in contenders}
+    steps = {pair: eval_step(pair[0], preset, pair[1], length, device, "auto", dtype, train_len, longest)
+             for pair in contenders}
     tokens = torch.randint(0, next(iter(steps.values()))[2].vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
         for step, _, _ in steps.values():

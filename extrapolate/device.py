@@ -34,6 +34,11 @@ def autocast(device: torch.device, dtype: str):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
+def activation_dtype(device: torch.device, dtype: str) -> torch.dtype:
+    """The dtype of a float32 model's activations (q, k and v included) under `autocast(device, dtype)`."""
+    return torch.bfloat16 if dtype == "bfloat16" and device.type != "mps" else torch.float32
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

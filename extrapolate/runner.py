@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from .attention import KERNELS, kernel_for, uses_flex
+from .attention import KERNELS, attention_plan
 from .batches import BatchSource
 from .config import PRESETS, ModelConfig, TrainConfig, config_hash
 from .corpora import Corpus, load_corpus
-from .device import resolve_device
+from .device import activation_dtype, resolve_device
 from .encodings import build_encoding, get_spec
 from .errors import PositionOutOfRange, UserError
 from .model import TransformerLM
@@ -24,7 +24,7 @@ from .registry import require_known
 from .results import append_positions, append_results, check_tables, provenance
 from .passkey.prompt import PromptBuilder
 from .taskfiles import list_task_names, load_task
-from .tasks.passkey import evaluate_passkey
+from .tasks.passkey import attention_shapes, evaluate_passkey
 from .tasks.perplexity import PROTOCOLS, evaluate_perplexity
 from .tokenizers import keep_with_model, load_tokenizer, parse_spec
 from .train import StepCallback, TrainingDiverged, train
@@ -396,7 +396,7 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
             bucket_width=bucket_width(request.train_len), device=prepared.device, dtype=request.dtype))
         nll = result.nll if result else float("nan")
         tokens = result.tokens if result else 0
-        kernel = recorded_kernel(encoding, request, length)
+        kernel = recorded_kernel(encoding, request, [(length, length)])  # full windows, no cache
         for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp()))):
             rows.append({**common, "kernel": kernel, "eval_len": length,
                          "task": "perplexity", "metric": metric, "value": value,
@@ -414,7 +414,7 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
         reporter.evaluating("passkey", length)
         status, cells = measure(prepared.device, lambda: evaluate_passkey(model, builder, length, prepared.device,
                                                                          request.dtype))
-        passkey_common = {**common, "kernel": recorded_kernel(encoding, request, length),
+        passkey_common = {**common, "kernel": recorded_kernel(encoding, request, attention_shapes(builder, length)),
                           "protocol": builder.task.identity, "eval_len": length, "task": "passkey"}
         if status != "ok":
             cells_or_depths = [(d, float("nan"), float("nan"), 0) for d in builder.task.depths]
@@ -427,16 +427,18 @@ def evaluate_run(request: RunRequest, prepared: Prepared, trained, reporter: Rep
     return rows, positions
 
 
-def recorded_kernel(encoding, request: RunRequest, length: int) -> str:
-    """The kernel evaluation at `length` really uses: flex_attention where `uses_flex` says so, the fused bias
-    kernels for float32 on the CPU, the blocked kernel for other bias cases."""
-    kernel = kernel_for(encoding, request.kernel)
-    device = resolve_device(request.device).type
-    if uses_flex(kernel, device, length, length):
-        return "flex"
-    if kernel == "flex" or (kernel == "fused-bias" and (request.dtype != "float32" or device != "cpu")):
-        return "blocked"
-    return kernel
+def recorded_kernel(encoding, request: RunRequest, shapes: list[tuple[int, int]]) -> str:
+    """The kernels an evaluation ran for its attention calls of these (queries, keys) shapes, as
+    `attention_plan` decided them for `causal_attention`. Asked after the evaluation, so a flex_attention that
+    failed to compile is recorded as the blocked kernel it fell back to.
+
+    Distinct kernels are joined by "+" in call order: passkey's prompt pass and its continuations from the KV
+    cache can run different kernels (RoPE: "sdpa+blocked", as fused causal SDPA cannot continue a cache; a
+    bias encoding on CUDA: "flex+blocked", as a few queries never compile flex), and one name would hide that."""
+    device = resolve_device(request.device)
+    dtype = activation_dtype(device, request.dtype)
+    kernels = [attention_plan(encoding, request.kernel, device, dtype, queries, keys) for queries, keys in shapes]
+    return "+".join(dict.fromkeys(kernels))
 
 
 def protocol_label(request: RunRequest) -> str:

@@ -119,14 +119,67 @@ def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
 
     request = lambda **kw: runner.RunRequest(**{"encoding": "alibi", "kernel": "auto", "device": "cpu", **kw})  # noqa: E731
     alibi, rope = make("alibi"), make("rope")
-    assert runner.recorded_kernel(alibi, request(), 4096) == "fused-bias"
-    assert runner.recorded_kernel(alibi, request(dtype="bfloat16"), 4096) == "blocked"
-    assert runner.recorded_kernel(rope, request(kernel="flex"), 4096) == "sdpa"  # no bias: nothing to flex
-    assert runner.recorded_kernel(alibi, request(kernel="flex"), 64) == "blocked"  # too few queries to compile for
+    full = lambda n: [(n, n)]  # noqa: E731  a forward over n tokens without a cache
+    assert runner.recorded_kernel(alibi, request(), full(4096)) == "fused-bias"
+    assert runner.recorded_kernel(alibi, request(dtype="bfloat16"), full(4096)) == "blocked"
+    assert runner.recorded_kernel(rope, request(kernel="flex"), full(4096)) == "sdpa"  # no bias: nothing to flex
+    assert runner.recorded_kernel(alibi, request(kernel="flex"), full(64)) == "blocked"  # too few queries to compile for
+    assert runner.recorded_kernel(rope, request(), [(4090, 4090), (1, 4091)]) == "sdpa+blocked"  # a cache continued
     monkeypatch.setattr(runner, "resolve_device", lambda name: torch.device("cuda"))
     monkeypatch.setattr("extrapolate.flex.available", lambda: True)
-    assert runner.recorded_kernel(alibi, request(), 256) == "blocked"  # a short run skips the compile
-    assert runner.recorded_kernel(alibi, request(), 4096) == "flex"
+    assert runner.recorded_kernel(alibi, request(), full(256)) == "blocked"  # a short run skips the compile
+    assert runner.recorded_kernel(alibi, request(), full(4096)) == "flex"
+    assert runner.recorded_kernel(alibi, request(), [(4090, 4090), (1, 4091)]) == "flex+blocked"
+
+
+def spy_kernels(monkeypatch) -> list[str]:
+    """The kernels `causal_attention` runs from now on, in call order; flex is faked by the reference kernel."""
+    from extrapolate import attention
+
+    ran: list[str] = []
+
+    def spy(name, attribute, fn=None, counts=lambda *args, **kwargs: True):
+        fn = fn or getattr(attention, attribute)
+
+        def wrapped(*args, **kwargs):
+            if counts(*args, **kwargs):
+                ran.append(name)
+            return fn(*args, **kwargs)
+
+        monkeypatch.setattr(attention, attribute, wrapped)
+
+    spy("sdpa", "sdpa", counts=lambda *args, **kwargs: kwargs.get("is_causal", False))  # not the blocked kernel's
+    spy("fused-bias", "fused_bias_attention")
+    spy("blocked", "blocked_attention")
+    spy("flex", "_try_flex", fn=attention.reference_attention)  # no compile in a test
+    spy("reference", "reference_attention")
+    monkeypatch.setattr("extrapolate.flex.available", lambda: True)
+    return ran
+
+
+@pytest.mark.parametrize("name,kernel,dtype", [("rope", "auto", "float32"), ("alibi", "auto", "float32"),
+                                               ("t5", "auto", "bfloat16"), ("alibi", "flex", "float32")])
+def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dtype):
+    """The runner's record of a passkey cell is what the prompt pass and the decoding from its cache ran."""
+    import dataclasses
+
+    from extrapolate import runner
+    from extrapolate.config import ModelConfig
+    from extrapolate.model import TransformerLM
+    from extrapolate.passkey.prompt import PromptBuilder
+    from extrapolate.taskfiles import load_task
+    from extrapolate.tasks.passkey import attention_shapes, evaluate_passkey
+    from extrapolate.tokenizers import ByteTokenizer
+
+    torch.manual_seed(0)
+    builder = PromptBuilder(dataclasses.replace(load_task("passkey"), trials=2, depths=(0.5,)), ByteTokenizer())
+    model = TransformerLM(ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding=name))
+    model.kernel = kernel
+    ran = spy_kernels(monkeypatch)
+    evaluate_passkey(model, builder, 300, torch.device("cpu"), dtype)
+    request = runner.RunRequest(encoding=name, kernel=kernel, device="cpu", dtype=dtype)
+    recorded = runner.recorded_kernel(model.encoding, request, attention_shapes(builder, 300))
+    assert recorded == "+".join(dict.fromkeys(ran))
 
 
 @pytest.mark.parametrize("name,kernel", [("rope", "sdpa"), ("alibi", "blocked"), ("t5", "blocked")])

@@ -40,7 +40,8 @@ def test_rope_scalings_are_measured_scaled_as_run_scales_them(name):
     assert not torch.equal(scaled_freq, rope_freq) or scaled_factor != rope_factor
     tokens = torch.randint(0, config.vocab_size, (1, 257), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        losses = [bench.eval_step("extrapolate", "tiny", e, 256, cpu, "auto", 64, 512)[0](tokens) for e in (name, "rope")]
+        steps = [bench.eval_step("extrapolate", "tiny", e, 256, cpu, "auto", "float32", 64, 512)[0] for e in (name, "rope")]
+        losses = [step(tokens) for step in steps]
     assert not torch.allclose(*losses)  # the same weights (seeded), another encoding
 
 

@@ -67,6 +67,20 @@ def candidate_scores(model, cache_one, last_logits_one, candidates: list[list[in
     return torch.cat(scores)
 
 
+def prompt_length(builder: PromptBuilder, length: int) -> int:
+    """Prompt tokens at `length`: the prompt and the decoded answer together stay within `length` positions,
+    so a model is asked only about positions it is evaluated at (a learned table of L rows answers at L)."""
+    return length - (builder.answer_tokens() + 1)
+
+
+def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int]]:
+    """(queries, keys) of the attention calls `evaluate_passkey` makes at `length`, for the kernel they run:
+    the prompt pass, a greedy step from its cache, and the longest candidate continuation the rank score can
+    feed (the answer's token bound less its first token, which the prompt's last logits score)."""
+    prompt, continuation = prompt_length(builder, length), max(1, builder.answer_tokens() - 1)
+    return [(prompt, prompt), (1, prompt + 1), (continuation, prompt + continuation)]
+
+
 @torch.no_grad()
 def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.device, dtype: str = "float32",
                      rank: bool = True) -> list[PasskeyCell]:
@@ -74,10 +88,8 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
     model.eval()
     task = builder.task
     cells = []
-    # the prompt and the decoded answer together stay within `length` positions, so a model is asked only
-    # about positions it is evaluated at (a learned table of L rows answers at L)
     steps = builder.answer_tokens() + 1
-    prompt_len = length - steps
+    prompt_len = prompt_length(builder, length)
     for depth in task.depths:
         prompts = [builder.trial(prompt_len, depth, t) for t in range(task.trials)]
         ids = torch.tensor([p.ids for p in prompts], device=device)  # (trials, n)
