@@ -13,6 +13,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from .cliutil import check_number
+from .defaults import DEFAULT_STEPS
 from .errors import UserError
 
 try:  # typer ≥ 0.20 vendors its own click; older releases use the click package
@@ -263,7 +264,7 @@ def run(
     corpus: CorpusOpt = "shakespeare",
     tokenizer: TokenizerOpt = "bpe",
     tasks: TasksOpt = "perplexity",
-    steps: Steps = 600,
+    steps: Steps = DEFAULT_STEPS,
     batch_size: BatchSize = 32,
     lr: LearningRate = 3e-3,
     seed: Seed = 0,
@@ -304,7 +305,7 @@ def sweep(
     corpus: CorpusOpt = "shakespeare",
     tokenizer: TokenizerOpt = "bpe",
     tasks: TasksOpt = "perplexity,passkey",
-    steps: Steps = 600,
+    steps: Steps = DEFAULT_STEPS,
     batch_size: BatchSize = 32,
     lr: LearningRate = 3e-3,
     device: DeviceOpt = "auto",

@@ -16,6 +16,7 @@ from .attention import KERNELS, attention_plan
 from .batches import BatchSource
 from .config import PRESETS, ModelConfig, TrainConfig, config_hash
 from .corpora import Corpus, load_corpus
+from .defaults import DEFAULT_PASSKEY_FRACTION, DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS
 from .device import activation_dtype, resolve_device
 from .encodings import build_encoding, get_spec
 from .errors import PositionOutOfRange, UserError
@@ -30,10 +31,6 @@ from .tokenizers import keep_with_model, load_tokenizer, parse_spec
 from .train import StepCallback, TrainingDiverged, train
 
 TASKS = ("perplexity", "passkey")
-DEFAULT_PASSKEY_FRACTION = 0.2
-# Models trained here learn a one-token key in budget; an ordered 5-digit copy needs an induction circuit
-# that small models do not form in a few million tokens (README). Pretrained models take the classic task.
-DEFAULT_RETRIEVAL_TASK = {"trained": "passkey-word", "pretrained": "passkey"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,7 @@ class RunRequest:
     corpus: str = "shakespeare"
     tokenizer: str = "bpe"  # models trained here: bytes | bpe | bpe:N; a pretrained model uses its own
     tasks: tuple[str, ...] = ("perplexity",)
-    steps: int = 600
+    steps: int = DEFAULT_STEPS
     batch_size: int = 32
     lr: float = 3e-3
     seed: int = 0
