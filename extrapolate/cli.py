@@ -402,15 +402,22 @@ def reproduce(
 
 
 def render_comparison(result) -> None:
-    changed = result.checks[result.checks["change"].fillna(1.0) != 0]
-    table = Table("encoding", "length", "metric", "reference", "now", "change", "tolerance", "verdict",
-                  title=f"quantities that differ ({len(result.failing)} of {len(result.checks)} out of tolerance; "
-                        "perplexity as NLL in nats, passkey as the mean over depths)")
-    for r in changed.itertuples():
-        style = "green" if r.verdict == "ok" else "red"
-        table.add_row(r.encoding, str(r.eval_len), r.metric, f"{r.reference:.4f}", f"{r.now:.4f}",
-                      f"{r.change:+.4f}", f"±{r.tolerance:.4f}", f"[{style}]{r.verdict}[/]")
-    stdout.print(table if len(changed) else "every compared quantity is identical to the reference")
+    checks = result.checks.copy()
+    used = checks["change"].abs() / checks["tolerance"]  # share of its tolerance each quantity used
+    failing = checks[checks["verdict"] != "ok"]
+    if len(failing):
+        table = Table("encoding", "length", "metric", "seeds' mean", "now", "change", "tolerance", "verdict",
+                      title=f"{len(failing)} of {len(checks)} quantities out of tolerance (perplexity as NLL in "
+                            "nats, passkey as the mean over depths)")
+        for r in failing.itertuples():
+            table.add_row(r.encoding, str(r.eval_len), r.metric, f"{r.reference:.4f}", f"{r.now:.4f}",
+                          f"{r.change:+.4f}", f"±{r.tolerance:.4f}", f"[red]{r.verdict}[/]")
+        stdout.print(table)
+    if used.notna().any():
+        worst = checks.loc[used.idxmax()]
+        stdout.print(f"{(checks['verdict'] == 'ok').sum()} of {len(checks)} quantities within tolerance; the closest: "
+                     f"{worst['encoding']} {worst['metric']} at {worst['eval_len']} used {used.max():.0%} of its "
+                     f"tolerance ({worst['change']:+.4f} of ±{worst['tolerance']:.4f})", highlight=False)
     for r in result.cells.itertuples():
         stdout.print(f"[red]cell changed[/]: {r.encoding} {r.eval_len} {r.task} {r.metric}: {r.reference} → {r.now}",
                      highlight=False)

@@ -68,7 +68,7 @@ def test_measured_spread_is_the_seed_standard_deviation():
 def test_tolerance_follows_the_rule():
     rule = Rule(confidence=0.99, nll_floor=0.005, n_quantities=10)
     row = {"metric": "nll", "n_seeds": 8, "sd": 0.02, "mean": 2.0, "trials": 4096}
-    k = math.sqrt(2) * student_t_quantile(1 - 0.01 / 20, 7)
+    k = math.sqrt(1 + 1 / 8) * student_t_quantile(1 - 0.01 / 20, 7)
     assert rule.tolerance(row) == pytest.approx(k * 0.02)
     assert rule.tolerance(row | {"sd": 0.0}) == 0.005  # the floor
     more_seeds = Rule(0.99, 0.005, 10).multiplier(16)

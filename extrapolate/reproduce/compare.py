@@ -1,16 +1,18 @@
 """The comparison rule of `reproduce`: tolerances from the measured seed spread, and the suite's claims.
 
 Rule. A fresh run on another machine takes other floating-point paths, and training amplifies a last-digit
-difference the way a change of seed does, so a quantity q may move by up to the seed spread. With s the
-standard deviation of q over the suite's m seeds, the difference of two runs has standard deviation √2·σ, and
-(new − reference) / (√2·s) follows Student's t with m − 1 degrees of freedom. A quantity passes when
+difference the way a change of seed does, so a quantity q may move by up to the seed spread. The suite is run
+for m seeds when the reference is made; their mean q̄ and standard deviation s are in the spread file. A fresh
+run is one more draw, so (new − q̄) / (s·√(1 + 1/m)) follows Student's t with m − 1 degrees of freedom. A
+quantity passes when
 
-    |new − reference| ≤ max(k · s, floor),   k = √2 · t_{m−1}(1 − α / 2N),
+    |new − q̄| ≤ max(k · s, floor),   k = √(1 + 1/m) · t_{m−1}(1 − α / 2N),
 
 α = 1 − confidence shared by the N compared quantities (Bonferroni), so an unchanged code base fails on a
 machine whose drift is at most seed-sized with probability below α. Floors: `nll_floor` nats for perplexity;
-for accuracy the binomial noise of a difference, √2 · z_{1−α/2N} · √(p(1−p)/trials), p the seeds' mean
-accuracy pulled off 0 and 1 by one success and one failure (so an all-zero cell still tolerates a hit)."""
+for accuracy the binomial noise of one run around the mean, z_{1−α/2N} · √(p(1−p)/trials) · √(1 + 1/m), p the
+seeds' mean accuracy pulled off 0 and 1 by one success and one failure (so an all-zero cell still tolerates
+a hit)."""
 
 from __future__ import annotations
 
@@ -39,13 +41,14 @@ class Rule:
         return (1 - self.confidence) / (2 * max(self.n_quantities, 1))
 
     def multiplier(self, n_seeds: int) -> float:
-        return math.sqrt(2) * student_t_quantile(1 - self.tail, n_seeds - 1)
+        return math.sqrt(1 + 1 / n_seeds) * student_t_quantile(1 - self.tail, n_seeds - 1)
 
     def floor(self, metric: str, mean: float, trials: int, n_seeds: int) -> float:
         if metric == "nll":
             return self.nll_floor
         p = (mean * trials * n_seeds + 1) / (trials * n_seeds + 2)
-        return math.sqrt(2) * normal_quantile(1 - self.tail) * math.sqrt(p * (1 - p) / max(trials, 1))
+        spread = math.sqrt(p * (1 - p) / max(trials, 1)) * math.sqrt(1 + 1 / n_seeds)
+        return normal_quantile(1 - self.tail) * spread
 
     def tolerance(self, spread_row: dict) -> float:
         """The tolerance of one quantity from its row of the spread file."""
@@ -65,7 +68,7 @@ def rule_for(suite: Suite, spread: pd.DataFrame) -> Rule:
 
 @dataclass
 class Comparison:
-    checks: pd.DataFrame  # one row per compared quantity: reference, now, change, tolerance, verdict
+    checks: pd.DataFrame  # one row per compared quantity: reference (the seeds' mean), now, change, tolerance, verdict
     cells: pd.DataFrame  # raw cells missing on one side or with another status
     claims: list[tuple[str, bool, str]]  # (text, holds, detail)
 
@@ -96,7 +99,8 @@ def compare(reference: pd.DataFrame, fresh: pd.DataFrame, spread: pd.DataFrame, 
         elif key not in bounds:
             row["verdict"] = "no spread measured"
         else:
-            row["change"] = b["value"] - a["value"]
+            row["reference"] = float(bounds[key]["mean"])  # the centre of the seeds, not one seed's value
+            row["change"] = b["value"] - row["reference"]
             row["tolerance"] = rule.tolerance(bounds[key])
             row["verdict"] = "ok" if abs(row["change"]) <= row["tolerance"] else "out of tolerance"
         rows.append(row)
