@@ -39,7 +39,7 @@ def drift(reference: pd.DataFrame, fresh: pd.DataFrame, spread: pd.DataFrame | N
     NLL in nats and of a mean passkey accuracy), and, with a spread, how much of its tolerance the worst
     quantity used under the rule `reproduce` applies."""
     ref, new = (quantities(t.drop(columns="seed")).set_index(QUANTITY_KEY) for t in (reference, fresh))
-    both = ref.join(new, lsuffix="_ref", rsuffix="_new", how="inner")
+    both = ref.merge(new, left_index=True, right_index=True, suffixes=("_ref", "_new"))
     both = both[(both["status_ref"] == "ok") & (both["status_new"] == "ok")]
     change = (both["value_new"] - both["value_ref"]).abs()
     is_nll = both.index.get_level_values("metric") == "nll"

@@ -88,7 +88,8 @@ def _parse(data: dict, path: Path) -> Suite:
     confidence = _positive(spread, "confidence")
     if not confidence < 1:
         raise ValueError(f"spread.confidence must be in (0, 1), got {confidence}")
-    claims = tuple(_claim(c, i) for i, c in enumerate(data.get("claims", [])))
+    # a suite exists to show its claims: none at all is a damaged or unfinished file
+    claims = tuple(_claim(c, i) for i, c in enumerate(_list(data, "claims")))
     return Suite(str(data["name"]), _integer(data, "version", minimum=1), path, str(data["encodings"]), seed,
                  spread_seeds, request, confidence, _positive(spread, "nll_floor"), claims)
 
