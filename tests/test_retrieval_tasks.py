@@ -154,3 +154,18 @@ def test_probes_during_training_survive_a_resume(tmp_path):
     resumed = train(config, source(), torch.device("cpu"), folder=tmp_path / "b", probe=probe)
     assert [s for s, _ in whole.summary["probes"]] == [3, 6, 9, 12]
     assert resumed.summary["probes"] == whole.summary["probes"]
+
+
+def test_every_word_key_is_one_token_of_the_default_tokenizer(tmp_path, monkeypatch):
+    """The default retrieval task's promise: each of its keys is a single token of the BPE learned from the
+    built-in corpus (fetched and checksummed like any run's; the tokenizer trains in seconds)."""
+    from extrapolate.corpora import load_corpus
+    from extrapolate.paths import cache_dir
+    from extrapolate.tokenizers import load_tokenizer
+
+    shared = cache_dir() / "corpora"  # a corpus this machine already fetched is reused (pinned by checksum)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path))  # the tokenizer is trained in a temporary cache
+    if shared.exists():
+        (tmp_path / "corpora").symlink_to(shared)
+    builder = PromptBuilder(load_task("passkey-word"), load_tokenizer("bpe", load_corpus("shakespeare")))
+    assert len(builder.key_tokens) == 100 and set(builder.key_tokens.values()) == {1}
