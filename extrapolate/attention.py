@@ -67,6 +67,19 @@ def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.d
     return "blocked"
 
 
+def recorded_kernel(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
+                    shapes) -> str:
+    """What a measurement whose attention calls have these (queries, keys) `shapes` ran, as `attention_plan`
+    decides it for `causal_attention`. Asked after the measurement, so a flex_attention that failed to
+    compile is recorded as the blocked kernel it fell back to.
+
+    Distinct kernels are joined by "+" in call order: passkey's prompt pass and its continuations from the KV
+    cache can run different kernels (RoPE: "sdpa+blocked", as fused causal SDPA cannot continue a cache; a
+    bias encoding on CUDA: "flex+blocked", as a few queries never compile flex), and one name would hide that."""
+    kernels = [attention_plan(encoding, requested, device, dtype, queries, keys) for queries, keys in shapes]
+    return "+".join(dict.fromkeys(kernels))
+
+
 def fused_applies(device_type: str, dtype: torch.dtype, backward: bool) -> bool:
     """The fused bias kernels serve float32 evaluation on the CPU; training (which needs gradients), bf16
     (too coarse for a bias folded into q·k) and other devices use the blocked kernel."""

@@ -176,16 +176,11 @@ def best_time(fn, repeats: int, device: torch.device) -> float:
 
 def hf_llama(config: ModelConfig):
     """A transformers Llama with the same width, depth, heads, vocabulary and tying, SDPA attention."""
-    import transformers
+    from .pretrained import llama_config, require_transformers
 
-    hf_config = transformers.LlamaConfig(
-        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
-        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
-        max_position_embeddings=max(config.max_len, 2), tie_word_embeddings=config.tie_embeddings,
-        rope_parameters={"rope_type": "default", "rope_theta": config.rope_base}, attn_implementation="sdpa",
-    )
+    hf_config = llama_config(config, attn_implementation="sdpa")
     torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(hf_config)
+    return require_transformers().LlamaForCausalLM(hf_config)
 
 
 def in_fresh_process(fn, args):

