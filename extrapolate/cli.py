@@ -13,7 +13,6 @@ from rich.table import Table
 from .cli_options import DeviceOpt, KernelOpt, with_request
 from .cli_render import RichReporter, render_bench, render_bench_row, render_comparison, render_sweep_plan
 from .cliutil import OneLineErrors, fail, stdout
-from .errors import UserError
 from .run import RunRequest
 
 app = typer.Typer(
@@ -62,22 +61,18 @@ def encodings_show(
 ) -> None:
     """Print what an encoding computes: inv_freq and attention factor, slopes, buckets, or a vector."""
     from .cliutil import parse_int_list
-    from .encodings import get_spec
     from .encodings.inspect import describe_encoding
 
-    spec = get_spec(name)
     options = {k: v for k, v in dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate).items() if v is not None}
-    if options and spec.name not in ("yarn", "dynamic-yarn"):
-        raise UserError(f"--beta-fast/--beta-slow/--truncate apply to yarn and dynamic-yarn, not {spec.name}")
     info = describe_encoding(
-        spec.name, head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
+        name, head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
         heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,
         options=options,
     )
     if plot is not None:
         from .plots import frequency_figure, save_figure
 
-        save_figure(frequency_figure(head_dim, base, factor, original_len, highlight=spec.name), plot)
+        save_figure(frequency_figure(head_dim, base, factor, original_len, highlight=info["encoding"]), plot)
     if as_json:
         typer.echo(json.dumps(info))
         return

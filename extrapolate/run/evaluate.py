@@ -73,7 +73,7 @@ def evaluation_encoding(resolved: ResolvedRun, model):
     """The encoding to evaluate with: a RoPE scaling swapped onto the RoPE model, or the model's own."""
     spec, request = resolved.spec, resolved.request
     if spec.kind != "rotary":  # the model's own encoding (and its trained parameters, if any)
-        if spec.name == "learned":
+        if hasattr(model.encoding, "policy"):  # a table of positions: what happens past its rows
             model.encoding.policy = request.learned_policy
         return model.encoding
     # rotary kinds are parameter-free: always a fresh encoding, so a model shared by several cells (a loaded
