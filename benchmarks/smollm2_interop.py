@@ -9,7 +9,7 @@ import argparse
 import torch
 
 from extrapolate.encodings import build_encoding
-from extrapolate.pretrained import fetch, from_hf_model, hf_rope_parameters, require_transformers
+from extrapolate.pretrained import fetch_known, from_hf_model, hf_rope_parameters, require_transformers
 
 
 def main() -> None:
@@ -18,7 +18,7 @@ def main() -> None:
     parser.add_argument("--factor", type=float, default=2.0)
     args = parser.parse_args()
     transformers = require_transformers()
-    path = fetch("smollm2-135m")
+    path = fetch_known("smollm2-135m")
     reference = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, torch_dtype=torch.float32)
     ours = from_hf_model(reference)
     config, original = ours.config, ours.config.max_len

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from . import flex
-from .encodings.base import PositionalEncoding
+from .encodings.base import LinearBias, PositionalEncoding
 
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")
 FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
@@ -67,6 +67,19 @@ def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.d
     return "blocked"
 
 
+def recorded_kernel(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
+                    shapes) -> str:
+    """What a measurement whose attention calls have these (queries, keys) `shapes` ran, as `attention_plan`
+    decides it for `causal_attention`. Asked after the measurement, so a flex_attention that failed to
+    compile is recorded as the blocked kernel it fell back to.
+
+    Distinct kernels are joined by "+" in call order: passkey's prompt pass and its continuations from the KV
+    cache can run different kernels (RoPE: "sdpa+blocked", as fused causal SDPA cannot continue a cache; a
+    bias encoding on CUDA: "flex+blocked", as a few queries never compile flex), and one name would hide that."""
+    kernels = [attention_plan(encoding, requested, device, dtype, queries, keys) for queries, keys in shapes]
+    return "+".join(dict.fromkeys(kernels))
+
+
 def fused_applies(device_type: str, dtype: torch.dtype, backward: bool) -> bool:
     """The fused bias kernels serve float32 evaluation on the CPU; training (which needs gradients), bf16
     (too coarse for a bias folded into q·k) and other devices use the blocked kernel."""
@@ -74,8 +87,8 @@ def fused_applies(device_type: str, dtype: torch.dtype, backward: bool) -> bool:
 
 
 def fused_bias_supported(encoding: PositionalEncoding) -> bool:
-    """ALiBi (a rank-one bias) and the T5 bias (constant past a saturation distance) have a mask-free form."""
-    return _FLASH_LSE is not None and (hasattr(encoding, "slopes") or getattr(encoding, "saturation", None) is not None)
+    """A linear bias (ALiBi) and a bias constant past a saturation distance (T5) have a mask-free form."""
+    return _FLASH_LSE is not None and encoding.fused_form() is not None
 
 
 def causal_attention(
@@ -243,11 +256,12 @@ def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
         v = v.repeat_interleave(heads // v.shape[1], dim=1)
     scale = dim**-0.5
     out = torch.empty_like(q)
-    if hasattr(encoding, "slopes"):
+    form = encoding.fused_form()
+    if isinstance(form, LinearBias):
         rows = rows or FUSED_ROWS
         extra = 8  # one column carries the bias; seven zeros keep the width a multiple of 8
         q_ext = torch.cat([q, q.new_zeros(batch, heads, length, extra)], -1)
-        q_ext[..., dim] = (encoding.slopes.to(q.device) / scale).to(q.dtype)[None, :, None]
+        q_ext[..., dim] = (form.slopes.to(q.device) / scale).to(q.dtype)[None, :, None]
         k_ext = torch.cat([k, k.new_zeros(batch, heads, keys, extra)], -1)
         v = torch.cat([v, v.new_zeros(batch, heads, keys, extra)], -1)  # the fused op wants one head size
         positions = torch.arange(keys, device=q.device, dtype=torch.float32)
@@ -260,7 +274,7 @@ def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
             out[:, :, q0:q1] = _merge(parts)[..., :dim]
         return out
     rows = rows or BAND_ROWS
-    saturation = encoding.saturation  # keys at least this far back all get the bias of the last bucket
+    saturation = form.saturation  # keys at least this far back all get the bias of the last bucket
     table = encoding.bias_table(keys, device=q.device)  # (H, Tk)
     far_bias = table[:, -1] if keys > saturation else table[:, 0]  # (H,)
     for q0 in range(0, length, rows):

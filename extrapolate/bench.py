@@ -17,7 +17,7 @@ import torch
 
 from .config import PRESETS, ModelConfig
 from .device import activation_dtype, autocast, resolve_device, synchronize
-from .encodings import build_encoding, get_spec
+from .encodings import encoding_for, get_spec
 
 
 @dataclass
@@ -63,7 +63,10 @@ def matmul_peak(dtype: torch.dtype, device: torch.device, size: int = 2048, seco
 
 
 def model_config(preset: str, encoding: str, length: int) -> ModelConfig:
-    return ModelConfig(**PRESETS[preset], encoding=encoding, max_len=length)
+    """The preset with the vocabulary `run` trains it with by default (the default BPE)."""
+    from .tokenizers import DEFAULT_BPE_VOCAB
+
+    return ModelConfig(**PRESETS[preset], vocab_size=DEFAULT_BPE_VOCAB, encoding=encoding, max_len=length)
 
 
 def train_flops_per_token(config: ModelConfig, seq_len: int) -> float:
@@ -90,33 +93,33 @@ def eval_model(preset: str, encoding: str, length: int, device: torch.device, tr
     config = model_config(preset, spec.base_encoding, length)
     model = build(config).to(device).eval()
     if spec.kind == "rotary" and not spec.trains_own_model:
-        scaled = build_encoding(spec.name, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
-                                max_len=config.max_len, base=config.rope_base, factor=longest / train_len,
-                                original_len=train_len)
-        model.set_encoding(scaled.to(device))
+        model.set_encoding(encoding_for(config, spec.name, factor=longest / train_len, original_len=train_len).to(device))
     return model, config
 
 
 def eval_step(implementation: str, preset: str, encoding: str, length: int, device: torch.device, kernel_choice: str,
               dtype: str, train_len: int, longest: int):
-    """(step(tokens), kernel label, config): one full-length evaluation forward of either implementation, in
-    `dtype` (under `autocast`). `train_len` and `longest` (the longest benchmarked length) set a RoPE scaling's
-    factor, as in `run`. The label is the kernel `causal_attention` runs for that forward."""
+    """(step(tokens), kernel label, config): one full-length evaluation of either implementation, in `dtype`
+    (under `autocast`). Ours is `run`'s own perplexity evaluation of one window (the code path `run` times);
+    `train_len` and `longest` (the longest benchmarked length) set a RoPE scaling's factor, as in `run`. The
+    label is the kernel `causal_attention` runs for that forward."""
     from .attention import attention_plan
+    from .tasks.perplexity import evaluate_perplexity
 
     if implementation == "transformers":
         config = model_config(preset, "rope", length)
-        model = hf_llama(config).to(device).eval()
-
-        def transformers_nll(tokens):  # per-token NLL as one computes it with transformers: all logits, then the loss
-            logits = model(tokens[:, :-1]).logits  # (1, T, V)
-            return torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), tokens[:, 1:], reduction="none")
-
-        return transformers_nll, "transformers-sdpa", config
+        theirs = TokenNLL(hf_llama(config)).to(device).eval()
+        return (lambda tokens: theirs.token_nll(tokens[:, :-1], tokens[:, 1:])), "transformers-sdpa", config
     model, config = eval_model(preset, encoding, length, device, train_len, longest)
     model.kernel = kernel_choice
     kernel = attention_plan(model.encoding, kernel_choice, device, activation_dtype(device, dtype), length, length)
-    return (lambda tokens: model.token_nll(tokens[:, :-1], tokens[:, 1:])), kernel, config
+
+    def run_nll(tokens):  # tokens (1, n + 1): one window of n tokens, every token scored
+        n = tokens.shape[1] - 1
+        return evaluate_perplexity(model, [tokens[0]], n, budget=n, bucket_width=max(1, train_len // 4),
+                                   device=device, dtype=dtype)
+
+    return run_nll, kernel, config
 
 
 def _eval_worker(args) -> dict:
@@ -176,16 +179,11 @@ def best_time(fn, repeats: int, device: torch.device) -> float:
 
 def hf_llama(config: ModelConfig):
     """A transformers Llama with the same width, depth, heads, vocabulary and tying, SDPA attention."""
-    import transformers
+    from .pretrained import llama_config, require_transformers
 
-    hf_config = transformers.LlamaConfig(
-        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
-        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
-        max_position_embeddings=max(config.max_len, 2), tie_word_embeddings=config.tie_embeddings,
-        rope_parameters={"rope_type": "default", "rope_theta": config.rope_base}, attn_implementation="sdpa",
-    )
+    hf_config = llama_config(config, attn_implementation="sdpa")
     torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(hf_config)
+    return require_transformers().LlamaForCausalLM(hf_config)
 
 
 def in_fresh_process(fn, args):
@@ -194,30 +192,34 @@ def in_fresh_process(fn, args):
         return pool.apply(fn, (args,))
 
 
+class TokenNLL(torch.nn.Module):
+    """A transformers causal LM behind the project's `token_nll`, so one training step serves both."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def token_nll(self, inputs, targets):  # (B, T) each -> (B, T) float32: all logits, then the loss
+        logits = self.model(inputs).logits
+        return torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")
+
+
 def train_step(implementation: str, preset: str, seq_len: int, batch: int, device: torch.device, dtype: str):
-    """A closure running one optimizer step of the implementation's RoPE model on a fixed random batch."""
+    """A closure running one optimizer step (`train.training_step`, as training runs it) of the
+    implementation's RoPE model on a fixed random batch."""
+    from .batches import Batch
+    from .config import TrainConfig
+    from .train import make_optimizer, training_step
+
     config = model_config(preset, "rope", seq_len)
-    if implementation == "transformers":
-        model = hf_llama(config).to(device)
-
-        def loss_of(x, y):
-            logits = model(x).logits
-            return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-    else:
-        model = build(config).to(device)
-
-        def loss_of(x, y):
-            return model.token_nll(x, y).mean()
-
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model = (TokenNLL(hf_llama(config)) if implementation == "transformers" else build(config)).to(device)
+    train_config = TrainConfig(model=config, seq_len=seq_len, batch_size=batch, lr=1e-4, dtype=dtype)
+    optimizer = make_optimizer(model, train_config)
     tokens = torch.randint(0, config.vocab_size, (batch, seq_len + 1), device=device)
+    rows = Batch(tokens[:, :-1], tokens[:, 1:], torch.ones(batch, seq_len, device=device))
 
     def step():
-        with autocast(device, dtype):
-            loss = loss_of(tokens[:, :-1], tokens[:, 1:])
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        training_step(model, optimizer, train_config, rows, device)
 
     return step
 

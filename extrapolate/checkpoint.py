@@ -22,7 +22,7 @@ RETRAIN = "delete its folder to train it again"
 def weights_dict(model: TransformerLM) -> dict[str, torch.Tensor]:
     # tied embeddings share storage: store the head only when it is a separate tensor
     return {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()
-            if not (model.config.tie_embeddings and k == "lm_head.weight")}
+            if model.config.stored(k)}
 
 
 def save_checkpoint(folder: Path, config: TrainConfig, model: TransformerLM, state: dict | None = None) -> None:
@@ -59,7 +59,7 @@ def load_weights(folder: Path, model: TransformerLM, expected: TrainConfig | Non
             raise UserError(f"checkpoint {folder} was trained with a different config than its config.json")
     with reading(path, "checkpoint weights", RETRAIN):  # a tensor of the wrong shape: not this model's weights
         missing, unexpected = model.load_state_dict(tensors, strict=False)
-    missing = [k for k in missing if not (model.config.tie_embeddings and k == "lm_head.weight")]
+    missing = [k for k in missing if model.config.stored(k)]
     if missing or unexpected:
         raise UserError(f"checkpoint {folder} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
 

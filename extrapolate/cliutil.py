@@ -1,12 +1,74 @@
-"""Small parsing helpers shared by CLI commands; every failure is a one-line UserError."""
+"""What every CLI command shares: one-line errors (exit code 2), number bounds by flag, list parsing."""
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
 from .errors import UserError
+
+try:  # typer ≥ 0.20 vendors its own click; older releases use the click package
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exceptions
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    stderr.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+class OneLineErrors(TyperGroup):
+    """Turn every user mistake into one red line and exit code 2 (never a traceback or a usage dump)."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        check_numbers(self)
+        try:
+            code = super().main(*args, **kwargs)
+        except click_exceptions.NoArgsIsHelpError as exc:
+            stdout.print(exc.ctx.get_help() if exc.ctx else "")
+            sys.exit(2)
+        except click_exceptions.ClickException as exc:
+            message = " ".join(exc.format_message().split())
+            param = getattr(exc, "param", None)
+            if param is not None and getattr(param, "opts", None) and param.opts[0] not in message:
+                message = f"{param.opts[0]}: {message}"
+            fail(message)
+        except UserError as exc:
+            fail(" ".join(str(exc).split()))
+        except (KeyboardInterrupt, typer.Abort):
+            fail("interrupted; finished work is kept, run the same command again to resume", 130)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+        return code
+
+
+def check_numbers(command) -> None:
+    """Pass every parameter of `command` and its subcommands through `check_number` as it is parsed: a NaN, an
+    infinity or a meaningless count fails in one line naming the option, before the command starts any work."""
+    for param in command.params:
+        param.callback = number_checked(param.callback)
+    for sub in getattr(command, "commands", {}).values():
+        check_numbers(sub)
+
+
+def number_checked(callback):
+    def check(ctx, param, value):
+        check_number(param.opts[0], value)
+        return value if callback is None else callback(ctx, param, value)
+
+    return check
+
 
 
 def parse_int_list(text: str, what: str, minimum: int | None = None) -> list[int]:

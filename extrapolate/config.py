@@ -44,6 +44,11 @@ class ModelConfig:
         hidden = int(8 * self.d_model / 3)
         return 32 * ((hidden + 31) // 32)
 
+    def stored(self, key: str) -> bool:
+        """Whether a weight of this name is stored on its own: a tied head is the embedding table itself, so
+        checkpoints (ours and Hugging Face's) leave it out and loading never misses it."""
+        return not (self.tie_embeddings and key == "lm_head.weight")
+
     def validate(self) -> "ModelConfig":
         if self.n_heads < 1:
             raise UserError(f"heads must be at least 1, got {self.n_heads}")

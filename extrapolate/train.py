@@ -103,6 +103,24 @@ def masked_loss(nll: torch.Tensor, mask: torch.Tensor, weighting: str) -> torch.
     return ((nll * mask).sum(dim=1)[kept] / counts[kept]).mean()
 
 
+def training_step(model, optimizer: torch.optim.Optimizer, config: TrainConfig, batch, device: torch.device) -> torch.Tensor:
+    """One optimizer step on one batch (inputs, targets, mask: (B, T)) under `config`'s dtype, loss weighting
+    and clipping; returns the loss. A NaN/Inf loss is returned without a step, for the caller to stop on.
+    `model` is anything with `token_nll(inputs, targets) -> (B, T)` and parameters: training, the sweep's
+    estimate and the benchmark all step through here."""
+    inputs, targets, mask = (t.to(device) for t in (batch.inputs, batch.targets, batch.mask))
+    with autocast(device, config.dtype):
+        nll = model.token_nll(inputs, targets)  # (B, T) float32
+    loss = masked_loss(nll, mask, config.loss_weighting)
+    if not torch.isfinite(loss):
+        return loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    return loss
+
+
 def train(
     config: TrainConfig,
     source: BatchSource,
@@ -135,16 +153,9 @@ def train(
         lr = learning_rate(config, step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        inputs, targets, mask = (t.to(device) for t in (batch.inputs, batch.targets, batch.mask))
-        with autocast(device, config.dtype):
-            nll = model.token_nll(inputs, targets)  # (B, T) float32
-        loss = masked_loss(nll, mask, config.loss_weighting)
+        loss = training_step(model, optimizer, config, batch, device)
         if not torch.isfinite(loss):
             raise TrainingDiverged(step, folder)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
         step += 1
         losses.append(round(loss.item(), 6))
         synchronize(device)

@@ -115,21 +115,21 @@ def test_flex_requested_while_training_on_cpu_falls_back_to_blocked():
 
 
 def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
-    from extrapolate import runner
+    from extrapolate.attention import recorded_kernel
 
-    request = lambda **kw: runner.RunRequest(**{"encoding": "alibi", "kernel": "auto", "device": "cpu", **kw})  # noqa: E731
+    cpu, f32, bf16 = torch.device("cpu"), torch.float32, torch.bfloat16
     alibi, rope = make("alibi"), make("rope")
     full = lambda n: [(n, n)]  # noqa: E731  a forward over n tokens without a cache
-    assert runner.recorded_kernel(alibi, request(), full(4096)) == "fused-bias"
-    assert runner.recorded_kernel(alibi, request(dtype="bfloat16"), full(4096)) == "blocked"
-    assert runner.recorded_kernel(rope, request(kernel="flex"), full(4096)) == "sdpa"  # no bias: nothing to flex
-    assert runner.recorded_kernel(alibi, request(kernel="flex"), full(64)) == "blocked"  # too few queries to compile for
-    assert runner.recorded_kernel(rope, request(), [(4090, 4090), (1, 4091)]) == "sdpa+blocked"  # a cache continued
-    monkeypatch.setattr(runner, "resolve_device", lambda name: torch.device("cuda"))
+    assert recorded_kernel(alibi, "auto", cpu, f32, full(4096)) == "fused-bias"
+    assert recorded_kernel(alibi, "auto", cpu, bf16, full(4096)) == "blocked"
+    assert recorded_kernel(rope, "flex", cpu, f32, full(4096)) == "sdpa"  # no bias: nothing to flex
+    assert recorded_kernel(alibi, "flex", cpu, f32, full(64)) == "blocked"  # too few queries to compile for
+    assert recorded_kernel(rope, "auto", cpu, f32, [(4090, 4090), (1, 4091)]) == "sdpa+blocked"  # a cache continued
     monkeypatch.setattr("extrapolate.flex.available", lambda: True)
-    assert runner.recorded_kernel(alibi, request(), full(256)) == "blocked"  # a short run skips the compile
-    assert runner.recorded_kernel(alibi, request(), full(4096)) == "flex"
-    assert runner.recorded_kernel(alibi, request(), [(4090, 4090), (1, 4091)]) == "flex+blocked"
+    cuda = torch.device("cuda")
+    assert recorded_kernel(alibi, "auto", cuda, f32, full(256)) == "blocked"  # a short run skips the compile
+    assert recorded_kernel(alibi, "auto", cuda, f32, full(4096)) == "flex"
+    assert recorded_kernel(alibi, "auto", cuda, f32, [(4090, 4090), (1, 4091)]) == "flex+blocked"
 
 
 def spy_kernels(monkeypatch) -> list[str]:
@@ -160,10 +160,9 @@ def spy_kernels(monkeypatch) -> list[str]:
 @pytest.mark.parametrize("name,kernel,dtype", [("rope", "auto", "float32"), ("alibi", "auto", "float32"),
                                                ("t5", "auto", "bfloat16"), ("alibi", "flex", "float32")])
 def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dtype):
-    """The runner's record of a passkey cell is what the prompt pass and the decoding from its cache ran."""
+    """The record of a passkey cell is what the prompt pass and the decoding from its cache ran."""
     import dataclasses
 
-    from extrapolate import runner
     from extrapolate.config import ModelConfig
     from extrapolate.model import TransformerLM
     from extrapolate.passkey.prompt import PromptBuilder
@@ -177,8 +176,11 @@ def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dty
     model.kernel = kernel
     ran = spy_kernels(monkeypatch)
     evaluate_passkey(model, builder, 300, torch.device("cpu"), dtype)
-    request = runner.RunRequest(encoding=name, kernel=kernel, device="cpu", dtype=dtype)
-    recorded = runner.recorded_kernel(model.encoding, request, attention_shapes(builder, 300))
+    from extrapolate.attention import recorded_kernel
+    from extrapolate.device import activation_dtype
+
+    cpu = torch.device("cpu")
+    recorded = recorded_kernel(model.encoding, kernel, cpu, activation_dtype(cpu, dtype), attention_shapes(builder, 300))
     assert recorded == "+".join(dict.fromkeys(ran))
 
 

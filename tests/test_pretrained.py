@@ -7,7 +7,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from extrapolate.encodings import build_encoding  # noqa: E402
-from extrapolate.pretrained import export_hf, from_hf_model, hf_rope_parameters  # noqa: E402
+from extrapolate.export import export_hf  # noqa: E402
+from extrapolate.pretrained import from_hf_model, hf_rope_parameters  # noqa: E402
 
 ORIGINAL = 32
 

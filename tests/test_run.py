@@ -152,17 +152,17 @@ def test_cached_continuation_equals_one_pass(encoding):
 
 
 def test_out_of_memory_at_one_length_is_recorded_and_the_rest_continues(tmp_path, monkeypatch):
-    from extrapolate import runner as runner_module
+    from extrapolate.run import evaluate as evaluate_module
 
     corpus = make_corpus(tmp_path / "corpus")
-    original = runner_module.evaluate_perplexity
+    original = evaluate_module.evaluate_perplexity
 
     def flaky(model, docs, length, **kwargs):
         if length == 64:
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return original(model, docs, length, **kwargs)
 
-    monkeypatch.setattr(runner_module, "evaluate_perplexity", flaky)
+    monkeypatch.setattr(evaluate_module, "evaluate_perplexity", flaky)
     assert runner.invoke(app, tiny_args(corpus, tmp_path / "o", "rope")).exit_code == 0
     table = pd.read_csv(tmp_path / "o" / "results.csv")
     status = dict(zip(table[table.metric == "ppl"].eval_len, table[table.metric == "ppl"].status))

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate import runner as runner_module
+from extrapolate.run import cell as cell_module
 from extrapolate.cli import app
 from extrapolate.results import aggregate
 
@@ -46,9 +46,9 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
     # an interrupted sweep: only part of the cells finished
     assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", "alibi,rope")).exit_code == 0
     evaluated = []
-    original = runner_module.evaluate_run
-    monkeypatch.setattr(runner_module, "evaluate_run",
-                        lambda request, *a, **k: evaluated.append(request.encoding) or original(request, *a, **k))
+    original = cell_module.evaluate
+    monkeypatch.setattr(cell_module, "evaluate",
+                        lambda resolved, *a, **k: evaluated.append(resolved.spec.name) or original(resolved, *a, **k))
     assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", encodings)).exit_code == 0
     assert sorted(evaluated) == ["ntk", "pi", "sinusoidal", "yarn"]  # finished cells are not recomputed
     resumed = pd.read_csv(tmp_path / "resumed" / "results.csv")

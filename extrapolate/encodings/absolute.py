@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import PositionOutOfRange
+from ..errors import PositionOutOfRange, UserError
 from .base import PositionalEncoding
+from .spec import EncodingSpec, ShowQuery
 
 
 def sinusoidal_table(pos: torch.Tensor, width: int) -> torch.Tensor:
@@ -66,3 +67,23 @@ class NoPE(PositionalEncoding):
     """No positional signal at all: causal masking alone tells tokens apart."""
 
     name, kind = "nope", "none"
+
+
+def show_sinusoidal(query: ShowQuery) -> dict:
+    if query.position < 0 or query.width < 2 or query.width % 2:
+        raise UserError("sinusoidal needs a position ≥ 0 and an even width ≥ 2")
+    vector = sinusoidal_table(torch.tensor([query.position]), query.width)[0]
+    return {"position": query.position, "width": query.width, "vector": vector.tolist()}
+
+
+SINUSOIDAL = EncodingSpec("sinusoidal", "absolute", "fixed sin/cos added to the embeddings (Vaswani 2017)",
+                          lambda shape: Sinusoidal(shape.d_model), colour="#1f77b4", show=show_sinusoidal)
+LEARNED = EncodingSpec(
+    "learned", "absolute", "trained table of positions; none past its rows",
+    lambda shape: Learned(shape.d_model, shape.max_len, policy=shape.learned_policy),
+    {"max_len": "train length", "policy": "error"}, colour="#ff7f0e",
+    show=lambda query: {"note": "a trained table: no closed form; positions past its rows are unsupported",
+                        "parameters": LEARNED.parameters},
+)
+NOPE = EncodingSpec("nope", "none", "no positional signal; causal masking alone", lambda shape: NoPE(),
+                    colour="#000000", show=lambda query: {"note": "no positional signal"})

@@ -10,8 +10,25 @@ they expose an (H, n) table over distances instead of an (H, n, n) matrix; kerne
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
+
+
+@dataclass(frozen=True)
+class LinearBias:
+    """A bias -m_h·d (ALiBi's form): the fused kernels fold it into q·k as one extra dimension."""
+
+    slopes: torch.Tensor  # (H,) float32
+
+
+@dataclass(frozen=True)
+class SaturatingBias:
+    """A bias constant per head from `saturation` tokens back (T5's form): the fused kernels give far keys that
+    constant through their log-sum-exp and only a band of `saturation` keys an explicit bias."""
+
+    saturation: int
 
 
 class PositionalEncoding(nn.Module):
@@ -46,6 +63,10 @@ class PositionalEncoding(nn.Module):
         if table is None:
             return None
         return table[:, distance]  # (H, Tq, Tk)
+
+    def fused_form(self) -> LinearBias | SaturatingBias | None:
+        """The form in which the fused bias kernels take this encoding's bias; None: the blocked kernel."""
+        return None
 
     def describe(self) -> dict:
         """Parameters that identify this encoding (recorded with results)."""

@@ -7,7 +7,9 @@ import math
 import torch
 from torch import nn
 
-from .base import PositionalEncoding
+from ..errors import UserError
+from .base import LinearBias, PositionalEncoding, SaturatingBias
+from .spec import EncodingSpec, ShowQuery
 
 
 def alibi_slopes(n_heads: int) -> list[float]:
@@ -34,6 +36,9 @@ class ALiBi(PositionalEncoding):
     def bias_table(self, n, device=None):
         distance = torch.arange(n, dtype=torch.float32, device=device or self.slopes.device)  # (n,)
         return -self.slopes.to(distance.device)[:, None] * distance[None, :]  # (H, n)
+
+    def fused_form(self):
+        return LinearBias(self.slopes)
 
     def describe(self):
         return {"slopes": [round(s, 10) for s in self.slopes.tolist()]}
@@ -80,5 +85,24 @@ class T5Bias(PositionalEncoding):
         buckets = t5_bucket(rp, self.num_buckets, self.max_distance)
         return self.table(buckets).float().T  # (H, n)
 
+    def fused_form(self):
+        return SaturatingBias(self.saturation) if self.saturation is not None else None
+
     def describe(self):
         return {"num_buckets": self.num_buckets, "max_distance": self.max_distance}
+
+
+def show_t5(query: ShowQuery) -> dict:
+    distances = query.distances if query.distances is not None else [0, 1, 5, 20, 200, 1000]
+    if any(d < 0 for d in distances):
+        raise UserError("t5 distances are how far back the key is: use numbers ≥ 0")
+    buckets = t5_bucket(-torch.tensor(distances, dtype=torch.int64)).tolist()
+    return {"distances": distances, "buckets": buckets, "num_buckets": 32, "max_distance": 128}
+
+
+ALIBI = EncodingSpec("alibi", "bias", "linear distance penalty per head (Press et al. 2022)",
+                     lambda shape: ALiBi(shape.n_heads), {"heads": "model heads"}, colour="#d62728",
+                     show=lambda query: {"heads": query.heads, "slopes": alibi_slopes(query.heads)})
+T5 = EncodingSpec("t5", "bias", "learned bias per log-spaced distance bucket (Raffel et al. 2020)",
+                  lambda shape: T5Bias(shape.n_heads), {"num_buckets": 32, "max_distance": 128}, colour="#2ca02c",
+                  show=show_t5)

@@ -120,29 +120,33 @@ class Scaling:
     dynamic: bool  # depends on the sequence length of each forward
     options: dict  # option name -> default
     description: str
+    colour: str = "#555555"  # in every figure
 
 
 SCALINGS: dict[str, Scaling] = {
-    "rope": Scaling(rope, False, {}, "rotary position embedding (Su et al.), half-pair layout"),
-    "pi": Scaling(pi, False, {}, "position interpolation: inv_freq / s (Chen et al. 2023)"),
-    "ntk": Scaling(ntk, False, {}, "NTK-aware: base · s^(d/(d-2)), static"),
-    "dynamic-ntk": Scaling(dynamic_ntk, True, {}, "NTK base recomputed from each sequence's length"),
+    "rope": Scaling(rope, False, {}, "rotary position embedding (Su et al.), half-pair layout", "#9467bd"),
+    "pi": Scaling(pi, False, {}, "position interpolation: inv_freq / s (Chen et al. 2023)", "#8c564b"),
+    "ntk": Scaling(ntk, False, {}, "NTK-aware: base · s^(d/(d-2)), static", "#e377c2"),
+    "dynamic-ntk": Scaling(dynamic_ntk, True, {}, "NTK base recomputed from each sequence's length", "#7f7f7f"),
     "yarn": Scaling(
         yarn,
         False,
         {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None},
         "YaRN ramp between kept and interpolated pairs + 0.1·ln(s)+1 attention factor (Peng et al. 2023)",
+        "#bcbd22",
     ),
     "dynamic-yarn": Scaling(
         dynamic_yarn,
         True,
         {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None},
         "YaRN with s = max(1, l/L) recomputed per forward",
+        "#17becf",
     ),
     "llama3": Scaling(
         llama3,
         False,
         {"low_freq_factor": 1.0, "high_freq_factor": 4.0},
         "Llama 3.1 wavelength-banded scaling, no attention factor",
+        "#393b79",
     ),
 }

@@ -16,7 +16,7 @@ import pandas as pd
 from ..errors import UserError
 from ..paths import cache_dir, data_dir
 from ..results import RESULTS_FILE, load_results
-from ..runner import Reporter
+from ..run import Reporter
 from .compare import Comparison, claims_over_seeds, compare
 from .quantities import measure_spread, read_spread, write_spread
 from .suite import Suite
@@ -65,6 +65,29 @@ class Outcome:
     comparison: Comparison | None  # None when there was no reference to compare with
     folder: Path  # the fresh run
     spread_claims: list[tuple[str, bool, str]] | None = None  # claims over every seed, after measuring spread
+    reference: Path | None = None  # the committed reference compared with (or replaced)
+
+
+def reproduce_job(suite_name: str, reporter: Reporter, replace_reference: bool = False, spread: bool = False,
+                  reuse_models: bool = False, keep: Path | None = None) -> Outcome:
+    """`extrapolate reproduce`: compare a fresh run of the suite with its reference, or replace the
+    reference. The fresh run goes to a temporary folder, removed afterwards, unless `keep` names one."""
+    from .suite import load_suite
+
+    if spread and not replace_reference:
+        raise UserError("--spread re-measures the reference's spread: use it with --update")
+    suite = load_suite(suite_name)
+    folder = keep or Path(tempfile.mkdtemp(prefix="extrapolate-fresh-"))
+    try:
+        if replace_reference:
+            outcome = update(suite, reporter, folder, spread=spread, reuse_models=reuse_models)
+        else:
+            outcome = reproduce(suite, reporter, folder, reuse_models=reuse_models)
+    finally:
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    outcome.reference = reference_folder(suite)
+    return outcome
 
 
 def reproduce(suite: Suite, reporter: Reporter, folder: Path, reuse_models: bool = False) -> Outcome:

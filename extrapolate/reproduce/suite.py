@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
-from ..runner import RunRequest
+from ..run import RunRequest
 from ..taskfiles import TASKS_DIR, tomllib
 
 SUITES_DIR = TASKS_DIR / "suites"

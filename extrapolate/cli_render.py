@@ -1,0 +1,109 @@
+"""Rendering for the CLI: progress on stderr, tables and verdicts on stdout (rich). No logic here."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from .cliutil import stderr, stdout
+
+
+class RichReporter:
+    """Renders training and evaluation progress with rich (on stderr, so stdout stays clean)."""
+
+    def __init__(self):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=stderr, transient=False)
+        self.task = None
+
+    def training(self, total: int, reused: bool):
+        self.reused = reused
+        if reused:
+            return None
+        self.progress.start()
+        self.task = self.progress.add_task("training", total=total, info="")
+
+        def on_step(step, total, loss, tokens_per_second):
+            self.progress.update(self.task, completed=step, info=f"loss {loss:.3f} · {tokens_per_second:,.0f} tok/s")
+
+        return on_step
+
+    def done_training(self):
+        if getattr(self, "reused", False):
+            stderr.print("[green]reused the trained model from the cache[/]")
+            self.reused = False
+        if self.task is not None:
+            self.progress.stop()
+            self.task = None
+
+    def warn(self, message: str):
+        stderr.print(f"[yellow]warning:[/] {message}", highlight=False)
+
+    def cell(self, cell):
+        stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}", highlight=False)
+
+    def evaluating(self, what: str, length: int):
+        stderr.print(f"evaluating {what} at {length} tokens", highlight=False)
+
+
+def render_comparison(result) -> None:
+    checks = result.checks.copy()
+    used = checks["change"].abs() / checks["tolerance"]  # share of its tolerance each quantity used
+    failing = checks[checks["verdict"] != "ok"]
+    if len(failing):
+        table = Table("encoding", "length", "metric", "seeds' mean", "now", "change", "tolerance", "verdict",
+                      title=f"{len(failing)} of {len(checks)} quantities out of tolerance (perplexity as NLL in "
+                            "nats, passkey as the mean over depths)")
+        for r in failing.itertuples():
+            table.add_row(r.encoding, str(r.eval_len), r.metric, f"{r.reference:.4f}", f"{r.now:.4f}",
+                          f"{r.change:+.4f}", f"±{r.tolerance:.4f}", f"[red]{r.verdict}[/]")
+        stdout.print(table)
+    if used.notna().any():
+        worst = checks.loc[used.idxmax()]
+        stdout.print(f"{(checks['verdict'] == 'ok').sum()} of {len(checks)} quantities within tolerance; the closest: "
+                     f"{worst['encoding']} {worst['metric']} at {worst['eval_len']} used {used.max():.0%} of its "
+                     f"tolerance ({worst['change']:+.4f} of ±{worst['tolerance']:.4f})", highlight=False)
+    for r in result.cells.itertuples():
+        stdout.print(f"[red]cell changed[/]: {r.encoding} {r.eval_len} {r.task} {r.metric}: {r.reference} → {r.now}",
+                     highlight=False)
+    for text, holds, detail in result.claims:
+        stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text}: {detail}", highlight=False)
+
+
+def render_sweep_plan(plan, folder, device: str) -> None:
+    from .sweep import models_of
+
+    cells, estimate = plan
+    table = Table("seed", "encoding", "model", "state", title=f"sweep plan → {folder}")
+    trained = models_of(cells)
+    for cell in cells:
+        state = "done (skipped)" if cell.done else ("reuse model" if trained[cell.model_folder] else "train + evaluate")
+        table.add_row(str(cell.seed), cell.encoding, cell.model_folder.name, state)
+    stdout.print(table)
+    to_train = sum(1 for done in trained.values() if not done)
+    stdout.print(f"{to_train} model(s) to train, {len(trained) - to_train} reused; "
+                 f"{sum(not c.done for c in cells)} evaluation cell(s); "
+                 f"estimated {estimate / 60:.1f} min on {device}", highlight=False)
+
+
+def bench_extra(row) -> str:
+    """MFU for training rows, GFLOP/s for the matmul peak."""
+    return f"{row.mfu:.0%} MFU" if row.mfu is not None else (f"{row.gflops:,.0f} GFLOP/s" if row.gflops else "")
+
+
+def render_bench_row(row) -> None:
+    stderr.print(f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
+                 f"{row.tokens_per_second:10,.0f} tok/s {row.peak_memory_mb:8,.0f} MB {row.kernel:16} {bench_extra(row)}",
+                 highlight=False)
+
+
+def render_bench(rows, summary: list[str], out) -> None:
+    table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
+    for r in rows:
+        table.add_row(r.what, r.implementation, r.encoding, str(r.length), f"{r.tokens_per_second:,.0f}",
+                      f"{r.peak_memory_mb:,.0f}", r.kernel, r.dtype, bench_extra(r))
+    stdout.print(table)
+    stdout.print("\n".join(summary), highlight=False)
+    stdout.print(f"wrote {out}/bench.csv, summary.md and bench.png", highlight=False)

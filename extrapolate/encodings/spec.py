@@ -1,0 +1,57 @@
+"""What the rest of the project needs to know of an encoding, in one record: its kind, parameters and
+description (`extrapolate encodings`), how to build it for a model, what `encodings show` prints, and its
+colour in every figure. Its place in tables and figures is its place in the registry (catalog.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .base import PositionalEncoding
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Everything a model knows that an encoding may need to be built."""
+
+    d_model: int
+    n_heads: int
+    head_dim: int
+    max_len: int  # training length: rows of a learned table, original length of RoPE scalings
+    base: float = 10000.0  # RoPE base
+    factor: float = 1.0  # RoPE scaling factor
+    original_len: int | None = None  # None: max_len
+    options: dict = field(default_factory=dict)  # a RoPE scaling's own options
+    learned_policy: str = "error"
+
+
+@dataclass(frozen=True)
+class ShowQuery:
+    """The inputs of `extrapolate encodings show`; each encoding reads the ones that concern it."""
+
+    head_dim: int = 64
+    base: float = 10000.0
+    factor: float = 1.0
+    original_len: int = 2048
+    seq_len: int | None = None
+    heads: int = 8
+    distances: list[int] | None = None
+    position: int = 1
+    width: int = 8
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EncodingSpec:
+    name: str
+    kind: str  # absolute | bias | rotary | none
+    description: str
+    build: Callable[[Shape], PositionalEncoding]
+    parameters: dict[str, Any] = field(default_factory=dict)  # name -> default
+    colour: str = "#555555"  # in every figure
+    show: Callable[[ShowQuery], dict] | None = None  # what `encodings show` prints beyond name and kind
+    trains_own_model: bool = True  # False: a RoPE scaling applied to a model trained with plain `rope`
+
+    @property
+    def base_encoding(self) -> str:
+        return self.name if self.trains_own_model else "rope"

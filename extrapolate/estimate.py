@@ -1,0 +1,40 @@
+"""A sweep's time estimate before it runs: a few real training steps timed, scaled to the plan."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .batches import BatchSource
+from .run import Prepared, ResolvedRun
+from .run.resolved import train_config
+from .train import build_model, make_optimizer, training_step
+
+TIMED_STEPS = 3  # after one warm-up step
+
+
+def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepared: Prepared) -> float:
+    """Training steps × the measured seconds per step, plus evaluation forward tokens at about three times
+    the training token rate (forward only). `pending`: the cells still to run; `models`: each model folder
+    and whether it is trained already."""
+    if not pending:
+        return 0.0
+    first = pending[0]
+    config = train_config(first.request, prepared, "rope")
+    model = build_model(config, prepared.device)
+    optimizer = make_optimizer(model, config)
+    source = BatchSource(prepared.stream, config.seq_len, config.batch_size, 0)
+    start = 0.0
+    for step in range(TIMED_STEPS + 1):
+        if step == 1:
+            start = time.perf_counter()
+        training_step(model, optimizer, config, source.batch(step), prepared.device)
+    per_step = (time.perf_counter() - start) / TIMED_STEPS
+    tokens_per_second = config.batch_size * config.seq_len / per_step
+    to_train = {c.model_folder for c in pending if not models[c.model_folder]}
+    train_seconds = len(to_train) * config.steps * per_step
+    per_cell_tokens = len(prepared.heldout) * first.budget * len(prepared.lengths)
+    if "passkey" in first.request.tasks:
+        task = prepared.passkey_builder.task
+        per_cell_tokens += sum(prepared.lengths) * task.trials * len(task.depths) * 2
+    return train_seconds + len(pending) * per_cell_tokens / (3 * tokens_per_second)

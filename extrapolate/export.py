@@ -1,0 +1,56 @@
+"""`extrapolate export`: a RoPE model trained here as a Hugging Face Llama checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from .errors import UserError
+from .model import TransformerLM
+from .pretrained import llama_config, require_transformers, to_hf_names
+
+
+def export_run(run_dir: Path, out: Path) -> None:
+    """Export the model of a run folder (its run.json names the model) or of a checkpoint folder."""
+    from .paths import cache_dir
+    from .readers import read_json
+    from .tokenizers import tokenizer_of_model
+    from .train import load_trained
+
+    folder = run_dir
+    if (run_dir / "run.json").exists():
+        record = read_json(run_dir / "run.json", "run record", fields=("model_folder",))
+        folder = cache_dir() / "models" / str(record["model_folder"])
+    if not (folder / "config.json").exists():
+        raise UserError(f"{run_dir} is neither a run folder nor a checkpoint folder")
+    trained = load_trained(folder, torch.device("cpu"))
+    export_hf(trained.model, out, tokenizer_of_model(folder, trained.config.tokenizer))
+
+
+def export_hf(model: TransformerLM, out: Path, tokenizer=None) -> None:
+    """Write a RoPE model of the project as a Hugging Face Llama checkpoint (config.json + safetensors), with
+    its tokenizer when that is a BPE (tokenizer.json + tokenizer_config.json, for AutoTokenizer)."""
+    transformers = require_transformers()
+    config = model.config
+    if config.encoding != "rope":
+        raise UserError(f"only RoPE models export to Llama checkpoints; this one uses {config.encoding}")
+    if config.mlp != "swiglu" or config.norm != "rmsnorm":
+        raise UserError("only RMSNorm + SwiGLU models export to Llama checkpoints")
+    hf_config = llama_config(config)
+    hf_model = transformers.LlamaForCausalLM(hf_config)
+    state = to_hf_names({k: v.detach().float() for k, v in model.state_dict().items()})
+    state = {k: v for k, v in state.items() if config.stored(k)}
+    missing, unexpected = hf_model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if config.stored(k)]
+    if missing or unexpected:
+        raise UserError(f"export failed: missing {missing[:3]}, unexpected {unexpected[:3]}")
+    if config.tie_embeddings:
+        hf_model.tie_weights()
+    out.mkdir(parents=True, exist_ok=True)
+    hf_model.save_pretrained(out)
+    if hasattr(tokenizer, "to_transformers"):
+        tokenizer.to_transformers().save_pretrained(out)
+    record = {"source": "extrapolate", "train_len": config.max_len, "tokenizer": getattr(tokenizer, "identity", None)}
+    (out / "extrapolate.json").write_text(json.dumps(record, indent=2))

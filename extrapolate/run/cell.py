@@ -1,0 +1,101 @@
+"""One (encoding, seed) cell end to end, and `run`, the job of one cell: resolve, prepare, train or reuse,
+evaluate, write the tables, run.json and the report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from ..errors import UserError
+from ..results import append_positions, append_results, check_tables, provenance
+from ..train import TrainingDiverged
+from .evaluate import evaluate, trained_model
+from .prepare import Prepared, prepare
+from .reporter import Reporter
+from .request import RunRequest, output_folder, resolve_request
+from .resolved import ResolvedRun, resolve_run
+from .rows import diverged_rows, measurement_rows
+
+
+def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: Reporter) -> TrainingDiverged | None:
+    """Train or reuse, evaluate, append to the folder's tables. A diverged training is recorded as
+    `status=diverged` rows (and returned) instead of stopping everything."""
+    try:
+        trained = trained_model(resolved, prepared, reporter)
+    except TrainingDiverged as diverged:
+        reporter.done_training()
+        append_results(folder, diverged_rows(resolved, prepared))
+        return diverged
+    measurements = evaluate(resolved, prepared, trained.model, reporter)
+    rows, positions = measurement_rows(resolved, prepared, trained.model.num_parameters(), measurements)
+    write_outputs(folder, resolved, trained, rows, positions)
+    return None
+
+
+def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
+    """The main job. Returns the output folder."""
+    from ..lock import folder_lock
+
+    reporter = reporter or Reporter()
+    request = resolve_request(request)
+    folder = output_folder(request)
+    check_tables(folder)  # a damaged table in the output folder is refused before training, not after
+    prepared = prepare(request)
+    resolved = resolve_run(request, prepared)
+    with new_folder_guard(folder), folder_lock(folder):
+        diverged = run_cell(resolved, prepared, folder, reporter)
+    if diverged is not None:
+        raise diverged
+    return folder
+
+
+def check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output folder {folder}: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"output folder {folder} is not writable")
+
+
+@contextlib.contextmanager
+def new_folder_guard(folder: Path):
+    """Create the output folder; if it was new and the job fails before writing anything, remove it again,
+    so a mistake never leaves an empty or half-made folder behind."""
+    existed = folder.exists()
+    check_writable(folder)
+    try:
+        yield
+    except BaseException:
+        if not existed and folder.exists() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+
+
+def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict], positions: list[dict]) -> None:
+    from ..atomic import write_text
+    from ..report import write_run_report
+
+    request = resolved.request
+    table = append_results(folder, rows)
+    append_positions(folder, positions)
+    if trained.config is not None and rows:
+        from ..training_log import append_training, probe_rows
+
+        common = {"run_id": resolved.run_id, "encoding": resolved.spec.name, "seed": request.seed,
+                  "train_len": request.train_len}
+        append_training(folder, probe_rows(trained.summary, common))
+    config_file = trained.folder / "config.json"
+    record = {"request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
+              "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,
+              "model_config": asdict(trained.model.config),
+              "model_folder": trained.folder.name,  # under the cache's models/ folder
+              "training": {k: v for k, v in trained.summary.items() if k != "losses"},
+              **provenance()}
+    text = json.dumps(record, indent=2, default=str)
+    write_text(folder / "run.json", text)  # the latest run in this folder
+    write_text(folder / "runs" / f"{resolved.run_id}.json", text)  # every run, kept
+    write_run_report(folder, table)

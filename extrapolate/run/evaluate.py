@@ -1,0 +1,124 @@
+"""Train (or reuse, or load) a cell's model and measure it at every length: each measurement with its
+status and the kernel its attention calls ran."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from ..attention import recorded_kernel
+from ..batches import BatchSource
+from ..device import activation_dtype
+from ..encodings import encoding_for
+from ..errors import PositionOutOfRange
+from ..passkey.prompt import PromptBuilder
+from ..tasks.passkey import evaluate_passkey
+from ..tasks.perplexity import evaluate_perplexity
+from ..tokenizers import keep_with_model
+from ..train import Probe, TrainedModel, train
+from .prepare import Prepared
+from .reporter import Reporter
+from .resolved import ResolvedRun
+
+PROBE_PROMPTS = 40  # prompts per retrieval probe during training: a 95% interval of about ±15% at 50%
+
+
+@dataclass
+class Measurement:
+    task: str  # perplexity | passkey
+    length: int
+    status: str  # ok | unsupported | oom
+    result: object  # PerplexityResult, a list of PasskeyCell, or None when the status is not ok
+    kernel: str  # the kernels its attention calls ran, "+"-joined in call order
+
+
+def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter) -> TrainedModel:
+    if prepared.pretrained is not None:
+        model = prepared.pretrained.model.to(prepared.device)
+        summary = {"config_hash": resolved.model_hash, "pretrained": resolved.request.model,
+                   "params": model.num_parameters()}
+        return TrainedModel(model, resolved.model_folder, None, summary, reused=True)
+    from .. import checkpoint as ckpt
+
+    config = resolved.train_config
+    rows = prepared.passkey_builder.training_row if prepared.passkey_builder is not None else None
+    source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed, config.passkey_fraction, rows)
+    callback = reporter.training(config.steps, ckpt.is_complete(resolved.model_folder))
+    result = train(config, source, prepared.device, on_step=callback, probe=retrieval_probe(resolved, prepared))
+    keep_with_model(prepared.tokenizer, result.folder)
+    reporter.done_training()
+    return result
+
+
+def retrieval_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe | None:
+    """Greedy retrieval accuracy at L on a few dozen prompts, every ~1/30 of training, when the model trains
+    on retrieval prompts: the step at which retrieval forms is itself a comparison between encodings."""
+    builder, config = prepared.passkey_builder, resolved.train_config
+    if builder is None or config.passkey_fraction <= 0:
+        return None
+    task = builder.task
+    small = PromptBuilder(dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer)
+
+    def measure(model) -> float:
+        model.kernel = resolved.request.kernel
+        cells = evaluate_passkey(model, small, resolved.request.train_len, prepared.device, "float32", rank=False)
+        return sum(c.accuracy for c in cells) / len(cells)
+
+    return Probe(every=max(10, config.steps // 30), measure=measure)
+
+
+def evaluation_encoding(resolved: ResolvedRun, model):
+    """The encoding to evaluate with: a RoPE scaling swapped onto the RoPE model, or the model's own."""
+    spec, request = resolved.spec, resolved.request
+    if spec.kind != "rotary":  # the model's own encoding (and its trained parameters, if any)
+        if hasattr(model.encoding, "policy"):  # a table of positions: what happens past its rows
+            model.encoding.policy = request.learned_policy
+        return model.encoding
+    # rotary kinds are parameter-free: always a fresh encoding, so a model shared by several cells (a loaded
+    # pretrained checkpoint) never keeps the scaling of an earlier cell
+    encoding = encoding_for(model.config, spec.name, factor=resolved.factor, original_len=request.train_len)
+    return encoding.to(next(model.parameters()).device)
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def measure(device: torch.device, evaluate):
+    """(status, result) of one evaluation cell: `unsupported` when the encoding has no representation for a
+    position (a learned table past its rows), `oom` when the device runs out of memory; other errors raise."""
+    try:
+        return "ok", evaluate()
+    except PositionOutOfRange:
+        return "unsupported", None
+    except (RuntimeError, MemoryError) as exc:
+        if not is_oom(exc):
+            raise
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return "oom", None
+
+
+def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporter) -> list[Measurement]:
+    """Every (task, length) the resolved run plans, perplexity first, in the model's evaluation encoding."""
+    request, device = resolved.request, prepared.device
+    model.kernel = request.kernel
+    model.set_encoding(evaluation_encoding(resolved, model))
+    tasks = {
+        "perplexity": lambda length: evaluate_perplexity(
+            model, prepared.heldout, length, protocol=request.protocol, stride=request.stride, budget=resolved.budget,
+            bucket_width=resolved.bucket_width, device=device, dtype=request.dtype),
+        "passkey": lambda length: evaluate_passkey(model, prepared.passkey_builder, length, device, request.dtype),
+    }
+    out = []
+    for task, run in tasks.items():
+        for length in resolved.lengths if task in request.tasks else []:
+            reporter.evaluating(task, length)
+            status, result = measure(device, lambda: run(length))
+            # asked after the measurement, so a kernel that fell back (flex failing to compile) is recorded as such
+            kernel = recorded_kernel(model.encoding, request.kernel, device, activation_dtype(device, request.dtype),
+                                     resolved.attention[task, length])
+            out.append(Measurement(task, length, status, result, kernel))
+    return out

@@ -1,0 +1,65 @@
+"""The data every cell of a job shares, prepared once: corpus, tokenizer, held-out documents, the training
+stream, the device, the evaluation lengths and the retrieval prompts (run and sweep alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..corpora import Corpus, load_corpus
+from ..defaults import DEFAULT_PASSKEY_FRACTION
+from ..device import resolve_device
+from ..errors import UserError
+from ..passkey.prompt import PromptBuilder
+from ..taskfiles import load_task
+from ..tokenizers import load_tokenizer
+from .request import RunRequest, is_pretrained, lengths_for, load_pretrained_once
+
+
+@dataclass(frozen=True)
+class Prepared:
+    corpus: Corpus
+    tokenizer: object  # ByteTokenizer, BPETokenizer or a pretrained model's own
+    heldout: list[torch.Tensor]
+    stream: torch.Tensor  # (N,) int64 training tokens
+    device: torch.device
+    lengths: tuple[int, ...]
+    passkey_fraction: float  # share of training rows that are retrieval prompts
+    passkey_identity: str  # the task identity those rows come from ("" when there are none)
+    passkey_builder: PromptBuilder | None  # when the job trains or evaluates on retrieval prompts
+    pretrained: object | None  # the loaded checkpoint of a pretrained model
+
+
+def prepare(request: RunRequest) -> Prepared:
+    """`request` is resolved (`resolve_request`)."""
+    device = resolve_device(request.device)
+    lengths = tuple(lengths_for(request))
+    corpus = load_corpus(request.corpus)
+    pretrained = load_pretrained_once(request.model) if is_pretrained(request.model) else None
+    tokenizer = pretrained.tokenizer if pretrained else load_tokenizer(request.tokenizer, corpus)
+    longest = max(lengths)
+    heldout = [t for t in (tokenizer.encode_tensor(d) for d in corpus.heldout) if t.numel() > longest]
+    if not heldout:
+        raise UserError(f"corpus {corpus.name} has no held-out document longer than {longest} tokens")
+    heldout = heldout[: request.eval_docs]
+    # a pretrained model is not trained here: its training stream is never needed
+    stream = (tokenizer.encode_tensor("\n\n".join(corpus.train)) if pretrained is None
+              else torch.zeros(request.train_len + 2, dtype=torch.int64))
+    if stream.numel() < request.train_len + 2:
+        raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
+    builder = PromptBuilder(load_task(request.passkey_task), tokenizer)
+    need = builder.fixed_tokens() + 32  # room for some filler
+    fraction = request.passkey_fraction if pretrained is None else 0.0
+    if fraction is None:
+        fraction = DEFAULT_PASSKEY_FRACTION if request.train_len >= need else 0.0
+    used = fraction > 0 or "passkey" in request.tasks
+    if used:
+        if fraction > 0 and request.train_len < need:
+            raise UserError(f"--train-len {request.train_len} leaves no room for passkey training prompts "
+                            f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length")
+        if "passkey" in request.tasks and min(lengths) < builder.fixed_tokens() + 16:
+            raise UserError(f"passkey prompts need at least {builder.fixed_tokens() + 16} tokens; "
+                            f"the shortest evaluation length is {min(lengths)}")
+    return Prepared(corpus, tokenizer, heldout, stream, device, lengths, fraction,
+                    builder.task.identity if fraction > 0 else "", builder if used else None, pretrained)

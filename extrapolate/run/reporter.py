@@ -1,0 +1,22 @@
+"""The progress sink of long work: the CLI renders it, the library never prints."""
+
+from __future__ import annotations
+
+from ..train import StepCallback
+
+
+class Reporter:
+    def training(self, total: int, reused: bool) -> StepCallback | None:
+        return None
+
+    def evaluating(self, what: str, length: int) -> None:
+        pass
+
+    def done_training(self) -> None:
+        pass
+
+    def cell(self, cell) -> None:
+        pass
+
+    def warn(self, message: str) -> None:
+        pass

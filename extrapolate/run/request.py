@@ -1,0 +1,176 @@
+"""What a user asks for (`RunRequest`) and its resolution: every check and every default that depends on
+the model, made once, at the edge. Later stages read the resolved request and never re-derive it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..attention import KERNELS
+from ..config import PRESETS, ModelConfig
+from ..defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS
+from ..encodings import get_spec
+from ..encodings.catalog import validate_shape
+from ..errors import UserError
+from ..registry import require_known
+from ..taskfiles import list_task_names
+from ..tasks.perplexity import PROTOCOLS
+from ..tokenizers import parse_spec
+
+TASKS = ("perplexity", "passkey")
+DEFAULT_TRAIN_LEN = 256  # models trained here; a pretrained model's default is its own context
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    encoding: str = "rope"
+    train_len: int | None = None  # None: 256 for presets, the checkpoint's own context for pretrained models
+    eval_lens: tuple[int, ...] = ()  # empty: L, 2L, … up to eval_len
+    eval_len: int | None = None  # default 8·L
+    factor: float | None = None  # RoPE scalings; default max eval length / L
+    model: str = "small"
+    width: int | None = None  # overrides of the preset
+    layers: int | None = None
+    heads: int | None = None
+    corpus: str = "shakespeare"
+    tokenizer: str = "bpe"  # models trained here: bytes | bpe | bpe:N; a pretrained model uses its own
+    tasks: tuple[str, ...] = ("perplexity",)
+    steps: int = DEFAULT_STEPS
+    batch_size: int = 32
+    lr: float = 3e-3
+    seed: int = 0
+    device: str = "auto"
+    dtype: str = "float32"  # evaluation precision
+    train_dtype: str = "bfloat16"
+    protocol: str = "full"
+    stride: int = 256
+    eval_tokens: int = 8192  # tokens scored per held-out document, the same at every length
+    eval_docs: int | None = None  # at most this many held-out documents (None: all)
+    learned_policy: str = "error"
+    kernel: str = "auto"
+    # share of training rows that are passkey prompts (within L); None: 0.2 when L leaves room, else 0
+    passkey_fraction: float | None = None
+    passkey_task: str | None = None  # a task name under tasks/ or a TOML path; None: see DEFAULT_RETRIEVAL_TASK
+    out: Path | None = None
+    name: str | None = None
+
+
+def resolve_request(request: RunRequest) -> RunRequest:
+    """The request with every model-dependent default filled (the retrieval task, the training length, a
+    pretrained checkpoint's tokenizer), checked in full; a mistake is one UserError line."""
+    request = named_retrieval_task(request)
+    pretrained = is_pretrained(request.model)
+    if request.passkey_task is None:
+        task = DEFAULT_RETRIEVAL_TASK["pretrained" if pretrained else "trained"]
+        request = dataclasses.replace(request, passkey_task=task)
+    if pretrained:
+        spec = get_spec(request.encoding)
+        if spec.kind != "rotary":
+            raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
+        # a checkpoint brings its own tokenizer (whatever --tokenizer says): the request records that one
+        checkpoint = load_pretrained_once(request.model)
+        train_len = checkpoint.original_len if request.train_len is None else request.train_len
+        request = dataclasses.replace(request, train_len=train_len, tokenizer=checkpoint.tokenizer.identity)
+    elif request.train_len is None:
+        request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
+    check(request)
+    if not pretrained:
+        spec = get_spec(request.encoding)
+        parse_spec(request.tokenizer)  # a bad --tokenizer fails here, before the corpus is read
+        config = model_config(request, spec.base_encoding)
+        validate_shape(spec, n_heads=config.n_heads, head_dim=config.head_dim, factor=request.factor or 1.0)
+    return request
+
+
+def named_retrieval_task(request: RunRequest) -> RunRequest:
+    """`--tasks ruler-multikey`: the retrieval task, with that task file."""
+    named = [t for t in request.tasks if t not in TASKS and t in list_task_names()]
+    if not named:
+        return request
+    if len(named) > 1 or (request.passkey_task not in (None, named[0])):
+        raise UserError(f"one retrieval task per run: {', '.join(named)} (and --passkey-task {request.passkey_task})")
+    tasks = tuple(dict.fromkeys("passkey" if t == named[0] else t for t in request.tasks))
+    return dataclasses.replace(request, tasks=tasks, passkey_task=named[0])
+
+
+def check(request: RunRequest) -> None:
+    if request.train_len < 2:
+        raise UserError(f"--train-len must be at least 2, got {request.train_len}")
+    if request.eval_len is not None and request.eval_len < request.train_len:
+        raise UserError(f"--eval-len ({request.eval_len}) is shorter than --train-len ({request.train_len})")
+    if any(n < 1 for n in request.eval_lens):
+        raise UserError("--eval-lens must be positive")
+    if request.factor is not None and not request.factor > 0:
+        raise UserError(f"--factor must be > 0, got {request.factor}")
+    if request.steps < 1 or request.batch_size < 1:
+        raise UserError("--steps and --batch-size must be at least 1")
+    if request.protocol not in PROTOCOLS:
+        raise UserError(f"unknown protocol {request.protocol!r}; valid: {', '.join(PROTOCOLS)}")
+    if request.stride < 1:
+        raise UserError(f"--stride must be at least 1, got {request.stride}")
+    require_known("kernel", request.kernel, KERNELS)
+    if request.learned_policy not in ("error", "clamp"):
+        raise UserError("--learned-policy must be error or clamp")
+    if request.passkey_fraction is not None and not 0 <= request.passkey_fraction < 1:
+        raise UserError("--passkey-fraction must be in [0, 1)")
+    for task in request.tasks:
+        require_known("task", task, TASKS)
+    if request.eval_docs is not None and request.eval_docs < 1:
+        raise UserError("--eval-docs must be at least 1")
+
+
+def lengths_for(request: RunRequest) -> list[int]:
+    """The evaluation lengths: the explicit list, or L, 2L, 4L, … up to the longest (default 8·L)."""
+    L = request.train_len
+    if request.eval_lens:
+        return sorted(set(request.eval_lens))
+    longest = request.eval_len if request.eval_len is not None else 8 * L
+    lengths, n = [], L
+    while n < longest:
+        lengths.append(n)
+        n *= 2
+    return lengths + [longest]
+
+
+def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
+    """The architecture of a model trained here: the preset with the request's overrides, at L."""
+    if request.model not in PRESETS:
+        from ..pretrained import KNOWN
+        from ..registry import unknown_name_message
+
+        raise UserError(unknown_name_message("model", request.model, list(PRESETS) + list(KNOWN)))
+    flags = {"d_model": "width", "n_layers": "layers", "n_heads": "heads"}
+    overrides = {k: getattr(request, flag) for k, flag in flags.items() if getattr(request, flag) is not None}
+    for name, value in overrides.items():
+        if value < 1:
+            raise UserError(f"--{flags[name]} must be at least 1, got {value}")
+    config = ModelConfig(**{**PRESETS[request.model], **overrides}, encoding=base_encoding, max_len=request.train_len)
+    return config.validate()
+
+
+def is_pretrained(model: str) -> bool:
+    from ..pretrained import KNOWN
+
+    if model in PRESETS:
+        return False
+    return model in KNOWN or model.endswith(".gguf") or Path(model).expanduser().exists() or "/" in model
+
+
+_PRETRAINED: dict = {}
+
+
+def load_pretrained_once(spec: str):
+    """Pretrained models are loaded once per process (a sweep evaluates several scalings on one)."""
+    from ..pretrained import load_pretrained
+
+    if spec not in _PRETRAINED:
+        _PRETRAINED.clear()
+        _PRETRAINED[spec] = load_pretrained(spec)
+    return _PRETRAINED[spec]
+
+
+def output_folder(request: RunRequest) -> Path:
+    if request.out is not None:
+        return Path(request.out)
+    return Path("results") / (request.name or f"{request.encoding}-L{request.train_len}")

@@ -1,0 +1,86 @@
+"""One cell resolved once into an immutable plan: the encoding, the lengths, the factor, where the model comes
+from (its training config, or a pretrained checkpoint), the run id, the evaluation budget and the attention
+calls each measurement makes. Every later stage (training, evaluation, rows, sweep planning) reads it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import TrainConfig, config_hash
+from ..encodings import EncodingSpec, get_spec
+from ..tasks.passkey import attention_shapes
+from ..train import model_folder
+from .prepare import Prepared
+from .request import RunRequest, model_config
+
+Shapes = tuple[tuple[int, int], ...]  # (queries, keys) of each attention call a measurement makes
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    request: RunRequest  # resolved (`resolve_request`)
+    spec: EncodingSpec
+    lengths: tuple[int, ...]
+    factor: float  # 1.0 for encodings that train their own model; a RoPE scaling's s
+    train_config: TrainConfig | None  # None: a pretrained model
+    model_hash: str
+    model_folder: Path
+    run_id: str
+    budget: int  # tokens scored per held-out document at every length
+    attention: dict[tuple[str, int], Shapes]  # (task, length) -> the attention calls it makes
+
+    @property
+    def pretrained(self) -> bool:
+        return self.train_config is None
+
+    @property
+    def protocol_label(self) -> str:
+        request = self.request
+        return "full-window" if request.protocol == "full" else f"sliding-window-stride-{request.stride}"
+
+    @property
+    def bucket_width(self) -> int:  # loss by position: four buckets per training window
+        return max(1, self.request.train_len // 4)
+
+
+def resolve_run(request: RunRequest, prepared: Prepared) -> ResolvedRun:
+    """`request` is resolved; `prepared` is the job's shared data."""
+    spec = get_spec(request.encoding)
+    lengths = prepared.lengths
+    if prepared.pretrained is not None:
+        config, model_hash, folder = None, config_hash({"pretrained": request.model}), Path(request.model)
+    else:
+        config = train_config(request, prepared, spec.base_encoding)
+        model_hash, folder = config_hash(config), model_folder(config)
+    factor = 1.0 if spec.trains_own_model else (request.factor or max(lengths) / request.train_len)
+    attention: dict[tuple[str, int], Shapes] = {}
+    for length in lengths:
+        if "perplexity" in request.tasks:
+            attention["perplexity", length] = ((length, length),)  # full windows, no cache
+        if "passkey" in request.tasks:
+            attention["passkey", length] = tuple(attention_shapes(prepared.passkey_builder, length))
+    return ResolvedRun(request, spec, lengths, factor, config, model_hash, folder,
+                       run_id(request, model_hash, factor), max(request.eval_tokens, max(lengths)), attention)
+
+
+def train_config(request: RunRequest, prepared: Prepared, base_encoding: str) -> TrainConfig:
+    steps = request.steps
+    # one embedding row (and one output logit) per id of the tokenizer the model is trained with
+    model = dataclasses.replace(model_config(request, base_encoding), vocab_size=prepared.tokenizer.vocab_size)
+    return TrainConfig(
+        model=model, corpus=prepared.corpus.name, tokenizer=prepared.tokenizer.identity, seq_len=request.train_len,
+        batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),
+        seed=request.seed, dtype=request.train_dtype, passkey_fraction=prepared.passkey_fraction,
+        passkey_task=prepared.passkey_identity, checkpoint_every=max(1, min(200, steps // 4)),
+    )
+
+
+def run_id(request: RunRequest, model_hash: str, factor: float) -> str:
+    """The id of a cell's rows, known before any training (a sweep skips the cells its table already has)."""
+    identity = {"model": model_hash, "encoding": request.encoding, "factor": factor, "protocol": request.protocol,
+                "stride": request.stride if request.protocol == "sliding" else None, "dtype": request.dtype,
+                "eval_tokens": request.eval_tokens, "learned_policy": request.learned_policy,
+                "passkey_task": request.passkey_task if "passkey" in request.tasks else None}
+    return config_hash(identity, 10)
