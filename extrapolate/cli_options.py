@@ -38,7 +38,7 @@ SHARED = {
     "eval_docs": (Annotated[Optional[int], typer.Option(help="at most this many held-out documents (default all)")], None),
     "learned_policy": (Annotated[str, typer.Option(help="learned table past its rows: error (unsupported) | clamp")], "error"),
     "kernel": (Annotated[str, typer.Option(help="attention kernel: auto | sdpa | fused-bias | flex | blocked | reference")], "auto"),
-    "passkey_fraction": (Annotated[Optional[float], typer.Option(help="share of training rows that are passkey prompts (default 0.2 when L leaves room)")], None),
+    "passkey_fraction": (Annotated[Optional[float], typer.Option(help="share of training rows that are passkey prompts (default 0.5 when L leaves room for a prompt, else 0)")], None),
     "passkey_task": (Annotated[Optional[str], typer.Option(
         help="retrieval task file: a name under tasks/ or a TOML path (default: passkey-word, a one-token key, for "
              "models trained here; the 5-digit passkey for pretrained models)")], None),

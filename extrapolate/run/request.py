@@ -49,7 +49,7 @@ class RunRequest:
     eval_docs: int | None = None  # at most this many held-out documents (None: all)
     learned_policy: str = "error"
     kernel: str = "auto"
-    # share of training rows that are passkey prompts (within L); None: 0.2 when L leaves room, else 0
+    # share of training rows that are passkey prompts (within L); None: DEFAULT_PASSKEY_FRACTION when L leaves room
     passkey_fraction: float | None = None
     passkey_task: str | None = None  # a task name under tasks/ or a TOML path; None: see DEFAULT_RETRIEVAL_TASK
     out: Path | None = None
