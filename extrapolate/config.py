@@ -11,9 +11,6 @@ from typing import Any
 from .errors import UserError
 
 
-INIT_STD = 0.02  # every weight matrix and embedding of a model trained here starts at this std
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     vocab_size: int = 256
@@ -29,10 +26,6 @@ class ModelConfig:
     encoding: str = "rope"  # the encoding the model is trained with
     rope_base: float = 10000.0
     max_len: int = 256  # training length: rows of a learned table, original length of RoPE scalings
-    # RMS of an absolute position signal (sinusoidal, learned) at initialisation: half the token embeddings'
-    # INIT_STD, as in GPT-2. Larger, it drowns token content: with 3× the tokens' share, sinusoidal and
-    # learned models had not learned one-token retrieval at L after 1200 steps; at half, both do in < 800.
-    position_std: float = 0.01
 
     @property
     def head_dim(self) -> int:

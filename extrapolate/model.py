@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import causal_attention
-from .config import INIT_STD, ModelConfig
+from .config import ModelConfig
 from .encodings import PositionalEncoding, encoding_for
 
 
@@ -101,7 +101,7 @@ class TransformerLM(nn.Module):
     @staticmethod
     def _init_weights(module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=INIT_STD)
+            nn.init.normal_(module.weight, std=0.02)
 
     def set_encoding(self, encoding: PositionalEncoding) -> None:
         """Swap the positional encoding (e.g. a RoPE scaling at evaluation); encodings with their own

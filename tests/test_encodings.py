@@ -214,19 +214,3 @@ def test_half_layout_matches_interleaved_up_to_permutation():
     x1, x2 = q[0, 0, :, : d // 2], q[0, 0, :, d // 2 :]
     close(rq[0, 0, :, : d // 2], x1 * angle.cos() - x2 * angle.sin(), 1e-5)
     close(rq[0, 0, :, d // 2 :], x2 * angle.cos() + x1 * angle.sin(), 1e-5)
-
-
-@pytest.mark.parametrize("name", ["sinusoidal", "learned"])
-@pytest.mark.parametrize("position_std", [0.01, 0.05])
-def test_absolute_position_signal_has_the_configured_rms(name, position_std):
-    """The share of position against token content at initialisation is the model's `position_std`."""
-    torch.manual_seed(0)
-    encoding = build_encoding(name, d_model=256, n_heads=4, head_dim=64, max_len=1024, position_std=position_std)
-    signal = encoding.embed(torch.zeros(1, 1024, 256), torch.arange(1024))  # (1, T, D): the position part alone
-    assert signal.pow(2).mean().sqrt().item() == pytest.approx(position_std, rel=0.02)
-
-
-def test_position_std_is_part_of_a_model_identity():
-    from extrapolate.config import ModelConfig, config_hash
-
-    assert config_hash(ModelConfig()) != config_hash(ModelConfig(position_std=0.02))

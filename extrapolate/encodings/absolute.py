@@ -22,39 +22,34 @@ def sinusoidal_table(pos: torch.Tensor, width: int) -> torch.Tensor:
     return table.flatten(1)[:, :width]  # (T, D)
 
 
-SINUSOID_RMS = 0.5**0.5  # every column of the table is a sine or a cosine over the positions
-
-
 class Sinusoidal(PositionalEncoding):
-    """The fixed table, scaled to RMS `position_std` before it is added: token embeddings start at std 0.02,
-    and a table at full scale (RMS 0.7) drowns them. Even at D^-1/2 (RMS 0.06, three times the tokens) the
-    model learned language but not to retrieve a token by its content."""
+    """The fixed table, added with a scale of D^-1/2 (as x-transformers does): token embeddings start at
+    std 0.02, and an unscaled table (RMS 0.7) would drown them and cripple the model at every length."""
 
     name, kind = "sinusoidal", "absolute"
 
-    def __init__(self, d_model: int, position_std: float = 0.01):
+    def __init__(self, d_model: int):
         super().__init__()
         self.d_model = d_model
-        self.scale = position_std / SINUSOID_RMS
+        self.scale = d_model**-0.5
 
     def embed(self, x, pos):
         return x + (self.scale * sinusoidal_table(pos, self.d_model)).to(x.dtype)
 
 
 class Learned(PositionalEncoding):
-    """A `max_len × D` table trained with the model, initialised at std `position_std` (half the tokens', as
-    in GPT-2). Past its last row: an error, or `clamp` if asked."""
+    """A `max_len × D` table trained with the model. Past its last row: an error, or `clamp` if asked."""
 
     name, kind = "learned", "absolute"
     POLICIES = ("error", "clamp")
 
-    def __init__(self, d_model: int, max_len: int, policy: str = "error", position_std: float = 0.01):
+    def __init__(self, d_model: int, max_len: int, policy: str = "error"):
         super().__init__()
         if policy not in self.POLICIES:
             raise ValueError(f"learned position policy must be one of {self.POLICIES}, not {policy!r}")
         self.max_len, self.policy = max_len, policy
         self.table = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.table.weight, std=position_std)
+        nn.init.normal_(self.table.weight, std=0.02)
 
     def embed(self, x, pos):
         last = int(pos[-1]) if pos.numel() else 0
@@ -82,10 +77,10 @@ def show_sinusoidal(query: ShowQuery) -> dict:
 
 
 SINUSOIDAL = EncodingSpec("sinusoidal", "absolute", "fixed sin/cos added to the embeddings (Vaswani 2017)",
-                          lambda shape: Sinusoidal(shape.d_model, shape.position_std), colour="#1f77b4", show=show_sinusoidal)
+                          lambda shape: Sinusoidal(shape.d_model), colour="#1f77b4", show=show_sinusoidal)
 LEARNED = EncodingSpec(
     "learned", "absolute", "trained table of positions; none past its rows",
-    lambda shape: Learned(shape.d_model, shape.max_len, shape.learned_policy, shape.position_std),
+    lambda shape: Learned(shape.d_model, shape.max_len, policy=shape.learned_policy),
     {"max_len": "train length", "policy": "error"}, colour="#ff7f0e",
     show=lambda query: {"note": "a trained table: no closed form; positions past its rows are unsupported",
                         "parameters": LEARNED.parameters},

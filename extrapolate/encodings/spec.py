@@ -23,7 +23,6 @@ class Shape:
     original_len: int | None = None  # None: max_len
     options: dict = field(default_factory=dict)  # a RoPE scaling's own options
     learned_policy: str = "error"
-    position_std: float = 0.01  # RMS of an absolute position signal at initialisation (ModelConfig.position_std)
 
 
 @dataclass(frozen=True)
