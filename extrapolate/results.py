@@ -116,8 +116,19 @@ def append_positions(folder: Path, rows: list[dict]) -> pd.DataFrame:
                       ["run_id", "encoding", "seed", "eval_len", "bucket_start"])
 
 
+def in_encoding_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the registry's order of encodings (the order of every table and figure), unknown names after
+    the known ones by name; the order of rows within an encoding is kept."""
+    from .encodings import sweep_order
+
+    rank = {name: i for i, name in enumerate(sweep_order())}
+    place = frame["encoding"].map(lambda name: rank.get(name, len(rank)))
+    ordered = frame.assign(_place=place, _name=frame["encoding"].where(place == len(rank), ""))
+    return ordered.sort_values(["_place", "_name"], kind="stable").drop(columns=["_place", "_name"])
+
+
 def load_results(folder: Path) -> pd.DataFrame:
-    return read_table(folder / RESULTS_FILE, COLUMNS)
+    return in_encoding_order(read_table(folder / RESULTS_FILE, COLUMNS))
 
 
 def check_tables(folder: Path) -> None:
@@ -150,4 +161,5 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
                          "status": group["status"].iloc[0]})
     out = pd.DataFrame(rows, columns=by + ["mean", "ci95", "n_seeds", "status"])
     out["depth"] = out["depth"].replace(-1, float("nan"))
-    return out.sort_values(by).reset_index(drop=True)
+    out = out.sort_values(by).reset_index(drop=True)
+    return in_encoding_order(out).reset_index(drop=True) if "encoding" in by else out

@@ -86,3 +86,16 @@ def test_aggregate_mean_and_interval():
     assert a["mean"] == 12.0 and a["n_seeds"] == 3
     assert math.isclose(a["ci95"], 4.302653 * 2.0 / math.sqrt(3), rel_tol=1e-6)  # t(0.975, 2 df) = 4.302653
     assert agg[agg.encoding == "b"].iloc[0]["status"] == "unsupported"
+
+
+def test_tables_follow_the_registry_order_of_encodings():
+    """Reports list encodings in the registry's order whatever order the cells ran in; unknown names last."""
+    from extrapolate.encodings import sweep_order
+
+    names = ["zz-custom", "t5", "alibi", "rope", "sinusoidal", "learned", "aa-custom"]
+    rows = [dict(encoding=e, train_len=8, eval_len=n, task="perplexity", metric="ppl", depth=None, value=1.0,
+                 status="ok", seed=0) for e in names for n in (32, 16)]
+    order = list(dict.fromkeys(aggregate(pd.DataFrame(rows))["encoding"]))
+    known = [e for e in sweep_order() if e in names]
+    assert order == known + ["aa-custom", "zz-custom"]
+    assert known.index("sinusoidal") < known.index("t5") < known.index("alibi") < known.index("rope")
