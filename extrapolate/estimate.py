@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import torch
+
 from .batches import BatchSource
 from .run import Prepared, ResolvedRun
 from .run.resolved import train_config
@@ -20,6 +22,14 @@ def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepa
     if not pending:
         return 0.0
     first = pending[0]
+    per_cell_tokens = 0
+    if "perplexity" in first.request.tasks:
+        per_cell_tokens += len(prepared.heldout) * first.budget * len(prepared.lengths)
+    if "passkey" in first.request.tasks:
+        task = prepared.passkey_builder.task
+        per_cell_tokens += sum(prepared.lengths) * task.trials * len(task.depths) * 2
+    if first.pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
+        return len(pending) * per_cell_tokens / forward_tokens_per_second(prepared, min(prepared.lengths))
     config = train_config(first.request, prepared, "rope")
     model = build_model(config, prepared.device)
     optimizer = make_optimizer(model, config)
@@ -33,8 +43,16 @@ def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepa
     tokens_per_second = config.batch_size * config.seq_len / per_step
     to_train = {c.model_folder for c in pending if not models[c.model_folder]}
     train_seconds = len(to_train) * config.steps * per_step
-    per_cell_tokens = len(prepared.heldout) * first.budget * len(prepared.lengths)
-    if "passkey" in first.request.tasks:
-        task = prepared.passkey_builder.task
-        per_cell_tokens += sum(prepared.lengths) * task.trials * len(task.depths) * 2
     return train_seconds + len(pending) * per_cell_tokens / (3 * tokens_per_second)
+
+
+@torch.no_grad()
+def forward_tokens_per_second(prepared: Prepared, length: int) -> float:
+    """Tokens per second of one forward pass of a pretrained model at `length` (at most 1024: a lower bound
+    on the time of longer windows, whose attention costs more per token)."""
+    model, n = prepared.pretrained.model, min(length, 1024)
+    ids = torch.zeros(1, n, dtype=torch.int64, device=prepared.device)  # (1, n)
+    model(ids)  # warm-up
+    start = time.perf_counter()
+    model(ids)
+    return n / (time.perf_counter() - start)

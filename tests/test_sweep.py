@@ -99,3 +99,25 @@ def test_tables_follow_the_registry_order_of_encodings():
     known = [e for e in sweep_order() if e in names]
     assert order == known + ["aa-custom", "zz-custom"]
     assert known.index("sinusoidal") < known.index("t5") < known.index("alibi") < known.index("rope")
+
+
+def test_estimate_of_a_pretrained_sweep_times_evaluation_only():
+    """A pretrained model trains nothing: the dry-run estimate is the evaluation at its measured forward rate
+    (it used to build a training config from the model name and fail with 'unknown model')."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import torch
+
+    from extrapolate.config import ModelConfig
+    from extrapolate.estimate import estimate_seconds
+    from extrapolate.model import TransformerLM
+
+    model = TransformerLM(ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, max_len=64))
+    prepared = SimpleNamespace(heldout=[None, None], lengths=[64, 128], device=torch.device("cpu"),
+                               pretrained=SimpleNamespace(model=model))
+    cell = SimpleNamespace(request=SimpleNamespace(tasks=("perplexity",), model="some-checkpoint"), pretrained=True,
+                           budget=256, model_folder=Path("some-checkpoint"))
+    one = estimate_seconds([cell], {cell.model_folder: True}, prepared)
+    three = estimate_seconds([cell] * 3, {cell.model_folder: True}, prepared)
+    assert 0 < one < float("inf") and three > 1.5 * one  # every evaluation cell counts (timing noise aside)
