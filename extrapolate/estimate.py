@@ -51,7 +51,7 @@ def forward_tokens_per_second(prepared: Prepared, length: int) -> float:
     """Tokens per second of one forward pass of a pretrained model at `length` (at most 1024: a lower bound
     on the time of longer windows, whose attention costs more per token)."""
     model, n = prepared.pretrained.model, min(length, 1024)
-    ids = torch.zeros(1, n, dtype=torch.int64, device=prepared.device)  # (1, n)
+    ids = torch.zeros(1, n, dtype=torch.int64, device=next(model.parameters()).device)  # (1, n), where it lives
     model(ids)  # warm-up
     start = time.perf_counter()
     model(ids)
