@@ -15,7 +15,7 @@ from .encodings.base import LinearBias, PositionalEncoding
 
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")
 FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
-BAND_ROWS = 256  # query rows per T5 block: its explicit band is rows × (rows + 113) (1024 rows: 1.7× slower)
+BAND_ROWS = 256  # query rows per T5 block; its band is rows × (rows + 113) keys (attention alone at 16k: 512 rows 4% slower)
 FLEX_MIN_LENGTH = 1024  # `auto` picks flex_attention on CUDA from this many keys: shorter runs skip its compile
 FLEX_MIN_QUERIES = 128  # fewer queries (decoding from a cache) go blocked: each new shape would recompile
 BLOCK_ELEMENTS = 1 << 23  # bias + scores per block: B·H·Bq·K elements (32 MiB in float32)
@@ -214,13 +214,15 @@ def reference_attention(q, k, v, encoding):
 
 
 # ---- fused bias kernels ----------------------------------------------------------------------------------
-# Each query block is split into the keys before it (fully visible) and the diagonal square (causal); both go
-# through the fused flash kernel with no mask at all, and the two partial softmaxes are merged through their
-# log-sum-exp. The bias enters without an n×n (or even block×n) tensor:
+# Each query block is split into the keys before it and the keys near it; every part goes through the fused
+# flash kernel, and the partial softmaxes are merged through their log-sum-exp. The bias enters without an n×n
+# (or even block×n) tensor:
 # - ALiBi: -m·(i - j) = m·(j - q0) - m·(i - q0); the last term is constant per row and cancels in the softmax,
-#   the first is one extra q·k dimension (q gets m·√d, k gets j - q0);
+#   the first is one extra q·k dimension (q gets m·√d, k gets j - q0); the keys before the block and the
+#   diagonal square (causal) need no mask at all;
 # - T5: past its saturation distance S every key gets the same bias per head, so the far keys take it as a
-#   constant added to their log-sum-exp and only the band of S keys before each block gets an explicit bias.
+#   constant added to their log-sum-exp, mask-free, and only the band of S keys before each block and the
+#   block itself carry an explicit (rows × (rows + S)) bias, passed to the same kernel as its additive mask.
 
 _FLASH_LSE = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
@@ -231,11 +233,11 @@ def _attend(q, k, v, causal: bool, scale: float):
     return out, lse.float()
 
 
-def _explicit(q, k, v, bias, scale: float):
-    """(out, lse) with an explicit additive bias (H, Tq, Tk) holding -inf where masked: for small bands."""
-    scores = (q.float() @ k.float().transpose(-1, -2)) * scale + bias  # (B, H, Tq, Tk)
-    lse = torch.logsumexp(scores, dim=-1)  # (B, H, Tq)
-    return ((scores - lse[..., None]).exp() @ v.float()).to(v.dtype), lse
+def _attend_band(q, k, v, bias, scale: float):
+    """(out, lse) of fused attention with an additive bias (H, Tq, Tk) holding -inf where masked: the band of
+    keys near a block, where T5's bias still varies with distance."""
+    out, lse = _FLASH_LSE(q, k, v, 0.0, False, attn_mask=bias.unsqueeze(0), scale=scale)
+    return out, lse.float()
 
 
 def _merge(parts):
@@ -280,8 +282,8 @@ def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
     for q0 in range(0, length, rows):
         q1, a0 = min(length, q0 + rows), offset + q0
         near = max(0, a0 - saturation)  # keys [near, a0 + rows) form the explicit band
-        band = toeplitz_bias(table, a0, offset + q1, torch.float32, k0=near)  # (H, rows, keys in the band)
-        parts = [_explicit(q[:, :, q0:q1], k[:, :, near : offset + q1], v[:, :, near : offset + q1], band, scale)]
+        band = toeplitz_bias(table, a0, offset + q1, q.dtype, k0=near)  # (H, rows, keys in the band)
+        parts = [_attend_band(q[:, :, q0:q1], k[:, :, near : offset + q1], v[:, :, near : offset + q1], band, scale)]
         if near > 0:
             far_out, far_lse = _attend(q[:, :, q0:q1], k[:, :, :near], v[:, :, :near], False, scale)
             parts.append((far_out, far_lse + far_bias[None, :, None]))
