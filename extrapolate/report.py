@@ -110,9 +110,9 @@ def write_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[
         save_both(position_figure(positions), folder, "positions")
         figures["positions"] = "positions.png"
     if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
-        from .retrieval_report import retrieves_at_L
+        from .retrieval_report import base_encodings, retrieves_at_L
 
-        save_both(passkey_figure(agg, valid=retrieves_at_L(agg)), folder, "passkey")
+        save_both(passkey_figure(agg, valid=retrieves_at_L(agg, base_encodings(table))), folder, "passkey")
         figures["passkey"] = "passkey.png"
     rotary = table[table["base_encoding"] == "rope"]
     shape = rotary_shape(folder)
@@ -141,19 +141,20 @@ def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     agg = aggregate(table)
     figures = write_figures(folder, table, agg)
     lines = [f"# Run summary: {', '.join(table['encoding'].unique())}", "", *setup_lines(table), ""]
-    lines += body(agg, figures, load_training(folder))
+    lines += body(agg, figures, load_training(folder), table)
     write_text(folder / "summary.md", "\n".join(lines))
 
 
-def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame) -> list[str]:
-    from .retrieval_report import retrieval_length, retrieval_section, retrieves_at_L
+def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    from .retrieval_report import base_encodings, retrieval_length, retrieval_section, retrieves_at_L
 
+    bases = base_encodings(table)
     lines = []
     if ((agg["task"] == "perplexity")).any():
         lines += ["## Perplexity (mean ± 95% interval over seeds)", "", perplexity_matrix(agg), "",
                   "## Perplexity relative to the value at L", "", perplexity_matrix(agg, ratio=True), ""]
-    lines += retrieval_section(agg, training)
-    eff, keys = effective_length(agg), retrieval_length(agg, retrieves_at_L(agg))
+    lines += retrieval_section(agg, training, bases)
+    eff, keys = effective_length(agg), retrieval_length(agg, retrieves_at_L(agg, bases))
     lines += ["## Effective length", "",
               f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the value at L, and largest "
               "length with ≥ 80% retrieval accuracy at every depth (for models that retrieve at L).", "",
@@ -178,7 +179,7 @@ def write_report(folder: Path) -> Path:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     agg = aggregate(table)
     figures = write_figures(folder, table, agg)
-    lines = ["# extrapolate report", "", "## Setup", "", *setup_lines(table), ""] + body(agg, figures, load_training(folder))
+    lines = ["# extrapolate report", "", "## Setup", "", *setup_lines(table), ""] + body(agg, figures, load_training(folder), table)
     path = folder / "report.md"
     write_text(path, "\n".join(lines))
     return path

@@ -1,6 +1,11 @@
 """The retrieval half of the report, with its validity rule: a retrieval cell past L is a finding only when
 the same model retrieves at L (accuracy ≥ the threshold at every depth). A model that never learned the
-task at L says nothing about extrapolation, so its curve past L is not drawn and its table row says so."""
+task at L says nothing about extrapolation, so its curve past L is not drawn and its table row says so.
+
+A training-free scaling (PI, NTK, YaRN, … on the RoPE model) is judged on the model it scales: a static
+scaling changes the positions at L too (YaRN ×8 at L is not the model's training condition), and what the
+rule asks is whether the model learned the task, which its base encoding's cells at L answer. Without the
+base encoding's cells in the table the scaling's own cells at L decide."""
 
 from __future__ import annotations
 
@@ -10,23 +15,37 @@ from .training_log import formation_step
 
 THRESHOLD = 0.8  # the task files' default "retrieves at this length": ≥ 80% at every depth
 NOT_LEARNED = "not learned at L"
+BELOW_L = "below L"  # the model retrieves at L, this scaling of it does not
 
 
 def _passkey(agg: pd.DataFrame, metric: str) -> pd.DataFrame:
     return agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
 
 
-def retrieves_at_L(agg: pd.DataFrame, threshold: float = THRESHOLD) -> dict[str, bool]:
-    """Per encoding: greedy accuracy at L is `ok` and ≥ threshold at every depth (mean over seeds)."""
-    out = {}
+def retrieves_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None, threshold: float = THRESHOLD) -> dict[str, bool]:
+    """Per encoding: its model's greedy accuracy at L is `ok` and ≥ threshold at every depth (mean over
+    seeds). `bases` (encoding -> base_encoding, from the results table) sends a scaling to its base model."""
+    own = {}
     for encoding, group in _passkey(agg, "accuracy").groupby("encoding", sort=False):
         at_L = group[group["eval_len"] == group["train_len"]]
-        out[encoding] = bool(len(at_L)) and bool((at_L["status"] == "ok").all()) and bool((at_L["mean"] >= threshold).all())
-    return out
+        own[encoding] = bool(len(at_L)) and bool((at_L["status"] == "ok").all()) and bool((at_L["mean"] >= threshold).all())
+    return {encoding: own[judged_on(encoding, own, bases)] for encoding in own}
 
 
-def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool]) -> str:
-    """Markdown: encoding × length, mean over depths (and seeds); past L only for models that retrieve at L."""
+def judged_on(encoding: str, measured, bases: dict[str, str] | None) -> str:
+    """The encoding whose cells at L decide `encoding`'s validity: its base when that was measured too."""
+    base = (bases or {}).get(encoding, encoding)
+    return base if base in measured else encoding
+
+
+def base_encodings(table: pd.DataFrame) -> dict[str, str]:
+    """encoding -> the encoding its model was trained with, as the results table records it."""
+    return dict(zip(table["encoding"], table["base_encoding"]))
+
+
+def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bases: dict[str, str] | None = None) -> str:
+    """Markdown: encoding × length, mean over depths (and seeds); past L only for models that retrieve at L
+    (a verdict taken from the base model names it: "yes (rope)")."""
     cells = _passkey(agg, metric)
     lengths = sorted(cells["eval_len"].unique())
     lines = ["| encoding | L | retrieves at L | " + " | ".join(str(n) for n in lengths) + " |",
@@ -46,13 +65,16 @@ def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool]) -> 
             else:
                 values.append(f"{ok['mean'].mean():.0%}")
         verdict = "yes" if valid.get(encoding) else "**no**"
+        base = judged_on(encoding, valid, bases)
+        verdict += f" ({base})" if base != encoding else ""
         lines.append(f"| {encoding} | {L} | {verdict} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 
 
 def retrieval_length(agg: pd.DataFrame, valid: dict[str, bool], threshold: float = THRESHOLD) -> dict[str, int | str]:
     """Effective retrieval length: the largest length with accuracy ≥ threshold at every depth, every shorter
-    length from L on included; NOT_LEARNED when the model does not retrieve at L."""
+    length from L on included; NOT_LEARNED when the model does not retrieve at L, BELOW_L when it does but this
+    scaling of it falls short at L already."""
     out: dict[str, int | str] = {}
     for encoding, group in _passkey(agg, "accuracy").groupby("encoding", sort=False):
         if not valid.get(encoding):
@@ -63,20 +85,21 @@ def retrieval_length(agg: pd.DataFrame, valid: dict[str, bool], threshold: float
             if (at["status"] != "ok").any() or (at["mean"] < threshold).any():
                 break
             best = int(length)
-        out[encoding] = best
+        out[encoding] = best if best is not None else BELOW_L
     return out
 
 
-def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame) -> list[str]:
+def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, bases: dict[str, str] | None = None) -> list[str]:
     if not (agg["task"] == "passkey").any():
         return []
-    valid = retrieves_at_L(agg)
+    valid = retrieves_at_L(agg, bases)
     lines = ["## Retrieval (greedy exact match, mean over depths)", "",
              f"A model retrieves at L when its accuracy at L is ≥ {THRESHOLD:.0%} at every depth; only then are its "
              "cells past L shown (· otherwise): a model that never learned the task says nothing about "
-             "extrapolation.", "", retrieval_matrix(agg, "accuracy", valid), "",
+             "extrapolation. A training-free scaling is judged on the model it scales (named in brackets), as a "
+             "static scaling moves the positions at L too.", "", retrieval_matrix(agg, "accuracy", valid, bases), "",
              "## Retrieval rank accuracy (true key ranked first among distractors)", "",
-             retrieval_matrix(agg, "rank_accuracy", valid), ""]
+             retrieval_matrix(agg, "rank_accuracy", valid, bases), ""]
     if len(training):
         steps = formation_step(training, THRESHOLD)
         lines += ["## Steps until retrieval formed", "",

@@ -12,7 +12,7 @@ from torch import nn
 
 from extrapolate.config import ModelConfig
 from extrapolate.passkey.prompt import PromptBuilder
-from extrapolate.retrieval_report import NOT_LEARNED, retrieval_length, retrieval_matrix, retrieves_at_L
+from extrapolate.retrieval_report import BELOW_L, NOT_LEARNED, retrieval_length, retrieval_matrix, retrieves_at_L
 from extrapolate.taskfiles import load_task
 from extrapolate.tasks.passkey import evaluate_passkey
 from extrapolate.tokenizers import ByteTokenizer
@@ -134,6 +134,22 @@ def test_a_cell_past_L_without_retrieval_at_L_is_not_a_finding():
     assert alibi.count("·") == 2 and "90%" not in alibi  # its 90% past L is not reported
     lengths = retrieval_length(agg, valid)
     assert lengths == {"rope": 256, "alibi": NOT_LEARNED}
+
+
+def test_a_scaling_is_judged_on_the_model_it_scales():
+    """YaRN ×8 on the RoPE model misses at L (its positions are compressed there too), yet the model learned the
+    task: its cells past L are findings. Without the base model's cells its own cells at L decide."""
+    agg = agg_with({"rope": {256: [0.9, 0.9, 0.9], 512: [0.1, 0.0, 0.0]},
+                    "yarn": {256: [0.7, 0.6, 0.9], 512: [0.8, 0.7, 0.8]},
+                    "alibi": {256: [0.2, 0.1, 0.0], 512: [0.0, 0.0, 0.0]}}, L=256)
+    bases = {"rope": "rope", "yarn": "rope", "alibi": "alibi"}
+    valid = retrieves_at_L(agg, bases)
+    assert valid == {"rope": True, "yarn": True, "alibi": False}
+    yarn = next(line for line in retrieval_matrix(agg, "accuracy", valid, bases).splitlines() if line.startswith("| yarn"))
+    assert "yes (rope)" in yarn and "77%" in yarn
+    assert retrieval_length(agg, valid) == {"rope": 256, "yarn": BELOW_L, "alibi": NOT_LEARNED}
+    alone = agg[agg["encoding"] == "yarn"]
+    assert retrieves_at_L(alone, bases) == {"yarn": False}
 
 
 def test_probes_during_training_survive_a_resume(tmp_path):
