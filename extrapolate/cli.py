@@ -109,6 +109,7 @@ def tasks_list(
 def run(
     encoding: Annotated[str, typer.Option(help="positional encoding (see `extrapolate encodings`)")] = "rope",
     seed: Annotated[int, typer.Option(help="seed for weights, data order and prompts")] = 0,
+    finetune_steps: Annotated[int, typer.Option(help="then fine-tune at L' for this many steps, with the scaling set for L'")] = 0,
     request: RunRequest = None,
 ) -> None:
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
@@ -116,7 +117,7 @@ def run(
 
     from .run import run as run_job
 
-    folder = run_job(replace(request, encoding=encoding.lower(), seed=seed), RichReporter())
+    folder = run_job(replace(request, encoding=encoding.lower(), seed=seed, finetune_steps=finetune_steps), RichReporter())
     stdout.print(f"wrote {folder}/results.csv, summary.md, perplexity.png", highlight=False)
 
 
@@ -126,13 +127,15 @@ def sweep(
     encodings: Annotated[str, typer.Option(help="all, or a comma-separated list of encodings")] = "all",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
     dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
+    finetune_steps: Annotated[Optional[str], typer.Option(help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')")] = None,
     request: RunRequest = None,
 ) -> None:
     """Every encoding × seed on the same model, data and budget; one results table and one report."""
     from .cliutil import parse_int_list
     from .sweep import sweep_job
 
-    folder, plan = sweep_job(request, encodings, parse_int_list(seeds, "--seeds", 0), RichReporter(), dry_run)
+    steps = parse_int_list(finetune_steps, "--finetune-steps", 0) if finetune_steps is not None else None
+    folder, plan = sweep_job(request, encodings, parse_int_list(seeds, "--seeds", 0), RichReporter(), dry_run, steps)
     if dry_run:
         render_sweep_plan(plan, folder, request.device)
         return

@@ -42,6 +42,8 @@ SHARED = {
     "passkey_task": (Annotated[Optional[str], typer.Option(
         help="retrieval task file: a name under tasks/ or a TOML path (default: passkey-word, a one-token key, for "
              "models trained here; the 5-digit passkey for pretrained models)")], None),
+    "finetune_len": (Annotated[Optional[int], typer.Option(help="fine-tune length L' (default s·L with --factor, else the longest evaluation length)")], None),
+    "finetune_lr": (Annotated[Optional[float], typer.Option(help="fine-tune learning rate, constant after 10 warmup steps (default --lr / 10)")], None),
     "out": (Annotated[Optional[Path], typer.Option(help="output folder (default results/<encoding>-L<L>)")], None),
 }
 KernelOpt = SHARED["kernel"][0]

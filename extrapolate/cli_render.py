@@ -18,12 +18,14 @@ class RichReporter:
                                  console=stderr, transient=False)
         self.task = None
 
-    def training(self, total: int, reused: bool):
+    def training(self, total: int, reused: bool, label: str = "training"):
         self.reused = reused
         if reused:
             return None
+        for finished in list(self.progress.task_ids):  # an earlier phase's bar was printed when it stopped
+            self.progress.remove_task(finished)
         self.progress.start()
-        self.task = self.progress.add_task("training", total=total, info="")
+        self.task = self.progress.add_task(label, total=total, info="")
 
         def on_step(step, total, loss, tokens_per_second):
             self.progress.update(self.task, completed=step, info=f"loss {loss:.3f} · {tokens_per_second:,.0f} tok/s")

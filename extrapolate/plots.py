@@ -77,27 +77,27 @@ def _length_axis(ax, lengths, train_lens):
     ax.grid(True, which="both", alpha=0.3)
 
 
-def perplexity_figure(agg, ratio: bool = False, title: str | None = None):
-    """Perplexity (or its ratio to the value at L) vs evaluation length, one line per encoding.
-    `agg`: the output of results.aggregate restricted to task == perplexity, metric == ppl."""
+def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str | None = None):
+    """Perplexity vs evaluation length, one line per encoding; with `reference` (encoding -> perplexity at L
+    of its base model) the ratio to it. `agg`: results.aggregate restricted to task == perplexity, metric == ppl."""
+    ratio = reference is not None
     fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
     ok = agg[agg["status"] == "ok"]
     for encoding, group in ok.groupby("encoding", sort=False):
         group = group.sort_values("eval_len")
         y, err = group["mean"].to_numpy(), group["ci95"].to_numpy()
         if ratio:
-            at_l = group[group["eval_len"] == group["train_len"]]["mean"]
-            if at_l.empty:
+            if encoding not in reference:
                 continue
-            y, err = y / at_l.iloc[0], err / at_l.iloc[0]
+            y, err = y / reference[encoding], err / reference[encoding]
         ax.errorbar(group["eval_len"], y, yerr=err, marker="o", markersize=4, capsize=2, label=encoding,
                     color=colour(encoding), linewidth=1.8)
     _length_axis(ax, agg["eval_len"].unique().tolist(), agg["train_len"].unique().tolist())
     ax.set_yscale("log")
     plain_log_ticks(ax)
     ax.set_xlabel("evaluation length (tokens, log₂ scale)")
-    ax.set_ylabel("perplexity / perplexity at L" if ratio else "perplexity (log scale)")
-    ax.set_title(title or ("perplexity relative to the training length" if ratio else "perplexity vs evaluation length"))
+    ax.set_ylabel("perplexity / base model's perplexity at L" if ratio else "perplexity (log scale)")
+    ax.set_title(title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length"))
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a curve
     fig.tight_layout()
     return fig

@@ -10,7 +10,7 @@ import pandas as pd
 from .atomic import write_text
 from .errors import UserError
 from .training_log import load_training
-from .results import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, load_results, read_table
+from .results import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_finetuned, load_results, read_table
 
 PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
 
@@ -35,9 +35,29 @@ def _matrix(frame: pd.DataFrame, cell) -> str:
     return "\n".join(lines)
 
 
-def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False) -> str:
-    """Markdown table: encodings × lengths (mean ± 95% interval over seeds, or the ratio to the value at L)."""
-    ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+def _ppl(agg: pd.DataFrame) -> pd.DataFrame:
+    return agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+
+
+def perplexity_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None) -> dict[str, float]:
+    """Per encoding, the perplexity ratios are taken against: its base model's perplexity at L (for a scaling
+    or a fine-tune of the RoPE model, plain RoPE's at L) when the table has it, else its own. Dividing a
+    scaling by its own value at L would hide what it costs at L (PI ×8 zero-shot: 133 vs RoPE's 49)."""
+    from .retrieval_report import judged_on
+
+    own = {}
+    for encoding, group in _ppl(agg).groupby("encoding", sort=False):
+        at_L = group[(group["eval_len"] == group["train_len"]) & (group["status"] == "ok")]["mean"]
+        if not at_L.empty:
+            own[encoding] = float(at_L.iloc[0])
+    encodings = _ppl(agg)["encoding"].unique()
+    return {e: own[judged_on(e, own, bases)] for e in encodings if judged_on(e, own, bases) in own}
+
+
+def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False, bases: dict[str, str] | None = None) -> str:
+    """Markdown table: encodings × lengths (mean ± 95% interval over seeds, or the ratio to the base model's
+    value at L, see `perplexity_at_L`)."""
+    reference = perplexity_at_L(agg, bases)
 
     def cell(group, at_l):
         if group is None:
@@ -47,26 +67,26 @@ def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False) -> str:
             return fmt(r["mean"], r["ci95"], r["status"])
         if r["status"] != "ok":
             return r["status"]
-        if at_l is None or at_l.iloc[0]["status"] != "ok":
+        if r["encoding"] not in reference:
             return "–"
-        return f"{r['mean'] / at_l.iloc[0]['mean']:.2f}×"
+        return f"{r['mean'] / reference[r['encoding']]:.2f}×"
 
-    return _matrix(ppl, cell)
+    return _matrix(_ppl(agg), cell)
 
 
-def effective_length(agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE) -> dict[str, int | None]:
-    """Largest length whose perplexity stays within `tolerance` of the value at L, every length between
-    included; None when nothing at or past L qualifies."""
+def effective_length(agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE,
+                     bases: dict[str, str] | None = None) -> dict[str, int | None]:
+    """Largest length whose perplexity stays within `tolerance` of the base model's value at L, every length
+    between included; None when nothing at or past L qualifies."""
     out = {}
-    ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
-    for encoding, group in ppl.groupby("encoding", sort=False):
+    reference = perplexity_at_L(agg, bases)
+    for encoding, group in _ppl(agg).groupby("encoding", sort=False):
         group = group.sort_values("eval_len")
         train_len = int(group["train_len"].iloc[0])
-        base = group[(group["eval_len"] == train_len) & (group["status"] == "ok")]["mean"]
         best = None
-        if not base.empty:
+        if encoding in reference:
             for r in group[group["eval_len"] >= train_len].itertuples():
-                if r.status != "ok" or r.mean > base.iloc[0] * (1 + tolerance):
+                if r.status != "ok" or r.mean > reference[encoding] * (1 + tolerance):
                     break
                 best = int(r.eval_len)
         out[encoding] = best
@@ -98,14 +118,21 @@ def save_both(fig, folder: Path, stem: str) -> None:
 
 def write_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[str, str]:
     from .plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
+    from .finetune_report import finetune_figure, finetune_section
+    from .retrieval_report import base_encodings
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
+    labels = dict(zip(table["run_id"], table["encoding"]))  # a fine-tuned model's positions under its label
+    positions = positions.assign(encoding=[labels.get(r, e) for r, e in zip(positions["run_id"], positions["encoding"])])
     ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
     if not ppl.empty:
         save_both(perplexity_figure(ppl), folder, "perplexity")
-        save_both(perplexity_figure(ppl, ratio=True), folder, "ratio")
+        save_both(perplexity_figure(ppl, reference=perplexity_at_L(agg, base_encodings(table))), folder, "ratio")
         figures["perplexity"], figures["ratio"] = "perplexity.png", "ratio.png"
+    if finetune_section(table, {}):
+        save_both(finetune_figure(table, perplexity_at_L(agg, base_encodings(table))), folder, "finetune")
+        figures["finetune"] = "finetune.png"
     if len(positions):
         save_both(position_figure(positions), folder, "positions")
         figures["positions"] = "positions.png"
@@ -138,6 +165,7 @@ def rotary_shape(folder: Path) -> tuple[int, float] | None:
 
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
+    table = label_finetuned(table)
     agg = aggregate(table)
     figures = write_figures(folder, table, agg)
     lines = [f"# Run summary: {', '.join(table['encoding'].unique())}", "", *setup_lines(table), ""]
@@ -146,24 +174,28 @@ def write_run_report(folder: Path, table: pd.DataFrame) -> None:
 
 
 def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    from .finetune_report import finetune_section
     from .retrieval_report import base_encodings, retrieval_length, retrieval_section, retrieves_at_L
 
     bases = base_encodings(table)
     lines = []
     if ((agg["task"] == "perplexity")).any():
         lines += ["## Perplexity (mean ± 95% interval over seeds)", "", perplexity_matrix(agg), "",
-                  "## Perplexity relative to the value at L", "", perplexity_matrix(agg, ratio=True), ""]
+                  "## Perplexity relative to the base model at L", "",
+                  "Each row divided by its base model's perplexity at L (a RoPE scaling or fine-tune: plain RoPE's), "
+                  "so a scaling's cost at L shows.", "", perplexity_matrix(agg, ratio=True, bases=bases), ""]
+    lines += finetune_section(table, perplexity_at_L(agg, bases))
     lines += retrieval_section(agg, training, bases)
-    eff, keys = effective_length(agg), retrieval_length(agg, retrieves_at_L(agg, bases))
+    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, retrieves_at_L(agg, bases))
     lines += ["## Effective length", "",
-              f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the value at L, and largest "
+              f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
               "length with ≥ 80% retrieval accuracy at every depth (for models that retrieve at L).", "",
               "| encoding | perplexity | retrieval |", "|---|---|---|"]
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
     lines.append("")
-    captions = {"perplexity": "perplexity vs length", "ratio": "ratio to the value at L", "positions": "loss by position",
-                "passkey": "passkey accuracy", "frequencies": "RoPE scalings: inv_freq / θ per pair"}
+    captions = {"perplexity": "perplexity vs length", "ratio": "ratio to the base model at L", "positions": "loss by position",
+                "passkey": "passkey accuracy", "finetune": "perplexity at L' vs fine-tuning steps", "frequencies": "RoPE scalings: inv_freq / θ per pair"}
     for key, name in figures.items():
         lines += [f"![{captions[key]}]({name})", ""]
     return lines
@@ -174,7 +206,7 @@ def write_report(folder: Path) -> Path:
     folder = Path(folder)
     if not (folder / RESULTS_FILE).exists():
         raise UserError(f"{folder} has no {RESULTS_FILE}; run `extrapolate run` or `extrapolate sweep` first")
-    table = load_results(folder)
+    table = label_finetuned(load_results(folder))
     if table.empty:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     agg = aggregate(table)

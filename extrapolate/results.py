@@ -18,7 +18,7 @@ from .stats import student_t_quantile
 COLUMNS = [
     "run_id", "encoding", "base_encoding", "factor", "train_len", "eval_len", "task", "metric", "value", "depth",
     "seed", "n_tokens", "protocol", "status", "model", "params", "corpus", "tokenizer", "device", "dtype", "kernel",
-    "git_sha", "package_version", "created_at",
+    "finetune_steps", "finetune_len", "git_sha", "package_version", "created_at",
 ]
 # a measurement is identified by these; re-running it replaces the old row instead of duplicating it
 KEY = ["run_id", "encoding", "eval_len", "task", "metric", "depth", "seed"]
@@ -122,9 +122,32 @@ def in_encoding_order(frame: pd.DataFrame) -> pd.DataFrame:
     from .encodings import sweep_order
 
     rank = {name: i for i, name in enumerate(sweep_order())}
-    place = frame["encoding"].map(lambda name: rank.get(name, len(rank)))
-    ordered = frame.assign(_place=place, _name=frame["encoding"].where(place == len(rank), ""))
-    return ordered.sort_values(["_place", "_name"], kind="stable").drop(columns=["_place", "_name"])
+    base, steps = split_label(frame["encoding"])
+    place = base.map(lambda name: rank.get(name, len(rank)))
+    ordered = frame.assign(_place=place, _name=base.where(place == len(rank), ""), _steps=steps)
+    return ordered.sort_values(["_place", "_name", "_steps"], kind="stable").drop(columns=["_place", "_name", "_steps"])
+
+
+FINETUNED = "+ft"  # "yarn+ft100": yarn fine-tuned for 100 steps at its extended length
+
+
+def finetuned_label(encoding: str, steps) -> str:
+    return f"{encoding}{FINETUNED}{int(steps)}" if pd.notna(steps) and steps > 0 else encoding
+
+
+def split_label(names: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(encoding, fine-tune steps) of labels such as "yarn+ft100" (0 steps for a plain name)."""
+    parts = names.astype(str).str.split(FINETUNED, n=1, regex=False)
+    return parts.str[0], parts.map(lambda p: int(p[1]) if len(p) > 1 and p[1].isdigit() else 0)
+
+
+def label_finetuned(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with each fine-tuned row's encoding shown as "yarn+ft100", so every report table and figure
+    keeps a fine-tuned model apart from the zero-shot one (the stored table keeps the plain name)."""
+    if "finetune_steps" not in table.columns or not (table["finetune_steps"].fillna(0) > 0).any():
+        return table
+    labels = [finetuned_label(e, n) for e, n in zip(table["encoding"], table["finetune_steps"])]
+    return in_encoding_order(table.assign(encoding=labels))
 
 
 def load_results(folder: Path) -> pd.DataFrame:

@@ -19,6 +19,8 @@ from .lock import folder_lock
 from .results import check_tables, load_results
 from .run import Prepared, Reporter, ResolvedRun, RunRequest, prepare, resolve_request, resolve_run, run_cell
 from .run.cell import new_folder_guard
+from .run.request import lengths_for
+from .run.resolved import extended_length
 
 
 def resolve_encodings(spec: str) -> list[str]:
@@ -61,19 +63,31 @@ def models_of(cells: list[Cell]) -> dict[Path, bool]:
     return {c.model_folder: c.resolved.pretrained or ckpt.is_complete(c.model_folder) for c in cells}
 
 
-def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int]) -> list[RunRequest]:
+def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
+                  finetune_steps: list[int] | None = None) -> list[RunRequest]:
     """Each cell's request, resolved; cells grouped by the model they need, so each model is trained right
-    before its users."""
+    before its users. With `finetune_steps`, each encoding once per step count, in increasing order (a longer
+    fine-tune continues the shorter one), all at the same L' (the 0-step cell is the zero-shot point there)."""
     if not seeds:
         raise UserError("--seeds: give at least one seed")
     order = sorted(encodings, key=lambda e: (get_spec(e).base_encoding, e))
-    return [resolve_request(dataclasses.replace(template, encoding=e, seed=s)) for s in seeds for e in order]
+    steps = sorted(set(finetune_steps)) if finetune_steps else [template.finetune_steps]
+    requests = []
+    for seed in seeds:
+        for encoding in order:
+            for n in steps:
+                request = resolve_request(dataclasses.replace(template, encoding=encoding, seed=seed, finetune_steps=n))
+                if finetune_steps and request.finetune_len is None:
+                    request = dataclasses.replace(request, finetune_len=extended_length(request, lengths_for(request)))
+                requests.append(request)
+    return requests
 
 
 def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: Path,
-          reporter: Reporter | None = None, dry_run: bool = False) -> tuple[list[Cell], float | None]:
+          reporter: Reporter | None = None, dry_run: bool = False,
+          finetune_steps: list[int] | None = None) -> tuple[list[Cell], float | None]:
     reporter = reporter or Reporter()
-    requests = cell_requests(template, encodings, seeds)
+    requests = cell_requests(template, encodings, seeds, finetune_steps)
     check_tables(folder)  # a damaged table in the output folder is refused before training, not after
     prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
     if dry_run:
@@ -99,10 +113,10 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
 
 
 def sweep_job(template: RunRequest, encodings: str, seeds: list[int], reporter: Reporter | None = None,
-              dry_run: bool = False) -> tuple[Path, tuple[list[Cell], float | None]]:
+              dry_run: bool = False, finetune_steps: list[int] | None = None) -> tuple[Path, tuple[list[Cell], float | None]]:
     """`extrapolate sweep`: the encodings named by `encodings` ("all" or a list) × `seeds` into the request's
     folder (default results/sweep-L<L>). Returns the folder and (cells, the estimate of a dry run)."""
     names = resolve_encodings(encodings)
     folder = template.out or Path("results") / f"sweep-L{template.train_len or 'auto'}"
     template = dataclasses.replace(template, encoding=names[0], out=folder)
-    return folder, sweep(template, names, seeds, folder, reporter, dry_run=dry_run)
+    return folder, sweep(template, names, seeds, folder, reporter, dry_run=dry_run, finetune_steps=finetune_steps)

@@ -129,12 +129,15 @@ def train(
     on_step: StepCallback | None = None,
     stop_after: int | None = None,
     probe: Probe | None = None,
+    start: Callable[[], TransformerLM] | None = None,
 ) -> TrainedModel:
-    """Train, or reuse the finished model with this config, or resume an interrupted one."""
+    """Train, or reuse the finished model with this config, or resume an interrupted one. `start` builds the
+    model training begins from (a fine-tune: the base model's weights, the encoding set for its length);
+    default: freshly initialised from the config's seed."""
     folder = folder or model_folder(config)
     if ckpt.is_complete(folder):
         return load_trained(folder, device)
-    model = build_model(config, device)
+    model = start() if start is not None else build_model(config, device)
     optimizer = make_optimizer(model, config)
     step, losses, elapsed, probes = 0, [], 0.0, []
     state = ckpt.load_state(folder)

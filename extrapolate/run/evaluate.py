@@ -17,7 +17,8 @@ from ..passkey.prompt import PromptBuilder
 from ..tasks.passkey import evaluate_passkey
 from ..tasks.perplexity import evaluate_perplexity
 from ..tokenizers import keep_with_model
-from ..train import Probe, TrainedModel, train
+from ..finetune import finetune as run_finetune
+from ..train import Probe, TrainedModel, model_folder, train
 from .prepare import Prepared
 from .reporter import Reporter
 from .resolved import ResolvedRun
@@ -42,14 +43,22 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
         return TrainedModel(model, resolved.model_folder, None, summary, reused=True)
     from .. import checkpoint as ckpt
 
-    config = resolved.train_config
+    config, finetune = resolved.train_config, resolved.finetune
     rows = prepared.passkey_builder.training_row if prepared.passkey_builder is not None else None
     source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed, config.passkey_fraction, rows)
-    callback = reporter.training(config.steps, ckpt.is_complete(resolved.model_folder))
+    callback = reporter.training(config.steps, ckpt.is_complete(model_folder(config)))
     result = train(config, source, prepared.device, on_step=callback, probe=retrieval_probe(resolved, prepared))
     keep_with_model(prepared.tokenizer, result.folder)
     reporter.done_training()
-    return result
+    if finetune is None:
+        return result
+    phase = finetune.phase  # the same mixture of corpus and retrieval rows, at L'
+    source = BatchSource(prepared.stream, phase.seq_len, phase.batch_size, phase.seed, phase.passkey_fraction, rows)
+    callback = reporter.training(phase.steps, ckpt.is_complete(resolved.model_folder), f"fine-tuning at {phase.seq_len}")
+    tuned = run_finetune(finetune, result.model, source, prepared.device, on_step=callback)
+    keep_with_model(prepared.tokenizer, tuned.folder)
+    reporter.done_training()
+    return tuned
 
 
 def retrieval_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe | None:

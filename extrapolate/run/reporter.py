@@ -6,7 +6,7 @@ from ..train import StepCallback
 
 
 class Reporter:
-    def training(self, total: int, reused: bool) -> StepCallback | None:
+    def training(self, total: int, reused: bool, label: str = "training") -> StepCallback | None:
         return None
 
     def evaluating(self, what: str, length: int) -> None:

@@ -52,8 +52,16 @@ class RunRequest:
     # share of training rows that are passkey prompts (within L); None: DEFAULT_PASSKEY_FRACTION when L leaves room
     passkey_fraction: float | None = None
     passkey_task: str | None = None  # a task name under tasks/ or a TOML path; None: see DEFAULT_RETRIEVAL_TASK
+    finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
+    finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
+    finetune_lr: float | None = None  # default a tenth of --lr
     out: Path | None = None
     name: str | None = None
+
+    @property
+    def extended(self) -> bool:
+        """A fine-tune (or its zero-shot point, 0 steps) at an extended length L' was asked for."""
+        return self.finetune_steps > 0 or self.finetune_len is not None
 
 
 def resolve_request(request: RunRequest) -> RunRequest:
@@ -68,6 +76,9 @@ def resolve_request(request: RunRequest) -> RunRequest:
         spec = get_spec(request.encoding)
         if spec.kind != "rotary":
             raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
+        if request.finetune_steps > 0:
+            raise UserError("fine-tuning runs on models trained here (--model tiny|small|base); "
+                            "a pretrained checkpoint is evaluated zero-shot")
         # a checkpoint brings its own tokenizer (whatever --tokenizer says): the request records that one
         checkpoint = load_pretrained_once(request.model)
         train_len = checkpoint.original_len if request.train_len is None else request.train_len
@@ -118,6 +129,12 @@ def check(request: RunRequest) -> None:
         require_known("task", task, TASKS)
     if request.eval_docs is not None and request.eval_docs < 1:
         raise UserError("--eval-docs must be at least 1")
+    if request.finetune_steps < 0:
+        raise UserError(f"--finetune-steps must be ≥ 0, got {request.finetune_steps}")
+    if request.finetune_len is not None and request.finetune_len <= request.train_len:
+        raise UserError(f"--finetune-len ({request.finetune_len}) must be longer than the training length L ({request.train_len})")
+    if request.finetune_lr is not None and not request.finetune_lr > 0:
+        raise UserError(f"--finetune-lr must be > 0, got {request.finetune_lr}")
 
 
 def lengths_for(request: RunRequest) -> list[int]:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ..config import TrainConfig, config_hash
 from ..encodings import EncodingSpec, get_spec
+from ..errors import UserError
+from ..finetune import FinetuneConfig, finetune_config, finetune_folder
 from ..tasks.passkey import attention_shapes
 from ..train import model_folder
 from .prepare import Prepared
@@ -24,7 +26,8 @@ class ResolvedRun:
     spec: EncodingSpec
     lengths: tuple[int, ...]
     factor: float  # 1.0 for encodings that train their own model; a RoPE scaling's s
-    train_config: TrainConfig | None  # None: a pretrained model
+    train_config: TrainConfig | None  # the base model's training; None: a pretrained model
+    finetune: FinetuneConfig | None  # its fine-tune at L' (model_hash and model_folder are then the fine-tune's)
     model_hash: str
     model_folder: Path
     run_id: str
@@ -41,6 +44,13 @@ class ResolvedRun:
         return "full-window" if request.protocol == "full" else f"sliding-window-stride-{request.stride}"
 
     @property
+    def finetune_len(self) -> int | None:
+        """L' of a run at an extended length (fine-tuned, or its zero-shot point), else None."""
+        if not self.request.extended:
+            return None
+        return self.finetune.length if self.finetune else extended_length(self.request, self.lengths)
+
+    @property
     def bucket_width(self) -> int:  # loss by position: four buckets per training window
         return max(1, self.request.train_len // 4)
 
@@ -49,20 +59,36 @@ def resolve_run(request: RunRequest, prepared: Prepared) -> ResolvedRun:
     """`request` is resolved; `prepared` is the job's shared data."""
     spec = get_spec(request.encoding)
     lengths = prepared.lengths
+    longest = extended_length(request, lengths) if request.extended else max(lengths)
+    factor = 1.0 if spec.trains_own_model else (request.factor or longest / request.train_len)
+    finetune = None
     if prepared.pretrained is not None:
         config, model_hash, folder = None, config_hash({"pretrained": request.model}), Path(request.model)
     else:
         config = train_config(request, prepared, spec.base_encoding)
         model_hash, folder = config_hash(config), model_folder(config)
-    factor = 1.0 if spec.trains_own_model else (request.factor or max(lengths) / request.train_len)
+        if request.finetune_steps > 0:
+            finetune = finetune_config(config, spec.name, factor, longest, request.finetune_steps, request.finetune_lr)
+            model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     attention: dict[tuple[str, int], Shapes] = {}
     for length in lengths:
         if "perplexity" in request.tasks:
             attention["perplexity", length] = ((length, length),)  # full windows, no cache
         if "passkey" in request.tasks:
             attention["passkey", length] = tuple(attention_shapes(prepared.passkey_builder, length))
-    return ResolvedRun(request, spec, lengths, factor, config, model_hash, folder,
+    return ResolvedRun(request, spec, lengths, factor, config, finetune, model_hash, folder,
                        run_id(request, model_hash, factor), max(request.eval_tokens, max(lengths)), attention)
+
+
+def extended_length(request: RunRequest, lengths) -> int:
+    """L' of a fine-tune: --finetune-len, else s·L with --factor, else the longest evaluation length."""
+    if request.finetune_len is not None:
+        return request.finetune_len
+    length = round(request.factor * request.train_len) if request.factor else max(lengths)
+    if length <= request.train_len:
+        raise UserError(f"the fine-tune length L' = {length} is not longer than L = {request.train_len}: "
+                        "give --finetune-len, a --factor > 1, or longer --eval-lens")
+    return length
 
 
 def train_config(request: RunRequest, prepared: Prepared, base_encoding: str) -> TrainConfig:

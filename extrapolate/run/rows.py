@@ -15,7 +15,8 @@ def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:
     return {"run_id": resolved.run_id, "encoding": resolved.spec.name, "base_encoding": resolved.spec.base_encoding,
             "train_len": request.train_len, "seed": request.seed, "protocol": resolved.protocol_label,
             "model": request.model, "corpus": prepared.corpus.name, "tokenizer": prepared.tokenizer.identity,
-            "device": prepared.device.type, "dtype": request.dtype, **provenance()}
+            "device": prepared.device.type, "dtype": request.dtype, "finetune_steps": request.finetune_steps,
+            "finetune_len": resolved.finetune_len, **provenance()}
 
 
 def measurement_rows(resolved: ResolvedRun, prepared: Prepared, params: int,

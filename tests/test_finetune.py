@@ -1,0 +1,90 @@
+"""Fine-tuning at an extended length: the prefix property (N steps of a longer fine-tune are the N-step one),
+resume after a kill, the scaling set while training, a learned table stretched to L' rows."""
+
+import dataclasses
+
+import torch
+
+from extrapolate.batches import BatchSource
+from extrapolate.config import ModelConfig, TrainConfig
+from extrapolate.finetune import finetune, finetune_config, finetune_folder, read_lineage, starting_model
+from extrapolate.train import train
+
+STREAM = torch.arange(6000) % 97
+
+
+def base_model(tmp_path, encoding="rope"):
+    config = TrainConfig(model=ModelConfig(d_model=32, n_layers=1, n_heads=2, vocab_size=97, encoding=encoding, max_len=32),
+                         seq_len=32, batch_size=4, steps=8, warmup_steps=2, checkpoint_every=4, dtype="float32")
+    return config, train(config, BatchSource(STREAM, 32, 4, 0), torch.device("cpu"), folder=tmp_path / "base").model
+
+
+def run(config, base, stop_after=None):
+    source = BatchSource(STREAM, config.length, config.phase.batch_size, config.phase.seed)
+    return finetune(config, base, source, torch.device("cpu"), stop_after=stop_after)
+
+
+def weights(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_longer_fine_tune_continues_the_shorter_one_exactly(tmp_path, monkeypatch):
+    config, base = base_model(tmp_path)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "direct"))
+    direct = weights(run(finetune_config(config, "yarn", 4.0, 128, 14), base).model)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "stepped"))
+    run(finetune_config(config, "yarn", 4.0, 128, 6), base)
+    longer = finetune_config(config, "yarn", 4.0, 128, 14)
+    stepped = run(longer, base)
+    assert same(weights(stepped.model), direct)
+    assert stepped.summary["steps"] == 14 and len(stepped.summary["losses"]) == 14  # the first 6 came from the cache
+    assert read_lineage(finetune_folder(longer))["base"] == config_hash_of(config)
+
+
+def config_hash_of(config):
+    from extrapolate.config import config_hash
+
+    return config_hash(config)
+
+
+def test_a_killed_fine_tune_resumes_to_the_same_model(tmp_path, monkeypatch):
+    config, base = base_model(tmp_path)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "whole"))
+    whole = weights(run(finetune_config(config, "pi", 4.0, 128, 10), base).model)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "killed"))
+    ft = finetune_config(config, "pi", 4.0, 128, 10)
+    ft = dataclasses.replace(ft, phase=dataclasses.replace(ft.phase, checkpoint_every=5))
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "whole5"))
+    whole5 = weights(run(ft, base).model)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "killed"))
+    run(ft, base, stop_after=5)  # a kill right after the checkpoint at step 5
+    assert same(weights(run(ft, base).model), whole5)
+    assert same(whole5, whole)  # how often it checkpoints does not change the weights
+
+
+def test_the_scaling_is_what_the_model_trains_with(tmp_path):
+    config, base = base_model(tmp_path)
+    yarn = starting_model(finetune_config(config, "yarn", 4.0, 128, 5), base, torch.device("cpu"))
+    rope = starting_model(finetune_config(config, "rope", 1.0, 128, 5), base, torch.device("cpu"))
+    assert yarn.encoding.name == "yarn" and rope.encoding.name == "rope"
+    tokens = torch.randint(0, 97, (1, 128))
+    assert not torch.allclose(yarn(tokens), rope(tokens))  # same weights, different positions
+    assert same(weights(yarn), weights(rope))
+
+
+def test_a_learned_table_is_stretched_to_the_new_length(tmp_path):
+    config, base = base_model(tmp_path, "learned")
+    model = starting_model(finetune_config(config, "learned", 1.0, 128, 5), base, torch.device("cpu"))
+    old, new = base.encoding.table.weight, model.encoding.table.weight  # (32, D), (128, D)
+    assert new.shape == (128, old.shape[1])
+    assert torch.allclose(new[0], old[0]) and torch.allclose(new[-1], old[-1])
+    # row r of the new table sits at old position r·31/127, between its two neighbours
+    r = 64
+    x = r * 31 / 127
+    lo = int(x)
+    expected = old[lo] + (x - lo) * (old[lo + 1] - old[lo])
+    assert torch.allclose(new[r], expected, atol=1e-6)
