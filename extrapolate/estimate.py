@@ -10,7 +10,8 @@ import torch
 from .batches import BatchSource
 from .run import Prepared, ResolvedRun
 from .run.resolved import train_config
-from .train import build_model, make_optimizer, training_step
+from . import checkpoint as ckpt
+from .train import build_model, make_optimizer, model_folder, training_step
 
 TIMED_STEPS = 3  # after one warm-up step
 
@@ -41,9 +42,24 @@ def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepa
         training_step(model, optimizer, config, source.batch(step), prepared.device)
     per_step = (time.perf_counter() - start) / TIMED_STEPS
     tokens_per_second = config.batch_size * config.seq_len / per_step
-    to_train = {c.model_folder for c in pending if not models[c.model_folder]}
-    train_seconds = len(to_train) * config.steps * per_step
-    return train_seconds + len(pending) * per_cell_tokens / (3 * tokens_per_second)
+    bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
+    train_seconds = len(bases) * config.steps * per_step
+    return train_seconds + finetune_tokens(pending, models) / tokens_per_second + \
+        len(pending) * per_cell_tokens / (3 * tokens_per_second)
+
+
+def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int:
+    """Training tokens of the fine-tunes still to run: a fine-tune continues the shorter ones of its kind, so
+    each kind costs the steps of its longest (at the training token rate; attention at L' costs a little more)."""
+    longest: dict[tuple, int] = {}
+    for cell in pending:
+        finetune = cell.finetune
+        if finetune is None or models[cell.model_folder]:
+            continue
+        kind = (finetune.base, finetune.encoding, finetune.factor, finetune.length)
+        tokens = finetune.steps * finetune.phase.batch_size * finetune.length
+        longest[kind] = max(longest.get(kind, 0), tokens)
+    return sum(longest.values())
 
 
 @torch.no_grad()

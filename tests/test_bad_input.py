@@ -215,6 +215,8 @@ RUN_OPTIONS = {  # values that mean nothing for each numeric option of run and s
     "--eval-docs": ["0", "-1"],
     "--passkey-fraction": NOT_FINITE + ["-0.1", "1", "2"],
     "--eval-lens": ["nan", "64,inf", "0", "64,-2"],
+    "--finetune-len": ["0", "-5", "nan", "256", "100"],  # L' must be longer than L (256)
+    "--finetune-lr": NOT_FINITE + ["0", "-1e-4"],
 }
 SHOW_OPTIONS = {  # and of `encodings show`
     "--head-dim": ["0", "-2", "nan"],
@@ -231,7 +233,9 @@ SHOW_OPTIONS = {  # and of `encodings show`
 }
 
 
-SWEEP_OPTIONS = {**{k: v for k, v in RUN_OPTIONS.items() if k != "--seed"}, "--seeds": ["-1", "nan", "0,-2"]}
+SWEEP_OPTIONS = {**{k: v for k, v in RUN_OPTIONS.items() if k != "--seed"}, "--seeds": ["-1", "nan", "0,-2"],
+                 "--finetune-steps": ["-1", "nan", "0,-25"]}
+RUN_OPTIONS["--finetune-steps"] = ["-1", "nan"]
 
 
 def cases(command, options):

@@ -88,3 +88,32 @@ def test_a_learned_table_is_stretched_to_the_new_length(tmp_path):
     lo = int(x)
     expected = old[lo] + (x - lo) * (old[lo + 1] - old[lo])
     assert torch.allclose(new[r], expected, atol=1e-6)
+
+
+def ppl_rows(encoding, base, steps, values, finetune_len=1024, L=256):
+    """Perplexity rows of one (encoding, fine-tune steps) cell: values = {eval_len: ppl}."""
+    return [{"run_id": f"{encoding}{steps}", "encoding": encoding, "base_encoding": base, "train_len": L,
+             "eval_len": n, "task": "perplexity", "metric": "ppl", "value": v, "depth": None, "seed": 0,
+             "status": "ok", "finetune_steps": steps, "finetune_len": finetune_len} for n, v in values.items()]
+
+
+def test_report_divides_by_the_base_model_at_L_and_tabulates_fine_tune_steps():
+    import pandas as pd
+
+    from extrapolate.finetune_report import finetune_section
+    from extrapolate.report import perplexity_at_L, perplexity_matrix
+    from extrapolate.results import aggregate, label_finetuned
+    from extrapolate.retrieval_report import base_encodings
+
+    table = pd.DataFrame(ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
+                         + ppl_rows("pi", "rope", 0, {256: 130.0, 1024: 128.0})
+                         + ppl_rows("pi", "rope", 100, {256: 60.0, 1024: 55.0}))
+    table = label_finetuned(table)
+    assert list(dict.fromkeys(table["encoding"])) == ["rope", "pi", "pi+ft100"]
+    agg, bases = aggregate(table), base_encodings(table)
+    assert perplexity_at_L(agg, bases) == {"rope": 50.0, "pi": 50.0, "pi+ft100": 50.0}
+    ratios = perplexity_matrix(agg, ratio=True, bases=bases)
+    assert "| pi | 256 | 2.60× | 2.56× |" in ratios  # PI's cost at L shows, instead of 1.00×
+    section = "\n".join(finetune_section(table, perplexity_at_L(agg, bases)))
+    assert "| pi | 128.000 | 55.000 | 50.000 |" in section  # at L': 0 steps, 100 steps, base model at L
+    assert "| pi | 130.000 | 60.000 | 50.000 |" in section  # at L
