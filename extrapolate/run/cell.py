@@ -77,6 +77,7 @@ def new_folder_guard(folder: Path):
 
 def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict], positions: list[dict]) -> None:
     from ..atomic import write_text
+    from ..finetune import read_lineage
     from ..report import write_run_report
 
     request = resolved.request
@@ -93,6 +94,7 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
               "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,
               "model_config": asdict(trained.model.config),
               "model_folder": trained.folder.name,  # under the cache's models/ folder
+              "finetune": read_lineage(trained.folder),  # base model, encoding, factor, L and the training at L′
               "training": {k: v for k, v in trained.summary.items() if k != "losses"},
               **provenance()}
     text = json.dumps(record, indent=2, default=str)
