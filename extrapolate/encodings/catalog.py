@@ -1,5 +1,6 @@
 """Every encoding by name, in the order of tables and figures. Adding one is a module with its class and
-`EncodingSpec`, plus one `register` line here (a RoPE scaling: one entry of `frequencies.SCALINGS`)."""
+`EncodingSpec`, plus one `register` line here (a RoPE scaling: one entry of `frequencies.SCALINGS`; a
+training-free extension that changes attention, like Self-Extend, a `two_part_form` and a spec here)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from ..registry import Registry
 from .absolute import LEARNED, NOPE, SINUSOIDAL
 from .base import PositionalEncoding
 from .bias import ALIBI, T5
+from .rerope import REROPE
 from .rotary import rotary_specs
+from .self_extend import SELF_EXTEND
 from .spec import EncodingSpec, Shape
 
 ENCODINGS: Registry[EncodingSpec] = Registry("encoding")
@@ -18,7 +21,7 @@ def register(spec: EncodingSpec) -> EncodingSpec:
     return ENCODINGS.add(spec.name, spec)
 
 
-for _spec in (SINUSOIDAL, LEARNED, T5, ALIBI, *rotary_specs(), NOPE):
+for _spec in (SINUSOIDAL, LEARNED, T5, ALIBI, *rotary_specs(), SELF_EXTEND, REROPE, NOPE):
     register(_spec)
 
 

@@ -12,6 +12,8 @@ from typing import Callable
 
 import torch
 
+from ..errors import UserError
+
 # (head_dim, base, factor, original_len, seq_len, **options) -> (inv_freq (head_dim/2,) float32, attention_factor)
 FrequencyFn = Callable[..., "tuple[torch.Tensor, float]"]
 
@@ -114,6 +116,54 @@ def llama3(
     return inv_freq.to(torch.float32), 1.0
 
 
+def longrope_attention_factor(factor: float, original_len: int) -> float:
+    """√(1 + ln s / ln L), 1 when s ≤ 1: LongRoPE's (and Phi-3's) factor on cos and sin, at every length."""
+    return 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original_len))
+
+
+def longrope_default_long(head_dim: int, base: float, factor: float, original_len: int) -> list[float]:
+    """Per-pair long factors when none are given: YaRN's ramp as rescale factors (θ_j / θ'_j, 1 for the fast
+    pairs up to s for the slow ones), the kind of non-uniform start LongRoPE's search refines."""
+    if factor <= 1:
+        return [1.0] * (head_dim // 2)
+    scaled, _ = yarn(head_dim, base, factor, original_len, original_len)
+    return (rope_inv_freq(head_dim, base) / scaled).tolist()
+
+
+def longrope_factors(head_dim: int, base: float, factor: float, original_len: int, short_factor=None,
+                     long_factor=None) -> tuple[list[float], list[float]]:
+    """(short, long) per-pair rescale factors, each checked: head_dim/2 finite numbers > 0. Defaults: short
+    all 1 (plain RoPE up to L), long `longrope_default_long`."""
+    short = [1.0] * (head_dim // 2) if short_factor is None else short_factor
+    long = longrope_default_long(head_dim, base, factor, original_len) if long_factor is None else long_factor
+    for name, values in (("short", short), ("long", long)):
+        if len(values) != head_dim // 2:
+            raise UserError(f"longrope {name} factors: need {head_dim // 2} (head_dim/2), got {len(values)}")
+        if not all(isinstance(v, (int, float)) and 0 < v < float("inf") for v in values):
+            raise UserError(f"longrope {name} factors must be finite numbers > 0")
+    return [float(v) for v in short], [float(v) for v in long]
+
+
+def longrope(
+    head_dim: int,
+    base: float,
+    factor: float,
+    original_len: int,
+    seq_len: int,
+    short_factor: list[float] | None = None,
+    long_factor: list[float] | None = None,
+    attention_factor: float | None = None,
+) -> tuple[torch.Tensor, float]:
+    """LongRoPE: θ_j divided by a per-pair factor, the short list for sequences of at most L tokens and the
+    long list beyond; the attention factor applies at every length (as transformers' `longrope` does)."""
+    short, long = longrope_factors(head_dim, base, factor, original_len, short_factor, long_factor)
+    rescale = torch.tensor(long if seq_len > original_len else short, dtype=torch.float32)  # (d/2,)
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim  # (d/2,)
+    inv_freq = 1.0 / (rescale * float(base) ** exponents)  # the reference's order of operations, bit for bit
+    scale = longrope_attention_factor(factor, original_len) if attention_factor is None else attention_factor
+    return inv_freq, scale
+
+
 @dataclass(frozen=True)
 class Scaling:
     fn: FrequencyFn
@@ -148,5 +198,12 @@ SCALINGS: dict[str, Scaling] = {
         {"low_freq_factor": 1.0, "high_freq_factor": 4.0},
         "Llama 3.1 wavelength-banded scaling, no attention factor",
         "#393b79",
+    ),
+    "longrope": Scaling(
+        longrope,
+        True,
+        {"short_factor": None, "long_factor": None, "attention_factor": None},
+        "LongRoPE per-pair rescale factors (short ≤ L, long beyond) + √(1+ln s/ln L) attention factor",
+        "#8c6d31",
     ),
 }

@@ -58,6 +58,7 @@ class Rotary(PositionalEncoding):
         self.dynamic = spec.dynamic
         self._static: tuple[torch.Tensor, float] | None = None
         self._memo: tuple[tuple, tuple[torch.Tensor, torch.Tensor]] | None = None  # last (key, (cos, sin))
+        self.frequencies(self.original_len)  # options a scaling rejects (LongRoPE's factor lists) fail here, at build
 
     def frequencies(self, seq_len: int) -> tuple[torch.Tensor, float]:
         """(inv_freq (Dh/2,), attention_factor) for a sequence of `seq_len` tokens. Pure: no state is kept

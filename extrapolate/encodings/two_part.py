@@ -1,0 +1,76 @@
+"""What Self-Extend and ReRoPE share: training-free extensions of a RoPE model whose relative position is a
+function of the distance that no rotation of q and k alone can express. Near keys keep plain RoPE; far keys
+get positions of the encoding's choosing; the attention kernels (two_part_attention.py) rotate each part.
+
+`encodings show` for them prints the relative position each distance gets at the last query."""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import UserError
+from .base import PositionalEncoding, TwoPartRotary
+from .frequencies import rope_inv_freq
+from .rotary import apply_rotary, rotary_cos_sin
+from .spec import ShowQuery
+
+
+def whole_number(value, what: str, minimum: int = 1) -> int:
+    """A user's window or group size as an int, or one line saying why not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
+        raise UserError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
+    if value != int(value) or value < minimum:
+        raise UserError(f"{what} must be a whole number ≥ {minimum}, got {value:g}")
+    return int(value)
+
+
+class TwoPartEncoding(PositionalEncoding):
+    kind = "rotary"
+
+    def __init__(self, head_dim: int, base: float, window: int):
+        super().__init__()
+        if head_dim % 2:
+            raise UserError(f"{self.name} needs an even head dimension, got {head_dim}")
+        self.head_dim, self.base = head_dim, float(base)
+        self.window = whole_number(window, f"{self.name} window")
+        self.inv_freq = rope_inv_freq(head_dim, base)  # (Dh/2,): plain RoPE frequencies, never scaled
+
+    def rotate(self, q, k, pos, seq_len=None):
+        return q, k  # the rotation depends on the (query, key) pair: the attention kernels apply it per part
+
+    def rotate_at(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """x: (B, H, T, Dh) rotated at float positions (T,), exactly as `Rotary` rotates at integers."""
+        cos, sin = rotary_cos_sin(positions, self.inv_freq, 1.0)
+        return apply_rotary(x, cos, sin)
+
+    def far_query(self, pos: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def far_key(self, pos: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def two_part_form(self) -> TwoPartRotary:
+        return TwoPartRotary(self.window, self.rotate_at, self.far_query, self.far_key)
+
+    def relative_position(self, query: int, distance: int) -> float:
+        """The relative position the query at `query` sees a key `distance` tokens back at."""
+        if distance < self.window:
+            return float(distance)
+        q, k = torch.tensor([query]), torch.tensor([query - distance])
+        return float(self.far_query(q)[0] - self.far_key(k)[0])
+
+
+def show_two_part(build):
+    """`encodings show` for a two-part encoding built by `build(query)`: its parameters and the relative
+    position of each of `--distances` at the last query of `--seq-len` (default L·s)."""
+
+    def show(query: ShowQuery) -> dict:
+        encoding = build(query)
+        seq_len = query.seq_len if query.seq_len is not None else round(query.original_len * query.factor)
+        last = seq_len - 1
+        distances = [d for d in (query.distances or []) if 0 <= d <= last]
+        return {"head_dim": query.head_dim, "base": query.base, "factor": query.factor,
+                "original_len": query.original_len, "seq_len": seq_len, **encoding.describe(),
+                "distances": distances, "relative_position": [encoding.relative_position(last, d) for d in distances]}
+
+    return show
