@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from .errors import UserError
+from .finetune import read_lineage
 from .model import TransformerLM
 from .pretrained import llama_config, require_transformers, to_hf_names
 
@@ -26,19 +27,21 @@ def export_run(run_dir: Path, out: Path) -> None:
     if not (folder / "config.json").exists():
         raise UserError(f"{run_dir} is neither a run folder nor a checkpoint folder")
     trained = load_trained(folder, torch.device("cpu"))
-    export_hf(trained.model, out, tokenizer_of_model(folder, trained.config.tokenizer))
+    export_hf(trained.model, out, tokenizer_of_model(folder, trained.config.tokenizer), read_lineage(folder))
 
 
-def export_hf(model: TransformerLM, out: Path, tokenizer=None) -> None:
+def export_hf(model: TransformerLM, out: Path, tokenizer=None, finetune: dict | None = None) -> None:
     """Write a RoPE model of the project as a Hugging Face Llama checkpoint (config.json + safetensors), with
-    its tokenizer when that is a BPE (tokenizer.json + tokenizer_config.json, for AutoTokenizer)."""
+    its tokenizer when that is a BPE (tokenizer.json + tokenizer_config.json, for AutoTokenizer). A model
+    fine-tuned with a RoPE scaling (`finetune`: its lineage) gets the matching `rope_parameters`, so that
+    transformers computes the logits it was fine-tuned and evaluated with."""
     transformers = require_transformers()
     config = model.config
     if config.encoding != "rope":
         raise UserError(f"only RoPE models export to Llama checkpoints; this one uses {config.encoding}")
     if config.mlp != "swiglu" or config.norm != "rmsnorm":
         raise UserError("only RMSNorm + SwiGLU models export to Llama checkpoints")
-    hf_config = llama_config(config)
+    hf_config = llama_config(config, rope_parameters=scaled_rope(config, finetune))
     hf_model = transformers.LlamaForCausalLM(hf_config)
     state = to_hf_names({k: v.detach().float() for k, v in model.state_dict().items()})
     state = {k: v for k, v in state.items() if config.stored(k)}
@@ -52,5 +55,17 @@ def export_hf(model: TransformerLM, out: Path, tokenizer=None) -> None:
     hf_model.save_pretrained(out)
     if hasattr(tokenizer, "to_transformers"):
         tokenizer.to_transformers().save_pretrained(out)
-    record = {"source": "extrapolate", "train_len": config.max_len, "tokenizer": getattr(tokenizer, "identity", None)}
+    record = {"source": "extrapolate", "train_len": config.max_len, "tokenizer": getattr(tokenizer, "identity", None),
+              "finetune": finetune}
     (out / "extrapolate.json").write_text(json.dumps(record, indent=2))
+
+
+def scaled_rope(config, finetune: dict | None) -> dict | None:
+    """transformers' `rope_parameters` for a model fine-tuned with a RoPE scaling; None for plain RoPE."""
+    from .encodings import get_spec
+    from .pretrained import hf_rope_parameters
+
+    if not finetune or get_spec(finetune["encoding"]).trains_own_model:
+        return None
+    return hf_rope_parameters(finetune["encoding"], config.rope_base, float(finetune["factor"]),
+                              int(finetune["original_len"]), head_dim=config.head_dim)

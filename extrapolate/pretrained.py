@@ -101,14 +101,15 @@ def config_from_hf(hf) -> ModelConfig:
     )
 
 
-def llama_config(config: ModelConfig, **extra):
-    """The transformers `LlamaConfig` of a project model config (the inverse of `config_from_hf`)."""
+def llama_config(config: ModelConfig, rope_parameters: dict | None = None, **extra):
+    """The transformers `LlamaConfig` of a project model config (the inverse of `config_from_hf`); a RoPE
+    scaling's `rope_parameters` (`hf_rope_parameters`) replace plain RoPE's."""
     return require_transformers().LlamaConfig(
         vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
         num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
         max_position_embeddings=max(config.max_len, 2), rms_norm_eps=config.norm_eps,
         tie_word_embeddings=config.tie_embeddings, head_dim=config.head_dim, attention_bias=False, mlp_bias=False,
-        rope_parameters={"rope_type": "default", "rope_theta": config.rope_base}, **extra,
+        rope_parameters=rope_parameters or {"rope_type": "default", "rope_theta": config.rope_base}, **extra,
     )
 
 
@@ -251,6 +252,10 @@ def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: 
         return {"rope_type": "default", "rope_theta": base}
     if encoding == "pi":
         return {"rope_type": "linear", "rope_theta": base, "factor": factor}
+    if encoding == "ntk" and head_dim is not None:  # static NTK-aware is plain RoPE with a larger base
+        from .encodings.frequencies import ntk_base
+
+        return {"rope_type": "default", "rope_theta": ntk_base(head_dim, base, factor)}
     if encoding == "dynamic-ntk":
         return {"rope_type": "dynamic", "rope_theta": base, "factor": factor}
     if encoding == "yarn":

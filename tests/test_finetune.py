@@ -3,6 +3,7 @@ resume after a kill, the scaling set while training, a learned table stretched t
 
 import dataclasses
 
+import pytest
 import torch
 
 from extrapolate.batches import BatchSource
@@ -117,3 +118,23 @@ def test_report_divides_by_the_base_model_at_L_and_tabulates_fine_tune_steps():
     section = "\n".join(finetune_section(table, perplexity_at_L(agg, bases)))
     assert "| pi | 128.000 | 55.000 | 50.000 |" in section  # at L': 0 steps, 100 steps, base model at L
     assert "| pi | 130.000 | 60.000 | 50.000 |" in section  # at L
+
+
+@pytest.mark.parametrize("encoding", ["yarn", "pi", "ntk"])
+def test_an_exported_fine_tune_gives_transformers_the_same_logits(tmp_path, monkeypatch, encoding):
+    """The fine-tuned model, exported from its cache folder, loads in transformers with the scaling it was
+    fine-tuned with (`rope_parameters`), and its logits at L' equal ours with that scaling (1e-4)."""
+    transformers = pytest.importorskip("transformers")
+    from extrapolate.encodings import encoding_for
+    from extrapolate.export import export_run
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    config, base = base_model(tmp_path)
+    ft = finetune_config(config, encoding, 4.0, 128, 3)
+    tuned = run(ft, base).model
+    export_run(finetune_folder(ft), tmp_path / "hf")
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", torch_dtype=torch.float32).eval()
+    tuned.set_encoding(encoding_for(tuned.config, encoding, factor=4.0, original_len=32))
+    tokens = torch.randint(0, 97, (1, 128))
+    with torch.no_grad():
+        assert torch.allclose(theirs(tokens).logits, tuned(tokens), atol=1e-4, rtol=0)
