@@ -175,7 +175,7 @@ def write_run_report(folder: Path, table: pd.DataFrame) -> None:
 
 def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     from .finetune_report import finetune_section
-    from .retrieval_report import base_encodings, retrieval_length, retrieval_section, retrieves_at_L
+    from .retrieval_report import base_encodings, retrieval_length, retrieval_section
 
     bases = base_encodings(table)
     lines = []
@@ -186,7 +186,7 @@ def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, tab
                   "so a scaling's cost at L shows.", "", perplexity_matrix(agg, ratio=True, bases=bases), ""]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
     lines += retrieval_section(agg, training, bases)
-    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, retrieves_at_L(agg, bases))
+    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, bases)
     lines += ["## Effective length", "",
               f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
               "length with ≥ 80% retrieval accuracy at every depth (for models that retrieve at L).", "",

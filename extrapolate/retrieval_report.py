@@ -15,6 +15,7 @@ from .training_log import formation_step
 
 THRESHOLD = 0.8  # the task files' default "retrieves at this length": ≥ 80% at every depth
 NOT_LEARNED = "not learned at L"
+NOT_MEASURED = "not measured at L"  # no cell at L: whether the model learned the task is unknown
 BELOW_L = "below L"  # the model retrieves at L, this scaling of it does not
 
 
@@ -22,20 +23,40 @@ def _passkey(agg: pd.DataFrame, metric: str) -> pd.DataFrame:
     return agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
 
 
-def retrieves_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None, threshold: float = THRESHOLD) -> dict[str, bool]:
-    """Per encoding: its model's greedy accuracy at L is `ok` and ≥ threshold at every depth (mean over
-    seeds). `bases` (encoding -> base_encoding, from the results table) sends a scaling to its base model."""
-    own = {}
+def at_L(agg: pd.DataFrame, threshold: float = THRESHOLD) -> dict[str, bool]:
+    """Per encoding measured at L: greedy accuracy there is `ok` and ≥ threshold at every depth (mean over seeds)."""
+    out = {}
     for encoding, group in _passkey(agg, "accuracy").groupby("encoding", sort=False):
-        at_L = group[group["eval_len"] == group["train_len"]]
-        own[encoding] = bool(len(at_L)) and bool((at_L["status"] == "ok").all()) and bool((at_L["mean"] >= threshold).all())
-    return {encoding: own[judged_on(encoding, own, bases)] for encoding in own}
+        cells = group[group["eval_len"] == group["train_len"]]
+        if len(cells):
+            out[encoding] = bool((cells["status"] == "ok").all()) and bool((cells["mean"] >= threshold).all())
+    return out
 
 
 def judged_on(encoding: str, measured, bases: dict[str, str] | None) -> str:
     """The encoding whose cells at L decide `encoding`'s validity: its base when that was measured too."""
     base = (bases or {}).get(encoding, encoding)
     return base if base in measured else encoding
+
+
+def verdicts(agg: pd.DataFrame, bases: dict[str, str] | None = None, threshold: float = THRESHOLD) -> dict[str, str]:
+    """Per encoding with retrieval cells: "yes" / "no" (its model retrieves at L or not; "(rope)" when the
+    base model decided), or NOT_MEASURED when neither it nor its base model was evaluated at L."""
+    measured = at_L(agg, threshold)
+    out = {}
+    for encoding in _passkey(agg, "accuracy")["encoding"].unique():
+        judge = judged_on(encoding, measured, bases)
+        if judge not in measured:
+            out[encoding] = NOT_MEASURED
+            continue
+        out[encoding] = ("yes" if measured[judge] else "no") + (f" ({judge})" if judge != encoding else "")
+    return out
+
+
+def retrieves_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None, threshold: float = THRESHOLD) -> dict[str, bool]:
+    """Per encoding: its model retrieves at L (see `verdicts`). `bases` (encoding -> base_encoding, from the
+    results table) sends a scaling to its base model."""
+    return {encoding: verdict.startswith("yes") for encoding, verdict in verdicts(agg, bases, threshold).items()}
 
 
 def base_encodings(table: pd.DataFrame) -> dict[str, str]:
@@ -47,6 +68,7 @@ def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bas
     """Markdown: encoding × length, mean over depths (and seeds); past L only for models that retrieve at L
     (a verdict taken from the base model names it: "yes (rope)")."""
     cells = _passkey(agg, metric)
+    said = verdicts(agg, bases)
     lengths = sorted(cells["eval_len"].unique())
     lines = ["| encoding | L | retrieves at L | " + " | ".join(str(n) for n in lengths) + " |",
              "|" + "---|" * (len(lengths) + 3)]
@@ -64,21 +86,22 @@ def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bas
                 values.append("·")
             else:
                 values.append(f"{ok['mean'].mean():.0%}")
-        verdict = "yes" if valid.get(encoding) else "**no**"
-        base = judged_on(encoding, valid, bases)
-        verdict += f" ({base})" if base != encoding else ""
+        verdict = said.get(encoding, NOT_MEASURED)
+        verdict = verdict if verdict.startswith("yes") else f"**{verdict}**"
         lines.append(f"| {encoding} | {L} | {verdict} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 
 
-def retrieval_length(agg: pd.DataFrame, valid: dict[str, bool], threshold: float = THRESHOLD) -> dict[str, int | str]:
+def retrieval_length(agg: pd.DataFrame, bases: dict[str, str] | None = None,
+                     threshold: float = THRESHOLD) -> dict[str, int | str]:
     """Effective retrieval length: the largest length with accuracy ≥ threshold at every depth, every shorter
-    length from L on included; NOT_LEARNED when the model does not retrieve at L, BELOW_L when it does but this
-    scaling of it falls short at L already."""
+    length from L on included; NOT_LEARNED when the model does not retrieve at L (NOT_MEASURED when that is
+    unknown), BELOW_L when it does but this scaling of it falls short at L already."""
+    said = verdicts(agg, bases, threshold)
     out: dict[str, int | str] = {}
     for encoding, group in _passkey(agg, "accuracy").groupby("encoding", sort=False):
-        if not valid.get(encoding):
-            out[encoding] = NOT_LEARNED
+        if not said[encoding].startswith("yes"):
+            out[encoding] = NOT_MEASURED if said[encoding] == NOT_MEASURED else NOT_LEARNED
             continue
         L, best = int(group["train_len"].iloc[0]), None
         for length, at in sorted(group[group["eval_len"] >= L].groupby("eval_len"), key=lambda item: item[0]):
@@ -97,7 +120,7 @@ def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, bases: dict[str
              f"A model retrieves at L when its accuracy at L is ≥ {THRESHOLD:.0%} at every depth; only then are its "
              "cells past L shown (· otherwise): a model that never learned the task says nothing about "
              "extrapolation. A training-free scaling is judged on the model it scales (named in brackets), as a "
-             "static scaling moves the positions at L too.", "", retrieval_matrix(agg, "accuracy", valid, bases), "",
+             "static scaling moves the positions at L too; a model with no cell at L is \"not measured at L\".", "", retrieval_matrix(agg, "accuracy", valid, bases), "",
              "## Retrieval rank accuracy (true key ranked first among distractors)", "",
              retrieval_matrix(agg, "rank_accuracy", valid, bases), ""]
     if len(training):

@@ -12,7 +12,7 @@ from torch import nn
 
 from extrapolate.config import ModelConfig
 from extrapolate.passkey.prompt import PromptBuilder
-from extrapolate.retrieval_report import BELOW_L, NOT_LEARNED, retrieval_length, retrieval_matrix, retrieves_at_L
+from extrapolate.retrieval_report import BELOW_L, NOT_LEARNED, NOT_MEASURED, retrieval_length, retrieval_matrix, retrieves_at_L
 from extrapolate.taskfiles import load_task
 from extrapolate.tasks.passkey import evaluate_passkey
 from extrapolate.tokenizers import ByteTokenizer
@@ -132,7 +132,7 @@ def test_a_cell_past_L_without_retrieval_at_L_is_not_a_finding():
     table = retrieval_matrix(agg, "accuracy", valid)
     alibi = next(line for line in table.splitlines() if line.startswith("| alibi"))
     assert alibi.count("·") == 2 and "90%" not in alibi  # its 90% past L is not reported
-    lengths = retrieval_length(agg, valid)
+    lengths = retrieval_length(agg)
     assert lengths == {"rope": 256, "alibi": NOT_LEARNED}
 
 
@@ -147,9 +147,12 @@ def test_a_scaling_is_judged_on_the_model_it_scales():
     assert valid == {"rope": True, "yarn": True, "alibi": False}
     yarn = next(line for line in retrieval_matrix(agg, "accuracy", valid, bases).splitlines() if line.startswith("| yarn"))
     assert "yes (rope)" in yarn and "77%" in yarn
-    assert retrieval_length(agg, valid) == {"rope": 256, "yarn": BELOW_L, "alibi": NOT_LEARNED}
+    assert retrieval_length(agg, bases) == {"rope": 256, "yarn": BELOW_L, "alibi": NOT_LEARNED}
     alone = agg[agg["encoding"] == "yarn"]
     assert retrieves_at_L(alone, bases) == {"yarn": False}
+    past_L = agg[agg["eval_len"] > 256]  # nothing measured at L: unknown, not "not learned"
+    assert retrieval_length(past_L, bases) == {"rope": NOT_MEASURED, "yarn": NOT_MEASURED, "alibi": NOT_MEASURED}
+    assert "**not measured at L**" in retrieval_matrix(past_L, "accuracy", retrieves_at_L(past_L, bases), bases)
 
 
 def test_probes_during_training_survive_a_resume(tmp_path):
