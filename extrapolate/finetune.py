@@ -50,15 +50,16 @@ class FinetuneConfig:
 
 
 def finetune_config(base: TrainConfig, encoding: str, factor: float, length: int, steps: int,
-                    lr: float | None = None, batch_size: int | None = None) -> FinetuneConfig:
+                    lr: float | None = None, batch_size: int | None = None, base_hash: str | None = None) -> FinetuneConfig:
     """The fine-tune of `base` with `encoding` at `length` for `steps` steps. Defaults: a tenth of the base
-    model's peak rate, and as many tokens per step as the base training (batch·L / L' rows, at least 1)."""
+    model's peak rate, and as many tokens per step as the base training (batch·L / L' rows, at least 1).
+    `base_hash` names a base model not trained here (a pretrained checkpoint); default the hash of `base`."""
     model = dataclasses.replace(base.model, max_len=length)
     phase = dataclasses.replace(
         base, model=model, seq_len=length, steps=steps, lr=lr if lr is not None else base.lr / 10,
         batch_size=batch_size or max(1, base.batch_size * base.seq_len // length),
         warmup_steps=WARMUP_STEPS, min_lr_ratio=1.0, checkpoint_every=CHECKPOINT_EVERY)  # constant after warmup
-    return FinetuneConfig(config_hash(base), get_spec(encoding).name, factor, base.seq_len, phase)
+    return FinetuneConfig(base_hash or config_hash(base), get_spec(encoding).name, factor, base.seq_len, phase)
 
 
 def finetune_folder(config: FinetuneConfig, root: Path | None = None) -> Path:
@@ -67,7 +68,7 @@ def finetune_folder(config: FinetuneConfig, root: Path | None = None) -> Path:
 
 
 def finetune(config: FinetuneConfig, base: TransformerLM, source, device: torch.device, on_step=None,
-             stop_after: int | None = None) -> TrainedModel:
+             stop_after: int | None = None, checkpointing: bool = False) -> TrainedModel:
     """The fine-tuned model: cached, resumed after a kill, or continued from a shorter finished fine-tune."""
     folder = finetune_folder(config)
     if not ckpt.is_complete(folder) and ckpt.load_state(folder) is None:
@@ -76,10 +77,11 @@ def finetune(config: FinetuneConfig, base: TransformerLM, source, device: torch.
             continue_from(shorter, folder, config)
     write_lineage(folder, config)
     return train(config.phase, source, device, folder=folder, on_step=on_step, stop_after=stop_after,
-                 start=lambda: starting_model(config, base, device))
+                 start=lambda: starting_model(config, base, device, checkpointing))
 
 
-def starting_model(config: FinetuneConfig, base: TransformerLM, device: torch.device) -> TransformerLM:
+def starting_model(config: FinetuneConfig, base: TransformerLM, device: torch.device,
+                   checkpointing: bool = False) -> TransformerLM:
     """A model of the fine-tune's shape holding the base model's weights, with the encoding it trains under
     at L': a RoPE scaling with the fine-tune's factor, or the base model's own encoding (a learned table
     stretched to L' rows by linear interpolation, so row p·L'/L starts where row p was)."""
@@ -92,6 +94,7 @@ def starting_model(config: FinetuneConfig, base: TransformerLM, device: torch.de
         weights[table] = F.interpolate(rows.T[None], size=config.length, mode="linear", align_corners=True)[0].T
     model.load_state_dict(weights, strict=False)
     model = model.to(device)
+    model.checkpointing = checkpointing  # activations recomputed in the backward pass (long L')
     return with_training_encoding(model, config)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .attention import causal_attention
 from .config import ModelConfig
@@ -95,6 +96,9 @@ class TransformerLM(nn.Module):
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         self.kernel = "auto"
+        # recompute each block's activations in the backward pass instead of keeping them: training at long
+        # lengths (a pretrained model fine-tuned at 16k) then holds one block's activations, not all of them
+        self.checkpointing = False
         self.apply(self._init_weights)
         self.encoding = encoding or encoding_for(config)
 
@@ -119,7 +123,11 @@ class TransformerLM(nn.Module):
         offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
         pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (T,)
         x = self.encoding.embed(self.embed(tokens), pos)
+        recompute = self.checkpointing and torch.is_grad_enabled() and cache is None
         for i, block in enumerate(self.blocks):
+            if recompute:
+                x = checkpoint(block, x, pos, self.encoding, self.kernel, None, seq_len, use_reentrant=False)
+                continue
             x = block(x, pos, self.encoding, self.kernel, cache[i] if cache is not None else None, seq_len)
         return self.norm(x)
 

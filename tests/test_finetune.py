@@ -2,6 +2,7 @@
 resume after a kill, the scaling set while training, a learned table stretched to L' rows."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -138,3 +139,38 @@ def test_an_exported_fine_tune_gives_transformers_the_same_logits(tmp_path, monk
     tokens = torch.randint(0, 97, (1, 128))
     with torch.no_grad():
         assert torch.allclose(theirs(tokens).logits, tuned(tokens), atol=1e-4, rtol=0)
+
+
+def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
+    """A local Llama checkpoint (exported from a tiny model with its BPE) is fine-tuned at L' = 2L with YaRN,
+    one row per step and activations recomputed, then evaluated; the rows carry the lineage."""
+    pytest.importorskip("transformers")
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from extrapolate.cli import app
+    from extrapolate.config import ModelConfig
+    from extrapolate.export import export_hf
+    from extrapolate.model import TransformerLM
+    from extrapolate.tokenizers import load_tokenizer
+
+    from .helpers import make_corpus
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus", documents=4, words=600)
+    from extrapolate.corpora import load_corpus
+
+    tokenizer = load_tokenizer("bpe:300", load_corpus(str(corpus)))
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=tokenizer.vocab_size,
+                                      encoding="rope", max_len=64))
+    export_hf(model, tmp_path / "llama", tokenizer)
+    out = tmp_path / "out"
+    args = ["run", "--model", str(tmp_path / "llama"), "--encoding", "yarn", "--eval-lens", "64,128",
+            "--finetune-steps", "2", "--corpus", str(corpus), "--eval-tokens", "256", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = pd.read_csv(out / "results.csv")
+    assert set(rows["finetune_steps"]) == {2} and set(rows["finetune_len"]) == {128} and set(rows["factor"]) == {2.0}
+    lineage = json.loads((out / "run.json").read_text())["finetune"]
+    assert lineage["phase"]["batch_size"] == 1 and lineage["phase"]["seq_len"] == 128 and lineage["original_len"] == 64

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import checkpoint as ckpt
 from ..attention import recorded_kernel
 from ..batches import BatchSource
 from ..device import activation_dtype
@@ -38,10 +39,11 @@ class Measurement:
 def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter) -> TrainedModel:
     if prepared.pretrained is not None:
         model = prepared.pretrained.model.to(prepared.device)
+        if resolved.finetune is not None:
+            return finetuned(resolved, prepared, model, reporter, checkpointing=True)
         summary = {"config_hash": resolved.model_hash, "pretrained": resolved.request.model,
                    "params": model.num_parameters()}
         return TrainedModel(model, resolved.model_folder, None, summary, reused=True)
-    from .. import checkpoint as ckpt
 
     config, finetune = resolved.train_config, resolved.finetune
     rows = prepared.passkey_builder.training_row if prepared.passkey_builder is not None else None
@@ -50,12 +52,16 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
     result = train(config, source, prepared.device, on_step=callback, probe=retrieval_probe(resolved, prepared))
     keep_with_model(prepared.tokenizer, result.folder)
     reporter.done_training()
-    if finetune is None:
-        return result
-    phase = finetune.phase  # the same mixture of corpus and retrieval rows, at L'
+    return result if finetune is None else finetuned(resolved, prepared, result.model, reporter)
+
+
+def finetuned(resolved: ResolvedRun, prepared: Prepared, base, reporter: Reporter, checkpointing: bool = False) -> TrainedModel:
+    """The base model fine-tuned at L' (cached, resumed or continued from a shorter fine-tune)."""
+    phase = resolved.finetune.phase  # the same mixture of corpus and retrieval rows as the base, at L'
+    rows = prepared.passkey_builder.training_row if prepared.passkey_builder is not None else None
     source = BatchSource(prepared.stream, phase.seq_len, phase.batch_size, phase.seed, phase.passkey_fraction, rows)
     callback = reporter.training(phase.steps, ckpt.is_complete(resolved.model_folder), f"fine-tuning at {phase.seq_len}")
-    tuned = run_finetune(finetune, result.model, source, prepared.device, on_step=callback)
+    tuned = run_finetune(resolved.finetune, base, source, prepared.device, on_step=callback, checkpointing=checkpointing)
     keep_with_model(prepared.tokenizer, tuned.folder)
     reporter.done_training()
     return tuned

@@ -43,8 +43,8 @@ def prepare(request: RunRequest) -> Prepared:
     if not heldout:
         raise UserError(f"corpus {corpus.name} has no held-out document longer than {longest} tokens")
     heldout = heldout[: request.eval_docs]
-    # a pretrained model is not trained here: its training stream is never needed
-    stream = (tokenizer.encode_tensor("\n\n".join(corpus.train)) if pretrained is None
+    # a pretrained model is trained here only when fine-tuned: otherwise its training stream is never needed
+    stream = (tokenizer.encode_tensor("\n\n".join(corpus.train)) if pretrained is None or request.extended
               else torch.zeros(request.train_len + 2, dtype=torch.int64))
     if stream.numel() < request.train_len + 2:
         raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")

@@ -76,9 +76,6 @@ def resolve_request(request: RunRequest) -> RunRequest:
         spec = get_spec(request.encoding)
         if spec.kind != "rotary":
             raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
-        if request.finetune_steps > 0:
-            raise UserError("fine-tuning runs on models trained here (--model tiny|small|base); "
-                            "a pretrained checkpoint is evaluated zero-shot")
         # a checkpoint brings its own tokenizer (whatever --tokenizer says): the request records that one
         checkpoint = load_pretrained_once(request.model)
         train_len = checkpoint.original_len if request.train_len is None else request.train_len

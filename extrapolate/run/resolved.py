@@ -64,6 +64,9 @@ def resolve_run(request: RunRequest, prepared: Prepared) -> ResolvedRun:
     finetune = None
     if prepared.pretrained is not None:
         config, model_hash, folder = None, config_hash({"pretrained": request.model}), Path(request.model)
+        if request.finetune_steps > 0:
+            finetune = pretrained_finetune(request, prepared, spec.name, factor, longest, model_hash)
+            model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     else:
         config = train_config(request, prepared, spec.base_encoding)
         model_hash, folder = config_hash(config), model_folder(config)
@@ -78,6 +81,20 @@ def resolve_run(request: RunRequest, prepared: Prepared) -> ResolvedRun:
             attention["passkey", length] = tuple(attention_shapes(prepared.passkey_builder, length))
     return ResolvedRun(request, spec, lengths, factor, config, finetune, model_hash, folder,
                        run_id(request, model_hash, factor), max(request.eval_tokens, max(lengths)), attention)
+
+
+PRETRAINED_FINETUNE_LR = 2e-5  # the PI and YaRN papers' rate for Llama models
+
+
+def pretrained_finetune(request: RunRequest, prepared: Prepared, encoding: str, factor: float, length: int,
+                        checkpoint_hash: str) -> FinetuneConfig:
+    """The fine-tune of a pretrained checkpoint at L': one row per step, the papers' rate unless given."""
+    model = prepared.pretrained.model
+    base = TrainConfig(model=dataclasses.replace(model.config, max_len=request.train_len), corpus=prepared.corpus.name,
+                       tokenizer=prepared.tokenizer.identity, seq_len=request.train_len, batch_size=1,
+                       lr=PRETRAINED_FINETUNE_LR, seed=request.seed, dtype=request.train_dtype)
+    return finetune_config(base, encoding, factor, length, request.finetune_steps, request.finetune_lr, batch_size=1,
+                           base_hash=checkpoint_hash)
 
 
 def extended_length(request: RunRequest, lengths) -> int:
