@@ -56,6 +56,13 @@ def encodings_show(
     beta_fast: Annotated[Optional[float], typer.Option(help="YaRN β_fast")] = None,
     beta_slow: Annotated[Optional[float], typer.Option(help="YaRN β_slow")] = None,
     truncate: Annotated[Optional[bool], typer.Option("--truncate/--no-truncate", help="YaRN: floor/ceil the range")] = None,
+    fraction: Annotated[Optional[float], typer.Option(help="p-rope: fraction p of the pairs that rotate, in (0, 1]")] = None,
+    scale_base: Annotated[Optional[float], typer.Option(help="xpos: γ of the decay ζ^((n-m)/γ)")] = None,
+    max_position: Annotated[Optional[int], typer.Option(help="randomized kinds: L_max (default 8 × --original-len)")] = None,
+    r1: Annotated[Optional[float], typer.Option(help="kerple: coefficient r1 > 0")] = None,
+    r2: Annotated[Optional[float], typer.Option(help="kerple: r2 > 0 (power: ≤ 2)")] = None,
+    fire_c: Annotated[Optional[float], typer.Option(help="fire: c of ψ(x) = log(c·x + 1)")] = None,
+    threshold: Annotated[Optional[float], typer.Option(help="fire: L_thr of ψ(max(L_thr, i))")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object and nothing else")] = False,
     plot: Annotated[Optional[Path], typer.Option(help="draw every scaling's inv_freq/θ per pair index to FILE")] = None,
 ) -> None:
@@ -63,7 +70,9 @@ def encodings_show(
     from .cliutil import parse_int_list
     from .encodings.inspect import describe_encoding
 
-    options = {k: v for k, v in dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate).items() if v is not None}
+    options = dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate, fraction=fraction, scale_base=scale_base,
+                   max_position=max_position, r1=r1, r2=r2, fire_c=fire_c, threshold=threshold)
+    options = {k: v for k, v in options.items() if v is not None}
     info = describe_encoding(
         name, head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
         heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,

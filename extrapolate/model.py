@@ -118,6 +118,7 @@ class TransformerLM(nn.Module):
         `seq_len`: the full length when a sequence is fed in pieces (length-dependent RoPE scalings)."""
         offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
         pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (T,)
+        pos = self.encoding.positions(pos)  # (T,) once per forward: every layer sees the same positions
         x = self.encoding.embed(self.embed(tokens), pos)
         for i, block in enumerate(self.blocks):
             x = block(x, pos, self.encoding, self.kernel, cache[i] if cache is not None else None, seq_len)

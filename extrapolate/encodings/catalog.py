@@ -8,7 +8,12 @@ from ..registry import Registry
 from .absolute import LEARNED, NOPE, SINUSOIDAL
 from .base import PositionalEncoding
 from .bias import ALIBI, T5
+from .fire import FIRE
+from .kerple import KERPLE_LOG, KERPLE_POWER
+from .prope import PROPE
+from .randomized import ROPE_RANDOMIZED, SINUSOIDAL_RANDOMIZED
 from .rotary import rotary_specs
+from .xpos import XPOS
 from .spec import EncodingSpec, Shape
 
 ENCODINGS: Registry[EncodingSpec] = Registry("encoding")
@@ -20,6 +25,9 @@ def register(spec: EncodingSpec) -> EncodingSpec:
 
 for _spec in (SINUSOIDAL, LEARNED, T5, ALIBI, *rotary_specs(), NOPE):
     register(_spec)
+# the newer encodings (issue 19), after the classic ones so their figures and tables keep their order
+for _spec in (SINUSOIDAL_RANDOMIZED, ROPE_RANDOMIZED, XPOS, PROPE, KERPLE_LOG, KERPLE_POWER, FIRE):
+    register(_spec)
 
 
 def get_spec(name: str) -> EncodingSpec:
@@ -29,6 +37,14 @@ def get_spec(name: str) -> EncodingSpec:
 def sweep_order() -> list[str]:
     """Every encoding in the order of tables and figures: the order of registration."""
     return ENCODINGS.names()
+
+
+def encoding_groups() -> dict[str, list[str]]:
+    """Group name -> its encodings in sweep order (`sweep --encodings classic` or `newer`)."""
+    groups: dict[str, list[str]] = {}
+    for name, spec in ENCODINGS:
+        groups.setdefault(spec.group, []).append(name)
+    return groups
 
 
 def validate_shape(spec: EncodingSpec, *, n_heads: int, head_dim: int, factor: float = 1.0) -> None:

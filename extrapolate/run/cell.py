@@ -93,6 +93,8 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
               "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,
               "model_config": asdict(trained.model.config),
               "model_folder": trained.folder.name,  # under the cache's models/ folder
+              # the evaluated encoding's own parameters (a randomized kind's L_max, KERPLE's learned r1, r2, …)
+              "encoding": {"name": resolved.spec.name, **trained.model.encoding.describe()},
               "training": {k: v for k, v in trained.summary.items() if k != "losses"},
               **provenance()}
     text = json.dumps(record, indent=2, default=str)
