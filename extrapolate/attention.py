@@ -43,6 +43,8 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
         return "fused-bias" if fused_bias_supported(encoding) else "blocked"
     if requested in ("fused-bias", "flex") and not encoding.has_bias:  # the fused causal call is the fast path
         return "sdpa"
+    if requested == "flex" and not encoding.toeplitz:  # flex reads a distance table, which this bias has not
+        return "blocked"
     return requested
 
 
@@ -191,16 +193,21 @@ def blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS):
     batch, heads, length, _ = q.shape
     keys = k.shape[2]
     offset = keys - length  # absolute position of the first query
-    table = encoding.bias_table(keys, device=q.device)  # (H, Tk) float32
-    if table is None:  # no bias: a zero table still gives the causal mask
-        table = torch.zeros(1, keys, device=q.device)
+    table = None
+    if encoding.toeplitz:
+        table = encoding.bias_table(keys, device=q.device)  # (H, Tk) float32
+        if table is None:  # no bias: a zero table still gives the causal mask
+            table = torch.zeros(1, keys, device=q.device)
     rows = max(16, min(length, block_elements // max(1, batch * heads * keys)))
     out = torch.empty_like(q)
     gqa = q.shape[1] != k.shape[1]
     for q0 in range(0, length, rows):
         q1 = min(length, q0 + rows)
         end = offset + q1  # keys past the block's last query are masked: skip them
-        bias = toeplitz_bias(table, offset + q0, end, compute_dtype(q, end))  # (H, rows, end)
+        if table is not None:
+            bias = toeplitz_bias(table, offset + q0, end, compute_dtype(q, end))  # (H, rows, end)
+        else:  # a bias of i as well as i - j (FIRE): the encoding computes this block only, linear in n
+            bias = encoding.bias_block(offset + q0, end, device=q.device).to(compute_dtype(q, end))  # (H, rows, end)
         out[:, :, q0:q1] = sdpa(q[:, :, q0:q1], k[:, :, :end], v[:, :, :end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa)
     return out
 

@@ -61,6 +61,13 @@ def encodings_show(
     window: Annotated[Optional[int], typer.Option(help="Self-Extend neighbour window / ReRoPE window w (default L/4, L/8)")] = None,
     group: Annotated[Optional[int], typer.Option(help="Self-Extend group size G (default: the smallest that fits s·L)")] = None,
     leak: Annotated[Optional[float], typer.Option(help="leaky ReRoPE: slope 1/k past the window (default: none, pure ReRoPE)")] = None,
+    fraction: Annotated[Optional[float], typer.Option(help="p-rope: fraction p of the pairs that rotate, in (0, 1]")] = None,
+    scale_base: Annotated[Optional[float], typer.Option(help="xpos: γ of the decay ζ^((n-m)/γ)")] = None,
+    max_position: Annotated[Optional[int], typer.Option(help="randomized kinds: L_max (default 8 × --original-len)")] = None,
+    r1: Annotated[Optional[float], typer.Option(help="kerple: coefficient r1 > 0")] = None,
+    r2: Annotated[Optional[float], typer.Option(help="kerple: r2 > 0 (power: ≤ 2)")] = None,
+    fire_c: Annotated[Optional[float], typer.Option(help="fire: c of ψ(x) = log(c·x + 1)")] = None,
+    threshold: Annotated[Optional[float], typer.Option(help="fire: L_thr of ψ(max(L_thr, i))")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object and nothing else")] = False,
     plot: Annotated[Optional[Path], typer.Option(help="draw every scaling's inv_freq/θ per pair index to FILE")] = None,
 ) -> None:
@@ -70,7 +77,9 @@ def encodings_show(
 
     options = dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate, window=window, group=group, leak=leak,
                    short_factor=parse_float_list(short_factor, "--short-factor") if short_factor is not None else None,
-                   long_factor=parse_float_list(long_factor, "--long-factor") if long_factor is not None else None)
+                   long_factor=parse_float_list(long_factor, "--long-factor") if long_factor is not None else None,
+                   fraction=fraction, scale_base=scale_base, max_position=max_position, r1=r1, r2=r2, fire_c=fire_c,
+                   threshold=threshold)
     options = {k: v for k, v in options.items() if v is not None}
     info = describe_encoding(
         name, head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
@@ -132,7 +141,7 @@ def run(
 @app.command()
 @with_request(out_help="output folder (default results/sweep-L<L>)", tasks="perplexity,passkey")
 def sweep(
-    encodings: Annotated[str, typer.Option(help="all, or a comma-separated list of encodings")] = "all",
+    encodings: Annotated[str, typer.Option(help="classic (the eight seed encodings, the RoPE scalings and NoPE), newer, all, or a comma-separated list of encodings and groups")] = "classic",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
     dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
     finetune_steps: Annotated[Optional[str], typer.Option(help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')")] = None,

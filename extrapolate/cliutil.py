@@ -139,6 +139,8 @@ OPTION_BOUNDS = {
     "--head-dim": at_least(2), "--base": Bound(lambda v: v > 1, "> 1"), "--original-len": at_least(1),
     "--seq-len": at_least(1), "--position": at_least(0), "--beta-fast": POSITIVE, "--beta-slow": POSITIVE,
     "--window": at_least(1), "--group": at_least(1), "--leak": Bound(lambda v: v >= 1, "≥ 1 (1 is plain RoPE)"),
+    "--fraction": Bound(lambda v: 0 < v <= 1, "in (0, 1]"), "--scale-base": POSITIVE, "--max-position": at_least(1),
+    "--r1": POSITIVE, "--r2": POSITIVE, "--fire-c": POSITIVE, "--threshold": POSITIVE,
 }
 
 

@@ -122,6 +122,7 @@ class TransformerLM(nn.Module):
         `seq_len`: the full length when a sequence is fed in pieces (length-dependent RoPE scalings)."""
         offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
         pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (T,)
+        pos = self.encoding.positions(pos)  # (T,) once per forward: every layer sees the same positions
         x = self.encoding.embed(self.embed(tokens), pos)
         recompute = self.checkpointing and torch.is_grad_enabled() and cache is None
         for i, block in enumerate(self.blocks):

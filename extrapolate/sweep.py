@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from . import checkpoint as ckpt
-from .encodings import get_spec, sweep_order
+from .encodings import encoding_groups, get_spec, sweep_order
 from .errors import UserError
 from .lock import folder_lock
 from .results import check_tables, load_results
@@ -28,8 +28,9 @@ def resolve_encodings(spec: str) -> list[str]:
     if names == ["all"]:
         return sweep_order()
     if not names:
-        raise UserError("--encodings: name at least one encoding, or all")
-    resolved = [get_spec(n).name for n in names]
+        raise UserError("--encodings: name at least one encoding, a group (classic, newer), or all")
+    groups = encoding_groups()
+    resolved = [name for n in names for name in (groups[n] if n in groups else [get_spec(n).name])]
     return list(dict.fromkeys(resolved))
 
 

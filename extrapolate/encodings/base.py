@@ -6,8 +6,13 @@
 
 The model calls all three and knows no encoding by name. Training-free extensions of a RoPE model whose
 relative position is not the distance itself (Self-Extend, ReRoPE) rotate nothing in `rotate`: they describe
-their two-part attention in `two_part_form()`, and the attention kernels rotate q and k per part. Bias kinds depend only on the distance i - j, so
-they expose an (H, n) table over distances instead of an (H, n, n) matrix; kernels gather it per block.
+their two-part attention in `two_part_form()`, and the attention kernels rotate q and k per part. Most bias
+kinds depend only on the distance i - j, so they expose an (H, n) table over distances instead of an (H, n, n)
+matrix; kernels gather it per block. A bias that also depends on the query's own position (FIRE) sets
+`toeplitz = False` and gives the blocked kernel one query block at a time through `bias_block`.
+
+One more hook, `positions(pos)`, lets an encoding replace the positions of a whole forward pass once, before
+the three above see them (randomized positions in training); it is the identity by default.
 """
 
 from __future__ import annotations
@@ -51,6 +56,12 @@ class PositionalEncoding(nn.Module):
     name: str = "base"
     kind: str = "none"  # absolute | bias | rotary | none
     has_bias: bool = False
+    toeplitz: bool = True  # the bias depends on i - j only (`bias_table`); False: on i too (`bias_block`)
+
+    def positions(self, pos: torch.Tensor) -> torch.Tensor:
+        """pos: (T,) int64 -> (T,) int64, the positions every hook of this forward pass sees. Called once per
+        forward, so an encoding that draws positions (in training) draws them once for all layers."""
+        return pos
 
     def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """x: (B, T, D), pos: (T,) int64 -> (B, T, D)."""
@@ -79,6 +90,11 @@ class PositionalEncoding(nn.Module):
         if table is None:
             return None
         return table[:, distance]  # (H, Tq, Tk)
+
+    def bias_block(self, q0: int, q1: int, k0: int = 0, device: torch.device | None = None) -> torch.Tensor | None:
+        """(H, q1-q0, q1-k0) float32 bias of queries at absolute positions q0 … q1-1 against keys k0 … q1-1, with
+        -inf above the diagonal; only for `toeplitz = False` kinds, whose bias no distance table can hold."""
+        return None
 
     def fused_form(self) -> LinearBias | SaturatingBias | None:
         """The form in which the fused bias kernels take this encoding's bias; None: the blocked kernel."""

@@ -4,14 +4,21 @@ training-free extension that changes attention, like Self-Extend, a `two_part_fo
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import UserError
 from ..registry import Registry
 from .absolute import LEARNED, NOPE, SINUSOIDAL
 from .base import PositionalEncoding
 from .bias import ALIBI, T5
+from .fire import FIRE
+from .kerple import KERPLE_LOG, KERPLE_POWER
+from .prope import PROPE
+from .randomized import ROPE_RANDOMIZED, SINUSOIDAL_RANDOMIZED
 from .rerope import REROPE
 from .rotary import rotary_specs
 from .self_extend import SELF_EXTEND
+from .xpos import XPOS
 from .spec import EncodingSpec, Shape
 
 ENCODINGS: Registry[EncodingSpec] = Registry("encoding")
@@ -21,8 +28,13 @@ def register(spec: EncodingSpec) -> EncodingSpec:
     return ENCODINGS.add(spec.name, spec)
 
 
-for _spec in (SINUSOIDAL, LEARNED, T5, ALIBI, *rotary_specs(), SELF_EXTEND, REROPE, NOPE):
+_LATER_SCALINGS = ("longrope",)  # RoPE scalings that belong with the newer methods
+for _spec in (SINUSOIDAL, LEARNED, T5, ALIBI, *[s for s in rotary_specs() if s.name not in _LATER_SCALINGS], NOPE):
     register(_spec)
+# the newer methods, after the classic ones so the figures and tables of earlier sweeps keep their order
+for _spec in (SINUSOIDAL_RANDOMIZED, ROPE_RANDOMIZED, XPOS, PROPE, KERPLE_LOG, KERPLE_POWER, FIRE,
+              *[s for s in rotary_specs() if s.name in _LATER_SCALINGS], SELF_EXTEND, REROPE):
+    register(dataclasses.replace(_spec, group="newer"))
 
 
 def get_spec(name: str) -> EncodingSpec:
@@ -32,6 +44,14 @@ def get_spec(name: str) -> EncodingSpec:
 def sweep_order() -> list[str]:
     """Every encoding in the order of tables and figures: the order of registration."""
     return ENCODINGS.names()
+
+
+def encoding_groups() -> dict[str, list[str]]:
+    """Group name -> its encodings in sweep order (`sweep --encodings classic` or `newer`)."""
+    groups: dict[str, list[str]] = {}
+    for name, spec in ENCODINGS:
+        groups.setdefault(spec.group, []).append(name)
+    return groups
 
 
 def validate_shape(spec: EncodingSpec, *, n_heads: int, head_dim: int, factor: float = 1.0) -> None:

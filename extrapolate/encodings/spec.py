@@ -51,6 +51,7 @@ class EncodingSpec:
     colour: str = "#555555"  # in every figure
     show: Callable[[ShowQuery], dict] | None = None  # what `encodings show` prints beyond name and kind
     trains_own_model: bool = True  # False: a RoPE scaling applied to a model trained with plain `rope`
+    group: str = "classic"  # `sweep --encodings GROUP`: classic (the seed encodings) | newer (the later methods)
 
     @property
     def base_encoding(self) -> str:

@@ -95,7 +95,8 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
               "model_config": asdict(trained.model.config),
               "model_folder": trained.folder.name,  # under the cache's models/ folder
               "finetune": read_lineage(trained.folder),  # base model, encoding, factor, L and the training at L′
-              # what the evaluation ran with, defaults resolved (Self-Extend's window and group, LongRoPE's lists)
+              # what the evaluation ran with, defaults resolved (Self-Extend's window and group, LongRoPE's lists,
+              # a randomized kind's L_max, KERPLE's learned r1 and r2)
               "encoding": {"name": resolved.spec.name, **trained.model.encoding.describe()},
               "training": {k: v for k, v in trained.summary.items() if k != "losses"},
               **provenance()}

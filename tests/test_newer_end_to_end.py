@@ -1,0 +1,89 @@
+"""The newer encodings (xPos, p-RoPE, KERPLE, FIRE, randomized positions) through the CLI: listed with their
+parameters, shown as JSON, trained and evaluated by `run` and `sweep`, and bad parameters in one line."""
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from extrapolate.cli import app
+from extrapolate.encodings import encoding_groups
+
+from .helpers import make_corpus
+
+NEWER = ["sinusoidal-randomized", "rope-randomized", "xpos", "p-rope", "kerple-log", "kerple-power", "fire"]
+runner = CliRunner()
+
+
+@pytest.fixture()
+def cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+
+
+def test_listed_with_parameters_and_grouped(monkeypatch):
+    from extrapolate.cliutil import stdout
+
+    monkeypatch.setattr(stdout, "width", 400)  # one line per encoding
+    result = runner.invoke(app, ["encodings"])
+    assert result.exit_code == 0
+    for name in NEWER:
+        assert name in result.stdout
+    for parameter in ["fraction=0.75", "scale_base=512.0", "max_position=8 × train length", "threshold=512.0"]:
+        assert parameter in result.stdout
+    groups = encoding_groups()
+    assert groups["newer"] == NEWER
+    assert "rope" in groups["classic"] and not set(NEWER) & set(groups["classic"])
+
+
+@pytest.mark.parametrize("name", NEWER)
+def test_show_json_is_one_object(name):
+    result = runner.invoke(app, ["encodings", "show", name, "--json", "--position", "1000"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["encoding"] == name
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["p-rope", "--fraction=0"], "--fraction"), (["p-rope", "--fraction=1.5"], "--fraction"),
+    (["p-rope", "--fraction=nan"], "--fraction"), (["xpos", "--scale-base=-512"], "--scale-base"),
+    (["kerple-log", "--r1=-1"], "--r1"), (["kerple-power", "--r2=2.5"], "r2"), (["kerple-log", "--r2=0"], "--r2"),
+    (["fire", "--fire-c=-0.1"], "--fire-c"), (["fire", "--threshold=0"], "--threshold"),
+    (["rope-randomized", "--max-position=0"], "--max-position"),
+    (["rope-randomized", "--max-position=8", "--seq-len=9"], "--seq-len"), (["alibi", "--fraction=0.5"], "--fraction"),
+])
+def test_bad_parameters_fail_in_one_line(args, flag):
+    result = runner.invoke(app, ["encodings", "show", *args])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and flag in lines[0], result.output
+
+
+@pytest.mark.parametrize("name", NEWER)
+def test_run_trains_and_evaluates(name, cache, tmp_path):
+    corpus = make_corpus(tmp_path / "corpus")
+    out = tmp_path / "out"
+    args = ["run", "--encoding", name, "--model", "tiny", "--steps", "4", "--batch-size", "4", "--train-len", "32",
+            "--eval-len", "128", "--eval-tokens", "256", "--tasks", "perplexity", "--corpus", str(corpus), "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    ppl = pd.read_csv(out / "results.csv").query("metric == 'ppl'")
+    assert sorted(ppl.eval_len) == [32, 64, 128] and (ppl.status == "ok").all() and (ppl.value > 1).all()
+    assert set(ppl.base_encoding) == {name}  # trained as its own model
+    if name in ("kerple-log", "kerple-power", "fire"):
+        assert set(ppl.kernel) == {"blocked"}  # no fused form: the linear-memory blocked kernel
+    record = json.loads((out / "run.json").read_text())["encoding"]
+    assert record["name"] == name
+    if name.endswith("-randomized"):
+        assert record["max_position"] == 8 * 32  # L_max recorded with the results
+
+
+def test_sweep_runs_the_newer_group(cache, tmp_path):
+    corpus = make_corpus(tmp_path / "corpus")
+    out = tmp_path / "sweep"
+    args = ["sweep", "--encodings", "xpos,kerple-log", "--model", "tiny", "--steps", "3", "--batch-size", "4",
+            "--train-len", "32", "--eval-len", "64", "--eval-tokens", "128", "--tasks", "perplexity",
+            "--corpus", str(corpus), "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "results.csv")
+    assert set(table.encoding) == {"xpos", "kerple-log"} and (table.status == "ok").all()
