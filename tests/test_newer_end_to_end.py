@@ -12,7 +12,7 @@ from extrapolate.encodings import encoding_groups
 
 from .helpers import make_corpus
 
-NEWER = ["sinusoidal-randomized", "rope-randomized", "xpos", "p-rope", "kerple-log", "kerple-power", "fire"]
+NEWER = ["sinusoidal-randomized", "rope-randomized", "xpos", "p-rope", "kerple-log", "kerple-power", "fire"]  # the from-scratch ones; the training-free ones are tested in test_two_part.py
 runner = CliRunner()
 
 
@@ -32,7 +32,7 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
     for parameter in ["fraction=0.75", "scale_base=512.0", "max_position=8 × train length", "threshold=512.0"]:
         assert parameter in result.stdout
     groups = encoding_groups()
-    assert groups["newer"] == NEWER
+    assert groups["newer"] == NEWER + ["longrope", "self-extend", "rerope"]
     assert "rope" in groups["classic"] and not set(NEWER) & set(groups["classic"])
 
 
