@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import UserError
-from .spec import EncodingSpec, Shape, ShowQuery
+from .spec import EncodingSpec, Shape
 from .two_part import TwoPartEncoding, show_two_part
 
 
@@ -52,14 +52,10 @@ def build_rerope(shape: Shape) -> ReRoPE:
     return ReRoPE(shape.head_dim, shape.base, window, leak)
 
 
-def _from_query(query: ShowQuery) -> ReRoPE:
-    return build_rerope(Shape(0, query.heads, query.head_dim, query.original_len, query.base, query.factor,
-                              query.original_len, query.options or {}))
-
 
 REROPE = EncodingSpec(
     "rerope", "rotary",
     "ReRoPE: relative position min(i-j, w) (leaky: w+(i-j-w)/k), two parts merged by log-sum-exp (Su 2023)",
     build_rerope, {"base": 10000.0, "window": "L/8", "leak": None}, "#637939",
-    show_two_part(_from_query), trains_own_model=False,
+    show_two_part(build_rerope), trains_own_model=False,
 )

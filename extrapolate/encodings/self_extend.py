@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from .spec import EncodingSpec, Shape, ShowQuery
+from .spec import EncodingSpec, Shape
 from .two_part import TwoPartEncoding, show_two_part, whole_number
 
 
@@ -59,14 +59,10 @@ def build_self_extend(shape: Shape) -> SelfExtend:
     return SelfExtend(shape.head_dim, shape.base, window, group)
 
 
-def _from_query(query: ShowQuery) -> SelfExtend:
-    return build_self_extend(Shape(0, query.heads, query.head_dim, query.original_len, query.base, query.factor,
-                                   query.original_len, query.options or {}))
-
 
 SELF_EXTEND = EncodingSpec(
     "self-extend", "rotary",
     "Self-Extend: exact positions within w, grouped ⌊i/G⌋-⌊j/G⌋+w-⌊w/G⌋ beyond, merged by log-sum-exp (Jin et al. 2024)",
     build_self_extend, {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L"}, "#ad494a",
-    show_two_part(_from_query), trains_own_model=False,
+    show_two_part(build_self_extend), trains_own_model=False,
 )

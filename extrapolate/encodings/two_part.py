@@ -12,7 +12,7 @@ from ..errors import UserError
 from .base import PositionalEncoding, TwoPartRotary
 from .frequencies import rope_inv_freq
 from .rotary import apply_rotary, rotary_cos_sin
-from .spec import ShowQuery
+from .spec import Shape, ShowQuery
 
 
 def whole_number(value, what: str, minimum: int = 1) -> int:
@@ -61,11 +61,13 @@ class TwoPartEncoding(PositionalEncoding):
 
 
 def show_two_part(build):
-    """`encodings show` for a two-part encoding built by `build(query)`: its parameters and the relative
-    position of each of `--distances` at the last query of `--seq-len` (default L·s)."""
+    """`encodings show` for a two-part encoding built by `build(shape)` (its spec's build) from the query's
+    head size, base, factor, L and options: its parameters and the relative position of each of
+    `--distances` at the last query of `--seq-len` (default L·s)."""
 
     def show(query: ShowQuery) -> dict:
-        encoding = build(query)
+        encoding = build(Shape(0, query.heads, query.head_dim, query.original_len, query.base, query.factor,
+                               query.original_len, query.options or {}))
         seq_len = query.seq_len if query.seq_len is not None else round(query.original_len * query.factor)
         last = seq_len - 1
         distances = [d for d in (query.distances or []) if 0 <= d <= last]
