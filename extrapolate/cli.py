@@ -132,10 +132,13 @@ def run(
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
     from dataclasses import replace
 
+    from .distributed import main_process
     from .run import run as run_job
 
-    folder = run_job(replace(request, encoding=encoding.lower(), seed=seed, finetune_steps=finetune_steps), RichReporter())
-    stdout.print(f"wrote {folder}/results.csv, summary.md, perplexity.png", highlight=False)
+    folder = run_job(replace(request, encoding=encoding.lower(), seed=seed, finetune_steps=finetune_steps),
+                     RichReporter() if main_process() else None)
+    if main_process():  # under torchrun: rank 0 speaks for the job
+        stdout.print(f"wrote {folder}/results.csv, summary.md, perplexity.png", highlight=False)
 
 
 @app.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
 
@@ -16,6 +17,8 @@ def resolve_device(name: str = "auto") -> torch.device:
     if name not in DEVICES and not name.startswith("cuda:"):
         raise UserError(f"unknown device {name!r}; valid: {', '.join(DEVICES)}")
     cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if name in ("auto", "cuda") and cuda and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # torchrun: one GPU per process
     if name == "auto":
         return torch.device("cuda" if cuda else "mps" if mps else "cpu")
     if name.startswith("cuda") and not cuda:

@@ -15,6 +15,7 @@ from . import checkpoint as ckpt
 from .batches import BatchSource
 from .config import TrainConfig, config_hash
 from .device import autocast, synchronize
+from .distributed import SINGLE, World, check_batch, current, for_training
 from .errors import UserError
 from .model import TransformerLM
 from .paths import cache_dir
@@ -96,26 +97,40 @@ def load_trained(folder: Path, device: torch.device) -> TrainedModel:
 
 def masked_loss(nll: torch.Tensor, mask: torch.Tensor, weighting: str) -> torch.Tensor:
     """Mean NLL over the masked targets (B, T): per token, or per row then over rows."""
+    return loss_sum(nll, mask, weighting) / loss_count(mask, weighting)
+
+
+def loss_sum(nll: torch.Tensor, mask: torch.Tensor, weighting: str) -> torch.Tensor:
+    """The numerator of `masked_loss`: summed masked NLL (per token), or summed per-row means (per row)."""
     if weighting == "token":
-        return (nll * mask).sum() / mask.sum().clamp(min=1)
+        return (nll * mask).sum()
     counts = mask.sum(dim=1)  # (B,) scored targets per row; rows without any are left out
     kept = counts > 0
-    return ((nll * mask).sum(dim=1)[kept] / counts[kept]).mean()
+    return ((nll * mask).sum(dim=1)[kept] / counts[kept]).sum()
 
 
-def training_step(model, optimizer: torch.optim.Optimizer, config: TrainConfig, batch, device: torch.device) -> torch.Tensor:
+def loss_count(mask: torch.Tensor, weighting: str) -> torch.Tensor:
+    """The denominator of `masked_loss`: scored targets (per token) or rows with any (per row), at least 1."""
+    return (mask.sum() if weighting == "token" else (mask.sum(dim=1) > 0).sum()).clamp(min=1)
+
+
+def training_step(model, optimizer: torch.optim.Optimizer, config: TrainConfig, batch, device: torch.device,
+                  world: World = SINGLE) -> torch.Tensor:
     """One optimizer step on one batch (inputs, targets, mask: (B, T)) under `config`'s dtype, loss weighting
     and clipping; returns the loss. A NaN/Inf loss is returned without a step, for the caller to stop on.
     `model` is anything with `token_nll(inputs, targets) -> (B, T)` and parameters: training, the sweep's
-    estimate and the benchmark all step through here."""
-    inputs, targets, mask = (t.to(device) for t in (batch.inputs, batch.targets, batch.mask))
+    estimate and the benchmark all step through here. Under torchrun each rank scores its share of the rows
+    of the one global batch and the loss is that of the whole batch, so N processes step as one would."""
+    rows = world.rows(batch.inputs.shape[0])
+    inputs, targets, mask = (t[rows].to(device) for t in (batch.inputs, batch.targets, batch.mask))
     with autocast(device, config.dtype):
-        nll = model.token_nll(inputs, targets)  # (B, T) float32
-    loss = masked_loss(nll, mask, config.loss_weighting)
+        nll = model.token_nll(inputs, targets)  # (B / ranks, T) float32
+    share = loss_sum(nll, mask, config.loss_weighting) / loss_count(batch.mask, config.loss_weighting).to(device)
+    loss = world.sum(share.detach())  # the global batch's loss, the same on every rank
     if not torch.isfinite(loss):
         return loss
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    (share * world.size).backward()  # replicas average gradients over ranks; × ranks makes it their sum
     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
     optimizer.step()
     return loss
@@ -149,6 +164,9 @@ def train(
         step, losses, elapsed = state["step"], state["losses"], state["elapsed"]
         probes = state.get("probes", [])
     model.train()
+    world = current()
+    check_batch(config.batch_size, world)
+    replica = for_training(model, world)  # under torchrun: gradients averaged over ranks
     tokens_per_step = config.batch_size * config.seq_len
     start = time.perf_counter()
     while step < config.steps:
@@ -156,7 +174,7 @@ def train(
         lr = learning_rate(config, step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss = training_step(model, optimizer, config, batch, device)
+        loss = training_step(replica, optimizer, config, batch, device, world)
         if not torch.isfinite(loss):
             raise TrainingDiverged(step, folder)
         step += 1
@@ -166,9 +184,9 @@ def train(
         if on_step is not None:
             run_time = elapsed + now - start
             on_step(step, config.steps, losses[-1], (step * tokens_per_step) / max(run_time, 1e-9))
-        if probe is not None and probe.due(step, config.steps):
+        if probe is not None and world.main and probe.due(step, config.steps):
             probes.append([step, probe.take(model)])
-        if step % config.checkpoint_every == 0 or step == config.steps:
+        if world.main and (step % config.checkpoint_every == 0 or step == config.steps):
             state = {"optimizer": optimizer.state_dict(), "step": step, "losses": losses, "probes": probes,
                      "elapsed": elapsed + now - start, "config_hash": config_hash(config)}
             ckpt.save_checkpoint(folder, config, model, state)
@@ -181,6 +199,7 @@ def train(
         "params": model.num_parameters(), "config_hash": config_hash(config), "losses": losses,
         "probes": probes,  # [step, retrieval accuracy at L] during training
     }
-    if step >= config.steps:
+    if step >= config.steps and world.main:
         ckpt.mark_complete(folder, summary)
+    world.barrier()  # no rank goes on (and reads the folder) before rank 0 has finished writing it
     return TrainedModel(model.eval(), folder, config, summary, reused=False)

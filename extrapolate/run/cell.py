@@ -9,6 +9,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from ..distributed import current, main_first, process_group
 from ..errors import UserError
 from ..results import append_positions, append_results, check_tables, provenance
 from ..train import TrainingDiverged
@@ -22,31 +23,42 @@ from .rows import diverged_rows, measurement_rows
 
 def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: Reporter) -> TrainingDiverged | None:
     """Train or reuse, evaluate, append to the folder's tables. A diverged training is recorded as
-    `status=diverged` rows (and returned) instead of stopping everything."""
+    `status=diverged` rows (and returned) instead of stopping everything. Under torchrun every rank trains
+    and evaluates its share; rank 0 alone writes."""
+    writes = current().main
     try:
         trained = trained_model(resolved, prepared, reporter)
     except TrainingDiverged as diverged:
         reporter.done_training()
-        append_results(folder, diverged_rows(resolved, prepared))
+        if writes:
+            append_results(folder, diverged_rows(resolved, prepared))
         return diverged
     measurements = evaluate(resolved, prepared, trained.model, reporter)
-    rows, positions = measurement_rows(resolved, prepared, trained.model.num_parameters(), measurements)
-    write_outputs(folder, resolved, trained, rows, positions)
+    if writes:
+        rows, positions = measurement_rows(resolved, prepared, trained.model.num_parameters(), measurements)
+        write_outputs(folder, resolved, trained, rows, positions)
     return None
 
 
 def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
-    """The main job. Returns the output folder."""
+    """The main job. Returns the output folder. Under torchrun (`torchrun --nproc-per-node N -m extrapolate
+    run …`) the N processes train one model on the global batch and split its evaluation."""
     from ..lock import folder_lock
 
-    reporter = reporter or Reporter()
     request = resolve_request(request)
     folder = output_folder(request)
-    check_tables(folder)  # a damaged table in the output folder is refused before training, not after
-    prepared = prepare(request)
-    resolved = resolve_run(request, prepared)
-    with new_folder_guard(folder), folder_lock(folder):
-        diverged = run_cell(resolved, prepared, folder, reporter)
+    with process_group(request.device) as world:
+        reporter = (reporter or Reporter()) if world.main else Reporter()
+        if world.main:
+            check_tables(folder)  # a damaged table in the output folder is refused before training, not after
+        with main_first(world):  # rank 0 fills the corpus and tokenizer caches, the others read them
+            prepared = prepare(request)
+        resolved = resolve_run(request, prepared)
+        writing = (new_folder_guard(folder), folder_lock(folder)) if world.main else ()
+        with contextlib.ExitStack() as stack:
+            for context in writing:
+                stack.enter_context(context)
+            diverged = run_cell(resolved, prepared, folder, reporter)
     if diverged is not None:
         raise diverged
     return folder

@@ -12,6 +12,7 @@ from .. import checkpoint as ckpt
 from ..attention import recorded_kernel
 from ..batches import BatchSource
 from ..device import activation_dtype
+from ..distributed import current
 from ..encodings import encoding_for
 from ..errors import PositionOutOfRange
 from ..passkey.prompt import PromptBuilder
@@ -50,7 +51,8 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
     source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed, config.passkey_fraction, rows)
     callback = reporter.training(config.steps, ckpt.is_complete(model_folder(config)))
     result = train(config, source, prepared.device, on_step=callback, probe=retrieval_probe(resolved, prepared))
-    keep_with_model(prepared.tokenizer, result.folder)
+    if current().main:  # rank 0 writes the cache entry
+        keep_with_model(prepared.tokenizer, result.folder)
     reporter.done_training()
     return result if finetune is None else finetuned(resolved, prepared, result.model, reporter)
 
@@ -62,7 +64,8 @@ def finetuned(resolved: ResolvedRun, prepared: Prepared, base, reporter: Reporte
     source = BatchSource(prepared.stream, phase.seq_len, phase.batch_size, phase.seed, phase.passkey_fraction, rows)
     callback = reporter.training(phase.steps, ckpt.is_complete(resolved.model_folder), f"fine-tuning at {phase.seq_len}")
     tuned = run_finetune(resolved.finetune, base, source, prepared.device, on_step=callback, checkpointing=checkpointing)
-    keep_with_model(prepared.tokenizer, tuned.folder)
+    if current().main:
+        keep_with_model(prepared.tokenizer, tuned.folder)
     reporter.done_training()
     return tuned
 
@@ -118,14 +121,15 @@ def measure(device: torch.device, evaluate):
 
 def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporter) -> list[Measurement]:
     """Every (task, length) the resolved run plans, perplexity first, in the model's evaluation encoding."""
-    request, device = resolved.request, prepared.device
+    request, device, world = resolved.request, prepared.device, current()
     model.kernel = request.kernel
     model.set_encoding(evaluation_encoding(resolved, model))
     tasks = {
         "perplexity": lambda length: evaluate_perplexity(
             model, prepared.heldout, length, protocol=request.protocol, stride=request.stride, budget=resolved.budget,
-            bucket_width=resolved.bucket_width, device=device, dtype=request.dtype),
-        "passkey": lambda length: evaluate_passkey(model, prepared.passkey_builder, length, device, request.dtype),
+            bucket_width=resolved.bucket_width, device=device, dtype=request.dtype, world=world),
+        "passkey": lambda length: evaluate_passkey(model, prepared.passkey_builder, length, device, request.dtype,
+                                                   world=world),
     }
     out = []
     for task, run in tasks.items():

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from ..device import autocast
+from ..distributed import SINGLE, World
 from ..passkey.prompt import PromptBuilder
 
 CACHE_BUDGET_BYTES = 1 << 30  # candidates scored per chunk: the copied caches stay under this
@@ -83,28 +84,31 @@ def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int
 
 @torch.no_grad()
 def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.device, dtype: str = "float32",
-                     rank: bool = True) -> list[PasskeyCell]:
-    """Greedy exact match and (with `rank`) the rank score per depth at one length."""
+                     rank: bool = True, world: World = SINGLE) -> list[PasskeyCell]:
+    """Greedy exact match and (with `rank`) the rank score per depth at one length. Under torchrun each
+    rank asks every world.size-th trial of each depth and the counts are added up."""
     model.eval()
     task = builder.task
-    cells = []
+    counts = torch.zeros(len(task.depths), 2, dtype=torch.float64)  # (depth, [correct, ranked first])
     steps = builder.answer_tokens() + 1
     prompt_len = prompt_length(builder, length)
-    for depth in task.depths:
-        prompts = [builder.trial(prompt_len, depth, t) for t in range(task.trials)]
+    for d, depth in enumerate(task.depths):
+        prompts = [builder.trial(prompt_len, depth, t) for t in world.mine(task.trials)]
+        if not prompts:
+            continue
         ids = torch.tensor([p.ids for p in prompts], device=device)  # (trials, n)
-        correct = ranked = 0
         with autocast(device, dtype):
             cache = model.new_cache()
             hidden = model.hidden_states(ids, cache=cache, seq_len=length)  # (trials, n, D)
             last = model.lm_head(hidden[:, -1]).float()  # (trials, V)
             answers = greedy_answers(model, [dict(layer) for layer in cache], last, steps, length)
-            for t, prompt in enumerate(prompts):
-                correct += builder.is_correct(builder.tokenizer.decode(answers[t]), prompt)
+            for i, (t, prompt) in enumerate(zip(world.mine(task.trials), prompts)):
+                counts[d, 0] += builder.is_correct(builder.tokenizer.decode(answers[i]), prompt)
                 if rank:
                     candidates = builder.candidate_answers(prompt, t)
-                    scores = candidate_scores(model, copy_cache(cache, t), last[t], candidates, length, device)
-                    ranked += bool((scores[0] > scores[1:]).all())
-        cells.append(PasskeyCell(depth, correct / task.trials, ranked / task.trials if rank else float("nan"),
-                                 task.trials))
-    return cells
+                    scores = candidate_scores(model, copy_cache(cache, i), last[i], candidates, length, device)
+                    counts[d, 1] += bool((scores[0] > scores[1:]).all())
+    counts = world.sum(counts)
+    return [PasskeyCell(depth, float(counts[d, 0]) / task.trials,
+                        float(counts[d, 1]) / task.trials if rank else float("nan"), task.trials)
+            for d, depth in enumerate(task.depths)]

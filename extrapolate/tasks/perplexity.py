@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..device import autocast
+from ..distributed import SINGLE, World
 
 PROTOCOLS = ("full", "sliding")
 
@@ -43,6 +44,20 @@ class PerplexityResult:
             selected = buckets == b
             self.bucket_nll[b] = self.bucket_nll.get(b, 0.0) + float(per_position[selected].sum())
             self.bucket_tokens[b] = self.bucket_tokens.get(b, 0) + int(selected.sum()) * nll.shape[0]
+
+    def summed(self, world: World) -> "PerplexityResult":
+        """The sums over every rank's windows (each rank scored its share of them)."""
+        if world.size == 1:
+            return self
+        buckets = self.length // self.bucket_width + 1
+        local = torch.zeros(2, buckets + 1, dtype=torch.float64)  # (nll, tokens) × (whole, bucket 0 …)
+        local[:, 0] = torch.tensor([self.nll_sum, self.tokens], dtype=torch.float64)
+        for b, value in self.bucket_nll.items():
+            local[:, b + 1] = torch.tensor([value, self.bucket_tokens[b]], dtype=torch.float64)
+        total = world.sum(local)
+        counted = [b for b in range(buckets) if total[1, b + 1] > 0]
+        return PerplexityResult(self.length, float(total[0, 0]), int(total[1, 0]), self.bucket_width,
+                                {b: float(total[0, b + 1]) for b in counted}, {b: int(total[1, b + 1]) for b in counted})
 
 
 def windows_full(doc: torch.Tensor, length: int, budget: int) -> list[tuple[int, int, int]]:
@@ -76,14 +91,17 @@ def evaluate_perplexity(
     device: torch.device,
     dtype: str = "float32",
     max_batch_tokens: int = 16384,
+    world: World = SINGLE,
 ) -> PerplexityResult:
-    """docs: 1-D int64 token tensors. `budget`: tokens per document scored (the same for every length)."""
+    """docs: 1-D int64 token tensors. `budget`: tokens per document scored (the same for every length).
+    Under torchrun each rank scores every world.size-th window and the sums are added up."""
     result = PerplexityResult(length, bucket_width=bucket_width)
     model.eval()
     windows = []
     for doc in docs:
         spans = windows_full(doc, length, budget) if protocol == "full" else windows_sliding(doc, length, budget, stride)
         windows += [(doc, *span) for span in spans]
+    windows = [windows[i] for i in world.mine(len(windows))]
     per_batch = max(1, max_batch_tokens // length)
     # group windows that share their first scored offset, so each batch is one rectangular tensor
     groups: dict[int, list] = {}
@@ -97,4 +115,4 @@ def evaluate_perplexity(
             with autocast(device, dtype):
                 nll = model.token_nll(inputs, targets)  # (B, n) float32
             result.add(nll[:, offset:].float(), offset)
-    return result
+    return result.summed(world)
