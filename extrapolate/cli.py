@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 
 from .cli_options import DeviceOpt, KernelOpt, with_request
-from .cli_render import RichReporter, render_bench, render_bench_row, render_comparison, render_sweep_plan
+from .cli_render import (RichReporter, render_bench, render_bench_row, render_comparison, render_submission,
+                         render_sweep_plan)
 from .cliutil import OneLineErrors, fail, stdout
 from .run import RunRequest
 
@@ -148,13 +149,27 @@ def sweep(
     seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
     dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
     finetune_steps: Annotated[Optional[str], typer.Option(help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')")] = None,
+    executor: Annotated[str, typer.Option(help="local: every cell in this process; slurm: one SLURM job per cell (needs the [cluster] extra)")] = "local",
+    partition: Annotated[Optional[str], typer.Option(help="slurm: partition to submit to (default: the cluster's)")] = None,
+    gpus_per_task: Annotated[int, typer.Option(help="slurm: GPUs per job")] = 0,
+    cpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: CPU cores per job")] = None,
+    time_min: Annotated[int, typer.Option(help="slurm: time limit per job in minutes")] = 1440,
     request: RunRequest = None,
 ) -> None:
     """Every encoding × seed on the same model, data and budget; one results table and one report."""
     from .cliutil import parse_int_list
-    from .sweep import sweep_job
+    from .sweep import submit_job, sweep_job
 
     steps = parse_int_list(finetune_steps, "--finetune-steps", 0) if finetune_steps is not None else None
+    if executor not in ("local", "slurm"):
+        fail(f"--executor must be local or slurm, got {executor!r}")
+    if executor == "slurm" and not dry_run:
+        from .cluster import SlurmOptions
+
+        options = SlurmOptions(partition, gpus_per_task, cpus_per_task, time_min)
+        folder, submission = submit_job(request, encodings, parse_int_list(seeds, "--seeds", 0), options, steps)
+        render_submission(submission, folder)
+        return
     folder, plan = sweep_job(request, encodings, parse_int_list(seeds, "--seeds", 0), RichReporter(), dry_run, steps)
     if dry_run:
         render_sweep_plan(plan, folder, request.device)

@@ -90,6 +90,14 @@ def render_sweep_plan(plan, folder, device: str) -> None:
                  f"estimated {estimate / 60:.1f} min on {device}", highlight=False)
 
 
+def render_submission(submission, folder) -> None:
+    for run_id, job in submission.submitted.items():
+        stdout.print(f"submitted {run_id} as job {job}", highlight=False)
+    report = f"; report job {submission.report_job}" if submission.report_job else ""
+    stdout.print(f"{len(submission.submitted)} job(s) submitted, {len(submission.waiting)} still queued or running, "
+                 f"{len(submission.done)} already in {folder}/results.csv{report}", highlight=False)
+
+
 def bench_extra(row) -> str:
     """MFU for training rows, GFLOP/s for the matmul peak."""
     return f"{row.mfu:.0%} MFU" if row.mfu is not None else (f"{row.gflops:,.0f} GFLOP/s" if row.gflops else "")

@@ -135,6 +135,7 @@ OPTION_BOUNDS = {
     "--lr": POSITIVE, "--seed": at_least(0), "--stride": at_least(1), "--eval-tokens": at_least(1),
     "--eval-docs": at_least(1), "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),
     "--finetune-steps": at_least(0), "--finetune-len": at_least(2), "--finetune-lr": POSITIVE,
+    "--gpus-per-task": at_least(0), "--cpus-per-task": at_least(1), "--time-min": at_least(1),  # sweep on SLURM
     # encodings show
     "--head-dim": at_least(2), "--base": Bound(lambda v: v > 1, "> 1"), "--original-len": at_least(1),
     "--seq-len": at_least(1), "--position": at_least(0), "--beta-fast": POSITIVE, "--beta-slow": POSITIVE,

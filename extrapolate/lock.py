@@ -46,3 +46,22 @@ def folder_lock(folder: Path) -> Iterator[None]:
         yield
     finally:
         path.unlink(missing_ok=True)
+
+
+TABLE_LOCK = ".table.lock"
+
+
+@contextlib.contextmanager
+def table_lock(folder: Path) -> Iterator[None]:
+    """Waits for exclusive use of a folder's tables: every writer of results (a local run, each cluster job of a
+    sweep) appends under it, so concurrent jobs never lose each other's rows. An advisory flock, which local
+    file systems and NFSv4 honour; released by the kernel if its holder dies."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / TABLE_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

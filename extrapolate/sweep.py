@@ -113,11 +113,28 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
     return cells, None
 
 
+def sweep_template(template: RunRequest, encodings: str) -> tuple[list[str], Path, RunRequest]:
+    """The encodings named by `encodings`, the output folder (default results/sweep-L<L>), the cells' template."""
+    names = resolve_encodings(encodings)
+    folder = template.out or Path("results") / f"sweep-L{template.train_len or 'auto'}"
+    return names, folder, dataclasses.replace(template, encoding=names[0], out=folder)
+
+
 def sweep_job(template: RunRequest, encodings: str, seeds: list[int], reporter: Reporter | None = None,
               dry_run: bool = False, finetune_steps: list[int] | None = None) -> tuple[Path, tuple[list[Cell], float | None]]:
     """`extrapolate sweep`: the encodings named by `encodings` ("all" or a list) × `seeds` into the request's
     folder (default results/sweep-L<L>). Returns the folder and (cells, the estimate of a dry run)."""
-    names = resolve_encodings(encodings)
-    folder = template.out or Path("results") / f"sweep-L{template.train_len or 'auto'}"
-    template = dataclasses.replace(template, encoding=names[0], out=folder)
+    names, folder, template = sweep_template(template, encodings)
     return folder, sweep(template, names, seeds, folder, reporter, dry_run=dry_run, finetune_steps=finetune_steps)
+
+
+def submit_job(template: RunRequest, encodings: str, seeds: list[int], options, finetune_steps: list[int] | None = None):
+    """`extrapolate sweep --executor slurm`: the same cells as `sweep_job`, each submitted as a cluster job
+    (see `cluster`). Returns the folder and the submission."""
+    from .cluster import submit_sweep
+
+    names, folder, template = sweep_template(template, encodings)
+    requests = cell_requests(template, names, seeds, finetune_steps)
+    check_tables(folder)
+    prepared = prepare(requests[0])  # fills the corpus and tokenizer caches once, before any job reads them
+    return folder, submit_sweep(plan(requests, folder, prepared), folder, options)

@@ -25,18 +25,22 @@ def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: 
     """Train or reuse, evaluate, append to the folder's tables. A diverged training is recorded as
     `status=diverged` rows (and returned) instead of stopping everything. Under torchrun every rank trains
     and evaluates its share; rank 0 alone writes."""
+    from ..lock import table_lock
+
     writes = current().main
     try:
         trained = trained_model(resolved, prepared, reporter)
     except TrainingDiverged as diverged:
         reporter.done_training()
         if writes:
-            append_results(folder, diverged_rows(resolved, prepared))
+            with table_lock(folder):
+                append_results(folder, diverged_rows(resolved, prepared))
         return diverged
     measurements = evaluate(resolved, prepared, trained.model, reporter)
     if writes:
         rows, positions = measurement_rows(resolved, prepared, trained.model.num_parameters(), measurements)
-        write_outputs(folder, resolved, trained, rows, positions)
+        with table_lock(folder):  # cluster jobs of one sweep append to the same tables
+            write_outputs(folder, resolved, trained, rows, positions)
     return None
 
 

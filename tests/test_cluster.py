@@ -1,0 +1,88 @@
+"""Sweeps as cluster jobs: the results table equals the in-process sweep's, and submitting again submits
+nothing. With submitit's local executor in every test run; against a real SLURM (scripts/slurm-single-node.sh)
+in the slow checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from extrapolate.cli import app
+from extrapolate.cluster import SlurmOptions
+from extrapolate.run import RunRequest
+from extrapolate.sweep import submit_job, sweep_job
+from tests.helpers import make_corpus
+
+pytest.importorskip("submitit")
+
+KEY = ["run_id", "task", "metric", "eval_len"]
+
+
+def template(corpus, out) -> RunRequest:
+    return RunRequest(model="tiny", steps=6, batch_size=4, train_len=32, eval_len=128, eval_tokens=256,
+                      corpus=str(corpus), tasks=["perplexity"], out=out)
+
+
+def table(folder) -> pd.DataFrame:
+    return pd.read_csv(folder / "results.csv").sort_values(KEY).reset_index(drop=True)
+
+
+def same_tables(a, b) -> None:
+    assert len(a) == len(b) and (a[KEY] == b[KEY]).all().all()
+    assert a["value"].to_numpy() == pytest.approx(b["value"].to_numpy(), rel=1e-6)  # same seed, same device
+
+
+def test_a_sweep_through_submitit_equals_the_local_sweep_and_resubmits_nothing(tmp_path, monkeypatch):
+    corpus = make_corpus(tmp_path / "corpus")
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache-local"))
+    sweep_job(template(corpus, tmp_path / "local"), "rope,pi,alibi", [0])
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache-jobs"))  # the jobs train their own models
+    options = SlurmOptions(cluster="local")
+    _, first = submit_job(template(corpus, tmp_path / "jobs"), "rope,pi,alibi", [0], options)
+    assert len(first.submitted) == 3 and first.report_job is not None
+    same_tables(table(tmp_path / "jobs"), table(tmp_path / "local"))
+    assert (tmp_path / "jobs" / "report.md").exists()
+    _, second = submit_job(template(corpus, tmp_path / "jobs"), "rope,pi,alibi", [0], options)
+    assert second.submitted == {} and sorted(second.done) == sorted(first.submitted)
+
+
+def slurm_ready() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    states = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True).stdout.split()
+    return any(s.startswith(("idle", "mixed")) for s in states)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not slurm_ready(), reason="no SLURM cluster here (scripts/slurm-single-node.sh makes one)")
+def test_a_sweep_on_a_real_slurm_cluster_equals_the_local_sweep(tmp_path, monkeypatch):
+    corpus = make_corpus(tmp_path / "corpus")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    args = ["sweep", "--encodings", "rope,pi,alibi", "--model", "tiny", "--steps", "6", "--batch-size", "4",
+            "--train-len", "32", "--eval-len", "128", "--eval-tokens", "256", "--corpus", str(corpus),
+            "--tasks", "perplexity"]
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache-local"))
+    assert runner.invoke(app, args + ["--out", "local"]).exit_code == 0
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache-slurm"))  # exported to the jobs by sbatch
+    submitted = runner.invoke(app, args + ["--out", "slurm", "--executor", "slurm", "--cpus-per-task", "1"])
+    assert submitted.exit_code == 0, submitted.output
+    assert "3 job(s) submitted" in submitted.output
+    jobs = json.loads((tmp_path / "slurm" / ".slurm" / "jobs.json").read_text())
+    report = submitted.output.split("report job")[-1].strip()
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        queued = subprocess.run(["squeue", "-h", "-j", ",".join([*jobs.values(), report]), "-o", "%i"],
+                                capture_output=True, text=True).stdout.split()
+        if not queued:
+            break
+        time.sleep(2)
+    same_tables(table(tmp_path / "slurm"), table(tmp_path / "local"))
+    again = runner.invoke(app, args + ["--out", "slurm", "--executor", "slurm", "--cpus-per-task", "1"])
+    assert again.exit_code == 0 and "0 job(s) submitted" in again.output
