@@ -158,6 +158,7 @@ def sweep(
 ) -> None:
     """Every encoding × seed on the same model, data and budget; one results table and one report."""
     from .cliutil import parse_int_list
+    from .distributed import main_process
     from .sweep import submit_job, sweep_job
 
     steps = parse_int_list(finetune_steps, "--finetune-steps", 0) if finetune_steps is not None else None
@@ -170,11 +171,12 @@ def sweep(
         folder, submission = submit_job(request, encodings, parse_int_list(seeds, "--seeds", 0), options, steps)
         render_submission(submission, folder)
         return
-    folder, plan = sweep_job(request, encodings, parse_int_list(seeds, "--seeds", 0), RichReporter(), dry_run, steps)
+    folder, plan = sweep_job(request, encodings, parse_int_list(seeds, "--seeds", 0),
+                             RichReporter() if main_process() else None, dry_run, steps)
     if dry_run:
         render_sweep_plan(plan, folder, request.device)
-        return
-    stdout.print(f"wrote {folder}/results.csv and {folder}/report.md", highlight=False)
+    elif main_process():
+        stdout.print(f"wrote {folder}/results.csv and {folder}/report.md", highlight=False)
 
 
 @app.command()

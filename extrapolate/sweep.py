@@ -6,6 +6,7 @@ are found in the results table and skipped, so an interrupted sweep resumes wher
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import torch
 
 from . import checkpoint as ckpt
+from .distributed import main_first, process_group
 from .encodings import encoding_groups, get_spec, sweep_order
 from .errors import UserError
 from .lock import folder_lock
@@ -87,29 +89,37 @@ def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
 def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: Path,
           reporter: Reporter | None = None, dry_run: bool = False,
           finetune_steps: list[int] | None = None) -> tuple[list[Cell], float | None]:
-    reporter = reporter or Reporter()
     requests = cell_requests(template, encodings, seeds, finetune_steps)
     check_tables(folder)  # a damaged table in the output folder is refused before training, not after
-    prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
     if dry_run:
         from .estimate import estimate_seconds
 
+        prepared = prepare(requests[0])
         cells = plan(requests, folder, prepared)
         return cells, estimate_seconds([c.resolved for c in cells if not c.done], models_of(cells), prepared)
-    with new_folder_guard(folder), folder_lock(folder):
-        cells = plan(requests, folder, prepared)
-        for cell in cells:
-            if cell.done:
-                continue
-            reporter.cell(cell)
-            diverged = run_cell(cell.resolved, prepared, folder, reporter)
-            if diverged is not None:
-                reporter.warn(f"{cell.encoding} seed {cell.seed}: {diverged}; recorded as diverged")
-            if prepared.device.type == "cuda":
-                torch.cuda.empty_cache()
-        from .report import write_report
+    with process_group(template.device) as world:  # under torchrun: every cell's model across the ranks
+        reporter = (reporter or Reporter()) if world.main else Reporter()
+        with main_first(world):
+            prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
+        cells = plan(requests, folder, prepared)  # before any rank writes, so every rank plans the same cells
+        world.barrier()
+        with contextlib.ExitStack() as stack:
+            if world.main:
+                stack.enter_context(new_folder_guard(folder))
+                stack.enter_context(folder_lock(folder))
+            for cell in cells:
+                if cell.done:
+                    continue
+                reporter.cell(cell)
+                diverged = run_cell(cell.resolved, prepared, folder, reporter)
+                if diverged is not None:
+                    reporter.warn(f"{cell.encoding} seed {cell.seed}: {diverged}; recorded as diverged")
+                if prepared.device.type == "cuda":
+                    torch.cuda.empty_cache()
+            if world.main:
+                from .report import write_report
 
-        write_report(folder)
+                write_report(folder)
     return cells, None
 
 

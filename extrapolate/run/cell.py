@@ -58,10 +58,10 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
         with main_first(world):  # rank 0 fills the corpus and tokenizer caches, the others read them
             prepared = prepare(request)
         resolved = resolve_run(request, prepared)
-        writing = (new_folder_guard(folder), folder_lock(folder)) if world.main else ()
         with contextlib.ExitStack() as stack:
-            for context in writing:
-                stack.enter_context(context)
+            if world.main:
+                stack.enter_context(new_folder_guard(folder))
+                stack.enter_context(folder_lock(folder))
             diverged = run_cell(resolved, prepared, folder, reporter)
     if diverged is not None:
         raise diverged
