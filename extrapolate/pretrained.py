@@ -81,6 +81,9 @@ class HFTokenizer:
     def decode(self, ids) -> str:
         return self.tokenizer.decode([int(i) for i in ids])
 
+    def to_transformers(self):
+        return self.tokenizer
+
 
 def config_from_hf(hf) -> ModelConfig:
     """The project's model config for a Hugging Face Llama config."""

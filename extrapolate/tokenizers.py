@@ -8,6 +8,7 @@ ids, no files, the same everywhere. Every tokenizer has an `identity` that is pa
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -27,6 +28,7 @@ SPEC_HELP = f"bytes, bpe or bpe:N (N from {MIN_BPE_VOCAB} to {MAX_BPE_VOCAB})"
 BPE_SETTINGS = {"model": "bpe", "pre_tokenizer": ["digits(individual)", "byte-level(no prefix space, regex)"],
                 "decoder": "byte-level", "alphabet": "all 256 bytes", "special_tokens": [], "min_frequency": 0}
 MODEL_TOKENIZER_FILE = "tokenizer.json"  # the BPE a model was trained with, kept next to its weights
+MODEL_HF_TOKENIZER = "hf-tokenizer"  # the transformers tokenizer of a fine-tuned pretrained model (a folder)
 
 
 class ByteTokenizer:
@@ -162,10 +164,13 @@ def train_bpe(texts: Iterable[str], vocab: int) -> str:
     return tokenizer.to_str()
 
 
-def tokenizer_of_model(folder: Path, identity: str) -> ByteTokenizer | BPETokenizer:
-    """The tokenizer a model trained here was trained with: bytes, or the BPE kept in its folder."""
+def tokenizer_of_model(folder: Path, identity: str):
+    """The tokenizer a model trained here was trained with: bytes, the BPE kept in its folder, or (a fine-tuned
+    pretrained model) the transformers tokenizer kept there."""
     if identity == ByteTokenizer().identity:
         return ByteTokenizer()
+    if identity.startswith("hf"):
+        return hf_tokenizer_of_model(folder, identity)
     path = folder / MODEL_TOKENIZER_FILE
     if not path.exists():
         raise UserError(f"{folder} has no {MODEL_TOKENIZER_FILE} for its tokenizer {identity}; "
@@ -177,8 +182,31 @@ def tokenizer_of_model(folder: Path, identity: str) -> ByteTokenizer | BPETokeni
     return tokenizer
 
 
+def hf_tokenizer_of_model(folder: Path, identity: str):
+    from .pretrained import HFTokenizer, require_transformers
+    from .readers import reading
+
+    path = folder / MODEL_HF_TOKENIZER
+    if not path.is_dir():
+        raise UserError(f"{folder} has no {MODEL_HF_TOKENIZER}/ for its tokenizer {identity}; "
+                        f"run the fine-tune once more to write it")
+    with reading(path, "tokenizer", "run the fine-tune once more to write it"):
+        tokenizer = HFTokenizer(require_transformers().AutoTokenizer.from_pretrained(str(path)), folder.name)
+    if tokenizer.identity != identity:
+        raise UserError(f"{path} is tokenizer {tokenizer.identity}, but the model was trained with {identity}")
+    return tokenizer
+
+
 def keep_with_model(tokenizer, folder: Path) -> None:
-    """Write a BPE model's tokenizer next to its weights, so the checkpoint folder is complete on its own."""
-    path = folder / MODEL_TOKENIZER_FILE
-    if isinstance(tokenizer, BPETokenizer) and folder.exists() and not path.exists():
-        write_text(path, tokenizer.json)
+    """Write a model's tokenizer next to its weights (a BPE as one file, a pretrained model's transformers
+    tokenizer as a folder), so the checkpoint folder is complete on its own."""
+    if not folder.exists():
+        return
+    if isinstance(tokenizer, BPETokenizer) and not (folder / MODEL_TOKENIZER_FILE).exists():
+        write_text(folder / MODEL_TOKENIZER_FILE, tokenizer.json)
+    elif hasattr(tokenizer, "to_transformers") and not isinstance(tokenizer, BPETokenizer):
+        target = folder / MODEL_HF_TOKENIZER
+        if not target.exists():
+            staging = folder / f".{MODEL_HF_TOKENIZER}-{os.getpid()}"
+            tokenizer.to_transformers().save_pretrained(str(staging))
+            staging.rename(target)  # whole or absent: a kill never leaves half a tokenizer

@@ -174,3 +174,20 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
     assert set(rows["finetune_steps"]) == {2} and set(rows["finetune_len"]) == {128} and set(rows["factor"]) == {2.0}
     lineage = json.loads((out / "run.json").read_text())["finetune"]
     assert lineage["phase"]["batch_size"] == 1 and lineage["phase"]["seq_len"] == 128 and lineage["original_len"] == 64
+
+    # exported: transformers loads the fine-tuned model with its tokenizer and its YaRN scaling, same logits
+    import transformers
+
+    from extrapolate.encodings import encoding_for
+    from extrapolate.train import load_trained
+
+    assert CliRunner().invoke(app, ["export", str(out), "--hf", str(tmp_path / "hf")]).exit_code == 0
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", torch_dtype=torch.float32).eval()
+    text = "the quiet river where old ships sail"
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path / "hf").encode(text, add_special_tokens=False) == tokenizer.encode(text)
+    record = json.loads((out / "run.json").read_text())
+    ours = load_trained(tmp_path / "cache" / "models" / record["model_folder"], torch.device("cpu")).model
+    ours.set_encoding(encoding_for(ours.config, "yarn", factor=2.0, original_len=64))
+    ids = torch.randint(0, tokenizer.vocab_size, (1, 128))
+    with torch.no_grad():
+        assert torch.allclose(theirs(ids).logits, ours(ids), atol=1e-4, rtol=0)
