@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from .cliutil import parse_int_list, parse_name_list
+from .encoding_options import parse_encoding_options
 from .defaults import DEFAULT_STEPS
 from .run import RunRequest
 
@@ -44,6 +45,9 @@ SHARED = {
              "models trained here; the 5-digit passkey for pretrained models)")], None),
     "finetune_len": (Annotated[Optional[int], typer.Option(help="fine-tune length L' (default s·L with --factor, else the longest evaluation length)")], None),
     "finetune_lr": (Annotated[Optional[float], typer.Option(help="fine-tune learning rate, constant after 10 warmup steps (default --lr / 10)")], None),
+    "encoding_option": (Annotated[Optional[list[str]], typer.Option(
+        help="NAME=VALUE of a training-free encoding, repeatable: beta_fast, beta_slow, truncate, attention_factor, "
+             "low_freq_factor, high_freq_factor, short_factor, long_factor (comma lists), window, group, leak")], None),
     "out": (Annotated[Optional[Path], typer.Option(help="output folder (default results/<encoding>-L<L>)")], None),
 }
 KernelOpt = SHARED["kernel"][0]
@@ -53,7 +57,8 @@ DeviceOpt = SHARED["device"][0]
 def to_request(values: dict) -> RunRequest:
     """The shared options as the library's request (lists parsed; the encoding and seed set by the command)."""
     tasks, eval_lens = values.pop("tasks"), values.pop("eval_lens")
-    return RunRequest(tasks=tuple(parse_name_list(tasks)),
+    options = parse_encoding_options(values.pop("encoding_option"))
+    return RunRequest(tasks=tuple(parse_name_list(tasks)), encoding_options=options,
                       eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens else (),
                       **values)
 

@@ -15,6 +15,7 @@ import torch
 
 from . import checkpoint as ckpt
 from .distributed import main_first, process_group
+from .encoding_options import check_used
 from .encodings import encoding_groups, get_spec, sweep_order
 from .errors import UserError
 from .lock import folder_lock
@@ -126,6 +127,7 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
 def sweep_template(template: RunRequest, encodings: str) -> tuple[list[str], Path, RunRequest]:
     """The encodings named by `encodings`, the output folder (default results/sweep-L<L>), the cells' template."""
     names = resolve_encodings(encodings)
+    check_used([get_spec(name) for name in names], template.encoding_options)
     folder = template.out or Path("results") / f"sweep-L{template.train_len or 'auto'}"
     return names, folder, dataclasses.replace(template, encoding=names[0], out=folder)
 

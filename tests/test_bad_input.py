@@ -233,6 +233,7 @@ SHOW_OPTIONS = {  # and of `encodings show`
 }
 
 
+RUN_OPTIONS["--encoding-option"] = ["window=0", "beta=1", "leak=nan"]
 SWEEP_OPTIONS = {**{k: v for k, v in RUN_OPTIONS.items() if k != "--seed"}, "--seeds": ["-1", "nan", "0,-2"],
                  "--finetune-steps": ["-1", "nan", "0,-25"], "--gpus-per-task": ["-1"], "--cpus-per-task": ["0"],
                  "--time-min": ["0"], "--executor": ["gpu"]}

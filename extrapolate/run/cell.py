@@ -10,6 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..distributed import current, main_first, process_group
+from ..encoding_options import check_used
+from ..encodings import get_spec
 from ..errors import UserError
 from ..results import append_positions, append_results, check_tables, provenance
 from ..train import TrainingDiverged
@@ -49,6 +51,7 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     run …`) the N processes train one model on the global batch and split its evaluation."""
     from ..lock import folder_lock
 
+    check_used([get_spec(request.encoding)], request.encoding_options)
     request = resolve_request(request)
     folder = output_folder(request)
     with process_group(request.device) as world:

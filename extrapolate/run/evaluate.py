@@ -96,7 +96,8 @@ def evaluation_encoding(resolved: ResolvedRun, model):
         return model.encoding
     # rotary kinds are parameter-free: always a fresh encoding, so a model shared by several cells (a loaded
     # pretrained checkpoint) never keeps the scaling of an earlier cell
-    encoding = encoding_for(model.config, spec.name, factor=resolved.factor, original_len=request.train_len)
+    encoding = encoding_for(model.config, spec.name, factor=resolved.factor, original_len=request.train_len,
+                            options=dict(request.encoding_options))
     return encoding.to(next(model.parameters()).device)
 
 

@@ -11,6 +11,7 @@ from ..attention import KERNELS
 from ..config import PRESETS, ModelConfig
 from ..defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS
 from ..encodings import get_spec
+from ..encoding_options import options_for
 from ..encodings.catalog import validate_shape
 from ..errors import UserError
 from ..registry import require_known
@@ -55,6 +56,7 @@ class RunRequest:
     finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
     finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
     finetune_lr: float | None = None  # default a tenth of --lr
+    encoding_options: tuple = ()  # sorted (name, value) pairs of a training-free encoding (encoding_options.py)
     out: Path | None = None
     name: str | None = None
 
@@ -68,6 +70,11 @@ def resolve_request(request: RunRequest) -> RunRequest:
     """The request with every model-dependent default filled (the retrieval task, the training length, a
     pretrained checkpoint's tokenizer), checked in full; a mistake is one UserError line."""
     request = named_retrieval_task(request)
+    if request.encoding_options:  # only the options of this encoding (a sweep's apply where they exist)
+        own = options_for(get_spec(request.encoding), request.encoding_options)
+        if own and request.finetune_steps > 0:
+            raise UserError("--encoding-option with --finetune-steps: a fine-tune trains with the default options")
+        request = dataclasses.replace(request, encoding_options=tuple(sorted(own.items())))
     pretrained = is_pretrained(request.model)
     if request.passkey_task is None:
         task = DEFAULT_RETRIEVAL_TASK["pretrained" if pretrained else "trained"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import TrainConfig, config_hash
-from ..encodings import EncodingSpec, get_spec
+from ..encodings import EncodingSpec, encoding_for, get_spec
 from ..errors import UserError
 from ..finetune import FinetuneConfig, finetune_config, finetune_folder
 from ..tasks.passkey import attention_shapes
@@ -73,6 +73,10 @@ def resolve_run(request: RunRequest, prepared: Prepared) -> ResolvedRun:
         if request.finetune_steps > 0:
             finetune = finetune_config(config, spec.name, factor, longest, request.finetune_steps, request.finetune_lr)
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
+    if request.encoding_options:  # a bad value fails now, not after training
+        model_config = prepared.pretrained.model.config if prepared.pretrained is not None else config.model
+        encoding_for(model_config, spec.name, factor=factor, original_len=request.train_len,
+                     options=dict(request.encoding_options))
     attention: dict[tuple[str, int], Shapes] = {}
     for length in lengths:
         if "perplexity" in request.tasks:
@@ -126,4 +130,6 @@ def run_id(request: RunRequest, model_hash: str, factor: float) -> str:
                 "stride": request.stride if request.protocol == "sliding" else None, "dtype": request.dtype,
                 "eval_tokens": request.eval_tokens, "learned_policy": request.learned_policy,
                 "passkey_task": request.passkey_task if "passkey" in request.tasks else None}
+    if request.encoding_options:  # absent when unset, so the ids of earlier results stay what they were
+        identity["options"] = dict(request.encoding_options)
     return config_hash(identity, 10)
