@@ -117,6 +117,13 @@ def executor(folder: Path, options: SlurmOptions, name: str):
     return ex
 
 
+@dataclass(frozen=True)
+class Queued:
+    """A job submitted by an earlier call and still queued or running (all a dependency needs is its id)."""
+
+    job_id: str
+
+
 def submit(ex, options: SlurmOptions, after: list, kind: str, fn, *args):
     """Submit fn(*args) once the jobs in `after` have ended (`afterok`, or `afterany` for the report)."""
     if options.cluster == "local":
@@ -146,10 +153,12 @@ def submit_sweep(cells, folder: Path, options: SlurmOptions) -> Submission:
         if run_id in done:
             result.done.append(run_id)
             continue
+        base = None if resolved.pretrained else model_folder(resolved.train_config)
         if run_id in coming:
             result.waiting.append(run_id)
+            if base is not None and base not in trainer and not is_complete(base):
+                trainer[base] = Queued(record[run_id])  # may be training the model: later cells wait for it
             continue
-        base = None if resolved.pretrained else model_folder(resolved.train_config)
         after = [trainer[base]] if base in trainer else []
         ex = executor(folder, options, f"extrapolate-{resolved.spec.name}-s{resolved.request.seed}")
         job = submit(ex, options, after, "afterok", cell_job, resolved.request, folder.resolve())
