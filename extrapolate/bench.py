@@ -18,6 +18,7 @@ import torch
 from .config import PRESETS, ModelConfig
 from .device import activation_dtype, autocast, resolve_device, synchronize
 from .encodings import encoding_for, get_spec
+from .model import token_cross_entropy
 
 
 @dataclass
@@ -200,9 +201,7 @@ class TokenNLL(torch.nn.Module):
         self.model = model
 
     def token_nll(self, inputs, targets):  # (B, T) each -> (B, T) float32: all logits, then the loss
-        logits = self.model(inputs).logits.float()  # (B, T, V)
-        nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
-        return nll.view(targets.shape)  # the same row layout as the project's loss, so the race is fair
+        return token_cross_entropy(self.model(inputs).logits.float(), targets)  # the project's loss layout: a fair race
 
 
 def train_step(implementation: str, preset: str, seq_len: int, batch: int, device: torch.device, dtype: str):

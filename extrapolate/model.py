@@ -16,6 +16,14 @@ from .config import ModelConfig
 from .encodings import PositionalEncoding, encoding_for
 
 
+def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """logits (B, T, V), targets (B, T) -> per-token NLL (B, T), over rows of (B·T, V): the softmax runs over
+    contiguous memory; the (B, V, T) layout of a transpose made cross_entropy copy the logits and cost 18% of a
+    training step of the small model."""
+    nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")  # (B·T,)
+    return nll.view(targets.shape)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()
@@ -146,11 +154,7 @@ class TransformerLM(nn.Module):
         pieces = []
         for start in range(0, hidden.shape[1], chunk):
             logits = self.lm_head(hidden[:, start : start + chunk]).float()  # (B, c, V)
-            part = targets[:, start : start + chunk]  # (B, c)
-            # rows of (B·c, V): the softmax runs over contiguous memory; the (B, V, c) layout of a transpose
-            # made cross_entropy copy the logits and cost 18% of a training step of the small model
-            nll = F.cross_entropy(logits.flatten(0, 1), part.flatten(), reduction="none")  # (B·c,)
-            pieces.append(nll.view(part.shape))
+            pieces.append(token_cross_entropy(logits, targets[:, start : start + chunk]))  # (B, c)
         return torch.cat(pieces, dim=1)
 
     def num_parameters(self) -> int:
