@@ -54,6 +54,22 @@ def test_fused_bias_kernel_with_a_cache_and_gqa():
                                   causal_attention(q, k, v, enc, "reference"), atol=5e-5)
 
 
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_cached_sdpa_continues_a_cache_exactly(dtype, tolerance):
+    """Queries after cached keys (grouped-query): the two fused calls merged equal causal attention."""
+    from extrapolate.attention import cached_sdpa
+
+    enc = make("rope")
+    for queries, kv_heads in [(150, 2), (1, 3), (7, 6)]:  # a prompt's suffix, a decoding step, answer tokens
+        q = torch.randn(2, 6, queries, 16)
+        k, v = torch.randn(2, 2, kv_heads, 420, 16).unbind(0)  # the earlier positions come from the cache
+        with torch.no_grad():
+            out = cached_sdpa(q.to(dtype), k.to(dtype), v.to(dtype))
+            expected = causal_attention(q, k, v, enc, "reference")
+        assert out.dtype == dtype and out.shape == q.shape
+        assert torch.allclose(out.float(), expected, atol=tolerance, rtol=0)
+
+
 def test_blocked_handles_grouped_query_attention():
     enc = make("alibi", heads=4)
     q = torch.randn(1, 4, 50, 16)
@@ -117,16 +133,16 @@ def test_flex_requested_while_training_on_cpu_falls_back_to_blocked():
 def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
     from extrapolate.attention import recorded_kernel
 
-    cpu, f32, bf16 = torch.device("cpu"), torch.float32, torch.bfloat16
+    cpu, cuda, f32, bf16 = torch.device("cpu"), torch.device("cuda"), torch.float32, torch.bfloat16
     alibi, rope = make("alibi"), make("rope")
     full = lambda n: [(n, n)]  # noqa: E731  a forward over n tokens without a cache
     assert recorded_kernel(alibi, "auto", cpu, f32, full(4096)) == "fused-bias"
     assert recorded_kernel(alibi, "auto", cpu, bf16, full(4096)) == "blocked"
     assert recorded_kernel(rope, "flex", cpu, f32, full(4096)) == "sdpa"  # no bias: nothing to flex
     assert recorded_kernel(alibi, "flex", cpu, f32, full(64)) == "blocked"  # too few queries to compile for
-    assert recorded_kernel(rope, "auto", cpu, f32, [(4090, 4090), (1, 4091)]) == "sdpa+blocked"  # a cache continued
+    assert recorded_kernel(rope, "auto", cpu, f32, [(4090, 4090), (1, 4091)]) == "sdpa+sdpa-cache"  # a cache continued
+    assert recorded_kernel(rope, "auto", cuda, f32, [(4090, 4090), (1, 4091)]) == "sdpa+blocked"
     monkeypatch.setattr("extrapolate.flex.available", lambda: True)
-    cuda = torch.device("cuda")
     assert recorded_kernel(alibi, "auto", cuda, f32, full(256)) == "blocked"  # a short run skips the compile
     assert recorded_kernel(alibi, "auto", cuda, f32, full(4096)) == "flex"
     assert recorded_kernel(alibi, "auto", cuda, f32, [(4090, 4090), (1, 4091)]) == "flex+blocked"
@@ -149,6 +165,7 @@ def spy_kernels(monkeypatch) -> list[str]:
         monkeypatch.setattr(attention, attribute, wrapped)
 
     spy("sdpa", "sdpa", counts=lambda *args, **kwargs: kwargs.get("is_causal", False))  # not the blocked kernel's
+    spy("sdpa-cache", "cached_sdpa")
     spy("fused-bias", "fused_bias_attention")
     spy("blocked", "blocked_attention")
     spy("flex", "_try_flex", fn=attention.reference_attention)  # no compile in a test

@@ -117,3 +117,41 @@ def test_random_model_scores_about_chance(task):
     cells = evaluate_passkey(model, builder, 300, torch.device("cpu"))
     assert cells[0].accuracy == 0.0  # exact 5-digit match by luck: 1e-5 per trial
     assert 0.0 <= cells[0].rank_accuracy <= 0.3  # chance is 1 / (1 + 9 distractors)
+
+
+@pytest.mark.parametrize("make_tokenizer", [ByteTokenizer, WordTokenizer])
+def test_shared_prefix_is_common_to_every_later_prompt_and_grows(task, make_tokenizer):
+    from extrapolate.tasks.passkey import prompt_groups, trunk_lengths
+
+    builder = PromptBuilder(dataclasses.replace(task, trials=3), make_tokenizer())
+    groups = prompt_groups(builder, 900, [0, 1, 2])
+    ids = [torch.tensor([p.ids for p in prompts]) for _, prompts in groups]
+    trunks = trunk_lengths(ids)
+    assert trunks == sorted(trunks) and trunks[-1] < ids[0].shape[1]
+    for i, trunk in enumerate(trunks):
+        later = torch.cat(ids[i:])
+        assert (later[:, :trunk] == later[:1, :trunk]).all()  # every later prompt begins with the trunk
+        # the filler before the shallowest key still to come is shared
+        assert trunk >= min(p.key_start for _, prompts in groups[i:] for p in prompts)
+    assert trunks[0] == 0 and trunks[-1] > 0.9 * ids[0].shape[1]  # depth 0 first; depth 1.0 shares ~all
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi"])
+def test_prompts_continuing_a_shared_prefix_get_the_logits_of_a_full_pass(task, monkeypatch, encoding):
+    """The last-position logits greedy decoding starts from equal those of each prompt run whole."""
+    from extrapolate.tasks import passkey as passkey_task
+
+    torch.manual_seed(0)
+    builder = PromptBuilder(dataclasses.replace(task, trials=2, depths=(0.0, 0.5, 1.0)), ByteTokenizer())
+    model = TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, encoding=encoding, max_len=1024)).eval()
+    seen = []
+    greedy = passkey_task.greedy_answers
+    monkeypatch.setattr(passkey_task, "greedy_answers", lambda m, c, last, *a: seen.append(last) or greedy(m, c, last, *a))
+    length = 600
+    evaluate_passkey(model, builder, length, torch.device("cpu"))
+    groups = passkey_task.prompt_groups(builder, length, [0, 1])
+    assert len(seen) == len(groups) == 3
+    for last, (_, prompts) in zip(seen, groups):
+        with torch.no_grad():
+            full = model(torch.tensor([p.ids for p in prompts]))[:, -1]  # (trials, V)
+        torch.testing.assert_close(last, full, atol=1e-4, rtol=1e-4)

@@ -90,7 +90,9 @@ class LookupOracle(nn.Module):
         full = tokens if history is None else torch.cat([history.expand(tokens.shape[0], -1), tokens], 1)
         if cache is not None:
             cache[0]["k"], cache[0]["v"] = full, full
-        out = torch.zeros(full.shape[0], tokens.shape[1], 1)
+        out = torch.full((full.shape[0], tokens.shape[1], 1), 10.0)
+        if full.shape[1] < self.prompt_len:  # a shared prefix, fed before the rest of the prompts
+            return out
         for b in range(full.shape[0]):
             answer = self.answers[tuple(full[b, : self.prompt_len].tolist())]
             for i in range(tokens.shape[1]):
