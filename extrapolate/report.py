@@ -10,7 +10,7 @@ import pandas as pd
 from .atomic import write_text
 from .errors import UserError
 from .training_log import load_training
-from .results import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_finetuned, load_results, read_table
+from .results import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_variants, load_results, read_table
 
 PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
 
@@ -165,7 +165,7 @@ def rotary_shape(folder: Path) -> tuple[int, float] | None:
 
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
-    table = label_finetuned(table)
+    table = label_variants(table)
     agg = aggregate(table)
     figures = write_figures(folder, table, agg)
     lines = [f"# Run summary: {', '.join(table['encoding'].unique())}", "", *setup_lines(table), ""]
@@ -206,7 +206,7 @@ def write_report(folder: Path) -> Path:
     folder = Path(folder)
     if not (folder / RESULTS_FILE).exists():
         raise UserError(f"{folder} has no {RESULTS_FILE}; run `extrapolate run` or `extrapolate sweep` first")
-    table = label_finetuned(load_results(folder))
+    table = label_variants(load_results(folder))
     if table.empty:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     agg = aggregate(table)

@@ -129,6 +129,7 @@ def in_encoding_order(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 FINETUNED = "+ft"  # "yarn+ft100": yarn fine-tuned for 100 steps at its extended length
+SCALED = " s="  # "yarn s=4": the scaling at factor 4, where a table holds the encoding at several factors
 
 
 def finetuned_label(encoding: str, steps) -> str:
@@ -136,17 +137,24 @@ def finetuned_label(encoding: str, steps) -> str:
 
 
 def split_label(names: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """(encoding, fine-tune steps) of labels such as "yarn+ft100" (0 steps for a plain name)."""
+    """(encoding, fine-tune steps) of labels such as "yarn+ft100" or "yarn s=4+ft100" (0 steps for a plain name)."""
     parts = names.astype(str).str.split(FINETUNED, n=1, regex=False)
-    return parts.str[0], parts.map(lambda p: int(p[1]) if len(p) > 1 and p[1].isdigit() else 0)
+    encoding = parts.str[0].str.split(SCALED, n=1, regex=False).str[0]
+    return encoding, parts.map(lambda p: int(p[1]) if len(p) > 1 and p[1].isdigit() else 0)
 
 
-def label_finetuned(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with each fine-tuned row's encoding shown as "yarn+ft100", so every report table and figure
-    keeps a fine-tuned model apart from the zero-shot one (the stored table keeps the plain name)."""
-    if "finetune_steps" not in table.columns or not (table["finetune_steps"].fillna(0) > 0).any():
+def label_variants(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with each row's encoding shown with what sets it apart in this table, so every report table
+    and figure keeps such rows apart instead of averaging them (the stored table keeps the plain name):
+    the factor where one encoding was run at several ("yarn s=4"), fine-tuning ("yarn+ft100")."""
+    labels = table["encoding"].astype(str)
+    if "factor" in table.columns and len(table):
+        several = table.groupby("encoding")["factor"].transform("nunique") > 1
+        labels = labels.where(~several, labels + SCALED + table["factor"].map(lambda f: f"{float(f):g}"))
+    if "finetune_steps" in table.columns and (table["finetune_steps"].fillna(0) > 0).any():
+        labels = pd.Series([finetuned_label(e, n) for e, n in zip(labels, table["finetune_steps"])], index=table.index)
+    if labels.equals(table["encoding"].astype(str)):
         return table
-    labels = [finetuned_label(e, n) for e, n in zip(table["encoding"], table["finetune_steps"])]
     return in_encoding_order(table.assign(encoding=labels))
 
 

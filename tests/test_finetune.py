@@ -104,13 +104,13 @@ def test_report_divides_by_the_base_model_at_L_and_tabulates_fine_tune_steps():
 
     from extrapolate.finetune_report import finetune_section
     from extrapolate.report import perplexity_at_L, perplexity_matrix
-    from extrapolate.results import aggregate, label_finetuned
+    from extrapolate.results import aggregate, label_variants
     from extrapolate.retrieval_report import base_encodings
 
     table = pd.DataFrame(ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
                          + ppl_rows("pi", "rope", 0, {256: 130.0, 1024: 128.0})
                          + ppl_rows("pi", "rope", 100, {256: 60.0, 1024: 55.0}))
-    table = label_finetuned(table)
+    table = label_variants(table)
     assert list(dict.fromkeys(table["encoding"])) == ["rope", "pi", "pi+ft100"]
     agg, bases = aggregate(table), base_encodings(table)
     assert perplexity_at_L(agg, bases) == {"rope": 50.0, "pi": 50.0, "pi+ft100": 50.0}
@@ -191,3 +191,22 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
     ids = torch.randint(0, tokenizer.vocab_size, (1, 128))
     with torch.no_grad():
         assert torch.allclose(theirs(ids).logits, ours(ids), atol=1e-4, rtol=0)
+
+
+def test_one_encoding_at_two_factors_is_two_rows_of_the_report_not_their_mean():
+    import pandas as pd
+
+    from extrapolate.report import perplexity_matrix
+    from extrapolate.results import aggregate, label_variants, split_label
+
+    rows = (ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
+            + [r | {"factor": 2.0} for r in ppl_rows("yarn", "rope", 0, {256: 51.0, 1024: 60.0})]
+            + [r | {"factor": 4.0, "run_id": "yarn4"} for r in ppl_rows("yarn", "rope", 0, {256: 53.0, 1024: 56.0})]
+            + [r | {"factor": 4.0, "run_id": "yarn4ft"} for r in ppl_rows("yarn", "rope", 10, {256: 52.0, 1024: 54.0})])
+    table = label_variants(pd.DataFrame(rows).assign(factor=lambda t: t["factor"].fillna(1.0)))
+    assert list(dict.fromkeys(table["encoding"])) == ["rope", "yarn s=2", "yarn s=4", "yarn s=4+ft10"]
+    assert split_label(table["encoding"])[0].tolist() == ["rope"] * 2 + ["yarn"] * 6
+    matrix = perplexity_matrix(aggregate(table))
+    assert "| yarn s=2 | 256 | 51.000 | 60.000 |" in matrix and "| yarn s=4 | 256 | 53.000 | 56.000 |" in matrix
+    one_factor = label_variants(pd.DataFrame(rows[:4]).assign(factor=[1.0, 1.0, 2.0, 2.0]))
+    assert list(dict.fromkeys(one_factor["encoding"])) == ["rope", "yarn"]  # the factor shows only where it tells rows apart
