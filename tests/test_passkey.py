@@ -155,3 +155,24 @@ def test_prompts_continuing_a_shared_prefix_get_the_logits_of_a_full_pass(task, 
         with torch.no_grad():
             full = model(torch.tensor([p.ids for p in prompts]))[:, -1]  # (trials, V)
         torch.testing.assert_close(last, full, atol=1e-4, rtol=1e-4)
+
+
+def test_numeric_keys_are_scored_by_the_first_integer_of_the_continuation(task):
+    builder = PromptBuilder(task, ByteTokenizer())
+    prompt = builder.trial(600, 0.0, 0)
+    key = str(prompt.key)
+    assert builder.is_correct(f" {key}.", prompt)
+    assert builder.is_correct(f" the pass key. {key}", prompt)  # a restatement before the key still counts
+    assert not builder.is_correct(f" {key[:-1]}", prompt)  # cut short
+    assert not builder.is_correct(f" {key}7.", prompt)  # a longer number is another number
+    assert not builder.is_correct(" 12. " + key, prompt)  # the first integer is the one scored
+    # decoding has room for a 4-token restatement (SmolLM2's " the pass key.") and the whole answer
+    assert builder.decode_tokens() == builder.answer_tokens() + 1 + 4
+
+
+def test_word_keys_keep_the_first_words_rule_and_decode_window():
+    builder = PromptBuilder(load_task("passkey-word"), ByteTokenizer())
+    prompt = builder.trial(600, 0.5, 0)
+    assert builder.is_correct(f" {prompt.key}.", prompt)
+    assert not builder.is_correct(f" the pass word. {prompt.key}", prompt)
+    assert builder.decode_tokens() == builder.answer_tokens() + 1

@@ -14,7 +14,7 @@ from extrapolate.config import ModelConfig
 from extrapolate.passkey.prompt import PromptBuilder
 from extrapolate.retrieval_report import BELOW_L, NOT_LEARNED, NOT_MEASURED, retrieval_length, retrieval_matrix, retrieves_at_L
 from extrapolate.taskfiles import load_task
-from extrapolate.tasks.passkey import evaluate_passkey
+from extrapolate.tasks.passkey import evaluate_passkey, prompt_length
 from extrapolate.tokenizers import ByteTokenizer
 
 from .test_passkey import WordTokenizer
@@ -77,7 +77,7 @@ class LookupOracle(nn.Module):
         super().__init__()
         self.config = ModelConfig(d_model=8, n_layers=1, n_heads=1)
         self.anchor = nn.Parameter(torch.zeros(()))
-        prompt_len = length - builder.answer_tokens() - 1
+        prompt_len = prompt_length(builder, length)
         self.prompt_len = prompt_len
         self.answers = {tuple(p.ids): p.answer for p in (builder.trial(prompt_len, d, t)
                                                        for d in builder.task.depths for t in range(builder.task.trials))}

@@ -16,6 +16,11 @@ import torch
 from ..errors import UserError
 from ..taskfiles import PasskeyTask
 
+# Numeric keys are scored by the first integer of the continuation, so decoding leaves room for a short
+# restatement before it: SmolLM2 answers a key at depth 0 with " the pass key. 49581" (4 tokens, then the key).
+PREAMBLE_TOKENS = 4
+
+
 @dataclass(frozen=True)
 class Needle:
     name: str  # "" for tasks without names
@@ -116,6 +121,11 @@ class PromptBuilder:
         question = self.question_for([name] * self.task.queries)
         return len(self.prefix) + self.task.needles * (len(self.key_line(key, name)) + 2) + len(question)
 
+    def decode_tokens(self) -> int:
+        """Tokens greedy decoding produces: the answer's bound and one more; for numeric keys, whose first
+        integer is scored, room for a short restatement before it (PREAMBLE_TOKENS)."""
+        return self.answer_tokens() + 1 + (0 if self.task.keys else PREAMBLE_TOKENS)
+
     def answer_tokens(self) -> int:
         """An upper bound of the answer's tokens, to size greedy decoding."""
         if not self.task.keys and self.single:
@@ -176,8 +186,11 @@ class PromptBuilder:
         return self.assemble(length, *self.sample(gen, depth))
 
     def is_correct(self, decoded: str, prompt: Prompt) -> bool:
-        """Greedy exact match: the first words of the continuation are the answer's words (its keys, in order,
-        with the words that join them)."""
+        """Greedy exact match. Numeric keys: the first integers of the continuation are the keys, in order
+        (the classic protocol: take the first integer). Word keys: the first words of the continuation are the
+        answer's words (its keys, in order, with the words that join them)."""
+        if not self.task.keys:
+            return re.findall(r"\d+", decoded)[: len(prompt.answer_keys)] == [str(k) for k in prompt.answer_keys]
         joined = self.task.answer_join.join(str(k) for k in prompt.answer_keys)
         want = answer_words(self.task.answer.format(key=joined))
         return answer_words(decoded)[: len(want)] == want

@@ -71,7 +71,7 @@ def candidate_scores(model, cache_one, last_logits_one, candidates: list[list[in
 def prompt_length(builder: PromptBuilder, length: int) -> int:
     """Prompt tokens at `length`: the prompt and the decoded answer together stay within `length` positions,
     so a model is asked only about positions it is evaluated at (a learned table of L rows answers at L)."""
-    return length - (builder.answer_tokens() + 1)
+    return length - builder.decode_tokens()
 
 
 def prompt_groups(builder: PromptBuilder, length: int, trials: list[int]) -> list[tuple[int, list]]:
@@ -126,7 +126,7 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
     model.eval()
     task = builder.task
     counts = torch.zeros(len(task.depths), 2, dtype=torch.float64)  # (depth, [correct, ranked first])
-    steps = builder.answer_tokens() + 1
+    steps = builder.decode_tokens()
     mine = list(world.mine(task.trials))
     groups = prompt_groups(builder, length, mine)
     ids = [torch.tensor([p.ids for p in prompts], device=device) for _, prompts in groups]  # (trials, n) each
