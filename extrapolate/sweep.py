@@ -57,9 +57,30 @@ class Cell:
 
 def plan(requests: list[RunRequest], folder: Path, prepared: Prepared) -> list[Cell]:
     table = load_results(folder)
-    finished = set(table["run_id"].astype(str)) if len(table) else set()
-    cells = [resolve_run(request, prepared) for request in requests]
-    return [Cell(resolved, resolved.run_id in finished) for resolved in cells]
+    cells = []
+    for request in requests:
+        resolved = resolve_run(request, prepared)
+        missing = missing_lengths(resolved, table)
+        cells.append(Cell(still_to_run(resolved, missing), not missing))
+    return cells
+
+
+def missing_lengths(resolved: ResolvedRun, table) -> list[int]:
+    """The cell's lengths some of whose tasks have no rows in the table yet (a sweep asked again with more
+    lengths has work left in cells it finished before)."""
+    rows = table[table["run_id"].astype(str) == resolved.run_id] if len(table) else table
+    have = set(zip(rows["task"].astype(str), rows["eval_len"].astype(int)))
+    return [n for n in resolved.lengths if any((task, n) not in have for task in resolved.request.tasks)]
+
+
+def still_to_run(resolved: ResolvedRun, missing: list[int]) -> ResolvedRun:
+    """The cell narrowed to its missing lengths. Retrieval prompts do not depend on the other lengths; with
+    perplexity the whole cell runs again, so every length of it scores the same tokens (the budget is set by
+    its longest length)."""
+    if not missing or list(missing) == list(resolved.lengths) or "perplexity" in resolved.request.tasks:
+        return resolved
+    attention = {key: shapes for key, shapes in resolved.attention.items() if key[1] in missing}
+    return dataclasses.replace(resolved, lengths=tuple(missing), attention=attention)
 
 
 def models_of(cells: list[Cell]) -> dict[Path, bool]:

@@ -55,6 +55,37 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(stable(resumed), stable(full))
 
 
+def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monkeypatch):
+    """Cells finished at some lengths are not finished at new ones: retrieval runs the new lengths only;
+    with perplexity the whole cell runs again (every length scores the same tokens)."""
+    corpus = make_corpus(tmp_path / "corpus")
+
+    def args(tasks, lengths):
+        base = sweep_args(corpus, tmp_path / tasks, "rope,yarn")
+        at = base.index("--eval-len")
+        base[at : at + 2] = ["--eval-lens", lengths, "--factor", "2"]
+        base[base.index("--train-len") + 1] = "128"  # room for a retrieval prompt
+        base[base.index("--eval-tokens") + 1] = "512"
+        base[base.index("--tasks") + 1] = tasks
+        return base + (["--passkey-task", "passkey-word"] if tasks == "passkey" else [])
+
+    evaluated = []
+    original = cell_module.evaluate
+    monkeypatch.setattr(cell_module, "evaluate",
+                        lambda resolved, *a, **k: evaluated.append(resolved.lengths) or original(resolved, *a, **k))
+    for tasks in ("passkey", "perplexity"):
+        assert cli.invoke(app, args(tasks, "128,256")).exit_code == 0
+        evaluated.clear()
+        result = cli.invoke(app, args(tasks, "128,256,384"))
+        assert result.exit_code == 0, result.output
+        assert evaluated == ([(384,), (384,)] if tasks == "passkey" else [(128, 256, 384)] * 2)
+        table = pd.read_csv(tmp_path / tasks / "results.csv")
+        assert sorted(table.groupby("encoding")["eval_len"].unique().map(sorted).tolist()) == [[128, 256, 384]] * 2
+        assert not table.duplicated(["run_id", "eval_len", "task", "metric", "depth", "seed"]).any()
+        evaluated.clear()
+        assert cli.invoke(app, args(tasks, "128,256,384")).exit_code == 0 and evaluated == []  # now finished
+
+
 def test_dry_run_plans_without_training(tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     result = cli.invoke(app, sweep_args(corpus, tmp_path / "plan", "t5,rope,yarn", "0,1") + ["--dry-run"])
