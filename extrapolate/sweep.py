@@ -68,7 +68,7 @@ def plan(requests: list[RunRequest], folder: Path, prepared: Prepared) -> list[C
 def missing_lengths(resolved: ResolvedRun, table) -> list[int]:
     """The cell's lengths some of whose tasks have no rows in the table yet (a sweep asked again with more
     lengths has work left in cells it finished before)."""
-    rows = table[table["run_id"].astype(str) == resolved.run_id] if len(table) else table
+    rows = table[table["run_id"].astype(str) == resolved.run_id]
     have = set(zip(rows["task"].astype(str), rows["eval_len"].astype(int)))
     return [n for n in resolved.lengths if any((task, n) not in have for task in resolved.request.tasks)]
 
@@ -77,7 +77,7 @@ def still_to_run(resolved: ResolvedRun, missing: list[int]) -> ResolvedRun:
     """The cell narrowed to its missing lengths. Retrieval prompts do not depend on the other lengths; with
     perplexity the whole cell runs again, so every length of it scores the same tokens (the budget is set by
     its longest length)."""
-    if not missing or list(missing) == list(resolved.lengths) or "perplexity" in resolved.request.tasks:
+    if not missing or missing == list(resolved.lengths) or "perplexity" in resolved.request.tasks:
         return resolved
     attention = {key: shapes for key, shapes in resolved.attention.items() if key[1] in missing}
     return dataclasses.replace(resolved, lengths=tuple(missing), attention=attention)
