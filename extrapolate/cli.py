@@ -279,6 +279,10 @@ def bench(
 
 
 def main() -> None:
+    from .distributed import launched, run_then_leave
+
+    if launched():  # under torchrun: see run_then_leave for why the process skips teardown
+        run_then_leave(app)
     app()
 
 

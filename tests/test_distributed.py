@@ -164,3 +164,17 @@ def test_torchrun_equals_one_process_and_resumes_after_a_rank_is_killed(tmp_path
     resumed = torchrun(corpus, tmp_path / "three", tmp_path / "cache3", 40)
     assert resumed.wait() == 0, resumed.stdout.read()
     assert table(tmp_path / "three")["value"].to_numpy() == pytest.approx(two["value"].to_numpy(), rel=2e-3, abs=1e-9)
+
+
+@pytest.mark.parametrize("body, code, out", [("print('written')", 0, "written"), ("sys.exit(3)", 3, ""),
+                                              ("sys.exit('bad flag')", 1, "bad flag")])
+def test_a_launched_process_leaves_with_the_jobs_exit_code_and_flushed_output(body, code, out):
+    """run_then_leave skips interpreter teardown (os._exit): what the job printed must still arrive, buffered
+    in a pipe, and its exit code must be the process's."""
+    import subprocess
+    import sys
+
+    script = f"import sys\nfrom extrapolate.distributed import run_then_leave\ndef job():\n    {body}\nrun_then_leave(job)\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == code
+    assert out in done.stdout + done.stderr

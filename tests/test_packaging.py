@@ -108,3 +108,19 @@ def test_wheel_round_trip_finds_tasks_suites_and_reference(tmp_path):
              "print(extrapolate.__file__); print((folder / 'results.csv').is_file())")
     where, found = run(str(bin_dir / "python"), "-c", probe, cwd=elsewhere, env=env).stdout.split()
     assert Path(where).is_relative_to(tmp_path / "venv") and found == "True"
+
+
+def test_every_results_folder_the_readme_names_is_committed_not_ignored():
+    """`results/` is ignored except for the folders listed in .gitignore: a showcase the README describes but
+    .gitignore does not except would silently never be committed."""
+    import re
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    text = (ROOT / "README.md").read_text() + (ROOT / "results" / "README.md").read_text()
+    folders = sorted(set(re.findall(r"results/([A-Za-z0-9_.-]+)/", text)))
+    folders = [name for name in folders if not re.fullmatch(r".+-L\d+", name)]  # what `run` writes for a user
+    assert folders
+    probes = [f"results/{name}/results.csv" for name in folders]
+    ignored = subprocess.run(["git", "check-ignore", *probes], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert not ignored, f"named in the README but ignored by .gitignore: {ignored}"
