@@ -1,0 +1,46 @@
+"""Atomic writes: all or nothing, and the file ends with the mode an ordinary write would give it."""
+
+import os
+import stat
+
+import pytest
+
+from extrapolate.atomic import atomic_path, write_text
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_new_file_gets_the_umask_mode_not_mkstemps_private_one(tmp_path, umask_022):
+    path = tmp_path / "results.csv"
+    write_text(path, "a,b\n")
+    assert path.read_text() == "a,b\n"
+    assert mode(path) == 0o644
+
+
+def test_existing_file_keeps_its_mode(tmp_path, umask_022):
+    path = tmp_path / "summary.md"
+    path.write_text("old")
+    os.chmod(path, 0o640)
+    write_text(path, "new")
+    assert path.read_text() == "new"
+    assert mode(path) == 0o640
+
+
+def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text("finished work")
+    with pytest.raises(RuntimeError):
+        with atomic_path(path) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    assert path.read_text() == "finished work"
+    assert os.listdir(tmp_path) == ["run.json"]
