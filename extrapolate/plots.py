@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -11,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .atomic import atomic_path  # noqa: E402
 from .encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
 
 def colour(name: str) -> str:
@@ -44,17 +43,12 @@ def frequency_figure(head_dim: int, base: float, factor: float, original_len: in
 def save_figure(fig, path: Path | str, close: bool = True) -> None:
     """Write atomically (temporary file, then rename); the format follows the suffix."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix, prefix=".tmp-")
-    os.close(fd)
     try:
-        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png")
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=path.suffix.lstrip(".") or "png")
     finally:
         if close:
             plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def plain_log_ticks(ax) -> None:

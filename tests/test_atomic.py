@@ -44,3 +44,18 @@ def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
             raise RuntimeError("interrupted")
     assert path.read_text() == "finished work"
     assert os.listdir(tmp_path) == ["run.json"]
+
+
+def test_figures_are_saved_with_the_umask_mode_and_leave_no_temporary(tmp_path, umask_022):
+    import matplotlib.pyplot as plt
+
+    from extrapolate.plots import save_figure
+
+    for name in ("passkey.png", "passkey.svg"):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [1, 0])
+        save_figure(fig, tmp_path / name)
+        assert mode(tmp_path / name) == 0o644
+    assert (tmp_path / "passkey.png").read_bytes().startswith(b"\x89PNG")
+    assert b"<svg" in (tmp_path / "passkey.svg").read_bytes()[:500]
+    assert sorted(os.listdir(tmp_path)) == ["passkey.png", "passkey.svg"]
