@@ -64,16 +64,27 @@ def base_encodings(table: pd.DataFrame) -> dict[str, str]:
     return dict(zip(table["encoding"], table["base_encoding"]))
 
 
+def worst_depth(at_L: pd.DataFrame) -> str:
+    """The depth that decides the verdict at L, e.g. "0% at depth 0" (empty when nothing was measured at L):
+    why a model that retrieves on average still fails the every-depth rule."""
+    if at_L.empty:
+        return ""
+    per_depth = at_L.groupby("depth")["mean"].mean()
+    depth = per_depth.idxmin()
+    return f"{per_depth[depth]:.0%} at depth {depth:g}"
+
+
 def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bases: dict[str, str] | None = None) -> str:
-    """Markdown: encoding × length, mean over depths (and seeds); past L only for models that retrieve at L
-    (a verdict taken from the base model names it: "yes (rope)")."""
+    """Markdown: encoding × length, mean over depths (and seeds), with the worst depth at L; past L only for
+    models that retrieve at L (a verdict taken from the base model names it: "yes (rope)")."""
     cells = _passkey(agg, metric)
     said = verdicts(agg, bases)
     lengths = sorted(cells["eval_len"].unique())
-    lines = ["| encoding | L | retrieves at L | " + " | ".join(str(n) for n in lengths) + " |",
-             "|" + "---|" * (len(lengths) + 3)]
+    lines = ["| encoding | L | retrieves at L | worst depth at L | " + " | ".join(str(n) for n in lengths) + " |",
+             "|" + "---|" * (len(lengths) + 4)]
     for encoding, group in cells.groupby("encoding", sort=False):
         L = int(group["train_len"].iloc[0])
+        worst = worst_depth(group[(group["eval_len"] == L) & (group["status"] == "ok")])
         values = []
         for n in lengths:
             at = group[group["eval_len"] == n]
@@ -88,7 +99,7 @@ def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bas
                 values.append(f"{ok['mean'].mean():.0%}")
         verdict = said.get(encoding, NOT_MEASURED)
         verdict = verdict if verdict.startswith("yes") else f"**{verdict}**"
-        lines.append(f"| {encoding} | {L} | {verdict} | " + " | ".join(values) + " |")
+        lines.append(f"| {encoding} | {L} | {verdict} | {worst} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 
 

@@ -134,6 +134,8 @@ def test_a_cell_past_L_without_retrieval_at_L_is_not_a_finding():
     table = retrieval_matrix(agg, "accuracy", valid)
     alibi = next(line for line in table.splitlines() if line.startswith("| alibi"))
     assert alibi.count("·") == 2 and "90%" not in alibi  # its 90% past L is not reported
+    assert "| 50% at depth 0.5 |" in alibi  # the depth that fails the rule is named
+    assert "| 85% at depth 1 |" in next(line for line in table.splitlines() if line.startswith("| rope"))
     lengths = retrieval_length(agg)
     assert lengths == {"rope": 256, "alibi": NOT_LEARNED}
 
@@ -148,7 +150,7 @@ def test_a_scaling_is_judged_on_the_model_it_scales():
     valid = retrieves_at_L(agg, bases)
     assert valid == {"rope": True, "yarn": True, "alibi": False}
     yarn = next(line for line in retrieval_matrix(agg, "accuracy", valid, bases).splitlines() if line.startswith("| yarn"))
-    assert "yes (rope)" in yarn and "77%" in yarn
+    assert "yes (rope)" in yarn and "77%" in yarn and "| 60% at depth 0.5 |" in yarn  # its own cells at L
     assert retrieval_length(agg, bases) == {"rope": 256, "yarn": BELOW_L, "alibi": NOT_LEARNED}
     alone = agg[agg["encoding"] == "yarn"]
     assert retrieves_at_L(alone, bases) == {"yarn": False}
