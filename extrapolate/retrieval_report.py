@@ -70,8 +70,12 @@ def worst_depth(at_L: pd.DataFrame) -> str:
     if at_L.empty:
         return ""
     per_depth = at_L.groupby("depth")["mean"].mean()
-    depth = per_depth.idxmin()
-    return f"{per_depth[depth]:.0%} at depth {depth:g}"
+    worst = per_depth.min()
+    depths = [f"{depth:g}" for depth, value in per_depth.items() if value == worst]
+    if len(depths) == len(per_depth):
+        return f"{worst:.0%} at every depth"
+    where = ("depth " if len(depths) == 1 else "depths ") + ", ".join(depths)
+    return f"{worst:.0%} at {where}"
 
 
 def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bases: dict[str, str] | None = None) -> str:

@@ -136,6 +136,9 @@ def test_a_cell_past_L_without_retrieval_at_L_is_not_a_finding():
     assert alibi.count("·") == 2 and "90%" not in alibi  # its 90% past L is not reported
     assert "| 50% at depth 0.5 |" in alibi  # the depth that fails the rule is named
     assert "| 85% at depth 1 |" in next(line for line in table.splitlines() if line.startswith("| rope"))
+    even = agg_with({"t5": {128: [1.0, 1.0, 1.0]}, "xpos": {128: [0.5, 1.0, 0.5]}})
+    lines = retrieval_matrix(even, "accuracy", retrieves_at_L(even)).splitlines()
+    assert "| 100% at every depth |" in lines[2] and "| 50% at depths 0, 1 |" in lines[3]
     lengths = retrieval_length(agg)
     assert lengths == {"rope": 256, "alibi": NOT_LEARNED}
 
