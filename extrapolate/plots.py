@@ -123,7 +123,9 @@ def position_figure(positions, eval_len: int | None = None):
 
 def passkey_figure(agg, metric: str = "accuracy", valid: dict[str, bool] | None = None):
     """One small heatmap per encoding: depth (rows) × evaluation length (columns), accuracy 0…1. An encoding
-    marked not valid (no retrieval at L) shows only its cells up to L."""
+    marked not valid (no retrieval at L) shows only its cells up to L: a measured cell past L is drawn empty
+    with "·", as in the tables, a cell the encoding cannot evaluate (learned positions past L) says "n/a", and
+    a cell never measured is left blank."""
     import numpy as np
 
     cells = agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
@@ -141,17 +143,24 @@ def passkey_figure(agg, metric: str = "accuracy", valid: dict[str, bool] | None 
             continue
         encoding = encodings[index]
         group = cells[cells["encoding"] == encoding]
-        grid = np.full((len(depths), len(lengths)), np.nan)
+        grid = np.full((len(depths), len(lengths)), np.nan)  # (depths, lengths), percent; NaN = nothing shown
+        labels = np.full(grid.shape, "", dtype=object)  # what an empty cell says
         learned = valid is None or valid.get(encoding, False)
         for r in group.itertuples():
-            if r.status == "ok" and (learned or r.eval_len <= r.train_len):
-                grid[depths.index(r.depth), lengths.index(r.eval_len)] = 100 * r.mean
+            cell = depths.index(r.depth), lengths.index(r.eval_len)
+            if r.status != "ok":
+                labels[cell] = "n/a"
+            elif learned or r.eval_len <= r.train_len:
+                grid[cell] = 100 * r.mean
+            else:
+                labels[cell] = "·"
         image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto", origin="lower")
         for (i, j), value in np.ndenumerate(grid):
-            label = "n/a" if np.isnan(value) else f"{value:.0f}"
+            label = labels[i, j] if np.isnan(value) else f"{value:.0f}"
             ax.text(j, i, label, ha="center", va="center", fontsize=7,
                     color="black" if np.isnan(value) or value >= 60 else "white")
-        ax.set_title(encoding if learned else f"{encoding}: not learned at L", fontsize=10, color=colour(encoding))
+        # two lines when not learned: a long name and the verdict would run into the next heatmap's title
+        ax.set_title(encoding if learned else f"{encoding}\nnot learned at L", fontsize=9, color=colour(encoding))
         ax.set_xticks(range(len(lengths)))
         ax.set_xticklabels([f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n) for n in lengths], fontsize=7)
         ax.set_yticks(range(len(depths)))

@@ -124,3 +124,27 @@ def test_every_results_folder_the_readme_names_is_committed_not_ignored():
     probes = [f"results/{name}/results.csv" for name in folders]
     ignored = subprocess.run(["git", "check-ignore", *probes], cwd=ROOT, capture_output=True, text=True).stdout.split()
     assert not ignored, f"named in the README but ignored by .gitignore: {ignored}"
+
+
+def test_committed_run_records_name_no_path_of_the_machine_that_ran_them():
+    """A committed result re-derives anywhere: its run records carry no absolute path (a scratch folder or a
+    home directory of the machine that produced it)."""
+    import json
+    import re
+
+    def strings(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+        elif isinstance(value, str):
+            yield value
+
+    records = sorted((ROOT / "results").glob("*/run.json")) + sorted((ROOT / "results").glob("*/runs/*.json"))
+    assert records
+    absolute = re.compile(r"^(/|[A-Za-z]:[\\/]|~)")
+    found = {str(path.relative_to(ROOT)): text for path in records
+             for text in strings(json.loads(path.read_text())) if absolute.match(text)}
+    assert not found, f"absolute paths in committed run records: {found}"

@@ -143,6 +143,28 @@ def test_a_cell_past_L_without_retrieval_at_L_is_not_a_finding():
     assert lengths == {"rope": 256, "alibi": NOT_LEARNED}
 
 
+def test_the_heatmap_withholds_what_the_tables_withhold():
+    """The heatmap of a model without retrieval at L draws its cells up to L, marks a measured cell past L "·"
+    (withheld, as in the tables) and leaves a length it never measured blank."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from extrapolate.plots import passkey_figure
+
+    agg = agg_with({"rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
+                    "alibi": {128: [1.0, 0.5, 0.9], 256: [0.9, 0.6, 0.9]}})
+    figure = passkey_figure(agg, valid=retrieves_at_L(agg))
+    rope, alibi = figure.axes[:2]
+    labels = {ax: [[text.get_text() for text in ax.texts if round(text.get_position()[0]) == column]
+                   for column in range(3)] for ax in (rope, alibi)}
+    plt.close(figure)
+    assert labels[rope] == [["100", "90", "85"], ["90", "80", "80"], ["20", "10", "0"]]
+    assert labels[alibi] == [["100", "50", "90"], ["·", "·", "·"], ["", "", ""]]
+    assert "not learned at L" in alibi.get_title() and "not learned" not in rope.get_title()
+
+
 def test_a_scaling_is_judged_on_the_model_it_scales():
     """YaRN ×8 on the RoPE model misses at L (its positions are compressed there too), yet the model learned the
     task: its cells past L are findings. Without the base model's cells its own cells at L decide."""

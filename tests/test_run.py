@@ -49,6 +49,8 @@ def test_run_end_to_end_writes_table_plot_and_summary(tmp_path):
     assert positions[positions.eval_len == 128].bucket_end.max() == 128
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["request"]["encoding"] == "alibi" and run["train_config"]["seq_len"] == 32
+    # the record sits in its folder: the folder it was asked for (here absolute, this machine's) is not in it
+    assert "out" not in run["request"] and str(tmp_path / "out") not in json.dumps(run)
     # the default tokenizer: a BPE learned from the corpus, its identity in every row and in the model's config
     (identity,) = set(table.tokenizer)
     assert identity.startswith("bpe2048-") and run["train_config"]["tokenizer"] == identity

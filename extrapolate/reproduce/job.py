@@ -131,16 +131,9 @@ def install_reference(fresh_folder: Path, target: Path) -> None:
     """Replace the committed reference with a fresh run (tables, report, figures)."""
     from ..report import write_report
 
-    import json
-
-    from ..atomic import write_text
-
     target.mkdir(parents=True, exist_ok=True)
     for item in fresh_folder.iterdir():
-        if item.name.startswith(".") or item.is_dir() or item.name == "run.json":
+        if item.name.startswith(".") or item.is_dir():
             continue
         shutil.copy2(item, target / item.name)
-    record = json.loads((fresh_folder / "run.json").read_text())
-    record["request"].pop("out", None)  # a scratch folder of the machine that ran it
-    write_text(target / "run.json", json.dumps(record, indent=2))
     write_report(target)

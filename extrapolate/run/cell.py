@@ -109,7 +109,9 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
                   "train_len": request.train_len}
         append_training(folder, probe_rows(trained.summary, common))
     config_file = trained.folder / "config.json"
-    record = {"request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()},
+    # `out` is left out: the record lives in that folder, and a path as given names the machine, not the result
+    record = {"request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()
+                          if k != "out"},
               "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,
               "model_config": asdict(trained.model.config),
               "model_folder": trained.folder.name,  # under the cache's models/ folder
