@@ -28,7 +28,7 @@ def folder_lock(folder: Path) -> Iterator[None]:
     path = folder / LOCK
     for _ in range(2):
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # a data file's mode (less the umask)
             break
         except FileExistsError:
             try:

@@ -166,3 +166,13 @@ def test_sigkill_mid_training_then_resume_equals_uninterrupted(tmp_path, corpus)
     assert resumed["losses"] == uninterrupted["losses"] and resumed["final_loss"] == uninterrupted["final_loss"]
     a, b = stable(tmp_path / "killed" / "results.csv"), stable(tmp_path / "clean" / "results.csv")
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_the_folder_lock_is_a_plain_file_while_held_and_gone_after(tmp_path):
+    from extrapolate.lock import LOCK, folder_lock
+
+    with folder_lock(tmp_path / "out"):
+        mode = (tmp_path / "out" / LOCK).stat().st_mode & 0o777
+        assert mode & 0o111 == 0 and mode & 0o600 == 0o600  # readable data, never executable
+        assert (tmp_path / "out" / LOCK).read_text() == str(os.getpid())
+    assert not (tmp_path / "out" / LOCK).exists()
