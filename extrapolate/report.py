@@ -93,18 +93,25 @@ def effective_length(agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE,
     return out
 
 
+def distinct(table: pd.DataFrame, column: str, quote: str = "`") -> str:
+    """Every value of a column, in order of first appearance: a table grown by several calls (other commits,
+    other machines) must not be described by its first row alone."""
+    return ", ".join(f"{quote}{v}{quote}" for v in table[column].astype(str).unique())
+
+
 def setup_lines(table: pd.DataFrame) -> list[str]:
-    first = table.iloc[0]
     protocols = sorted(table["protocol"].astype(str).unique())
     seeds = sorted(table["seed"].unique())
+    models = table.drop_duplicates("model")
     return [
-        f"- model: `{first['model']}` ({int(first['params']):,} parameters), training length L = "
-        f"{', '.join(str(v) for v in sorted(table['train_len'].unique()))}",
-        f"- corpus: `{first['corpus']}`; seeds: {', '.join(str(s) for s in seeds)}",
+        "- model: " + ", ".join(f"`{m}` ({int(p):,} parameters)" for m, p in zip(models["model"], models["params"]))
+        + f", training length L = {', '.join(str(v) for v in sorted(table['train_len'].unique()))}",
+        f"- corpus: {distinct(table, 'corpus')}; "
+        f"seeds: {', '.join(str(s) for s in seeds)}",
         f"- protocols: {', '.join(f'`{p}`' for p in protocols)}; kernels: "
         + ", ".join(f"{e} → `{k}`" for e, k in table.groupby('encoding', sort=False)['kernel'].first().items()),
-        f"- device `{first['device']}`, evaluation dtype `{first['dtype']}`, extrapolate {first['package_version']} "
-        f"(commit {first['git_sha']})",
+        f"- device {distinct(table, 'device')}, evaluation dtype {distinct(table, 'dtype')}, extrapolate "
+        f"{distinct(table, 'package_version', '')} (commit {distinct(table, 'git_sha', '')})",
     ]
 
 

@@ -107,6 +107,19 @@ def test_report_regenerates_from_the_table(tmp_path):
     assert cli.invoke(app, ["report", str(tmp_path / "nothing")]).exit_code == 2
 
 
+def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():
+    """A table grown by calls at two commits on two devices: the setup lines name both, not the first row's."""
+    from extrapolate.report import setup_lines
+
+    row = dict(model="small", params=1000, train_len=256, corpus="shakespeare", seed=0, protocol="p",
+               encoding="rope", kernel="sdpa", device="cpu", dtype="float32", package_version="0.1.0",
+               git_sha="aaaa")
+    table = pd.DataFrame([row, {**row, "git_sha": "bbbb", "device": "cuda"}, {**row, "model": "tiny", "params": 10}])
+    text = "\n".join(setup_lines(table))
+    assert "(commit aaaa, bbbb)" in text and "device `cpu`, `cuda`" in text
+    assert "`small` (1,000 parameters), `tiny` (10 parameters)" in text
+
+
 def test_aggregate_mean_and_interval():
     rows = [dict(encoding="a", train_len=8, eval_len=16, task="perplexity", metric="ppl", depth=None, value=v,
                  status="ok", seed=s) for s, v in enumerate([10.0, 12.0, 14.0])]
