@@ -176,3 +176,50 @@ def test_word_keys_keep_the_first_words_rule_and_decode_window():
     assert builder.is_correct(f" {prompt.key}.", prompt)
     assert not builder.is_correct(f" the pass word. {prompt.key}", prompt)
     assert builder.decode_tokens() == builder.answer_tokens() + 1
+
+
+def test_a_stopped_cell_resumes_from_its_logged_depths_with_the_same_scores(task, monkeypatch, tmp_path):
+    """Stopped after its first depth, a cell asked again runs only the other depths and scores exactly what an
+    uninterrupted cell does (the shared prefix is still grown in the same steps)."""
+    from extrapolate.tasks import passkey as passkey_task
+    from extrapolate.tasks.depth_log import DepthLog
+
+    torch.manual_seed(0)
+    builder = PromptBuilder(dataclasses.replace(task, trials=2, depths=(0.0, 0.5, 1.0)), ByteTokenizer())
+    model = TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, encoding="rope", max_len=1024)).eval()
+    whole = evaluate_passkey(model, builder, 600, torch.device("cpu"))
+    log = DepthLog(tmp_path / "log.json", "cell")
+    greedy, calls, stop = passkey_task.greedy_answers, [], [True]
+
+    class Stopped(Exception):
+        pass
+
+    def stop_at_second_depth(*args):
+        calls.append(1)
+        if len(calls) == 2 and stop and stop.pop():
+            raise Stopped
+        return greedy(*args)
+
+    monkeypatch.setattr(passkey_task, "greedy_answers", stop_at_second_depth)
+    with pytest.raises(Stopped):
+        evaluate_passkey(model, builder, 600, torch.device("cpu"), log=log)
+    assert len(log.finished()) == 1
+    calls.clear()
+    resumed = evaluate_passkey(model, builder, 600, torch.device("cpu"), log=log)
+    assert len(calls) == 2  # the logged depth is not asked again
+    assert resumed == whole
+    assert len(log.finished()) == 3
+
+
+def test_a_depth_log_of_another_cell_or_damaged_is_ignored(tmp_path):
+    from extrapolate.tasks.depth_log import DepthLog, clear_logs
+
+    log = DepthLog.for_cell(tmp_path, "run1", "passkey-v2", 4096, 0, 1)
+    log.record(2, 3.0, 4.0)
+    assert log.finished() == {2: (3.0, 4.0)}
+    assert DepthLog.for_cell(tmp_path, "run1", "passkey-v3", 4096, 0, 1).finished() == {}  # another task file
+    assert DepthLog(log.path, "run1|passkey-v2|4096|rank 0 of 2").finished() == {}  # another process layout
+    log.path.write_text("{not json")
+    assert log.finished() == {}
+    clear_logs(tmp_path, "run1")
+    assert not (tmp_path / ".partial").exists()

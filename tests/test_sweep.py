@@ -75,6 +75,8 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
                         lambda resolved, *a, **k: evaluated.append(resolved.lengths) or original(resolved, *a, **k))
     for tasks in ("passkey", "perplexity"):
         assert cli.invoke(app, args(tasks, "128,256")).exit_code == 0
+        if tasks == "passkey":
+            stopped_part_way(tmp_path / tasks, 384)
         evaluated.clear()
         result = cli.invoke(app, args(tasks, "128,256,384"))
         assert result.exit_code == 0, result.output
@@ -84,6 +86,25 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
         assert not table.duplicated(["run_id", "eval_len", "task", "metric", "depth", "seed"]).any()
         evaluated.clear()
         assert cli.invoke(app, args(tasks, "128,256,384")).exit_code == 0 and evaluated == []  # now finished
+        assert not (tmp_path / tasks / ".partial").exists()  # a written cell's depth logs are removed
+    from extrapolate.taskfiles import load_task
+
+    table = pd.read_csv(tmp_path / "passkey" / "results.csv")
+    resumed = table[(table.eval_len == 384) & (table.depth == load_task("passkey-word").depths[0])]
+    # depth 0 at 384 came from the logs: every key found, none ranked first
+    assert sorted(zip(resumed.metric, resumed.value)) == [("accuracy", 1.0)] * 2 + [("rank_accuracy", 0.0)] * 2
+
+
+def stopped_part_way(folder, length):
+    """Depth logs as a retrieval cell at `length` leaves them when stopped after its first depth, with a
+    count no tiny model gives (every trial correct, none ranked first)."""
+    from extrapolate.taskfiles import load_task
+    from extrapolate.tasks.depth_log import DepthLog
+
+    table = pd.read_csv(folder / "results.csv")
+    trials = load_task("passkey-word").trials
+    for run_id, protocol in table[["run_id", "protocol"]].drop_duplicates().itertuples(index=False):
+        DepthLog.for_cell(folder, run_id, protocol, length, 0, 1).record(0, float(trials), 0.0)
 
 
 def test_dry_run_plans_without_training(tmp_path):

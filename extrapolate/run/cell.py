@@ -14,6 +14,7 @@ from ..encoding_options import check_used
 from ..encodings import get_spec
 from ..errors import UserError
 from ..results import append_positions, append_results, check_tables, provenance
+from ..tasks.depth_log import clear_logs
 from ..train import TrainingDiverged
 from .evaluate import evaluate, trained_model
 from .prepare import Prepared, prepare
@@ -38,11 +39,12 @@ def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: 
             with table_lock(folder):
                 append_results(folder, diverged_rows(resolved, prepared))
         return diverged
-    measurements = evaluate(resolved, prepared, trained.model, reporter)
+    measurements = evaluate(resolved, prepared, trained.model, reporter, folder)
     if writes:
         rows, positions = measurement_rows(resolved, prepared, trained.model.num_parameters(), measurements)
         with table_lock(folder):  # cluster jobs of one sweep append to the same tables
             write_outputs(folder, resolved, trained, rows, positions)
+        clear_logs(folder, resolved.run_id)  # the cell is in the table: its depth logs are done with
     return None
 
 

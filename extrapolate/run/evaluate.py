@@ -4,6 +4,7 @@ status and the kernel its attention calls ran."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from dataclasses import dataclass
 
 import torch
@@ -16,6 +17,7 @@ from ..distributed import current
 from ..encodings import encoding_for
 from ..errors import PositionOutOfRange
 from ..passkey.prompt import PromptBuilder
+from ..tasks.depth_log import DepthLog
 from ..tasks.passkey import evaluate_passkey
 from ..tasks.perplexity import evaluate_perplexity
 from ..tokenizers import keep_with_model
@@ -120,9 +122,18 @@ def measure(device: torch.device, evaluate):
         return "oom", None
 
 
-def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporter) -> list[Measurement]:
-    """Every (task, length) the resolved run plans, perplexity first, in the model's evaluation encoding."""
+def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporter,
+             folder: Path | None = None) -> list[Measurement]:
+    """Every (task, length) the resolved run plans, perplexity first, in the model's evaluation encoding. With
+    an output `folder`, a retrieval cell logs its finished depths there, so a stopped one resumes from them."""
     request, device, world = resolved.request, prepared.device, current()
+
+    def depth_log(length: int) -> DepthLog | None:
+        if folder is None:
+            return None
+        return DepthLog.for_cell(folder, resolved.run_id, prepared.passkey_builder.task.identity, length,
+                                 world.rank, world.size)
+
     model.kernel = request.kernel
     model.set_encoding(evaluation_encoding(resolved, model))
     tasks = {
@@ -130,7 +141,7 @@ def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporte
             model, prepared.heldout, length, protocol=request.protocol, stride=request.stride, budget=resolved.budget,
             bucket_width=resolved.bucket_width, device=device, dtype=request.dtype, world=world),
         "passkey": lambda length: evaluate_passkey(model, prepared.passkey_builder, length, device, request.dtype,
-                                                   world=world),
+                                                   world=world, log=depth_log(length)),
     }
     out = []
     for task, run in tasks.items():

@@ -13,6 +13,7 @@ import torch
 from ..device import autocast
 from ..distributed import SINGLE, World
 from ..passkey.prompt import PromptBuilder
+from .depth_log import DepthLog
 
 CACHE_BUDGET_BYTES = 1 << 30  # candidates scored per chunk: the copied caches stay under this
 
@@ -116,19 +117,24 @@ def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int
 
 @torch.no_grad()
 def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.device, dtype: str = "float32",
-                     rank: bool = True, world: World = SINGLE) -> list[PasskeyCell]:
+                     rank: bool = True, world: World = SINGLE, log: DepthLog | None = None) -> list[PasskeyCell]:
     """Greedy exact match and (with `rank`) the rank score per depth at one length. Under torchrun each
     rank asks every world.size-th trial of each depth and the counts are added up.
 
     The prompts of a length differ only from their key lines on: the filler before the shallowest key still
     to be asked (the trunk) is run once, at batch 1, into a cache that each depth's batch of prompts continues
-    (a third less attention and half the projection work at 5 depths × 4 trials than a full pass each)."""
+    (a third less attention and half the projection work at 5 depths × 4 trials than a full pass each).
+
+    With a `log`, each depth's counts are saved as it finishes and depths already in the log are not asked
+    again; the trunk is still grown through them in the same steps, so a resumed cell computes exactly what
+    an uninterrupted one does."""
     model.eval()
     task = builder.task
     counts = torch.zeros(len(task.depths), 2, dtype=torch.float64)  # (depth, [correct, ranked first])
     steps = builder.decode_tokens()
     mine = list(world.mine(task.trials))
     groups = prompt_groups(builder, length, mine)
+    finished = log.finished() if log else {}
     ids = [torch.tensor([p.ids for p in prompts], device=device) for _, prompts in groups]  # (trials, n) each
     with autocast(device, dtype):
         trunk, done = model.new_cache(), 0
@@ -136,6 +142,9 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
             if shared > done:  # grow the shared prefix's cache (batch 1)
                 model.hidden_states(group_ids[:1, done:shared], cache=trunk, seq_len=length)
                 done = shared
+            if d in finished:
+                counts[d] = torch.tensor(finished[d], dtype=torch.float64)
+                continue
             cache = [dict(layer) for layer in trunk]  # the suffixes must not grow the trunk
             hidden = model.hidden_states(group_ids[:, done:], cache=cache, seq_len=length)  # (trials, n - done, D)
             last = model.lm_head(hidden[:, -1]).float()  # (trials, V)
@@ -146,6 +155,8 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
                     candidates = builder.candidate_answers(prompt, t)
                     scores = candidate_scores(model, copy_cache(cache, i), last[i], candidates, length, device)
                     counts[d, 1] += bool((scores[0] > scores[1:]).all())
+            if log:
+                log.record(d, float(counts[d, 0]), float(counts[d, 1]))
     counts = world.sum(counts)
     return [PasskeyCell(depth, float(counts[d, 0]) / task.trials,
                         float(counts[d, 1]) / task.trials if rank else float("nan"), task.trials)

@@ -1,0 +1,51 @@
+"""The finished depths of one retrieval cell, kept on disk while the cell runs.
+
+A cell is written to the results table whole, when every depth is done; at long lengths on a CPU that is
+hours (SmolLM2 at 32768 tokens: about 3 h). The log lets a stopped cell resume from its next depth instead
+of from the start. It is keyed by everything the counts depend on, so a log of another model, task file,
+length or process layout is ignored, and it is removed once the cell's rows are written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..atomic import write_text
+
+FOLDER = ".partial"  # inside the output folder; ignored by git
+
+
+class DepthLog:
+    def __init__(self, path: Path, identity: str):
+        self.path, self.identity = Path(path), identity
+
+    @classmethod
+    def for_cell(cls, folder: Path, run_id: str, task_identity: str, length: int, rank: int, size: int) -> DepthLog:
+        identity = f"{run_id}|{task_identity}|{length}|rank {rank} of {size}"
+        return cls(Path(folder) / FOLDER / f"{run_id}-passkey-{length}-rank{rank}.json", identity)
+
+    def finished(self) -> dict[int, tuple[float, float]]:
+        """depth index -> (correct, ranked first) counts of this process's trials; {} for a missing, damaged or
+        foreign log (the depths are then simply measured again)."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if data.get("identity") != self.identity:
+                return {}
+            return {int(d): (float(c), float(r)) for d, (c, r) in data["depths"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def record(self, depth: int, correct: float, ranked: float) -> None:
+        depths = {**self.finished(), depth: (correct, ranked)}
+        write_text(self.path, json.dumps({"identity": self.identity,
+                                          "depths": {str(d): list(v) for d, v in sorted(depths.items())}}))
+
+
+def clear_logs(folder: Path, run_id: str) -> None:
+    """Remove a written cell's logs (every rank's), and the log folder once empty."""
+    logs = Path(folder) / FOLDER
+    for path in logs.glob(f"{run_id}-*.json"):
+        path.unlink(missing_ok=True)
+    if logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()
