@@ -1,7 +1,7 @@
 """The finished depths of one retrieval cell, kept on disk while the cell runs.
 
 A cell is written to the results table whole, when every depth is done; at long lengths on a CPU that is
-hours (SmolLM2 at 32768 tokens: about 3 h). The log lets a stopped cell resume from its next depth instead
+an hour or more (SmolLM2 at 32768 tokens). The log lets a stopped cell resume from its next depth instead
 of from the start. It is keyed by everything the counts depend on, so a log of another model, task file,
 length or process layout is ignored, and it is removed once the cell's rows are written.
 """
