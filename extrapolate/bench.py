@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .config import PRESETS, ModelConfig
-from .device import activation_dtype, autocast, resolve_device, synchronize
+from .device import activation_dtype, autocast, resolve_device, synchronize, training_dtype
 from .encodings import encoding_for, get_spec
 from .model import token_cross_entropy
 
@@ -237,10 +237,11 @@ def train_throughputs(implementations, preset: str, seq_len: int, batch: int, st
 
 
 def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodings=("rope", "alibi", "t5", "sinusoidal"),
-              device_name: str = "auto", eval_dtype: str = "float32", train_dtype: str = "bfloat16",
+              device_name: str = "auto", eval_dtype: str = "float32", train_dtype: str = "auto",
               compare_transformers: bool = True, train_len: int = 256, batch: int = 32, train_steps: int = 5,
               kernel: str = "auto", on_row=None) -> list[BenchRow]:
     device = resolve_device(device_name)
+    train_dtype = training_dtype(device, train_dtype)
     rows: list[BenchRow] = []
 
     def emit(row: BenchRow):

@@ -33,6 +33,7 @@ SHARED = {
     "lr": (Annotated[float, typer.Option("--lr", help="peak learning rate")], 3e-3),
     "device": (Annotated[str, typer.Option(help="auto | cpu | cuda | mps")], "auto"),
     "dtype": (Annotated[str, typer.Option(help="evaluation precision: float32 | bfloat16")], "float32"),
+    "train_dtype": (Annotated[str, typer.Option(help="training autocast: auto (bfloat16 where the device has fast bf16 matmuls, else float32) | bfloat16 | float32")], "auto"),
     "protocol": (Annotated[str, typer.Option(help="perplexity protocol: full (one window per chunk) | sliding")], "full"),
     "stride": (Annotated[int, typer.Option(help="stride of the sliding protocol")], 256),
     "eval_tokens": (Annotated[int, typer.Option(help="tokens scored per held-out document at every length")], 8192),

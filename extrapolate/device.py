@@ -28,6 +28,34 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+DTYPES = ("float32", "bfloat16")
+TRAIN_DTYPES = ("auto",) + DTYPES
+
+
+def fast_bf16(device: torch.device) -> bool:
+    """Whether bf16 matmuls run at least at float32 speed here. On CPU that needs oneDNN's bf16 path
+    (AVX-512 or AMX, or Arm's bf16): without it (AVX2-only CPUs) a bf16 matmul falls back to a scalar loop,
+    about 30× slower per training step than float32. CUDA needs compute capability 8 (Ampere) or newer."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type == "cpu":
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):  # a torch built without oneDNN
+            return False
+    return False  # MPS: autocast is off there, the model trains in float32 anyway
+
+
+def training_dtype(device: torch.device, requested: str = "auto") -> str:
+    """The autocast dtype a model trains in: `auto` is bf16 where the device has fast bf16 matmuls, else
+    float32. The resolved name goes into the model's config, so it is part of the model's identity."""
+    if requested not in TRAIN_DTYPES:
+        raise UserError(f"--train-dtype must be one of {', '.join(TRAIN_DTYPES)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    return "bfloat16" if fast_bf16(device) else "float32"
+
+
 def autocast(device: torch.device, dtype: str):
     """bf16 autocast where the device supports it (CPU included); a no-op for float32 and on MPS."""
     if dtype == "float32" or device.type == "mps":

@@ -59,6 +59,8 @@ BAD = [
     (["--protocol", "diagonal"], "protocol"),
     (["--tasks", "passkey", "--passkey-task", "nonexistent"], "unknown task"),
     (["--kernel", "flexx"], "did you mean flex"),
+    (["--dtype", "float16"], "--dtype"),
+    (["--train-dtype", "half"], "--train-dtype"),
 ]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..attention import KERNELS
 from ..config import PRESETS, ModelConfig
+from ..device import DTYPES, TRAIN_DTYPES
 from ..defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS
 from ..encodings import get_spec
 from ..encoding_options import options_for
@@ -43,7 +44,7 @@ class RunRequest:
     seed: int = 0
     device: str = "auto"
     dtype: str = "float32"  # evaluation precision
-    train_dtype: str = "bfloat16"
+    train_dtype: str = "auto"  # bf16 autocast where the device has fast bf16 matmuls, else float32
     protocol: str = "full"
     stride: int = 256
     eval_tokens: int = 8192  # tokens scored per held-out document, the same at every length
@@ -122,6 +123,10 @@ def check(request: RunRequest) -> None:
         raise UserError("--steps and --batch-size must be at least 1")
     if request.protocol not in PROTOCOLS:
         raise UserError(f"unknown protocol {request.protocol!r}; valid: {', '.join(PROTOCOLS)}")
+    if request.dtype not in DTYPES:
+        raise UserError(f"--dtype must be one of {', '.join(DTYPES)}, got {request.dtype!r}")
+    if request.train_dtype not in TRAIN_DTYPES:
+        raise UserError(f"--train-dtype must be one of {', '.join(TRAIN_DTYPES)}, got {request.train_dtype!r}")
     if request.stride < 1:
         raise UserError(f"--stride must be at least 1, got {request.stride}")
     require_known("kernel", request.kernel, KERNELS)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import TrainConfig, config_hash
+from ..device import training_dtype
 from ..encodings import EncodingSpec, encoding_for, get_spec
 from ..errors import UserError
 from ..finetune import FinetuneConfig, finetune_config, finetune_folder
@@ -96,7 +97,8 @@ def pretrained_finetune(request: RunRequest, prepared: Prepared, encoding: str, 
     model = prepared.pretrained.model
     base = TrainConfig(model=dataclasses.replace(model.config, max_len=request.train_len), corpus=prepared.corpus.name,
                        tokenizer=prepared.tokenizer.identity, seq_len=request.train_len, batch_size=1,
-                       lr=PRETRAINED_FINETUNE_LR, seed=request.seed, dtype=request.train_dtype)
+                       lr=PRETRAINED_FINETUNE_LR, seed=request.seed,
+                       dtype=training_dtype(prepared.device, request.train_dtype))
     return finetune_config(base, encoding, factor, length, request.finetune_steps, request.finetune_lr, batch_size=1,
                            base_hash=checkpoint_hash)
 
@@ -119,7 +121,7 @@ def train_config(request: RunRequest, prepared: Prepared, base_encoding: str) ->
     return TrainConfig(
         model=model, corpus=prepared.corpus.name, tokenizer=prepared.tokenizer.identity, seq_len=request.train_len,
         batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),
-        seed=request.seed, dtype=request.train_dtype, passkey_fraction=prepared.passkey_fraction,
+        seed=request.seed, dtype=training_dtype(prepared.device, request.train_dtype), passkey_fraction=prepared.passkey_fraction,
         passkey_task=prepared.passkey_identity, checkpoint_every=max(1, min(200, steps // 4)),
     )
 
