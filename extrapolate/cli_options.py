@@ -25,6 +25,7 @@ SHARED = {
     "width": (Annotated[Optional[int], typer.Option(help="model width (overrides the preset)")], None),
     "layers": (Annotated[Optional[int], typer.Option(help="layers (overrides the preset)")], None),
     "heads": (Annotated[Optional[int], typer.Option(help="attention heads (overrides the preset)")], None),
+    "embed_std": (Annotated[Optional[float], typer.Option(help="token-embedding init std (default: width^-1/2 for sinusoidal, as tensor2tensor; 0.02 otherwise)")], None),
     "corpus": (Annotated[str, typer.Option(help="built-in name, local text/JSONL/Parquet path, or hub dataset")], "shakespeare"),
     "tokenizer": (Annotated[str, typer.Option(help="tokenizer of models trained here: bpe (2048 ids, learned from the corpus) | bpe:N | bytes; a pretrained model uses its own")], "bpe"),
     "tasks": (Annotated[str, typer.Option(help="comma-separated tasks: perplexity, passkey")], "perplexity"),

@@ -26,6 +26,8 @@ class ModelConfig:
     encoding: str = "rope"  # the encoding the model is trained with
     rope_base: float = 10000.0
     max_len: int = 256  # training length: rows of a learned table, original length of RoPE scalings
+    # token-embedding init std; None: GPT-2's 0.02 (a sinusoidal model sets D^-1/2, see encodings/absolute.py)
+    embed_std: float | None = None
 
     @property
     def head_dim(self) -> int:
@@ -60,6 +62,8 @@ class ModelConfig:
             raise UserError(f"norm must be rmsnorm or layernorm, got {self.norm!r}")
         if self.mlp not in ("swiglu", "gelu"):
             raise UserError(f"mlp must be swiglu or gelu, got {self.mlp!r}")
+        if self.embed_std is not None and not self.embed_std > 0:
+            raise UserError(f"--embed-std must be > 0, got {self.embed_std}")
         return self
 
 
@@ -102,10 +106,23 @@ def to_dict(config: Any) -> dict:
     return dataclasses.asdict(config)
 
 
+# fields added after models were cached and results committed: left out of the canonical form while unset,
+# so every model made before them keeps its hash (its cache folder and its run ids)
+OMITTED_WHILE_UNSET = frozenset({"embed_std"})
+
+
+def _without_unset(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _without_unset(v) for k, v in data.items() if not (k in OMITTED_WHILE_UNSET and v is None)}
+    if isinstance(data, (list, tuple)):
+        return [_without_unset(v) for v in data]
+    return data
+
+
 def canonical_json(data: Any) -> str:
     if dataclasses.is_dataclass(data):
         data = to_dict(data)
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return json.dumps(_without_unset(data), sort_keys=True, separators=(",", ":"), default=str)
 
 
 def config_hash(data: Any, length: int = 12) -> str:

@@ -108,6 +108,8 @@ class TransformerLM(nn.Module):
         # lengths (a pretrained model fine-tuned at 16k) then holds one block's activations, not all of them
         self.checkpointing = False
         self.apply(self._init_weights)
+        if config.embed_std is not None:
+            nn.init.normal_(self.embed.weight, std=config.embed_std)
         self.encoding = encoding or encoding_for(config)
 
     @staticmethod

@@ -206,6 +206,7 @@ RUN_OPTIONS = {  # values that mean nothing for each numeric option of run and s
     "--width": ["0", "-8"],
     "--layers": ["0"],
     "--heads": ["0", "-1"],
+    "--embed-std": NOT_FINITE + ["0", "-0.02"],
     "--steps": ["0", "-3", "nan"],
     "--batch-size": ["0", "-1"],
     "--lr": NOT_FINITE + ["0", "-0.001"],
