@@ -26,7 +26,7 @@ class ModelConfig:
     encoding: str = "rope"  # the encoding the model is trained with
     rope_base: float = 10000.0
     max_len: int = 256  # training length: rows of a learned table, original length of RoPE scalings
-    # token-embedding init std; None: GPT-2's 0.02 (a sinusoidal model sets D^-1/2, see encodings/absolute.py)
+    # token-embedding init std; None: GPT-2's 0.02, as every other weight (`--embed-std`)
     embed_std: float | None = None
 
     @property

@@ -22,18 +22,9 @@ def sinusoidal_table(pos: torch.Tensor, width: int) -> torch.Tensor:
     return table.flatten(1)[:, :width]  # (T, D)
 
 
-def tensor2tensor_embed_std(d_model: int) -> float:
-    """The token-embedding init std a sinusoidal model trains with: D^-1/2, the original Transformer's code
-    (tensor2tensor: embeddings at std D^-1/2 times √D, the table unscaled). With the table at D^-1/2 below,
-    the table starts at 0.7 of the tokens, as there. At GPT-2's 0.02 instead the table starts at three times
-    the tokens and the model forms no retrieval circuit in the default budget; a smaller table ends as NoPE,
-    since Adam's fixed-size steps grow 0.02-scale embeddings sixfold (results/position-share/NOTES.md)."""
-    return d_model**-0.5
-
-
 class Sinusoidal(PositionalEncoding):
-    """The fixed table, added with a scale of D^-1/2 (RMS 0.0625 at D = 128): an unscaled table (RMS 0.7)
-    would drown token embeddings that start at std D^-1/2 (`tensor2tensor_embed_std`) or 0.02."""
+    """The fixed table, added with a scale of D^-1/2 (as x-transformers does): token embeddings start at
+    std 0.02, and an unscaled table (RMS 0.7) would drown them and cripple the model at every length."""
 
     name, kind = "sinusoidal", "absolute"
 
@@ -86,8 +77,7 @@ def show_sinusoidal(query: ShowQuery) -> dict:
 
 
 SINUSOIDAL = EncodingSpec("sinusoidal", "absolute", "fixed sin/cos added to the embeddings (Vaswani 2017)",
-                          lambda shape: Sinusoidal(shape.d_model), colour="#1f77b4", show=show_sinusoidal,
-                          embed_std=tensor2tensor_embed_std)
+                          lambda shape: Sinusoidal(shape.d_model), colour="#1f77b4", show=show_sinusoidal)
 LEARNED = EncodingSpec(
     "learned", "absolute", "trained table of positions; none past its rows",
     lambda shape: Learned(shape.d_model, shape.max_len, policy=shape.learned_policy),

@@ -52,8 +52,6 @@ class EncodingSpec:
     show: Callable[[ShowQuery], dict] | None = None  # what `encodings show` prints beyond name and kind
     trains_own_model: bool = True  # False: a RoPE scaling applied to a model trained with plain `rope`
     group: str = "classic"  # `sweep --encodings GROUP`: classic (the seed encodings) | newer (the later methods)
-    # token-embedding init std of a model trained with it, from the width; None: GPT-2's 0.02
-    embed_std: Callable[[int], float] | None = None
 
     @property
     def base_encoding(self) -> str:

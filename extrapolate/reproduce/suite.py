@@ -81,7 +81,7 @@ def _parse(data: dict, path: Path) -> Suite:
         lr=_positive(data, "lr"), tasks=tuple(str(t) for t in _list(data, "tasks")),
         passkey_task=str(data.get("passkey_task", "passkey")), eval_tokens=_integer(data, "eval_tokens", minimum=1),
         train_dtype=str(data.get("train_dtype", "bfloat16")), tokenizer=str(data.get("tokenizer", "bytes")),
-        seed=seed, device="cpu", embed_std=_positive(data, "embed_std") if "embed_std" in data else None,
+        seed=seed, device="cpu",
     )
     if request.train_dtype not in ("float32", "bfloat16"):
         raise ValueError(f"train_dtype must be float32 or bfloat16, got {request.train_dtype!r}")

@@ -35,7 +35,7 @@ class RunRequest:
     width: int | None = None  # overrides of the preset
     layers: int | None = None
     heads: int | None = None
-    embed_std: float | None = None  # token-embedding init std; None: the encoding's (D^-1/2 sinusoidal, else 0.02)
+    embed_std: float | None = None  # token-embedding init std; None: GPT-2's 0.02, as every other weight
     corpus: str = "shakespeare"
     tokenizer: str = "bpe"  # models trained here: bytes | bpe | bpe:N; a pretrained model uses its own
     tasks: tuple[str, ...] = ("perplexity",)
@@ -173,18 +173,12 @@ def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
         if value < 1:
             raise UserError(f"--{flags[name]} must be at least 1, got {value}")
     config = ModelConfig(**{**PRESETS[request.model], **overrides}, encoding=base_encoding, max_len=request.train_len)
-    return dataclasses.replace(config, embed_std=embed_std(request, base_encoding, config.d_model)).validate()
+    # GPT-2's 0.02, what every weight starts at, is stored as unset: the same model as before the option
+    std = None if request.embed_std == GPT2_EMBED_STD else request.embed_std
+    return dataclasses.replace(config, embed_std=std).validate()
 
 
 GPT2_EMBED_STD = 0.02  # what TransformerLM initialises every weight with
-
-
-def embed_std(request: RunRequest, base_encoding: str, d_model: int) -> float | None:
-    """The token-embedding init std of the model: --embed-std, else the encoding's recipe; None for GPT-2's
-    0.02, the init every model had before the field existed (so their hashes stay the same)."""
-    recipe = get_spec(base_encoding).embed_std
-    std = request.embed_std if request.embed_std is not None else recipe(d_model) if recipe else GPT2_EMBED_STD
-    return None if std == GPT2_EMBED_STD else std
 
 
 def is_pretrained(model: str) -> bool:
