@@ -35,9 +35,12 @@ TRAIN_DTYPES = ("auto",) + DTYPES
 def fast_bf16(device: torch.device) -> bool:
     """Whether bf16 matmuls run at least at float32 speed here. On CPU that needs oneDNN's bf16 path
     (AVX-512 or AMX, or Arm's bf16): without it (AVX2-only CPUs) a bf16 matmul falls back to a scalar loop,
-    about 30× slower per training step than float32. CUDA needs compute capability 8 (Ampere) or newer."""
+    and a training step of `small` takes 11 s instead of 1 s in float32 (2-core AVX2 CPU). CUDA needs compute capability 8 (Ampere) or newer."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported(including_emulation=False)
+        try:
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # a torch older than the keyword: its answer did not count emulation
+            return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
         try:
             return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
