@@ -61,6 +61,8 @@ BAD = [
     (["--kernel", "flexx"], "did you mean flex"),
     (["--dtype", "float16"], "--dtype"),
     (["--train-dtype", "half"], "--train-dtype"),
+    (["--model", "some-org/some-model", "--width", "64"], "--width"),
+    (["--model", "some-org/some-model", "--embed-std", "0.05", "--layers", "2"], "--layers, --embed-std"),
 ]
 
 

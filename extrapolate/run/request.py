@@ -82,6 +82,11 @@ def resolve_request(request: RunRequest) -> RunRequest:
         task = DEFAULT_RETRIEVAL_TASK["pretrained" if pretrained else "trained"]
         request = dataclasses.replace(request, passkey_task=task)
     if pretrained:
+        shaping = [f"--{name.replace('_', '-')}" for name in ("width", "layers", "heads", "embed_std")
+                   if getattr(request, name) is not None]
+        if shaping:  # silently ignored, they would suggest a model that was never built
+            raise UserError(f"{', '.join(shaping)} shape a model trained here; the pretrained model "
+                            f"{request.model} brings its own architecture and weights")
         spec = get_spec(request.encoding)
         if spec.kind != "rotary":
             raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
