@@ -40,12 +40,19 @@ def frequency_figure(head_dim: int, base: float, factor: float, original_len: in
     return fig
 
 
+# Without these an SVG or PDF changes on every save (a timestamp, random clip-path ids), so re-deriving
+# committed results would show every plot as modified even when no number moved.
+STABLE_METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
+
+
 def save_figure(fig, path: Path | str, close: bool = True) -> None:
-    """Write atomically (temporary file, then rename); the format follows the suffix."""
+    """Write atomically (temporary file, then rename); the format follows the suffix. The same figure gives
+    the same bytes."""
     path = Path(path)
+    fmt = path.suffix.lstrip(".") or "png"
     try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=path.suffix.lstrip(".") or "png")
+        with atomic_path(path) as tmp, matplotlib.rc_context({"svg.hashsalt": "extrapolate"}):
+            fig.savefig(tmp, format=fmt, metadata=STABLE_METADATA.get(fmt))
     finally:
         if close:
             plt.close(fig)

@@ -59,3 +59,25 @@ def test_figures_are_saved_with_the_umask_mode_and_leave_no_temporary(tmp_path, 
     assert (tmp_path / "passkey.png").read_bytes().startswith(b"\x89PNG")
     assert b"<svg" in (tmp_path / "passkey.svg").read_bytes()[:500]
     assert sorted(os.listdir(tmp_path)) == ["passkey.png", "passkey.svg"]
+
+
+@pytest.mark.parametrize("name", ["figure.svg", "figure.png", "figure.pdf"])
+def test_a_figure_drawn_twice_is_saved_as_the_same_bytes(tmp_path, name):
+    # A re-derivation that moves no number must leave committed plots unchanged (no timestamp, no random ids).
+    import time
+
+    import matplotlib.pyplot as plt
+
+    from extrapolate.plots import save_figure
+
+    saved = []
+    for attempt in range(2):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1, 2], [1, 0, 2], label="rope")
+        ax.fill_between([0, 1, 2], [0, 0, 0], [1, 0, 2], alpha=0.2)  # clipped paths carry the ids
+        ax.legend()
+        save_figure(fig, tmp_path / f"{attempt}-{name}")
+        saved.append((tmp_path / f"{attempt}-{name}").read_bytes())
+        if attempt == 0:
+            time.sleep(1.1)  # a timestamp with one-second resolution would differ
+    assert saved[0] == saved[1]
