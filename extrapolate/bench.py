@@ -94,7 +94,8 @@ def eval_model(preset: str, encoding: str, length: int, device: torch.device, tr
     config = model_config(preset, spec.base_encoding, length)
     model = build(config).to(device).eval()
     if spec.kind == "rotary" and not spec.trains_own_model:
-        model.set_encoding(encoding_for(config, spec.name, factor=longest / train_len, original_len=train_len).to(device))
+        model.set_encoding(encoding_for(config, spec.name, factor=max(1.0, longest / train_len),
+                                       original_len=train_len).to(device))
     return model, config
 
 

@@ -28,8 +28,10 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     from .atomic import write_text
     from .attention import KERNELS
     from .config import PRESETS
-    from .device import resolve_device
+    from .device import DTYPES, resolve_device
+    from .errors import UserError
     from .encodings import get_spec
+    from .paths import folder_target
     from .plots import bench_figure, save_figure
     from .registry import require_known
     from .results import provenance, write_table
@@ -38,6 +40,10 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     names = tuple(get_spec(n).name for n in request.encodings)
     resolve_device(request.device)  # a bad --device fails here, in one line, before any measurement
     require_known("kernel", request.kernel, KERNELS)
+    require_known("--dtype", request.dtype, DTYPES)
+    if not names:
+        raise UserError("--encodings names no encoding")
+    folder_target(Path(request.out))  # before the measurements, which take minutes
     rows = bench.run_bench(request.model, request.lengths, names, request.device, request.dtype,
                            compare_transformers=request.transformers, kernel=request.kernel, on_row=on_row)
     out = Path(request.out)

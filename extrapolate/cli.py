@@ -82,6 +82,10 @@ def encodings_show(
                    fraction=fraction, scale_base=scale_base, max_position=max_position, r1=r1, r2=r2, fire_c=fire_c,
                    threshold=threshold)
     options = {k: v for k, v in options.items() if v is not None}
+    if plot is not None:
+        from .paths import figure_file
+
+        figure_file(plot)
     info = describe_encoding(
         name, head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
         heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,
@@ -139,7 +143,7 @@ def run(
     folder = run_job(replace(request, encoding=encoding.lower(), seed=seed, finetune_steps=finetune_steps),
                      RichReporter() if main_process() else None)
     if main_process():  # under torchrun: rank 0 speaks for the job
-        stdout.print(f"wrote {folder}/results.csv, summary.md, perplexity.png", highlight=False)
+        stdout.print(f"wrote {folder}/results.csv and {folder}/summary.md", highlight=False)
 
 
 @app.command()
@@ -149,7 +153,7 @@ def sweep(
     seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
     dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
     finetune_steps: Annotated[Optional[str], typer.Option(help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')")] = None,
-    executor: Annotated[str, typer.Option(help="local: every cell in this process; slurm: one SLURM job per cell (needs the [cluster] extra)")] = "local",
+    executor: Annotated[str, typer.Option(help="local: every cell in this process; slurm: one SLURM job per cell (needs the \\[cluster] extra)")] = "local",
     partition: Annotated[Optional[str], typer.Option(help="slurm: partition to submit to (default: the cluster's)")] = None,
     gpus_per_task: Annotated[int, typer.Option(help="slurm: GPUs per job")] = 0,
     cpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: CPU cores per job")] = None,

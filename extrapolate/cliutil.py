@@ -23,7 +23,10 @@ stderr = Console(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> None:
-    stderr.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    # escaped: a message quoting a path or a library's text ("[enforce fail at …]") must print as written
+    stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -47,10 +50,31 @@ class OneLineErrors(TyperGroup):
         except UserError as exc:
             fail(" ".join(str(exc).split()))
         except (KeyboardInterrupt, typer.Abort):
-            fail("interrupted; finished work is kept, run the same command again to resume", 130)
+            interrupted()
+        except (MemoryError, RuntimeError) as exc:
+            if not out_of_memory(exc):
+                raise
+            detail = " ".join(str(exc).split())[:160]
+            fail(f"out of memory: a smaller --batch-size, width or length fits; finished work is kept ({detail})")
+        if code == INTERRUPTED:  # typer turns Ctrl-C inside a command into this exit code, silently
+            interrupted()
         if isinstance(code, int) and code:
             sys.exit(code)
         return code
+
+
+INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+
+def interrupted() -> None:
+    fail("interrupted; finished work is kept, run the same command again to resume", INTERRUPTED)
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """An allocation the machine cannot satisfy (host or device): the request is too big, not a bug."""
+    text = str(exc).lower()
+    return (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or "out of memory" in text or "can't allocate memory" in text)
 
 
 def check_numbers(command) -> None:

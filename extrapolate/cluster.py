@@ -131,7 +131,14 @@ def submit(ex, options: SlurmOptions, after: list, kind: str, fn, *args):
             job.wait()
     elif after:
         ex.update_parameters(dependency=f"{kind}:" + ":".join(str(job.job_id) for job in after))
-    return ex.submit(fn, *args)
+    try:
+        return ex.submit(fn, *args)
+    except Exception as exc:
+        if type(exc).__name__ != "FailedJobError":  # submitit's: sbatch ran and refused (no controller, bad partition)
+            raise
+        detail = " ".join(str(exc).split())
+        raise UserError(f"SLURM refused the job ({detail[:300]}); jobs already submitted are recorded and "
+                        "the same command submits only what is missing") from None
 
 
 def submit_sweep(cells, folder: Path, options: SlurmOptions) -> Submission:
@@ -147,26 +154,28 @@ def submit_sweep(cells, folder: Path, options: SlurmOptions) -> Submission:
     result = Submission()
     trainer: dict[Path, object] = {}  # base model folder -> the job that trains it
     jobs = []
-    for cell in cells:
-        resolved = cell.resolved
-        run_id = resolved.run_id
-        if run_id in done:
-            result.done.append(run_id)
-            continue
-        base = None if resolved.pretrained else model_folder(resolved.train_config)
-        if run_id in coming:
-            result.waiting.append(run_id)
+    try:
+        for cell in cells:
+            resolved = cell.resolved
+            run_id = resolved.run_id
+            if run_id in done:
+                result.done.append(run_id)
+                continue
+            base = None if resolved.pretrained else model_folder(resolved.train_config)
+            if run_id in coming:
+                result.waiting.append(run_id)
+                if base is not None and base not in trainer and not is_complete(base):
+                    trainer[base] = Queued(record[run_id])  # may be training the model: later cells wait for it
+                continue
+            after = [trainer[base]] if base in trainer else []
+            ex = executor(folder, options, f"extrapolate-{resolved.spec.name}-s{resolved.request.seed}")
+            job = submit(ex, options, after, "afterok", cell_job, resolved.request, folder.resolve())
             if base is not None and base not in trainer and not is_complete(base):
-                trainer[base] = Queued(record[run_id])  # may be training the model: later cells wait for it
-            continue
-        after = [trainer[base]] if base in trainer else []
-        ex = executor(folder, options, f"extrapolate-{resolved.spec.name}-s{resolved.request.seed}")
-        job = submit(ex, options, after, "afterok", cell_job, resolved.request, folder.resolve())
-        if base is not None and base not in trainer and not is_complete(base):
-            trainer[base] = job  # this job trains the model; the cells after it reuse it
-        jobs.append(job)
-        record[run_id] = result.submitted[run_id] = str(job.job_id)
-    write_text(record_file, json.dumps(record, indent=2))
+                trainer[base] = job  # this job trains the model; the cells after it reuse it
+            jobs.append(job)
+            record[run_id] = result.submitted[run_id] = str(job.job_id)
+    finally:  # also when a submission fails: the jobs that did go in must not be submitted twice
+        write_text(record_file, json.dumps(record, indent=2))
     if jobs:
         ex = executor(folder, options, "extrapolate-report")
         report = submit(ex, options, jobs, "afterany", report_job, folder)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import os
 import tarfile
 from dataclasses import dataclass
@@ -135,12 +136,18 @@ def read_documents(files: list[Path], builder: str) -> list[str]:
     try:
         data = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train", **kwargs)
     except Exception as exc:
+        if builder == "json":
+            check_json_records(files)  # names the file and line, where the parser's message names neither
         where = files[0] if len(files) == 1 else f"files in {files[0].parent}"
         # `datasets` wraps the parser's error in a generic "error while generating the dataset": show the parser's
         raise UserError(f"could not read corpus {where}: {first_line(exc.__cause__ or exc)}") from None
     if "text" not in data.column_names:
         raise UserError(f"corpus files need a 'text' field (found: {', '.join(data.column_names)})")
-    return [d or "" for d in data["text"]]
+    docs = data["text"]
+    if not all(d is None or isinstance(d, str) for d in docs):  # a JSON record's text that is not a string
+        check_json_records(files)
+        raise UserError(f"corpus {files[0] if len(files) == 1 else files[0].parent}: every 'text' must be a string")
+    return [d or "" for d in docs]
 
 
 def digest_documents(docs: list[str]) -> str:
@@ -157,3 +164,50 @@ def quiet_datasets():
     # its errors reach the user as one UserError line; logged as well, they would print a second one
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     return datasets
+
+
+def check_json_records(files: list[Path]) -> None:
+    """Find the first record of JSON corpus files that is not an object with a string (or null, or no) 'text',
+    and refuse it naming its file and line. Run only once `datasets` has failed or returned a non-string text:
+    it reports neither where nor (for `[1,2,3]` or `{"text": 5}`) always that anything is wrong. A .json file
+    may instead hold one JSON document, an array of records, checked record by record."""
+    def kind(value) -> str:
+        return JSON_TYPES.get(type(value), type(value).__name__)
+
+    def problem(record) -> str | None:
+        if not isinstance(record, dict):
+            return f"is a JSON {kind(record)}, not an object with a 'text' field"
+        text = record.get("text")
+        if text is not None and not isinstance(text, str):
+            return f"has a 'text' that is a {kind(text)}, not a string"
+        return None
+
+    for path in files:
+        content = path.read_text(encoding="utf-8", errors="replace")
+        records = whole_document(content) if path.suffix.lower() == ".json" else None
+        where = "record"
+        if records is None:  # JSON Lines (split on \n only: a JSON string may hold other line breaks)
+            records, where = [], "line"
+            for number, line in enumerate(content.split("\n"), 1):
+                if line.strip():
+                    try:
+                        records.append((number, json.loads(line)))
+                    except ValueError as exc:
+                        raise UserError(f"corpus {path} line {number} is not JSON ({first_line(exc)})") from None
+        for number, record in records:
+            found = problem(record)
+            if found:
+                raise UserError(f"corpus {path} {where} {number} {found}")
+
+
+JSON_TYPES = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+
+
+def whole_document(content: str) -> list[tuple[int, object]] | None:
+    """(number, record) of a file holding one JSON document (an array of records, or one record); None when
+    it is not one document (JSON Lines)."""
+    try:
+        whole = json.loads(content)
+    except ValueError:
+        return None
+    return list(enumerate(whole if isinstance(whole, list) else [whole], 1))

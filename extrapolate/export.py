@@ -10,6 +10,7 @@ import torch
 from .errors import UserError
 from .finetune import read_lineage
 from .model import TransformerLM
+from .paths import folder_target
 from .pretrained import llama_config, require_transformers, to_hf_names
 
 
@@ -25,7 +26,11 @@ def export_run(run_dir: Path, out: Path) -> None:
         record = read_json(run_dir / "run.json", "run record", fields=("model_folder",))
         folder = cache_dir() / "models" / str(record["model_folder"])
     if not (folder / "config.json").exists():
+        if folder != run_dir:  # a run folder whose model is not in this machine's cache
+            raise UserError(f"the model of run folder {run_dir} is not in the model cache ({folder}): run the same "
+                            "command again to train it, then export")
         raise UserError(f"{run_dir} is neither a run folder nor a checkpoint folder")
+    folder_target(out, "export folder")
     trained = load_trained(folder, torch.device("cpu"))
     export_hf(trained.model, out, tokenizer_of_model(folder, trained.config.tokenizer), read_lineage(folder))
 

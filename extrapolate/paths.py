@@ -37,3 +37,49 @@ def data_dir(*parts: str) -> Path:
     for part in parts:
         packaged = packaged / part
     return Path(str(packaged))
+
+
+def writable_folder(folder: Path, what: str = "output folder") -> Path:
+    """Create `folder` (and its parents) or fail in one line: checked before any work whose results it would hold."""
+    from .errors import UserError
+
+    folder_target(folder, what)  # a file in the way says so, not "file exists"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {what} {folder}: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"{what} {folder} is not writable")
+    return folder
+
+
+def folder_target(folder: Path, what: str = "output folder") -> Path:
+    """Check, creating nothing, that `folder` can be made and written: for commands that write only at the end,
+    so a failure before then leaves no empty folder behind."""
+    from .errors import UserError
+
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{what} {folder} is a file")
+    existing = folder
+    while not existing.exists():  # the nearest ancestor that exists is where the folders will be made
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"cannot create {what} {folder}: {existing} is a file")
+    if not os.access(existing, os.W_OK):
+        raise UserError(f"{what} {folder} is not writable")
+    return folder
+
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def figure_file(path: Path, flag: str = "--plot") -> Path:
+    """A figure's path, checked before anything is computed: a known format, not a folder, a folder to go in."""
+    from .errors import UserError
+
+    if path.suffix.lstrip(".").lower() not in FIGURE_FORMATS:
+        raise UserError(f"{flag} {str(path)!r}: name a file ending in {', '.join('.' + f for f in FIGURE_FORMATS)}")
+    if path.is_dir():
+        raise UserError(f"{flag} {path} is a folder; name a file in it")
+    writable_folder(path.parent, "folder for the figure")
+    return path

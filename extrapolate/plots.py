@@ -25,6 +25,8 @@ def frequency_figure(head_dim: int, base: float, factor: float, original_len: in
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     seq_len = round(original_len * factor)
     for name, scaling in SCALINGS.items():
+        if head_dim < scaling.min_head_dim:  # NTK's base·s^(d/(d-2)) has no value at d = 2
+            continue
         inv_freq, _ = scaling.fn(head_dim, base, factor, original_len, seq_len)
         width = 2.8 if name == highlight else 1.6
         style = "--" if scaling.dynamic else "-"  # dynamic kinds shown at l = L·s
@@ -83,12 +85,13 @@ def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str
     of its base model) the ratio to it. `agg`: results.aggregate restricted to task == perplexity, metric == ppl."""
     ratio = reference is not None
     fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
-    ok = agg[agg["status"] == "ok"]
+    # a log axis takes neither inf (a perplexity that overflowed) nor NaN: those cells stay in the tables only
+    ok = agg[(agg["status"] == "ok") & (agg["mean"] > 0) & (agg["mean"] < float("inf"))]
     for encoding, group in ok.groupby("encoding", sort=False):
         group = group.sort_values("eval_len")
         y, err = group["mean"].to_numpy(), group["ci95"].to_numpy()
         if ratio:
-            if encoding not in reference:
+            if not 0 < reference.get(encoding, float("nan")) < float("inf"):
                 continue
             y, err = y / reference[encoding], err / reference[encoding]
         ax.errorbar(group["eval_len"], y, yerr=err, marker="o", markersize=4, capsize=2, label=encoding,
@@ -99,7 +102,8 @@ def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str
     ax.set_xlabel("evaluation length (tokens, log₂ scale)")
     ax.set_ylabel("perplexity / base model's perplexity at L" if ratio else "perplexity (log scale)")
     ax.set_title(title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length"))
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a curve
+    if ax.get_legend_handles_labels()[0]:  # every cell failed: an empty frame, no legend
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a curve
     fig.tight_layout()
     return fig
 

@@ -102,9 +102,11 @@ def distinct(table: pd.DataFrame, column: str, quote: str = "`") -> str:
 def setup_lines(table: pd.DataFrame) -> list[str]:
     protocols = sorted(table["protocol"].astype(str).unique())
     seeds = sorted(table["seed"].unique())
-    models = table.drop_duplicates("model")
+    # a model whose every row failed (diverged) has no parameter count: say so rather than guess
+    params = table.groupby("model", sort=False)["params"].first()  # the first recorded count (NaN: none)
     return [
-        "- model: " + ", ".join(f"`{m}` ({int(p):,} parameters)" for m, p in zip(models["model"], models["params"]))
+        "- model: " + ", ".join(f"`{m}` ({int(p):,} parameters)" if pd.notna(p) else f"`{m}` (parameters not recorded)"
+                                for m, p in params.items())
         + f", training length L = {', '.join(str(v) for v in sorted(table['train_len'].unique()))}",
         f"- corpus: {distinct(table, 'corpus')}; "
         f"seeds: {', '.join(str(s) for s in seeds)}",
@@ -123,39 +125,60 @@ def save_both(fig, folder: Path, stem: str) -> None:
     save_figure(fig, folder / f"{stem}.png")
 
 
-def write_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[str, str]:
+def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[str, object]:
+    """Every figure the folder's tables call for, drawn in memory and keyed by file stem: nothing is written
+    until the whole report has been computed, so a failure leaves the previous report and figures intact."""
     from .plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from .finetune_report import finetune_figure, finetune_section
-    from .retrieval_report import base_encodings
+    from .retrieval_report import base_encodings, retrieves_at_L
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
     labels = dict(zip(table["run_id"], table["encoding"]))  # a fine-tuned model's positions under its label
     positions = positions.assign(encoding=[labels.get(r, e) for r, e in zip(positions["run_id"], positions["encoding"])])
-    ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
-    if not ppl.empty:
-        save_both(perplexity_figure(ppl), folder, "perplexity")
-        save_both(perplexity_figure(ppl, reference=perplexity_at_L(agg, base_encodings(table))), folder, "ratio")
-        figures["perplexity"], figures["ratio"] = "perplexity.png", "ratio.png"
-    if finetune_section(table, {}):
-        save_both(finetune_figure(table, perplexity_at_L(agg, base_encodings(table))), folder, "finetune")
-        figures["finetune"] = "finetune.png"
-    if len(positions):
-        save_both(position_figure(positions), folder, "positions")
-        figures["positions"] = "positions.png"
-    if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
-        from .retrieval_report import base_encodings, retrieves_at_L
-
-        save_both(passkey_figure(agg, valid=retrieves_at_L(agg, base_encodings(table))), folder, "passkey")
-        figures["passkey"] = "passkey.png"
-    rotary = table[table["base_encoding"] == "rope"]
-    shape = rotary_shape(folder)
-    if len(rotary) and shape is not None:
-        factor = float(rotary["factor"].max())
-        head_dim, base = shape
-        save_both(frequency_figure(head_dim, base, max(factor, 1.0), int(rotary.iloc[0]["train_len"])), folder, "frequencies")
-        figures["frequencies"] = "frequencies.png"
+    try:
+        ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+        if not ppl.empty:
+            figures["perplexity"] = perplexity_figure(ppl)
+            figures["ratio"] = perplexity_figure(ppl, reference=perplexity_at_L(agg, base_encodings(table)))
+        if finetune_section(table, {}):
+            figures["finetune"] = finetune_figure(table, perplexity_at_L(agg, base_encodings(table)))
+        if len(positions):
+            figures["positions"] = position_figure(positions)
+        if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
+            figures["passkey"] = passkey_figure(agg, valid=retrieves_at_L(agg, base_encodings(table)))
+        # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
+        rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
+        shape = rotary_shape(folder)
+        if len(rotary) and shape is not None:
+            factor = float(rotary["factor"].max())
+            head_dim, base = shape
+            figures["frequencies"] = frequency_figure(head_dim, base, max(factor, 1.0), int(rotary.iloc[0]["train_len"]))
+    except BaseException:
+        close_figures(figures)
+        raise
     return figures
+
+
+def close_figures(figures: dict[str, object]) -> None:
+    import matplotlib.pyplot as plt
+
+    for fig in figures.values():
+        plt.close(fig)
+
+
+def save_figures(folder: Path, figures: dict[str, object]) -> dict[str, str]:
+    """Write the drawn figures (PNG and SVG each); returns key -> the PNG's name, for the report's links."""
+    try:
+        for stem, fig in figures.items():
+            save_both(fig, folder, stem)
+    finally:
+        close_figures(figures)
+    return figure_links(figures)
+
+
+def figure_links(figures: dict[str, object]) -> dict[str, str]:
+    return {stem: f"{stem}.png" for stem in figures}
 
 
 def rotary_shape(folder: Path) -> tuple[int, float] | None:
@@ -174,9 +197,14 @@ def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
     table = label_variants(table)
     agg = aggregate(table)
-    figures = write_figures(folder, table, agg)
-    lines = [f"# Run summary: {', '.join(table['encoding'].unique())}", "", *setup_lines(table), ""]
-    lines += body(agg, figures, load_training(folder), table)
+    figures = draw_figures(folder, table, agg)
+    try:
+        lines = [f"# Run summary: {', '.join(table['encoding'].unique())}", "", *setup_lines(table), ""]
+        lines += body(agg, figure_links(figures), load_training(folder), table)
+    except BaseException:
+        close_figures(figures)
+        raise
+    save_figures(folder, figures)
     write_text(folder / "summary.md", "\n".join(lines))
 
 
@@ -217,8 +245,14 @@ def write_report(folder: Path) -> Path:
     if table.empty:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     agg = aggregate(table)
-    figures = write_figures(folder, table, agg)
-    lines = ["# extrapolate report", "", "## Setup", "", *setup_lines(table), ""] + body(agg, figures, load_training(folder), table)
+    figures = draw_figures(folder, table, agg)
+    try:
+        lines = ["# extrapolate report", "", "## Setup", "", *setup_lines(table), ""]
+        lines += body(agg, figure_links(figures), load_training(folder), table)
+    except BaseException:
+        close_figures(figures)
+        raise
+    save_figures(folder, figures)
     path = folder / "report.md"
     write_text(path, "\n".join(lines))
     return path

@@ -95,10 +95,11 @@ def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
     fine-tune continues the shorter one), all at the same L' (the 0-step cell is the zero-shot point there)."""
     if not seeds:
         raise UserError("--seeds: give at least one seed")
-    order = sorted(encodings, key=lambda e: (get_spec(e).base_encoding, e))
+    # a name or seed given twice is one cell, not two rows of the same measurement
+    order = sorted(set(encodings), key=lambda e: (get_spec(e).base_encoding, e))
     steps = sorted(set(finetune_steps)) if finetune_steps else [template.finetune_steps]
     requests = []
-    for seed in seeds:
+    for seed in dict.fromkeys(seeds):
         for encoding in order:
             for n in steps:
                 request = resolve_request(dataclasses.replace(template, encoding=encoding, seed=seed, finetune_steps=n))

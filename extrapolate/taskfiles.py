@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -95,8 +96,13 @@ def _check(data: dict, path: str) -> PasskeyTask:
     need(data["variant"] in ("classic", "compact"), "variant", "must be 'classic' or 'compact'")
     for text in ("name", "task_sentence", "filler", "key_line", "question", "answer"):
         need(isinstance(data[text], str) and data[text].strip() != "", text, "must be a non-empty string")
-    need("{key}" in data["key_line"], "key_line", "must contain {key}")
-    need("{key}" in data["answer"], "answer", "must contain {key}")
+    # the fields filled with str.format, and the placeholders each is given (passkey/prompt.py); the question
+    # is filled only when names are asked (several needles or queries), else used as written
+    named = data.get("needles", 1) != 1 or data.get("queries", 1) != 1
+    templates = {"key_line": ("key", "name"), "answer": ("key",), **({"question": ("name",)} if named else {})}
+    used = {field: placeholders(data[field], path, field, allowed) for field, allowed in templates.items()}
+    need("key" in used["key_line"], "key_line", "must contain {key}")
+    need("key" in used["answer"], "answer", "must contain {key}")
     need(("key_digits" in data) != bool(data.get("keys")), "key_digits", "or 'keys' must be given, not both")
     words("keys")
     words("names")
@@ -111,15 +117,16 @@ def _check(data: dict, path: str) -> PasskeyTask:
     need(isinstance(depths, list) and depths and all(isinstance(d, (int, float)) and not isinstance(d, bool)
                                                      and 0 <= d <= 1 for d in depths),
          "depths", "must be a non-empty list of numbers in [0, 1]")
+    # a depth twice would measure the same prompts twice and count them twice in the cell's accuracy
+    need(len(set(map(float, depths))) == len(depths), "depths", "must not repeat a depth")
     integer("trials", 1)
     integer("distractors", 1)
     integer("seed", 0)
     threshold = data["threshold"]
     need(isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 < threshold <= 1,
          "threshold", "must be in (0, 1]")
-    named = data["needles"] > 1 or data["queries"] > 1
     if named:
-        need("{name}" in data["key_line"] and "{name}" in data["question"], "key_line",
+        need("name" in used["key_line"] and "name" in used["question"], "key_line",
              "and 'question' must contain {name} when there are several needles or queries")
         distinct = 1 if data.get("same_name") else data["needles"]
         need(len(data.get("names", [])) >= distinct + 1, "names", f"must list at least {distinct + 1} names")
@@ -133,6 +140,22 @@ def _check(data: dict, path: str) -> PasskeyTask:
               "keys": tuple(data.get("keys", ())), "names": tuple(data.get("names", ())),
               "key_digits": data.get("key_digits", 0)}
     return PasskeyTask(**values)
+
+
+def placeholders(text: str, path: str, field: str, allowed: tuple[str, ...]) -> set[str]:
+    """The placeholders `text`, a str.format template, uses: only the bare ones `allowed` (no index, attribute,
+    conversion or format spec: keys are numbers or words, names are words); a literal brace is written {{ or }}."""
+    named = ", ".join("{" + name + "}" for name in allowed)
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as exc:  # a lone { or }
+        raise UserError(f"task file {path}: field '{field}' is not a valid template ({exc}); "
+                        f"write {{{{ or }}}} for a literal brace") from None
+    for _, name, spec, conversion in parsed:
+        if name is not None and (name not in allowed or spec or conversion):
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise UserError(f"task file {path}: field '{field}' has placeholder {shown}; it may use only {named}")
+    return {name for _, name, _, _ in parsed if name}
 
 
 def load_task(name_or_path: str) -> PasskeyTask:

@@ -24,7 +24,9 @@ from .readers import reading
 
 class TrainingDiverged(UserError):
     def __init__(self, step: int, folder: Path):
-        super().__init__(f"training diverged (loss is NaN/Inf) at step {step}; last good checkpoint kept in {folder}")
+        kept = (f"last good checkpoint kept in {folder}" if (folder / ckpt.STATE).exists()
+                else "no checkpoint had been written yet")
+        super().__init__(f"training diverged (loss is NaN/Inf) at step {step}; {kept} (a lower --lr may help)")
         self.step = step
 
 

@@ -5,6 +5,7 @@ in the slow checks."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -86,3 +87,23 @@ def test_a_sweep_on_a_real_slurm_cluster_equals_the_local_sweep(tmp_path, monkey
     same_tables(table(tmp_path / "slurm"), table(tmp_path / "local"))
     again = runner.invoke(app, args + ["--out", "slurm", "--executor", "slurm", "--cpus-per-task", "1"])
     assert again.exit_code == 0 and "0 job(s) submitted" in again.output
+
+
+def test_a_refused_submission_is_one_line_and_submits_nothing_twice(tmp_path, monkeypatch):
+    """sbatch that cannot reach its controller: one line and exit code 2, not submitit's traceback."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "squeue"):
+        script = bin_dir / tool
+        script.write_text("#!/bin/sh\necho 'sbatch: error: Unable to contact slurm controller' >&2\nexit 1\n")
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    result = CliRunner().invoke(app, ["sweep", "--encodings", "rope", "--model", "tiny", "--steps", "2",
+                                      "--train-len", "32", "--eval-len", "64", "--corpus", str(corpus),
+                                      "--tasks", "perplexity", "--executor", "slurm", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2, result.output
+    last = [line for line in result.output.splitlines() if line.strip()][-1]  # above it: sbatch's own words
+    assert "SLURM refused the job" in last and "controller" in last and "Traceback" not in result.output
+    assert json.loads((tmp_path / "s" / ".slurm" / "jobs.json").read_text()) == {}

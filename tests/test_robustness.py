@@ -63,6 +63,11 @@ BAD = [
     (["--train-dtype", "half"], "--train-dtype"),
     (["--model", "some-org/some-model", "--width", "64"], "--width"),
     (["--model", "some-org/some-model", "--embed-std", "0.05", "--layers", "2"], "--layers, --embed-std"),
+    (["--tasks", ","], "names no task"),
+    (["--eval-lens", "32,64"], "not both"),  # base() already gives --eval-len
+    (["--seed", str(2**64)], "--seed"),
+    (["--encoding", "yarn", "--factor", "0.5"], "≥ 1"),
+    (["--batch-size", "99999999999"], "out of memory"),
 ]
 
 
@@ -124,6 +129,55 @@ def test_divergence_is_recorded(tmp_path, corpus):
     assert set(table.status) == {"diverged"}
 
 
+def test_divergence_and_report_of_a_folder_with_no_measurement(tmp_path, corpus):
+    """Every row failed (no parameter count, no value): the report still renders, from the table alone."""
+    cli.invoke(app, base(corpus, tmp_path / "d", "--lr", "1e30", "--steps", "20"))
+    result = cli.invoke(app, ["report", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert "parameters not recorded" in (tmp_path / "d" / "report.md").read_text()
+
+
+def test_non_finite_values_stay_out_of_the_plots(tmp_path, corpus):
+    """A perplexity that overflowed (inf) or a NaN cannot go on a log axis: the report keeps them in its tables
+    and draws the rest, instead of failing half way through its figures."""
+    out = tmp_path / "r"
+    assert cli.invoke(app, base(corpus, out)).exit_code == 0
+    table = pd.read_csv(out / "results.csv")
+    table.loc[table["eval_len"] == 64, "value"] = float("inf")
+    table.loc[table["eval_len"] == 32, "value"] = float("nan")
+    table.to_csv(out / "results.csv", index=False)
+    (out / "report.md").unlink(missing_ok=True)
+    result = cli.invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "inf" in (out / "report.md").read_text()
+
+
+def test_interrupt_inside_a_command_says_so(monkeypatch):
+    """Ctrl-C in a command: typer turns it into exit code 130 silently; the user must read that finished work
+    is kept and how to resume."""
+    import extrapolate.report as report
+
+    def interrupted(folder):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "write_report", interrupted)
+    result = cli.invoke(app, ["report", "anywhere"])
+    assert result.exit_code == 130 and "interrupted" in result.output and "Traceback" not in result.output
+
+
+def test_error_text_is_printed_as_written(monkeypatch):
+    """A message quoting a library's text in brackets ("[enforce fail at …]") is not eaten as console markup."""
+    import extrapolate.report as report
+    from extrapolate.errors import UserError
+
+    def failing(folder):
+        raise UserError("[enforce fail at alloc.cpp:1] [bold]x[/bold]")
+
+    monkeypatch.setattr(report, "write_report", failing)
+    result = cli.invoke(app, ["report", "anywhere"])
+    assert result.exit_code == 2 and "[enforce fail at alloc.cpp:1] [bold]x[/bold]" in result.output
+
+
 def test_second_writer_is_refused(tmp_path, corpus):
     out = tmp_path / "locked"
     out.mkdir()
@@ -180,3 +234,19 @@ def test_the_folder_lock_is_a_plain_file_while_held_and_gone_after(tmp_path):
         assert mode & 0o111 == 0 and mode & 0o600 == 0o600  # readable data, never executable
         assert (tmp_path / "out" / LOCK).read_text() == str(os.getpid())
     assert not (tmp_path / "out" / LOCK).exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["bench", "--model", "tiny", "--lengths", "16", "--encodings", "rope", "--out", "{file}"], "is a file"),
+    (["bench", "--model", "tiny", "--lengths", "16", "--encodings", ",", "--out", "{tmp}/b"], "names no encoding"),
+    (["bench", "--model", "tiny", "--lengths", "16", "--dtype", "float16", "--out", "{tmp}/b"], "--dtype"),
+    (["encodings", "show", "yarn", "--factor", "4", "--plot", "{tmp}"], "name a file"),
+    (["encodings", "show", "yarn", "--factor", "4", "--plot", "{tmp}/p.xyz"], "name a file"),
+    (["encodings", "show", "yarn", "--factor", "4", "--plot", "{file}/p.png"], "is a file"),
+])
+def test_other_commands_check_their_outputs_before_any_work(tmp_path, args, needle):
+    """Checked before the benchmark runs or the figure is drawn: one line, exit 2, nothing made."""
+    (tmp_path / "afile").write_text("x")
+    args = [a.format(tmp=tmp_path, file=tmp_path / "afile") for a in args]
+    assert_one_line_error(cli.invoke(app, args), needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

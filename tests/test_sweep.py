@@ -117,7 +117,7 @@ def test_dry_run_plans_without_training(tmp_path):
 
 def test_report_regenerates_from_the_table(tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
-    assert cli.invoke(app, sweep_args(corpus, tmp_path / "s", "alibi,rope", "0,1")).exit_code == 0
+    assert cli.invoke(app, sweep_args(corpus, tmp_path / "s", "alibi,rope,pi", "0,1")).exit_code == 0
     (tmp_path / "s" / "report.md").unlink()
     result = cli.invoke(app, ["report", str(tmp_path / "s")])
     assert result.exit_code == 0

@@ -12,6 +12,7 @@ from .absolute import LEARNED, NOPE, SINUSOIDAL
 from .base import PositionalEncoding
 from .bias import ALIBI, T5
 from .fire import FIRE
+from .frequencies import SCALINGS, check_scaling
 from .kerple import KERPLE_LOG, KERPLE_POWER
 from .prope import PROPE
 from .randomized import ROPE_RANDOMIZED, SINUSOIDAL_RANDOMIZED
@@ -62,6 +63,8 @@ def validate_shape(spec: EncodingSpec, *, n_heads: int, head_dim: int, factor: f
         raise UserError(f"factor must be > 0, got {factor}")
     if spec.kind == "rotary" and (head_dim < 2 or head_dim % 2):
         raise UserError(f"{spec.name} needs an even head dimension, got {head_dim}")
+    if spec.name in SCALINGS:  # its head size and factor, before any model is trained for it
+        check_scaling(spec.name, head_dim, factor)
 
 
 def build_encoding(name: str, *, d_model: int, n_heads: int, head_dim: int, max_len: int, base: float = 10000.0,

@@ -34,9 +34,17 @@ def pi(head_dim: int, base: float, factor: float, original_len: int, seq_len: in
     return rope_inv_freq(head_dim, base) / factor, 1.0
 
 
+def ntk_exponent(head_dim: int) -> float:
+    """d/(d-2), the exponent of NTK's base: undefined at d = 2 (a head of one pair has no lowest frequency
+    distinct from its highest), so refused here too, for callers that skip `check_scaling` (figures)."""
+    if head_dim < 4:
+        raise UserError(f"NTK scaling needs a head dimension of at least 4 (its base b·s^(d/(d-2))), got {head_dim}")
+    return head_dim / (head_dim - 2)
+
+
 def ntk_base(head_dim: int, base: float, factor: float) -> float:
     """NTK-aware base b' = b · s^(d/(d-2)): the lowest frequency shrinks by exactly s, the highest is unchanged."""
-    return base * factor ** (head_dim / (head_dim - 2))
+    return base * factor ** ntk_exponent(head_dim)
 
 
 def ntk(head_dim: int, base: float, factor: float, original_len: int, seq_len: int) -> tuple[torch.Tensor, float]:
@@ -48,7 +56,7 @@ def dynamic_ntk(
 ) -> tuple[torch.Tensor, float]:
     """The `dynamic` type of the Hugging Face ecosystem: the base grows with the sequence's own length."""
     length = max(seq_len, original_len)
-    grown = base * ((factor * length / original_len) - (factor - 1)) ** (head_dim / (head_dim - 2))
+    grown = base * ((factor * length / original_len) - (factor - 1)) ** ntk_exponent(head_dim)
     return rope_inv_freq(head_dim, grown), 1.0
 
 
@@ -171,13 +179,17 @@ class Scaling:
     options: dict  # option name -> default
     description: str
     colour: str = "#555555"  # in every figure
+    min_head_dim: int = 2  # the smallest head dimension its formula is defined for
+    reads_factor: bool = True  # s is an input (not for plain RoPE, nor dynamic YaRN, which takes s = l/L)
 
 
 SCALINGS: dict[str, Scaling] = {
-    "rope": Scaling(rope, False, {}, "rotary position embedding (Su et al.), half-pair layout", "#9467bd"),
+    "rope": Scaling(rope, False, {}, "rotary position embedding (Su et al.), half-pair layout", "#9467bd",
+                    reads_factor=False),
     "pi": Scaling(pi, False, {}, "position interpolation: inv_freq / s (Chen et al. 2023)", "#8c564b"),
-    "ntk": Scaling(ntk, False, {}, "NTK-aware: base · s^(d/(d-2)), static", "#e377c2"),
-    "dynamic-ntk": Scaling(dynamic_ntk, True, {}, "NTK base recomputed from each sequence's length", "#7f7f7f"),
+    "ntk": Scaling(ntk, False, {}, "NTK-aware: base · s^(d/(d-2)), static", "#e377c2", min_head_dim=4),
+    "dynamic-ntk": Scaling(dynamic_ntk, True, {}, "NTK base recomputed from each sequence's length", "#7f7f7f",
+                           min_head_dim=4),
     "yarn": Scaling(
         yarn,
         False,
@@ -191,6 +203,7 @@ SCALINGS: dict[str, Scaling] = {
         {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None},
         "YaRN with s = max(1, l/L) recomputed per forward",
         "#17becf",
+        reads_factor=False,
     ),
     "llama3": Scaling(
         llama3,
@@ -207,3 +220,43 @@ SCALINGS: dict[str, Scaling] = {
         "#8c6d31",
     ),
 }
+
+
+INT64_MAX = 2**63 - 1  # positions are int64 tensors
+
+
+def check_scaling(name: str, head_dim: int, factor: float, original_len: int | None = None, **options) -> None:
+    """Refuse, in one line, the inputs a scaling's formula is not defined for (the frequency functions stay
+    pure: they would divide by zero or overflow instead). `original_len` None: not known yet (checked at build)."""
+    scaling = SCALINGS[name]
+    if head_dim < scaling.min_head_dim:
+        # only the NTK kinds have a minimum above 2
+        raise UserError(f"{name} needs a head dimension of at least {scaling.min_head_dim}, got {head_dim} "
+                        f"(NTK's base b·s^(d/(d-2)) divides by d - 2)")
+    if scaling.reads_factor:
+        # s = L'/L: every method interpolates towards a longer context, and s = 1 is plain RoPE exactly
+        if not (math.isfinite(factor) and factor >= 1):
+            raise UserError(f"{name}: the scale factor s = L'/L must be a finite number ≥ 1 (1 is plain RoPE), "
+                            f"got {factor:g}")
+        # L' = s·L with L ≥ 1 is a sequence length, which int64 positions bound (checked without L, so a run
+        # refuses it before training)
+        if factor > INT64_MAX:
+            raise UserError(f"{name}: the scale factor s = L'/L must be at most 2^63 (L' is a sequence length, "
+                            f"indexed by int64 positions), got {factor:g}")
+    if name == "longrope" and original_len is not None and original_len < 2:
+        raise UserError(f"longrope needs an original length of at least 2 (its attention factor divides by ln L), "
+                        f"got {original_len}")
+    values = {**scaling.options, **options}
+    if values.get("attention_factor") is not None and not values["attention_factor"] > 0:
+        raise UserError(f"{name}: attention_factor multiplies cos and sin and must be > 0, "
+                        f"got {values['attention_factor']:g}")
+    if "beta_fast" in values and not values["beta_fast"] >= values["beta_slow"]:
+        # the ramp runs from the β_fast pair to the β_slow pair: reversed, it would keep the slow pairs and
+        # interpolate the fast ones (equal is a hard cut, which the ramp's guard keeps finite)
+        raise UserError(f"{name}: beta_fast must be at least beta_slow, got {values['beta_fast']:g} < "
+                        f"{values['beta_slow']:g}")
+    if "low_freq_factor" in values:
+        low, high = values["low_freq_factor"], values["high_freq_factor"]
+        # the bands are wavelengths above L/low (interpolated) and below L/high (kept), blended by (L/λ-low)/(high-low)
+        if not 0 < low < high:
+            raise UserError(f"{name}: need 0 < low_freq_factor < high_freq_factor, got {low:g} and {high:g}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .catalog import get_spec, validate_shape
+from .frequencies import INT64_MAX
 from .spec import ShowQuery
 
 
@@ -15,6 +16,12 @@ def describe_encoding(name: str, **query) -> dict:
     unknown = sorted(set(options) - set(spec.parameters))
     if unknown:
         raise UserError(f"--{unknown[0].replace('_', '-')} does not apply to {spec.name}")
+    # positions, distances and lengths become int64 tensors: a larger number would overflow there, not here
+    numbers = {**{k: v for k, v in vars(query).items() if k != "options"}, **options,
+               "distances": max(query.distances or [0])}
+    for key, value in numbers.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
+            raise UserError(f"--{key.replace('_', '-')} {value} is past the largest int64 ({INT64_MAX})")
     validate_shape(spec, n_heads=query.heads, head_dim=query.head_dim, factor=query.factor)
     if query.original_len < 1:
         raise UserError(f"original length must be at least 1, got {query.original_len}")

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import UserError
 from .base import PositionalEncoding
-from .frequencies import SCALINGS, rope_inv_freq
+from .frequencies import SCALINGS, check_scaling, rope_inv_freq
 from .spec import EncodingSpec, ShowQuery
 
 
@@ -52,6 +52,7 @@ class Rotary(PositionalEncoding):
         unknown = set(options) - set(spec.options)
         if unknown:
             raise ValueError(f"{scaling} has no option(s) {sorted(unknown)}; it takes {sorted(spec.options)}")
+        check_scaling(scaling, head_dim, factor, original_len, **options)
         self.name, self.head_dim, self.scaling = scaling, head_dim, scaling
         self.base, self.factor, self.original_len = float(base), float(factor), int(original_len)
         self.options = {**spec.options, **options}
@@ -108,6 +109,7 @@ def build_rotary(name: str):
 
 def show_rotary(name: str):
     def show(query: ShowQuery) -> dict:
+        check_scaling(name, query.head_dim, query.factor, query.original_len, **query.options)
         seq_len = query.seq_len if query.seq_len is not None else round(query.original_len * query.factor)
         if seq_len < 1:
             raise UserError(f"sequence length must be at least 1, got {seq_len}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from ..distributed import current, main_first, process_group
 from ..encoding_options import check_used
 from ..encodings import get_spec
 from ..errors import UserError
+from ..paths import writable_folder
 from ..results import append_positions, append_results, check_tables, provenance
 from ..tasks.depth_log import clear_logs
 from ..train import TrainingDiverged
@@ -83,21 +83,12 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     return folder
 
 
-def check_writable(folder: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create output folder {folder}: {exc.strerror}") from None
-    if not os.access(folder, os.W_OK):
-        raise UserError(f"output folder {folder} is not writable")
-
-
 @contextlib.contextmanager
 def new_folder_guard(folder: Path):
     """Create the output folder; if it was new and the job fails before writing anything, remove it again,
     so a mistake never leaves an empty or half-made folder behind."""
     existed = folder.exists()
-    check_writable(folder)
+    writable_folder(folder)
     try:
         yield
     except BaseException:

@@ -4,6 +4,7 @@ status and the kernel its attention calls ran."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ PROBE_PROMPTS = 40  # prompts per retrieval probe during training: a 95% interva
 class Measurement:
     task: str  # perplexity | passkey
     length: int
-    status: str  # ok | unsupported | oom
+    status: str  # ok | unsupported | oom | non-finite
     result: object  # PerplexityResult, a list of PasskeyCell, or None when the status is not ok
     kernel: str  # the kernels its attention calls ran, "+"-joined in call order
 
@@ -148,6 +149,11 @@ def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporte
         for length in resolved.lengths if task in request.tasks else []:
             reporter.evaluating(task, length)
             status, result = measure(device, lambda: run(length))
+            if task == "perplexity" and status == "ok" and math.isnan(result.nll):
+                # NaN is no measurement (the model's numbers broke down, e.g. weights blown up by the learning
+                # rate): the row says so instead of entering means and plots as a perplexity
+                status, result = "non-finite", None
+                reporter.warn(f"{resolved.spec.name} at {length}: the loss is NaN; the cell is recorded `non-finite`")
             # asked after the measurement, so a kernel that fell back (flex failing to compile) is recorded as such
             kernel = recorded_kernel(model.encoding, request.kernel, device, activation_dtype(device, request.dtype),
                                      resolved.attention[task, length])

@@ -111,7 +111,8 @@ def named_retrieval_task(request: RunRequest) -> RunRequest:
     if not named:
         return request
     if len(named) > 1 or (request.passkey_task not in (None, named[0])):
-        raise UserError(f"one retrieval task per run: {', '.join(named)} (and --passkey-task {request.passkey_task})")
+        also = f" and --passkey-task {request.passkey_task}" if request.passkey_task else ""
+        raise UserError(f"one retrieval task per run, got {', '.join(named)}{also}")
     tasks = tuple(dict.fromkeys("passkey" if t == named[0] else t for t in request.tasks))
     return dataclasses.replace(request, tasks=tasks, passkey_task=named[0])
 
@@ -119,12 +120,14 @@ def named_retrieval_task(request: RunRequest) -> RunRequest:
 def check(request: RunRequest) -> None:
     if request.train_len < 2:
         raise UserError(f"--train-len must be at least 2, got {request.train_len}")
+    if request.eval_len is not None and request.eval_lens:
+        raise UserError("give --eval-len (L, 2L, … up to it) or --eval-lens (an explicit list), not both")
     if request.eval_len is not None and request.eval_len < request.train_len:
         raise UserError(f"--eval-len ({request.eval_len}) is shorter than --train-len ({request.train_len})")
     if any(n < 1 for n in request.eval_lens):
         raise UserError("--eval-lens must be positive")
-    if request.factor is not None and not request.factor > 0:
-        raise UserError(f"--factor must be > 0, got {request.factor}")
+    if request.factor is not None and not 1 <= request.factor < float("inf"):
+        raise UserError(f"--factor is s = L'/L, a finite number ≥ 1 (1: plain RoPE), got {request.factor:g}")
     if request.steps < 1 or request.batch_size < 1:
         raise UserError("--steps and --batch-size must be at least 1")
     if request.protocol not in PROTOCOLS:
@@ -140,8 +143,12 @@ def check(request: RunRequest) -> None:
         raise UserError("--learned-policy must be error or clamp")
     if request.passkey_fraction is not None and not 0 <= request.passkey_fraction < 1:
         raise UserError("--passkey-fraction must be in [0, 1)")
+    if not request.tasks:
+        raise UserError("--tasks names no task: give perplexity, passkey or a retrieval task's name")
     for task in request.tasks:
         require_known("task", task, TASKS)
+    if not 0 <= request.seed < 2**63:  # what every generator seeds from (a signed 64-bit integer)
+        raise UserError(f"--seed must be in [0, 2^63), got {request.seed}")
     if request.eval_docs is not None and request.eval_docs < 1:
         raise UserError("--eval-docs must be at least 1")
     if request.finetune_steps < 0:

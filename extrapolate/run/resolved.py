@@ -61,7 +61,8 @@ def resolve_run(request: RunRequest, prepared: Prepared) -> ResolvedRun:
     spec = get_spec(request.encoding)
     lengths = prepared.lengths
     longest = extended_length(request, lengths) if request.extended else max(lengths)
-    factor = 1.0 if spec.trains_own_model else (request.factor or longest / request.train_len)
+    # s = L'/L, never below 1: evaluated only inside L, a scaling is plain RoPE (s = 1), not a compression
+    factor = 1.0 if spec.trains_own_model else (request.factor or max(1.0, longest / request.train_len))
     finetune = None
     if prepared.pretrained is not None:
         config, model_hash, folder = None, config_hash({"pretrained": request.model}), Path(request.model)
