@@ -196,16 +196,20 @@ def rotary_shape(folder: Path) -> tuple[int, float] | None:
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
     table = label_variants(table)
+    write_page(folder, table, folder / "summary.md", [f"# Run summary: {', '.join(table['encoding'].unique())}", ""])
+
+
+def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]) -> None:
+    """A report page and its figures: every figure drawn and every line computed before anything is written."""
     agg = aggregate(table)
     figures = draw_figures(folder, table, agg)
     try:
-        lines = [f"# Run summary: {', '.join(table['encoding'].unique())}", "", *setup_lines(table), ""]
-        lines += body(agg, figure_links(figures), load_training(folder), table)
+        lines = heading + [*setup_lines(table), ""] + body(agg, figure_links(figures), load_training(folder), table)
     except BaseException:
         close_figures(figures)
         raise
     save_figures(folder, figures)
-    write_text(folder / "summary.md", "\n".join(lines))
+    write_text(path, "\n".join(lines))
 
 
 def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame) -> list[str]:
@@ -244,15 +248,6 @@ def write_report(folder: Path) -> Path:
     table = label_variants(load_results(folder))
     if table.empty:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
-    agg = aggregate(table)
-    figures = draw_figures(folder, table, agg)
-    try:
-        lines = ["# extrapolate report", "", "## Setup", "", *setup_lines(table), ""]
-        lines += body(agg, figure_links(figures), load_training(folder), table)
-    except BaseException:
-        close_figures(figures)
-        raise
-    save_figures(folder, figures)
     path = folder / "report.md"
-    write_text(path, "\n".join(lines))
+    write_page(folder, table, path, ["# extrapolate report", "", "## Setup", ""])
     return path
