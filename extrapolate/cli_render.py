@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from .cliutil import stderr, stdout
@@ -41,7 +42,7 @@ class RichReporter:
             self.task = None
 
     def warn(self, message: str):
-        stderr.print(f"[yellow]warning:[/] {message}", highlight=False)
+        stderr.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
 
     def cell(self, cell):
         stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}", highlight=False)

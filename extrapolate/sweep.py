@@ -22,7 +22,7 @@ from .lock import folder_lock
 from .results import check_tables, load_results
 from .run import Prepared, Reporter, ResolvedRun, RunRequest, prepare, resolve_request, resolve_run, run_cell
 from .run.cell import new_folder_guard, warn_slow_bf16
-from .run.request import lengths_for
+from .run.request import ignored_options, lengths_for
 from .run.resolved import extended_length
 
 
@@ -125,6 +125,9 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
         with main_first(world):
             prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
         warn_slow_bf16(template, prepared, reporter)
+        asked = dataclasses.replace(template, finetune_steps=max(finetune_steps or [template.finetune_steps]))
+        for note in ignored_options(asked, encodings):
+            reporter.warn(note)
         cells = plan(requests, folder, prepared)  # before any rank writes, so every rank plans the same cells
         world.barrier()
         with contextlib.ExitStack() as stack:

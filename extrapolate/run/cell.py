@@ -20,7 +20,7 @@ from ..train import TrainingDiverged
 from .evaluate import evaluate, trained_model
 from .prepare import Prepared, prepare
 from .reporter import Reporter
-from .request import RunRequest, output_folder, resolve_request
+from .request import RunRequest, ignored_options, output_folder, resolve_request
 from .resolved import ResolvedRun, resolve_run
 from .rows import diverged_rows, measurement_rows
 
@@ -63,6 +63,7 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     from ..lock import folder_lock
 
     check_used([get_spec(request.encoding)], request.encoding_options)
+    ignored = ignored_options(request, [request.encoding])  # before resolution fills a checkpoint's tokenizer
     request = resolve_request(request)
     folder = output_folder(request)
     with process_group(request.device) as world:
@@ -72,6 +73,8 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
         with main_first(world):  # rank 0 fills the corpus and tokenizer caches, the others read them
             prepared = prepare(request)
         warn_slow_bf16(request, prepared, reporter)
+        for note in ignored:
+            reporter.warn(note)
         resolved = resolve_run(request, prepared)
         with contextlib.ExitStack() as stack:
             if world.main:

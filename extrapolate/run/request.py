@@ -105,6 +105,37 @@ def resolve_request(request: RunRequest) -> RunRequest:
     return request
 
 
+def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
+    """The options given a value they cannot use in this job, one sentence each: a run takes them without
+    complaint, so a warning says they changed nothing. (Compared with the defaults: an option given its
+    default value is indistinguishable from one not given, and changes nothing either way.)"""
+    defaults, notes = RunRequest(), []
+
+    def changed(*names: str) -> list[str]:
+        return [f"--{n.replace('_', '-')}" for n in names if getattr(request, n) != getattr(defaults, n)]
+
+    specs = [get_spec(e) for e in encodings]
+    if request.factor is not None and all(s.trains_own_model for s in specs) and not request.extended:
+        notes.append("--factor scales the RoPE scalings (pi, ntk, yarn, …) and sets a fine-tune's L', and "
+                     f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored")
+    if "perplexity" not in request.tasks:
+        given = changed("protocol", "stride", "eval_tokens", "eval_docs")
+        if given:
+            notes.append(f"{', '.join(given)} set the perplexity evaluation, which --tasks does not include: ignored")
+    elif request.protocol == "full" and request.stride != defaults.stride:
+        notes.append("--stride sets the sliding protocol; --protocol full scores one window per chunk: ignored")
+    if is_pretrained(request.model):
+        # a fine-tune of a pretrained model runs the papers' recipe (batch 1, lr 2e-5 unless --finetune-lr)
+        given = changed("steps", "batch_size", "lr", "tokenizer", "passkey_fraction", "learned_policy",
+                        *(() if request.extended else ("train_dtype",)))
+        if given:
+            notes.append(f"{', '.join(given)} configure a model trained here; the pretrained model "
+                         f"{request.model} brings its own weights and tokenizer: ignored")
+    elif request.learned_policy != defaults.learned_policy and "learned" not in encodings:
+        notes.append("--learned-policy applies to the learned encoding, which is not asked for: ignored")
+    return notes
+
+
 def named_retrieval_task(request: RunRequest) -> RunRequest:
     """`--tasks ruler-multikey`: the retrieval task, with that task file."""
     named = [t for t in request.tasks if t not in TASKS and t in list_task_names()]

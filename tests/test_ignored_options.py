@@ -1,0 +1,69 @@
+"""Options given a value the job cannot use are named in a warning (a run takes them without complaint, so
+without one a user would believe they changed the measurement); options it uses are never named."""
+
+import pytest
+from typer.testing import CliRunner
+
+from extrapolate.cli import app
+from extrapolate.run.request import RunRequest, ignored_options
+
+from .helpers import make_corpus
+
+cli = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+
+
+def flagged(request: RunRequest, encodings=("rope",)) -> str:
+    return " | ".join(ignored_options(request, list(encodings)))
+
+
+def test_the_defaults_are_never_flagged():
+    assert ignored_options(RunRequest(), ["rope"]) == []
+    assert ignored_options(RunRequest(tasks=("passkey",)), ["alibi", "learned"]) == []
+
+
+def test_factor_is_flagged_only_when_no_encoding_reads_it():
+    assert "--factor" in flagged(RunRequest(encoding="alibi", factor=4.0), ["alibi"])
+    assert "--factor" in flagged(RunRequest(factor=4.0), ["rope", "t5"])
+    assert flagged(RunRequest(factor=4.0), ["rope", "yarn"]) == ""  # yarn reads it
+    assert flagged(RunRequest(factor=4.0, finetune_steps=10), ["rope"]) == ""  # it sets the fine-tune's L'
+
+
+def test_perplexity_options_are_flagged_without_the_perplexity_task():
+    notes = flagged(RunRequest(tasks=("passkey",), protocol="sliding", stride=64, eval_docs=3))
+    assert "--protocol, --stride, --eval-docs" in notes
+    assert flagged(RunRequest(tasks=("perplexity",), protocol="sliding", stride=64)) == ""
+
+
+def test_stride_is_flagged_with_the_full_protocol_only():
+    assert "--stride" in flagged(RunRequest(stride=64))
+    assert flagged(RunRequest(stride=64, protocol="sliding")) == ""
+
+
+def test_training_options_are_flagged_for_a_pretrained_model(tmp_path):
+    model = tmp_path / "model.gguf"  # a .gguf path is a pretrained model by its name alone
+    notes = flagged(RunRequest(model=str(model), steps=10, lr=1e-4, tokenizer="bytes"))
+    assert "--steps, --lr, --tokenizer" in notes and "pretrained" in notes
+    # a fine-tune of it reads the training precision, and nothing above is about evaluation
+    assert "--train-dtype" not in flagged(RunRequest(model=str(model), train_dtype="float32", finetune_steps=5))
+    assert "--train-dtype" in flagged(RunRequest(model=str(model), train_dtype="float32"))
+    assert flagged(RunRequest(model=str(model), dtype="bfloat16", eval_tokens=100)) == ""
+
+
+def test_learned_policy_is_flagged_without_the_learned_encoding():
+    assert "--learned-policy" in flagged(RunRequest(learned_policy="clamp"), ["rope"])
+    assert flagged(RunRequest(learned_policy="clamp"), ["learned"]) == ""
+
+
+def test_run_prints_the_warning_and_still_measures(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", documents=3, words=200)
+    out = tmp_path / "out"
+    result = cli.invoke(app, ["run", "--encoding", "alibi", "--factor", "4", "--model", "tiny", "--steps", "2",
+                              "--train-len", "16", "--eval-lens", "16", "--eval-tokens", "32", "--tokenizer", "bytes",
+                              "--corpus", str(corpus), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "warning: --factor" in result.output and (out / "results.csv").exists()
