@@ -43,6 +43,9 @@ def run_args(corpus, out, *extra):
     (["longrope", "--factor", "2", "--original-len", "1"], "original length of at least 2"),
     (["sinusoidal", "--position", "100000000000000000000"], "--position"),
     (["t5", "--distances", "1,100000000000000000000"], "--distances"),
+    (["alibi", "--heads", "100000000000"], "--heads is at most 65536"),  # used to run for minutes
+    (["sinusoidal", "--width", "100000000000"], "--width is at most 65536"),
+    (["rope", "--head-dim", "100000000000"], "--head-dim is at most 65536"),
 ])
 def test_encodings_show_refuses_inputs_outside_the_formula(args, needle):
     assert_one_line_error(cli.invoke(app, ["encodings", "show", *args]), needle)

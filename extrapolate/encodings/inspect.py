@@ -7,6 +7,8 @@ from .catalog import get_spec, validate_shape
 from .frequencies import INT64_MAX
 from .spec import ShowQuery
 
+MAX_SHOWN = 1 << 16  # heads, head dimension, width: what a terminal can still show
+
 
 def describe_encoding(name: str, **query) -> dict:
     """`query`: the fields of `ShowQuery`; each encoding's spec says what it shows for them."""
@@ -22,6 +24,10 @@ def describe_encoding(name: str, **query) -> dict:
     for key, value in numbers.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
             raise UserError(f"--{key.replace('_', '-')} {value} is past the largest int64 ({INT64_MAX})")
+    for key, unit in (("heads", "head"), ("head_dim", "pair"), ("width", "dimension")):  # vectors printed in full
+        if getattr(query, key) > MAX_SHOWN:
+            raise UserError(f"--{key.replace('_', '-')} is at most {MAX_SHOWN} here (one printed value per {unit}), "
+                            f"got {getattr(query, key)}")
     validate_shape(spec, n_heads=query.heads, head_dim=query.head_dim, factor=query.factor)
     if query.original_len < 1:
         raise UserError(f"original length must be at least 1, got {query.original_len}")
