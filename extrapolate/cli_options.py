@@ -12,7 +12,7 @@ import typer
 
 from .cliutil import parse_int_list, parse_name_list
 from .encoding_options import parse_encoding_options
-from .defaults import DEFAULT_STEPS
+from .defaults import DEFAULT_STEPS, SINUSOIDAL_STEPS
 from .run import RunRequest
 
 # option name -> (annotation, default); a command may override a default (sweep's tasks) or the help (out)
@@ -26,10 +26,12 @@ SHARED = {
     "layers": (Annotated[Optional[int], typer.Option(help="layers (overrides the preset)")], None),
     "heads": (Annotated[Optional[int], typer.Option(help="attention heads (overrides the preset)")], None),
     "embed_std": (Annotated[Optional[float], typer.Option(help="token-embedding init std (default 0.02, as every weight; the tied head shares it)")], None),
+    "position_std": (Annotated[Optional[float], typer.Option(help="learned: init std of the position table (default 0: zeros; GPT-2: 0.02)")], None),
+    "position_lr_scale": (Annotated[Optional[float], typer.Option(help="learned: the table's learning rate as a multiple of --lr (default 0.1; GPT-2: 1)")], None),
     "corpus": (Annotated[str, typer.Option(help="built-in name, local text/JSONL/Parquet path, or hub dataset")], "shakespeare"),
     "tokenizer": (Annotated[str, typer.Option(help="tokenizer of models trained here: bpe (2048 ids, learned from the corpus) | bpe:N | bytes; a pretrained model uses its own")], "bpe"),
     "tasks": (Annotated[str, typer.Option(help="comma-separated tasks: perplexity, passkey")], "perplexity"),
-    "steps": (Annotated[int, typer.Option(help="training steps")], DEFAULT_STEPS),
+    "steps": (Annotated[Optional[int], typer.Option(help=f"training steps (default {DEFAULT_STEPS}; sinusoidal {SINUSOIDAL_STEPS}, the budget in which it forms retrieval at L)")], None),
     "batch_size": (Annotated[int, typer.Option(help="sequences per training step")], 32),
     "lr": (Annotated[float, typer.Option("--lr", help="peak learning rate")], 3e-3),
     "device": (Annotated[str, typer.Option(help="auto | cpu | cuda | mps")], "auto"),

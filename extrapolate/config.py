@@ -28,6 +28,10 @@ class ModelConfig:
     max_len: int = 256  # training length: rows of a learned table, original length of RoPE scalings
     # token-embedding init std; None: GPT-2's 0.02, as every other weight (`--embed-std`)
     embed_std: float | None = None
+    # the learned position table's init std and learning-rate multiplier; None: GPT-2's recipe, the 0.02 of
+    # every weight and the model's own rate (what every learned model before these fields was trained with)
+    position_std: float | None = None
+    position_lr_scale: float | None = None
 
     @property
     def head_dim(self) -> int:
@@ -64,6 +68,10 @@ class ModelConfig:
             raise UserError(f"mlp must be swiglu or gelu, got {self.mlp!r}")
         if self.embed_std is not None and not self.embed_std > 0:
             raise UserError(f"--embed-std must be > 0, got {self.embed_std}")
+        if self.position_std is not None and not 0 <= self.position_std < float("inf"):
+            raise UserError(f"--position-std must be a finite number ≥ 0, got {self.position_std}")
+        if self.position_lr_scale is not None and not 0 < self.position_lr_scale < float("inf"):
+            raise UserError(f"--position-lr-scale must be a finite number > 0, got {self.position_lr_scale}")
         return self
 
 
@@ -108,7 +116,7 @@ def to_dict(config: Any) -> dict:
 
 # fields added after models were cached and results committed: left out of the canonical form while unset,
 # so every model made before them keeps its hash (its cache folder and its run ids)
-OMITTED_WHILE_UNSET = frozenset({"embed_std"})
+OMITTED_WHILE_UNSET = frozenset({"embed_std", "position_std", "position_lr_scale"})
 
 
 def _without_unset(data: Any) -> Any:

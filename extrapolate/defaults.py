@@ -4,7 +4,15 @@
 # one-token-key task forms at L for the encodings of the default sweep (results/showcase/NOTES.md).
 DEFAULT_PASSKEY_FRACTION = 0.5
 DEFAULT_STEPS = 1200
+# Sinusoidal positions at the classic scale form retrieval at L only after about 1100 steps, with the learning
+# rate still high (results/absolute-recipes/NOTES.md): they train twice the default budget.
+SINUSOIDAL_STEPS = 2400
 # Models trained here learn a one-token key in budget; an ordered 5-digit copy needs an induction circuit
 # that small models do not form in a few million tokens (results/showcase/NOTES.md). Pretrained models take
 # the classic task.
 DEFAULT_RETRIEVAL_TASK = {"trained": "passkey-word", "pretrained": "passkey"}
+# The learned position table starts at zero and trains at a tenth of the model's learning rate: with GPT-2's
+# recipe (std 0.02, the full rate) it does not form retrieval at L in budget, nor in 3000 steps
+# (results/absolute-recipes/NOTES.md). `--position-std 0.02 --position-lr-scale 1` trains GPT-2's recipe.
+LEARNED_TABLE_STD = 0.0
+LEARNED_TABLE_LR_SCALE = 0.1

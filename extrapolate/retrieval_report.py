@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .training_log import formation_step
+from .training_log import budget, formation_step
 
 THRESHOLD = 0.8  # the task files' default "retrieves at this length": ≥ 80% at every depth
 NOT_LEARNED = "not learned at L"
@@ -139,10 +139,11 @@ def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, bases: dict[str
              "## Retrieval rank accuracy (true key ranked first among distractors)", "",
              retrieval_matrix(agg, "rank_accuracy", valid, bases), ""]
     if len(training):
-        steps = formation_step(training, THRESHOLD)
+        steps, trained = formation_step(training, THRESHOLD), budget(training)
         lines += ["## Steps until retrieval formed", "",
                   f"First training step at which greedy accuracy at L (probes of a few dozen prompts during training) "
-                  f"reached {THRESHOLD:.0%}; median over seeds.", "", "| encoding | step |", "|---|---|"]
-        lines += [f"| {e} | {int(s) if s is not None else 'not reached'} |" for e, s in steps.items()]
+                  f"reached {THRESHOLD:.0%}; median over seeds; of the steps the model trained.", "",
+                  "| encoding | step | of |", "|---|---|---|"]
+        lines += [f"| {e} | {int(s) if s is not None else 'not reached'} | {trained[e]} |" for e, s in steps.items()]
         lines.append("")
     return lines

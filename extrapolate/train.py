@@ -78,9 +78,15 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
 
 def make_optimizer(model: TransformerLM, config: TrainConfig) -> torch.optim.AdamW:
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    """AdamW, matrices decayed, vectors not; a module with an `lr_scale` other than 1 (a learned position table
+    with its own recipe) gets a third group, whose rate is that multiple of the schedule's."""
+    scaled = {id(p): m.lr_scale for m in model.modules() if getattr(m, "lr_scale", 1.0) != 1.0 for p in m.parameters()}
+    rest = [p for p in model.parameters() if id(p) not in scaled]
+    groups = [{"params": [p for p in rest if p.dim() >= 2], "weight_decay": config.weight_decay},
+              {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0}]
+    for scale in sorted(set(scaled.values())):
+        params = [p for p in model.parameters() if scaled.get(id(p)) == scale]
+        groups.append({"params": params, "weight_decay": config.weight_decay, "lr_scale": scale})
     return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.95), eps=1e-8)
 
 
@@ -175,7 +181,7 @@ def train(
         batch = source.batch(step)
         lr = learning_rate(config, step)
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         loss = training_step(replica, optimizer, config, batch, device, world)
         if not torch.isfinite(loss):
             raise TrainingDiverged(step, folder)

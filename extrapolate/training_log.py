@@ -29,6 +29,11 @@ def load_training(folder: Path) -> pd.DataFrame:
     return read_table(folder / TRAINING_FILE, TRAINING_COLUMNS)
 
 
+def budget(training: pd.DataFrame) -> dict[str, int]:
+    """Per encoding: the steps its model trained (the last probed step; the largest over seeds)."""
+    return {encoding: int(group["step"].max()) for encoding, group in training.groupby("encoding", sort=False)}
+
+
 def formation_step(training: pd.DataFrame, threshold: float) -> dict[str, float | None]:
     """Per encoding: the first probed step at which retrieval at L reached `threshold` (median over seeds;
     None when some seed never got there)."""

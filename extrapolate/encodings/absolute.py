@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..defaults import SINUSOIDAL_STEPS
 from ..errors import PositionOutOfRange, UserError
 from .base import PositionalEncoding
 from .spec import EncodingSpec, ShowQuery
@@ -38,18 +39,24 @@ class Sinusoidal(PositionalEncoding):
 
 
 class Learned(PositionalEncoding):
-    """A `max_len × D` table trained with the model. Past its last row: an error, or `clamp` if asked."""
+    """A `max_len × D` table trained with the model. Past its last row: an error, or `clamp` if asked.
+
+    `std` (0: zeros) and `lr_scale` (a multiple of the model's learning rate, which the optimizer reads from
+    this module) are the table's recipe; the defaults, 0.02 and 1, are GPT-2's."""
 
     name, kind = "learned", "absolute"
     POLICIES = ("error", "clamp")
 
-    def __init__(self, d_model: int, max_len: int, policy: str = "error"):
+    def __init__(self, d_model: int, max_len: int, policy: str = "error", std: float = 0.02, lr_scale: float = 1.0):
         super().__init__()
         if policy not in self.POLICIES:
             raise ValueError(f"learned position policy must be one of {self.POLICIES}, not {policy!r}")
-        self.max_len, self.policy = max_len, policy
+        self.max_len, self.policy, self.std, self.lr_scale = max_len, policy, std, lr_scale
         self.table = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.table.weight, std=0.02)
+        if std > 0:
+            nn.init.normal_(self.table.weight, std=std)
+        else:
+            nn.init.zeros_(self.table.weight)
 
     def embed(self, x, pos):
         last = int(pos[-1]) if pos.numel() else 0
@@ -60,7 +67,7 @@ class Learned(PositionalEncoding):
         return x + self.table(pos).to(x.dtype)
 
     def describe(self):
-        return {"max_len": self.max_len, "policy": self.policy}
+        return {"max_len": self.max_len, "policy": self.policy, "init_std": self.std, "lr_scale": self.lr_scale}
 
 
 class NoPE(PositionalEncoding):
@@ -77,10 +84,12 @@ def show_sinusoidal(query: ShowQuery) -> dict:
 
 
 SINUSOIDAL = EncodingSpec("sinusoidal", "absolute", "fixed sin/cos added to the embeddings (Vaswani 2017)",
-                          lambda shape: Sinusoidal(shape.d_model), colour="#1f77b4", show=show_sinusoidal)
+                          lambda shape: Sinusoidal(shape.d_model), colour="#1f77b4", show=show_sinusoidal,
+                          default_steps=SINUSOIDAL_STEPS)
 LEARNED = EncodingSpec(
     "learned", "absolute", "trained table of positions; none past its rows",
-    lambda shape: Learned(shape.d_model, shape.max_len, policy=shape.learned_policy),
+    lambda shape: Learned(shape.d_model, shape.max_len, policy=shape.learned_policy, std=shape.position_std,
+                          lr_scale=shape.position_lr_scale),
     {"max_len": "train length", "policy": "error"}, colour="#ff7f0e",
     show=lambda query: {"note": "a trained table: no closed form; positions past its rows are unsupported",
                         "parameters": LEARNED.parameters},

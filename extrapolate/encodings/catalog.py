@@ -69,17 +69,19 @@ def validate_shape(spec: EncodingSpec, *, n_heads: int, head_dim: int, factor: f
 
 def build_encoding(name: str, *, d_model: int, n_heads: int, head_dim: int, max_len: int, base: float = 10000.0,
                    factor: float = 1.0, original_len: int | None = None, options: dict | None = None,
-                   learned_policy: str = "error") -> PositionalEncoding:
+                   learned_policy: str = "error", position_std: float = 0.02,
+                   position_lr_scale: float = 1.0) -> PositionalEncoding:
     spec = get_spec(name)
     validate_shape(spec, n_heads=n_heads, head_dim=head_dim, factor=factor)
     return spec.build(Shape(d_model, n_heads, head_dim, max_len, base, factor, original_len, options or {},
-                            learned_policy))
+                            learned_policy, position_std, position_lr_scale))
 
 
 def encoding_for(config, name: str | None = None, *, factor: float = 1.0, original_len: int | None = None,
                  **options) -> PositionalEncoding:
     """The encoding `name` (default: the config's own) shaped for a model config: its width, heads, head size,
-    length and RoPE base. The one place a model's encoding is built from its config."""
+    length, RoPE base and learned-table recipe. The one place a model's encoding is built from its config."""
+    table = {k: getattr(config, k) for k in ("position_std", "position_lr_scale") if getattr(config, k, None) is not None}
     return build_encoding(name or config.encoding, d_model=config.d_model, n_heads=config.n_heads,
                           head_dim=config.head_dim, max_len=config.max_len, base=config.rope_base, factor=factor,
-                          original_len=original_len, **options)
+                          original_len=original_len, **table, **options)

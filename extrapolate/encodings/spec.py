@@ -23,6 +23,8 @@ class Shape:
     original_len: int | None = None  # None: max_len
     options: dict = field(default_factory=dict)  # a RoPE scaling's own options
     learned_policy: str = "error"
+    position_std: float = 0.02  # a learned table's init std
+    position_lr_scale: float = 1.0  # a learned table's learning rate, as a multiple of the model's
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class EncodingSpec:
     show: Callable[[ShowQuery], dict] | None = None  # what `encodings show` prints beyond name and kind
     trains_own_model: bool = True  # False: a RoPE scaling applied to a model trained with plain `rope`
     group: str = "classic"  # `sweep --encodings GROUP`: classic (the seed encodings) | newer (the later methods)
+    # training steps when --steps is not given (None: DEFAULT_STEPS); an encoding that forms retrieval at L
+    # only in a longer budget says so here, and the budget is part of its model's identity like any config
+    default_steps: int | None = None
 
     @property
     def base_encoding(self) -> str:

@@ -81,7 +81,8 @@ def _parse(data: dict, path: Path) -> Suite:
         lr=_positive(data, "lr"), tasks=tuple(str(t) for t in _list(data, "tasks")),
         passkey_task=str(data.get("passkey_task", "passkey")), eval_tokens=_integer(data, "eval_tokens", minimum=1),
         train_dtype=str(data.get("train_dtype", "bfloat16")), tokenizer=str(data.get("tokenizer", "bytes")),
-        seed=seed, device="cpu",
+        seed=seed, device="cpu", position_std=_optional(data, "position_std", zero_ok=True),
+        position_lr_scale=_optional(data, "position_lr_scale"),
     )
     if request.train_dtype not in ("float32", "bfloat16"):
         raise ValueError(f"train_dtype must be float32 or bfloat16, got {request.train_dtype!r}")
@@ -125,6 +126,15 @@ def _positive(data: dict, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{key} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+def _optional(data: dict, key: str, zero_ok: bool = False) -> float | None:
+    """An optional number of the suite (None: the project's default); finite, > 0 (≥ 0 with `zero_ok`)."""
+    if key not in data:
+        return None
+    if zero_ok and data[key] == 0 and not isinstance(data[key], bool):
+        return 0.0
+    return _positive(data, key)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..attention import KERNELS
 from ..config import PRESETS, ModelConfig
 from ..device import DTYPES, TRAIN_DTYPES
-from ..defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS
+from ..defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD
 from ..encodings import get_spec
 from ..encoding_options import options_for
 from ..encodings.catalog import validate_shape
@@ -36,10 +36,12 @@ class RunRequest:
     layers: int | None = None
     heads: int | None = None
     embed_std: float | None = None  # token-embedding init std; None: GPT-2's 0.02, as every other weight
+    position_std: float | None = None  # the learned table's init std; None: LEARNED_TABLE_STD
+    position_lr_scale: float | None = None  # the learned table's rate / the model's; None: LEARNED_TABLE_LR_SCALE
     corpus: str = "shakespeare"
     tokenizer: str = "bpe"  # models trained here: bytes | bpe | bpe:N; a pretrained model uses its own
     tasks: tuple[str, ...] = ("perplexity",)
-    steps: int = DEFAULT_STEPS
+    steps: int | None = None  # None: the encoding's default budget (DEFAULT_STEPS, or its own `default_steps`)
     batch_size: int = 32
     lr: float = 3e-3
     seed: int = 0
@@ -82,7 +84,8 @@ def resolve_request(request: RunRequest) -> RunRequest:
         task = DEFAULT_RETRIEVAL_TASK["pretrained" if pretrained else "trained"]
         request = dataclasses.replace(request, passkey_task=task)
     if pretrained:
-        shaping = [f"--{name.replace('_', '-')}" for name in ("width", "layers", "heads", "embed_std")
+        shaping = [f"--{name.replace('_', '-')}" for name in ("width", "layers", "heads", "embed_std",
+                                                                          "position_std", "position_lr_scale")
                    if getattr(request, name) is not None]
         if shaping:  # silently ignored, they would suggest a model that was never built
             raise UserError(f"{', '.join(shaping)} shape a model trained here; the pretrained model "
@@ -96,6 +99,9 @@ def resolve_request(request: RunRequest) -> RunRequest:
         request = dataclasses.replace(request, train_len=train_len, tokenizer=checkpoint.tokenizer.identity)
     elif request.train_len is None:
         request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
+    if request.steps is None:  # a RoPE scaling trains (and reuses) the RoPE model: RoPE's budget
+        own = get_spec(get_spec(request.encoding).base_encoding).default_steps
+        request = dataclasses.replace(request, steps=own or DEFAULT_STEPS)
     check(request)
     if not pretrained:
         spec = get_spec(request.encoding)
@@ -131,8 +137,10 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
         if given:
             notes.append(f"{', '.join(given)} configure a model trained here; the pretrained model "
                          f"{request.model} brings its own weights and tokenizer: ignored")
-    elif request.learned_policy != defaults.learned_policy and "learned" not in encodings:
-        notes.append("--learned-policy applies to the learned encoding, which is not asked for: ignored")
+    elif "learned" not in [s.base_encoding for s in specs]:
+        given = changed("learned_policy", "position_std", "position_lr_scale")
+        if given:
+            notes.append(f"{', '.join(given)} concern the learned encoding, which is not asked for: ignored")
     return notes
 
 
@@ -218,7 +226,17 @@ def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
     config = ModelConfig(**{**PRESETS[request.model], **overrides}, encoding=base_encoding, max_len=request.train_len)
     # GPT-2's 0.02, what every weight starts at, is stored as unset: the same model as before the option
     std = None if request.embed_std == GPT2_EMBED_STD else request.embed_std
-    return dataclasses.replace(config, embed_std=std).validate()
+    return dataclasses.replace(config, embed_std=std, **learned_table(request, base_encoding)).validate()
+
+
+def learned_table(request: RunRequest, base_encoding: str) -> dict:
+    """The learned table's recipe as ModelConfig fields; GPT-2's values are stored as unset, so a model
+    trained with them keeps the identity it had before the recipe was a field."""
+    if base_encoding != "learned":
+        return {}
+    std = LEARNED_TABLE_STD if request.position_std is None else request.position_std
+    scale = LEARNED_TABLE_LR_SCALE if request.position_lr_scale is None else request.position_lr_scale
+    return {"position_std": None if std == GPT2_EMBED_STD else std, "position_lr_scale": None if scale == 1 else scale}
 
 
 GPT2_EMBED_STD = 0.02  # what TransformerLM initialises every weight with
