@@ -155,7 +155,8 @@ POSITIVE = Bound(lambda v: v > 0, "> 0")
 # Floats are also checked to be finite, whether listed here or not (NaN passes every comparison).
 OPTION_BOUNDS = {
     "--train-len": at_least(2), "--eval-len": at_least(1), "--factor": POSITIVE, "--width": at_least(1),
-    "--layers": at_least(1), "--heads": at_least(1), "--embed-std": POSITIVE, "--steps": at_least(1), "--batch-size": at_least(1),
+    "--layers": at_least(1), "--heads": at_least(1), "--embed-std": POSITIVE,
+    "--position-std": Bound(lambda v: v >= 0, "≥ 0 (0: zeros)"), "--position-lr-scale": POSITIVE, "--steps": at_least(1), "--batch-size": at_least(1),
     "--lr": POSITIVE, "--seed": at_least(0), "--stride": at_least(1), "--eval-tokens": at_least(1),
     "--eval-docs": at_least(1), "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),
     "--finetune-steps": at_least(0), "--finetune-len": at_least(2), "--finetune-lr": POSITIVE,

@@ -207,6 +207,8 @@ RUN_OPTIONS = {  # values that mean nothing for each numeric option of run and s
     "--layers": ["0"],
     "--heads": ["0", "-1"],
     "--embed-std": NOT_FINITE + ["0", "-0.02"],
+    "--position-std": NOT_FINITE + ["-0.01"],
+    "--position-lr-scale": NOT_FINITE + ["0", "-0.1"],
     "--steps": ["0", "-3", "nan"],
     "--batch-size": ["0", "-1"],
     "--lr": NOT_FINITE + ["0", "-0.001"],

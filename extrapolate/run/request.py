@@ -99,9 +99,8 @@ def resolve_request(request: RunRequest) -> RunRequest:
         request = dataclasses.replace(request, train_len=train_len, tokenizer=checkpoint.tokenizer.identity)
     elif request.train_len is None:
         request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
-    if request.steps is None:  # a RoPE scaling trains (and reuses) the RoPE model: RoPE's budget
-        own = get_spec(get_spec(request.encoding).base_encoding).default_steps
-        request = dataclasses.replace(request, steps=own or DEFAULT_STEPS)
+    if request.steps is None:
+        request = dataclasses.replace(request, steps=default_steps(request.encoding))
     check(request)
     if not pretrained:
         spec = get_spec(request.encoding)
@@ -142,6 +141,12 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
         if given:
             notes.append(f"{', '.join(given)} concern the learned encoding, which is not asked for: ignored")
     return notes
+
+
+def default_steps(encoding: str) -> int:
+    """The training budget of `encoding` when --steps is not given; a RoPE scaling trains (and reuses) the
+    RoPE model, so it has RoPE's."""
+    return get_spec(get_spec(encoding).base_encoding).default_steps or DEFAULT_STEPS
 
 
 def named_retrieval_task(request: RunRequest) -> RunRequest:

@@ -16,7 +16,7 @@ from ..finetune import FinetuneConfig, finetune_config, finetune_folder
 from ..tasks.passkey import attention_shapes
 from ..train import model_folder
 from .prepare import Prepared
-from .request import RunRequest, model_config
+from .request import RunRequest, default_steps, model_config
 
 Shapes = tuple[tuple[int, int], ...]  # (queries, keys) of each attention call a measurement makes
 
@@ -116,7 +116,7 @@ def extended_length(request: RunRequest, lengths) -> int:
 
 
 def train_config(request: RunRequest, prepared: Prepared, base_encoding: str) -> TrainConfig:
-    steps = request.steps
+    steps = request.steps if request.steps is not None else default_steps(base_encoding)
     # one embedding row (and one output logit) per id of the tokenizer the model is trained with
     model = dataclasses.replace(model_config(request, base_encoding), vocab_size=prepared.tokenizer.vocab_size)
     return TrainConfig(
