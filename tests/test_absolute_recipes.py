@@ -13,7 +13,7 @@ from extrapolate.defaults import DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_
 from extrapolate.errors import UserError
 from extrapolate.model import TransformerLM
 from extrapolate.run.request import RunRequest, model_config, resolve_request
-from extrapolate.train import learning_rate, make_optimizer, train
+from extrapolate.train import build_model, learning_rate, make_optimizer, train
 
 
 def tiny(**table) -> ModelConfig:
@@ -40,21 +40,18 @@ def test_gpt2_recipe_keeps_the_identity_models_had_before_the_recipe_was_a_field
     assert abs(float(table.detach().std()) - 0.02) < 0.002  # unset: GPT-2's std
 
 
-def test_the_table_moves_at_its_share_of_the_rate():
+def test_the_table_moves_at_its_share_of_the_rate(tmp_path):
     """Adam's first step moves every coordinate with a gradient by the rate itself (m̂/√v̂ = ±1): from a zero
-    table, by exactly lr_scale × the scheduled rate, while the other matrices move by the full rate."""
+    table, by exactly lr_scale × the scheduled rate, while the other matrices move by the full rate. One step
+    of the training loop itself, so both the optimizer's groups and the loop's per-group rate are pinned."""
     config = TrainConfig(model=tiny(position_std=0.0, position_lr_scale=0.1), corpus="test", seq_len=32,
                          batch_size=4, steps=1, warmup_steps=1, lr=1e-2)
+    assert [g.get("lr_scale", 1.0) for g in make_optimizer(TransformerLM(config.model), config).param_groups] == [1.0, 1.0, 0.1]
+    before = build_model(config, torch.device("cpu")).blocks[0].attn.q_proj.weight.detach()  # the loop's start
     torch.manual_seed(0)
-    model = TransformerLM(config.model)
-    before = model.blocks[0].attn.q_proj.weight.detach().clone()
-    optimizer = make_optimizer(model, config)
-    assert [g.get("lr_scale", 1.0) for g in optimizer.param_groups] == [1.0, 1.0, 0.1]
-    for group in optimizer.param_groups:  # what the training loop does each step
-        group["lr"] = learning_rate(config, 0) * group.get("lr_scale", 1.0)
-    tokens = torch.randint(0, 256, (4, 33))
-    model.token_nll(tokens[:, :-1], tokens[:, 1:]).mean().backward()
-    optimizer.step()
+    source = BatchSource(torch.randint(0, 256, (5000,)), config.seq_len, config.batch_size, config.seed)
+    model = train(config, source, torch.device("cpu"), folder=tmp_path / "m").model
+    assert learning_rate(config, 0) == 1e-2
     table = model.encoding.table.weight.detach()  # (32, D)
     # (a coordinate whose gradient is near Adam's eps moves a little less: the median is the rate itself)
     assert torch.count_nonzero(table) > 0.9 * table.numel() and float(table.abs().max()) <= 1e-3 * (1 + 1e-5)
