@@ -1,6 +1,6 @@
 """The absolute encodings' training recipes: the learned table's (init std, learning-rate multiplier), its
-default, what the optimizer does with it, that GPT-2's recipe keeps the identity older models had; and the
-per-encoding default budget (sinusoidal trains longer)."""
+default, what the optimizer does with it, that GPT-2's recipe keeps the identity older models had; sinusoidal's
+token embeddings at D^-1/2; and the per-encoding default budget (sinusoidal trains longer)."""
 
 import dataclasses
 
@@ -94,3 +94,36 @@ def test_each_encoding_trains_its_own_default_budget_unless_steps_is_given(encod
     assert (SINUSOIDAL_STEPS, DEFAULT_STEPS) == (2400, 1200)
     assert resolve_request(RunRequest(encoding=encoding)).steps == steps  # a scaling: the RoPE model's budget
     assert resolve_request(RunRequest(encoding=encoding, steps=7)).steps == 7
+
+
+@pytest.mark.parametrize("width", [None, 64, 200])
+def test_sinusoidal_token_embeddings_start_at_the_inverse_square_root_of_the_width(width):
+    config = model_config(RunRequest(encoding="sinusoidal", train_len=256, width=width, heads=4), "sinusoidal")
+    assert config.embed_std == config.d_model**-0.5 == (width or PRESETS["small"]["d_model"]) ** -0.5
+    torch.manual_seed(0)
+    model = TransformerLM(config)
+    assert float(model.embed.weight.detach().std()) == pytest.approx(config.d_model**-0.5, rel=0.05)
+    # the table then starts at 0.7 of the tokens (RMS D^-1/2 · 0.707 against D^-1/2), not three times them
+    table = model.encoding.embed(torch.zeros(1, 512, config.d_model), torch.arange(512))  # (1, 512, D)
+    assert float(table.pow(2).mean().sqrt() / model.embed.weight.detach().pow(2).mean().sqrt()) == pytest.approx(0.5**0.5, rel=0.06)
+    # an explicit --embed-std wins; GPT-2's 0.02 is the sinusoidal model every earlier release trained
+    legacy = ModelConfig(**{**PRESETS["small"], **({"d_model": width, "n_heads": 4} if width else {"n_heads": 4})},
+                         encoding="sinusoidal", max_len=256)
+    gpt2 = model_config(RunRequest(encoding="sinusoidal", train_len=256, width=width, heads=4, embed_std=0.02), "sinusoidal")
+    assert gpt2.embed_std is None and config_hash(gpt2) == config_hash(legacy) != config_hash(config)
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "t5", "learned", "nope", "sinusoidal-randomized", "yarn"])
+def test_only_sinusoidal_changes_the_token_embeddings_default(encoding):
+    from extrapolate.encodings import get_spec
+
+    assert model_config(RunRequest(encoding=encoding, train_len=256), get_spec(encoding).base_encoding).embed_std is None
+
+
+def test_the_reference_suite_keeps_its_sinusoidal_model():
+    from extrapolate.reproduce import load_suite
+
+    request = dataclasses.replace(load_suite("reference").request, encoding="sinusoidal")
+    config = model_config(request, "sinusoidal")
+    assert config.embed_std is None
+    assert config_hash(config) == config_hash(ModelConfig(**PRESETS["tiny"], encoding="sinusoidal", max_len=128))

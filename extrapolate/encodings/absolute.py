@@ -83,9 +83,17 @@ def show_sinusoidal(query: ShowQuery) -> dict:
     return {"position": query.position, "width": query.width, "vector": vector.tolist()}
 
 
+def vaswani_embed_std(width: int) -> float:
+    """Token embeddings at std D^-1/2, as the original Transformer's code initialises them (its ×√D on the
+    embeddings is a no-op under pre-norm): the table (RMS 0.71·D^-1/2) then starts at 0.7 of the tokens, not
+    at three times GPT-2's 0.02, and Adam's fixed-size steps move tokens that large four times less in
+    relative terms, so the ratio holds while the model learns to find a token by its content."""
+    return width**-0.5
+
+
 SINUSOIDAL = EncodingSpec("sinusoidal", "absolute", "fixed sin/cos added to the embeddings (Vaswani 2017)",
                           lambda shape: Sinusoidal(shape.d_model), colour="#1f77b4", show=show_sinusoidal,
-                          default_steps=SINUSOIDAL_STEPS)
+                          default_steps=SINUSOIDAL_STEPS, default_embed_std=vaswani_embed_std)
 LEARNED = EncodingSpec(
     "learned", "absolute", "trained table of positions; none past its rows",
     lambda shape: Learned(shape.d_model, shape.max_len, policy=shape.learned_policy, std=shape.position_std,

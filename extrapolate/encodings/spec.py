@@ -57,6 +57,9 @@ class EncodingSpec:
     # training steps when --steps is not given (None: DEFAULT_STEPS); an encoding that forms retrieval at L
     # only in a longer budget says so here, and the budget is part of its model's identity like any config
     default_steps: int | None = None
+    # the token embeddings' init std as a function of the width, when --embed-std is not given (None: GPT-2's
+    # 0.02, every weight's); an encoding whose signal is added to the embeddings sets their ratio with it
+    default_embed_std: Callable[[int], float] | None = None
 
     @property
     def base_encoding(self) -> str:

@@ -82,7 +82,7 @@ def _parse(data: dict, path: Path) -> Suite:
         passkey_task=str(data.get("passkey_task", "passkey")), eval_tokens=_integer(data, "eval_tokens", minimum=1),
         train_dtype=str(data.get("train_dtype", "bfloat16")), tokenizer=str(data.get("tokenizer", "bytes")),
         seed=seed, device="cpu", position_std=_optional(data, "position_std", zero_ok=True),
-        position_lr_scale=_optional(data, "position_lr_scale"),
+        position_lr_scale=_optional(data, "position_lr_scale"), embed_std=_optional(data, "embed_std"),
     )
     if request.train_dtype not in ("float32", "bfloat16"):
         raise ValueError(f"train_dtype must be float32 or bfloat16, got {request.train_dtype!r}")

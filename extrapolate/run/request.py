@@ -229,8 +229,12 @@ def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
         if value < 1:
             raise UserError(f"--{flags[name]} must be at least 1, got {value}")
     config = ModelConfig(**{**PRESETS[request.model], **overrides}, encoding=base_encoding, max_len=request.train_len)
+    std = request.embed_std
+    if std is None:
+        default = get_spec(base_encoding).default_embed_std
+        std = default(config.d_model) if default is not None else None
     # GPT-2's 0.02, what every weight starts at, is stored as unset: the same model as before the option
-    std = None if request.embed_std == GPT2_EMBED_STD else request.embed_std
+    std = None if std == GPT2_EMBED_STD else std
     return dataclasses.replace(config, embed_std=std, **learned_table(request, base_encoding)).validate()
 
 
