@@ -12,6 +12,7 @@ Needs a file system shared by the submitting host and the nodes (the output fold
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,11 @@ def executor(folder: Path, options: SlurmOptions, name: str):
         ex = submitit.LocalExecutor(folder=logs)
         ex.update_parameters(timeout_min=options.time_min)
         return ex
+    missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
+    if missing:  # submitit would raise a bare RuntimeError for srun and fail at submission for sbatch
+        raise UserError(f"--executor slurm needs a SLURM client on this machine: {' and '.join(missing)} "
+                        f"{'is' if len(missing) == 1 else 'are'} not on PATH (run from a login node, or use "
+                        "--executor local)")
     ex = submitit.SlurmExecutor(folder=logs)
     params = dict(job_name=name, time=options.time_min, partition=options.partition, cpus_per_task=options.cpus_per_task,
                   gpus_per_task=options.gpus_per_task or None, mem=f"{options.mem_gb}GB" if options.mem_gb else None)

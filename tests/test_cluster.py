@@ -93,7 +93,7 @@ def test_a_refused_submission_is_one_line_and_submits_nothing_twice(tmp_path, mo
     """sbatch that cannot reach its controller: one line and exit code 2, not submitit's traceback."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("sbatch", "squeue"):
+    for tool in ("sbatch", "squeue", "srun"):
         script = bin_dir / tool
         script.write_text("#!/bin/sh\necho 'sbatch: error: Unable to contact slurm controller' >&2\nexit 1\n")
         script.chmod(0o755)
@@ -107,3 +107,21 @@ def test_a_refused_submission_is_one_line_and_submits_nothing_twice(tmp_path, mo
     last = [line for line in result.output.splitlines() if line.strip()][-1]  # above it: sbatch's own words
     assert "SLURM refused the job" in last and "controller" in last and "Traceback" not in result.output
     assert json.loads((tmp_path / "s" / ".slurm" / "jobs.json").read_text()) == {}
+
+
+@pytest.mark.parametrize("absent", [("srun",), ("sbatch", "srun")])
+def test_no_slurm_client_is_one_line_before_anything_is_submitted(tmp_path, monkeypatch, absent):
+    """A machine without srun (submitit's own check raises a bare RuntimeError) or sbatch: one line, exit 2."""
+    import extrapolate.cluster as cluster
+
+    real_which = cluster.shutil.which
+    monkeypatch.setattr(cluster.shutil, "which", lambda tool: None if tool in absent else real_which(tool) or "/x")
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    result = CliRunner().invoke(app, ["sweep", "--encodings", "rope", "--model", "tiny", "--steps", "2",
+                                      "--train-len", "32", "--eval-len", "64", "--corpus", str(corpus),
+                                      "--tasks", "perplexity", "--executor", "slurm", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "needs a SLURM client" in result.output
+    assert " and ".join(absent) in result.output and "--executor local" in result.output
+    assert not (tmp_path / "s" / "results.csv").exists()
