@@ -89,6 +89,14 @@ def test_a_sweep_on_a_real_slurm_cluster_equals_the_local_sweep(tmp_path, monkey
     assert again.exit_code == 0 and "0 job(s) submitted" in again.output
 
 
+def slurm_sweep(tmp_path):
+    """A two-step sweep of one cell submitted to SLURM, into tmp_path / "s"."""
+    corpus = make_corpus(tmp_path / "corpus")
+    return CliRunner().invoke(app, ["sweep", "--encodings", "rope", "--model", "tiny", "--steps", "2",
+                                    "--train-len", "32", "--eval-len", "64", "--corpus", str(corpus),
+                                    "--tasks", "perplexity", "--executor", "slurm", "--out", str(tmp_path / "s")])
+
+
 def test_a_refused_submission_is_one_line_and_submits_nothing_twice(tmp_path, monkeypatch):
     """sbatch that cannot reach its controller: one line and exit code 2, not submitit's traceback."""
     bin_dir = tmp_path / "bin"
@@ -99,10 +107,7 @@ def test_a_refused_submission_is_one_line_and_submits_nothing_twice(tmp_path, mo
         script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
-    corpus = make_corpus(tmp_path / "corpus")
-    result = CliRunner().invoke(app, ["sweep", "--encodings", "rope", "--model", "tiny", "--steps", "2",
-                                      "--train-len", "32", "--eval-len", "64", "--corpus", str(corpus),
-                                      "--tasks", "perplexity", "--executor", "slurm", "--out", str(tmp_path / "s")])
+    result = slurm_sweep(tmp_path)
     assert result.exit_code == 2, result.output
     last = [line for line in result.output.splitlines() if line.strip()][-1]  # above it: sbatch's own words
     assert "SLURM refused the job" in last and "controller" in last and "Traceback" not in result.output
@@ -117,10 +122,7 @@ def test_no_slurm_client_is_one_line_before_anything_is_submitted(tmp_path, monk
     real_which = cluster.shutil.which
     monkeypatch.setattr(cluster.shutil, "which", lambda tool: None if tool in absent else real_which(tool) or "/x")
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
-    corpus = make_corpus(tmp_path / "corpus")
-    result = CliRunner().invoke(app, ["sweep", "--encodings", "rope", "--model", "tiny", "--steps", "2",
-                                      "--train-len", "32", "--eval-len", "64", "--corpus", str(corpus),
-                                      "--tasks", "perplexity", "--executor", "slurm", "--out", str(tmp_path / "s")])
+    result = slurm_sweep(tmp_path)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "needs a SLURM client" in result.output
     assert " and ".join(absent) in result.output and "--executor local" in result.output
