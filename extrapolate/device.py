@@ -42,11 +42,16 @@ def fast_bf16(device: torch.device) -> bool:
         except TypeError:  # a torch older than the keyword: its answer did not count emulation
             return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
-        try:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):  # a torch built without oneDNN
-            return False
+        return cpu_has_fast_bf16()
     return False  # MPS: autocast is off there, the model trains in float32 anyway
+
+
+def cpu_has_fast_bf16() -> bool:
+    """Whether oneDNN multiplies bf16 natively on this CPU (AVX-512 BF16, AMX or Arm's bf16)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch built without oneDNN
+        return False
 
 
 def training_dtype(device: torch.device, requested: str = "auto") -> str:

@@ -14,6 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from .attention import causal_attention
 from .config import ModelConfig
 from .encodings import PositionalEncoding, encoding_for
+from .linear import Linear
 
 
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -48,9 +49,9 @@ class MLP(nn.Module):
         self.swiglu = config.mlp == "swiglu"
         hidden = config.ff_dim
         if self.swiglu:
-            self.gate_proj = nn.Linear(config.d_model, hidden, bias=False)
-        self.up_proj = nn.Linear(config.d_model, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, config.d_model, bias=False)
+            self.gate_proj = Linear(config.d_model, hidden, bias=False)
+        self.up_proj = Linear(config.d_model, hidden, bias=False)
+        self.down_proj = Linear(hidden, config.d_model, bias=False)
 
     def forward(self, x):
         if self.swiglu:
@@ -62,10 +63,10 @@ class Attention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = config.n_heads, config.kv_heads, config.head_dim
-        self.q_proj = nn.Linear(config.d_model, self.heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(self.heads * self.head_dim, config.d_model, bias=False)
+        self.q_proj = Linear(config.d_model, self.heads * self.head_dim, bias=False)
+        self.k_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
+        self.o_proj = Linear(self.heads * self.head_dim, config.d_model, bias=False)
 
     def forward(self, x, pos, encoding: PositionalEncoding, kernel: str, cache: dict | None = None,
                 seq_len: int | None = None):
@@ -100,7 +101,7 @@ class TransformerLM(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.norm = make_norm(config)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         self.kernel = "auto"
