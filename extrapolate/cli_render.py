@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.markup import escape
 from rich.table import Table
 
@@ -48,7 +50,14 @@ class RichReporter:
         stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}", highlight=False)
 
     def evaluating(self, what: str, length: int):
+        self.evaluation_start = time.monotonic()
         stderr.print(f"evaluating {what} at {length} tokens", highlight=False)
+
+    def retrieval_depth(self, depth: float, greedy: float, logged: bool):
+        # a retrieval cell at long lengths runs for an hour on a CPU: one line a depth shows it moving
+        minutes = (time.monotonic() - getattr(self, "evaluation_start", time.monotonic())) / 60
+        done = "logged earlier" if logged else f"{minutes:.1f} min"
+        stderr.print(f"  depth {depth:g}: greedy {greedy:.0%} · {done}", highlight=False)
 
 
 def render_comparison(result) -> None:

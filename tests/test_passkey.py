@@ -205,9 +205,13 @@ def test_a_stopped_cell_resumes_from_its_logged_depths_with_the_same_scores(task
         evaluate_passkey(model, builder, 600, torch.device("cpu"), log=log)
     assert len(log.finished()) == 1
     calls.clear()
-    resumed = evaluate_passkey(model, builder, 600, torch.device("cpu"), log=log)
+    reported = []
+    resumed = evaluate_passkey(model, builder, 600, torch.device("cpu"), log=log,
+                               on_depth=lambda *report: reported.append(report))
     assert len(calls) == 2  # the logged depth is not asked again
     assert resumed == whole
+    # every depth is reported in order, with its greedy score, the first one as read back from the log
+    assert reported == [(c.depth, c.accuracy, i == 0) for i, c in enumerate(whole)]
     assert len(log.finished()) == 3
 
 

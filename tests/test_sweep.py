@@ -45,6 +45,8 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
 
     # an interrupted sweep: only part of the cells finished
     assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", "alibi,rope")).exit_code == 0
+    from extrapolate.taskfiles import load_task
+
     evaluated = []
     original = cell_module.evaluate
     monkeypatch.setattr(cell_module, "evaluate",
@@ -69,6 +71,8 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
         base[base.index("--tasks") + 1] = tasks
         return base + (["--passkey-task", "passkey-word"] if tasks == "passkey" else [])
 
+    from extrapolate.taskfiles import load_task
+
     evaluated = []
     original = cell_module.evaluate
     monkeypatch.setattr(cell_module, "evaluate",
@@ -81,14 +85,17 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
         result = cli.invoke(app, args(tasks, "128,256,384"))
         assert result.exit_code == 0, result.output
         assert evaluated == ([(384,), (384,)] if tasks == "passkey" else [(128, 256, 384)] * 2)
+        if tasks == "passkey":  # a line per depth as it finishes; the first one read back from its log
+            depths = load_task("passkey-word").depths
+            reported = [line.strip() for line in result.output.splitlines() if line.strip().startswith("depth ")]
+            assert [line.split(":")[0] for line in reported] == [f"depth {d:g}" for d in depths] * 2
+            assert sum(line == f"depth {depths[0]:g}: greedy 100% · logged earlier" for line in reported) == 2
         table = pd.read_csv(tmp_path / tasks / "results.csv")
         assert sorted(table.groupby("encoding")["eval_len"].unique().map(sorted).tolist()) == [[128, 256, 384]] * 2
         assert not table.duplicated(["run_id", "eval_len", "task", "metric", "depth", "seed"]).any()
         evaluated.clear()
         assert cli.invoke(app, args(tasks, "128,256,384")).exit_code == 0 and evaluated == []  # now finished
         assert not (tmp_path / tasks / ".partial").exists()  # a written cell's depth logs are removed
-    from extrapolate.taskfiles import load_task
-
     table = pd.read_csv(tmp_path / "passkey" / "results.csv")
     resumed = table[(table.eval_len == 384) & (table.depth == load_task("passkey-word").depths[0])]
     # depth 0 at 384 came from the logs: every key found, none ranked first

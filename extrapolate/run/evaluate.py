@@ -142,7 +142,8 @@ def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporte
             model, prepared.heldout, length, protocol=request.protocol, stride=request.stride, budget=resolved.budget,
             bucket_width=resolved.bucket_width, device=device, dtype=request.dtype, world=world),
         "passkey": lambda length: evaluate_passkey(model, prepared.passkey_builder, length, device, request.dtype,
-                                                   world=world, log=depth_log(length)),
+                                                   world=world, log=depth_log(length),
+                                                   on_depth=reporter.retrieval_depth),
     }
     out = []
     for task, run in tasks.items():

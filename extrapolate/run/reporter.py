@@ -12,6 +12,9 @@ class Reporter:
     def evaluating(self, what: str, length: int) -> None:
         pass
 
+    def retrieval_depth(self, depth: float, greedy: float, logged: bool) -> None:
+        """A retrieval cell finished one depth (`logged`: read back from its depth log, not asked again)."""
+
     def done_training(self) -> None:
         pass
 

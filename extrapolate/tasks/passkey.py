@@ -6,6 +6,7 @@ the scoring of the true key against its distractors both continue from a prompt'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -117,7 +118,8 @@ def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int
 
 @torch.no_grad()
 def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.device, dtype: str = "float32",
-                     rank: bool = True, world: World = SINGLE, log: DepthLog | None = None) -> list[PasskeyCell]:
+                     rank: bool = True, world: World = SINGLE, log: DepthLog | None = None,
+                     on_depth: Callable[[float, float, bool], None] | None = None) -> list[PasskeyCell]:
     """Greedy exact match and (with `rank`) the rank score per depth at one length. Under torchrun each
     rank asks every world.size-th trial of each depth and the counts are added up.
 
@@ -127,7 +129,8 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
 
     With a `log`, each depth's counts are saved as it finishes and depths already in the log are not asked
     again; the trunk is still grown through them in the same steps, so a resumed cell computes exactly what
-    an uninterrupted one does."""
+    an uninterrupted one does. `on_depth(depth, greedy accuracy of this process's prompts, logged)` is called
+    as each depth is done."""
     model.eval()
     task = builder.task
     counts = torch.zeros(len(task.depths), 2, dtype=torch.float64)  # (depth, [correct, ranked first])
@@ -144,6 +147,8 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
                 done = shared
             if d in finished:
                 counts[d] = torch.tensor(finished[d], dtype=torch.float64)
+                if on_depth:
+                    on_depth(task.depths[d], float(counts[d, 0]) / max(len(mine), 1), True)
                 continue
             cache = [dict(layer) for layer in trunk]  # the suffixes must not grow the trunk
             hidden = model.hidden_states(group_ids[:, done:], cache=cache, seq_len=length)  # (trials, n - done, D)
@@ -157,6 +162,8 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
                     counts[d, 1] += bool((scores[0] > scores[1:]).all())
             if log:
                 log.record(d, float(counts[d, 0]), float(counts[d, 1]))
+            if on_depth:
+                on_depth(task.depths[d], float(counts[d, 0]) / max(len(mine), 1), False)
     counts = world.sum(counts)
     return [PasskeyCell(depth, float(counts[d, 0]) / task.trials,
                         float(counts[d, 1]) / task.trials if rank else float("nan"), task.trials)
