@@ -21,7 +21,7 @@ from .errors import UserError
 from .lock import folder_lock
 from .results import check_tables, load_results
 from .run import Prepared, Reporter, ResolvedRun, RunRequest, prepare, resolve_request, resolve_run, run_cell
-from .run.cell import new_folder_guard, warn_slow_bf16
+from .run.cell import new_folder_guard
 from .run.request import ignored_options, lengths_for
 from .run.resolved import extended_length
 
@@ -124,7 +124,6 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
         reporter = (reporter or Reporter()) if world.main else Reporter()
         with main_first(world):
             prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
-        warn_slow_bf16(template, prepared, reporter)
         asked = dataclasses.replace(template, finetune_steps=max(finetune_steps or [template.finetune_steps]))
         for note in ignored_options(asked, encodings):
             reporter.warn(note)

@@ -70,10 +70,11 @@ def test_resolved_dtype_is_part_of_the_model_identity(cpu_bf16, tmp_path, monkey
     assert config_hash(flipped) != config_hash(config)
 
 
-@pytest.mark.parametrize("dtype,warned", [("bfloat16", True), ("float32", False)])
-def test_bf16_evaluation_without_a_fast_path_is_warned_once(tmp_path, monkeypatch, capsys, dtype, warned):
-    """On a CPU without fast bf16, `--dtype bfloat16` still runs (the user asked for it) but says it is slow;
-    the model itself trains in float32 there (`auto`), recorded in its config."""
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_evaluation_without_a_fast_bf16_path_runs_either_dtype_and_trains_in_float32(tmp_path, monkeypatch, capsys, dtype):
+    """On a CPU without fast bf16, `--dtype bfloat16` evaluates on float32 kernels with bf16 rounding (no
+    slower than float32 there, so nothing to warn about); the model itself trains in float32 (`auto`),
+    recorded in its config."""
     import json
 
     from typer.testing import CliRunner
@@ -91,5 +92,5 @@ def test_bf16_evaluation_without_a_fast_path_is_warned_once(tmp_path, monkeypatc
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     text = result.output + capsys.readouterr().err
-    assert text.count("no fast bf16 path") == (1 if warned else 0)
+    assert "warning" not in text
     assert json.loads((out / "run.json").read_text())["train_config"]["dtype"] == "float32"

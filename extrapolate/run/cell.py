@@ -8,7 +8,6 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..device import fast_bf16
 from ..distributed import current, main_first, process_group
 from ..encoding_options import check_used
 from ..encodings import get_spec
@@ -49,14 +48,6 @@ def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: 
     return None
 
 
-def warn_slow_bf16(request: RunRequest, prepared: Prepared, reporter: Reporter) -> None:
-    """bf16 evaluation asked for on a device whose bf16 matmuls are emulated (an AVX2-only CPU): say so once,
-    since it runs hundreds of times slower than float32 there."""
-    if request.dtype == "bfloat16" and prepared.device.type == "cpu" and not fast_bf16(prepared.device):
-        reporter.warn("this CPU has no fast bf16 path (AVX2 only): --dtype bfloat16 evaluates far slower than "
-                      "--dtype float32 here")
-
-
 def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     """The main job. Returns the output folder. Under torchrun (`torchrun --nproc-per-node N -m extrapolate
     run …`) the N processes train one model on the global batch and split its evaluation."""
@@ -72,7 +63,6 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
             check_tables(folder)  # a damaged table in the output folder is refused before training, not after
         with main_first(world):  # rank 0 fills the corpus and tokenizer caches, the others read them
             prepared = prepare(request)
-        warn_slow_bf16(request, prepared, reporter)
         for note in ignored:
             reporter.warn(note)
         resolved = resolve_run(request, prepared)
