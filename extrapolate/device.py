@@ -34,8 +34,11 @@ TRAIN_DTYPES = ("auto",) + DTYPES
 
 def fast_bf16(device: torch.device) -> bool:
     """Whether bf16 matmuls run at least at float32 speed here. On CPU that needs oneDNN's bf16 path
-    (AVX-512 or AMX, or Arm's bf16): without it (AVX2-only CPUs) a bf16 matmul falls back to a scalar loop,
-    and a training step of `small` takes 11 s instead of 1 s in float32 (2-core AVX2 CPU). CUDA needs compute capability 8 (Ampere) or newer."""
+    (AVX-512 or AMX, or Arm's bf16): without it (AVX2-only CPUs) torch's bf16 matmul falls back to a slow
+    loop, and a training step of `small` took 11 s instead of 1 s in float32 (2-core AVX2 CPU), so `auto`
+    trains in float32 there. (The model's linear layers have since taken float32 kernels for bf16 arithmetic on
+    such CPUs, `linear.py`, which makes bf16 evaluation as fast as float32 there.) CUDA needs compute
+    capability 8 (Ampere) or newer."""
     if device.type == "cuda":
         try:
             return torch.cuda.is_bf16_supported(including_emulation=False)
