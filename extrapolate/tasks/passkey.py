@@ -139,6 +139,11 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
     groups = prompt_groups(builder, length, mine)
     finished = log.finished() if log else {}
     ids = [torch.tensor([p.ids for p in prompts], device=device) for _, prompts in groups]  # (trials, n) each
+
+    def report(d: int, logged: bool) -> None:
+        if on_depth:
+            on_depth(task.depths[d], float(counts[d, 0]) / max(len(mine), 1), logged)
+
     with autocast(device, dtype):
         trunk, done = model.new_cache(), 0
         for (d, prompts), group_ids, shared in zip(groups, ids, trunk_lengths(ids)):
@@ -147,8 +152,7 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
                 done = shared
             if d in finished:
                 counts[d] = torch.tensor(finished[d], dtype=torch.float64)
-                if on_depth:
-                    on_depth(task.depths[d], float(counts[d, 0]) / max(len(mine), 1), True)
+                report(d, logged=True)
                 continue
             cache = [dict(layer) for layer in trunk]  # the suffixes must not grow the trunk
             hidden = model.hidden_states(group_ids[:, done:], cache=cache, seq_len=length)  # (trials, n - done, D)
@@ -162,8 +166,7 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
                     counts[d, 1] += bool((scores[0] > scores[1:]).all())
             if log:
                 log.record(d, float(counts[d, 0]), float(counts[d, 1]))
-            if on_depth:
-                on_depth(task.depths[d], float(counts[d, 0]) / max(len(mine), 1), False)
+            report(d, logged=False)
     counts = world.sum(counts)
     return [PasskeyCell(depth, float(counts[d, 0]) / task.trials,
                         float(counts[d, 1]) / task.trials if rank else float("nan"), task.trials)
