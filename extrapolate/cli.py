@@ -52,7 +52,7 @@ def encodings_show(
     seq_len: Annotated[Optional[int], typer.Option(help="sequence length (dynamic kinds); default L·s")] = None,
     heads: Annotated[int, typer.Option(help="attention heads (alibi)")] = 8,
     distances: Annotated[str, typer.Option(help="how far back the key is (t5), comma-separated")] = "0,1,5,20,200,1000",
-    position: Annotated[int, typer.Option(help="position (sinusoidal)")] = 1,
+    position: Annotated[Optional[int], typer.Option(help="query position (sinusoidal: default 1; fire: default the largest of --distances)")] = None,
     width: Annotated[int, typer.Option(help="model width (sinusoidal)")] = 8,
     beta_fast: Annotated[Optional[float], typer.Option(help="YaRN β_fast")] = None,
     beta_slow: Annotated[Optional[float], typer.Option(help="YaRN β_slow")] = None,

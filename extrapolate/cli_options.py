@@ -63,7 +63,7 @@ def to_request(values: dict) -> RunRequest:
     tasks, eval_lens = values.pop("tasks"), values.pop("eval_lens")
     options = parse_encoding_options(values.pop("encoding_option"))
     return RunRequest(tasks=tuple(parse_name_list(tasks)), encoding_options=options,
-                      eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens else (),
+                      eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens is not None else (),
                       **values)
 
 

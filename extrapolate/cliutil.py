@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable
 
@@ -56,11 +57,19 @@ class OneLineErrors(TyperGroup):
                 raise
             detail = " ".join(str(exc).split())[:160]
             fail(f"out of memory: a smaller --batch-size, width or length fits; finished work is kept ({detail})")
+        except OSError as exc:  # the system refused a path the checks could not foresee (a read-only mount, /proc)
+            fail(os_error_line(exc))
         if code == INTERRUPTED:  # typer turns Ctrl-C inside a command into this exit code, silently
             interrupted()
         if isinstance(code, int) and code:
             sys.exit(code)
         return code
+
+
+def os_error_line(exc: OSError) -> str:
+    """'<path>: <reason>' for a refused file operation, the way the shell's tools say it."""
+    reason = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
 
 
 INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
@@ -79,11 +88,32 @@ def out_of_memory(exc: BaseException) -> bool:
 
 def check_numbers(command) -> None:
     """Pass every parameter of `command` and its subcommands through `check_number` as it is parsed: a NaN, an
-    infinity or a meaningless count fails in one line naming the option, before the command starts any work."""
+    infinity or a meaningless count fails in one line naming the option, before the command starts any work.
+    A path given as an empty string fails too (it would become "." and write into the current folder)."""
     for param in command.params:
         param.callback = number_checked(param.callback)
+        if takes_path(param):
+            param.process_value = non_empty_path(param.process_value, param)
     for sub in getattr(command, "commands", {}).values():
         check_numbers(sub)
+
+
+def takes_path(param) -> bool:
+    """Whether a parameter's value becomes a Path (typer ≥ 0.20 keeps the annotation, older ones a click.Path)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None:
+        annotation = descriptor.annotation
+        return annotation is Path or Path in getattr(annotation, "__args__", ())  # Path or Optional[Path]
+    return type(getattr(param, "type", None)).__name__ == "Path"
+
+
+def non_empty_path(process_value, param):
+    def process(ctx, value):
+        if isinstance(value, str) and not value.strip():
+            raise UserError(f"{param.opts[0]}: give a path, not an empty string")
+        return process_value(ctx, value)
+
+    return process
 
 
 def number_checked(callback):

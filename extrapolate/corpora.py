@@ -145,7 +145,8 @@ def read_documents(files: list[Path], builder: str) -> list[str]:
         raise UserError(f"corpus files need a 'text' field (found: {', '.join(data.column_names)})")
     docs = data["text"]
     if not all(d is None or isinstance(d, str) for d in docs):  # a JSON record's text that is not a string
-        check_json_records(files)
+        if builder == "json":
+            check_json_records(files)
         raise UserError(f"corpus {files[0] if len(files) == 1 else files[0].parent}: every 'text' must be a string")
     return [d or "" for d in docs]
 

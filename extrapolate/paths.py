@@ -71,6 +71,25 @@ def folder_target(folder: Path, what: str = "output folder") -> Path:
 
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
+# what writers put in an output folder: files with these endings (tables, reports, records, figures), the
+# lock files, and the folders of run records and of retrieval depth logs
+OUTPUT_FILE_ENDINGS = (".csv", ".md", ".json") + tuple("." + f for f in FIGURE_FORMATS)
+OUTPUT_FILES = (".lock", ".table.lock")
+OUTPUT_FOLDERS = ("runs", ".partial")
+
+
+def check_output_names(folder: Path) -> None:
+    """No folder where a writer of `folder` puts a file, and no file where it puts a folder: found before any
+    work, instead of an error after a run's rows were appended but before its report was written."""
+    from .errors import UserError
+
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if entry.is_dir() and (entry.suffix.lower() in OUTPUT_FILE_ENDINGS or entry.name in OUTPUT_FILES):
+            raise UserError(f"{entry} is a folder where a file will be written; move it out of the output folder")
+        if entry.name in OUTPUT_FOLDERS and not entry.is_dir():
+            raise UserError(f"{entry} is a file where a folder will be written; move it out of the output folder")
 
 
 def figure_file(path: Path, flag: str = "--plot") -> Path:

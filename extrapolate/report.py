@@ -9,6 +9,7 @@ import pandas as pd
 
 from .atomic import write_text
 from .errors import UserError
+from .paths import check_output_names
 from .training_log import load_training
 from .results import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_variants, load_results, read_table
 
@@ -245,6 +246,7 @@ def write_report(folder: Path) -> Path:
     folder = Path(folder)
     if not (folder / RESULTS_FILE).exists():
         raise UserError(f"{folder} has no {RESULTS_FILE}; run `extrapolate run` or `extrapolate sweep` first")
+    check_output_names(folder)
     table = label_variants(load_results(folder))
     if table.empty:
         raise UserError(f"{folder / RESULTS_FILE} is empty")

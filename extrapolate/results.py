@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -44,32 +45,46 @@ def provenance() -> dict:
 # Per table written here: the columns every row fills in (the last one included, so a row cut short by a
 # truncated file is caught) and the columns that hold numbers. A damaged table is then refused when it is read,
 # not halfway through a report or after an hour of training whose rows would be appended to it.
+@dataclass(frozen=True)
+class RowChecks:
+    """What every row of a table must hold: `filled` columns have a value, `numeric` ones are numbers where
+    filled, and `later` columns (added after tables were first written, so possibly absent) are numbers too."""
+
+    filled: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    later: tuple[str, ...] = ()
+
+
 ROW_CHECKS = {
-    RESULTS_FILE: (["run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"],
-                   ["factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"]),
-    POSITIONS_FILE: (["run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"],
-                     ["seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"]),
+    RESULTS_FILE: RowChecks(("run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"),
+                            ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
+                            ("finetune_steps", "finetune_len")),
+    POSITIONS_FILE: RowChecks(("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),
+                              ("seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens")),
 }
 
 
-def read_table(path: Path, columns: list[str]) -> pd.DataFrame:
+def read_table(path: Path, columns: list[str], checks: RowChecks | None = None) -> pd.DataFrame:
+    """The table at `path` (empty with `columns` if there is none), refused in one line when a row breaks
+    `checks` (by default the file name's entry in ROW_CHECKS)."""
     if not path.exists():
         return pd.DataFrame(columns=columns)
     with reading(path, "table"):
         frame = pd.read_csv(path, keep_default_na=True)
-        check_table(frame, *ROW_CHECKS.get(path.name, ([], [])))
+        check_table(frame, checks or ROW_CHECKS.get(path.name, RowChecks()))
     # a table written before a column existed reads with that column empty (NaN), in its place
     return frame.reindex(columns=columns + [c for c in frame.columns if c not in columns])
 
 
-def check_table(frame: pd.DataFrame, filled: list[str], numeric: list[str]) -> None:
-    missing = [c for c in dict.fromkeys(filled + numeric) if c not in frame.columns]
+def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
+    filled = list(checks.filled)
+    missing = [c for c in dict.fromkeys(filled + list(checks.numeric)) if c not in frame.columns]
     if missing:
         raise ValueError(f"no column '{missing[0]}'")
     empty = frame[filled].isna().any(axis=1)
     if empty.any():
         raise ValueError(f"line {int(empty.to_numpy().argmax()) + 2} is incomplete")  # + header, 1-based
-    for column in numeric:
+    for column in [*checks.numeric, *(c for c in checks.later if c in frame.columns)]:
         values = frame[column]
         if pd.to_numeric(values, errors="coerce").isna().sum() > values.isna().sum():
             raise ValueError(f"column '{column}' holds a value that is not a number")
@@ -164,8 +179,10 @@ def load_results(folder: Path) -> pd.DataFrame:
 
 def check_tables(folder: Path) -> None:
     """Read the folder's tables before any work whose rows would be appended to them."""
+    from .paths import check_output_names
     from .training_log import load_training
 
+    check_output_names(folder)
     load_results(folder)
     read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)
     load_training(folder)

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .results import merge_rows, read_table
+from .results import RowChecks, merge_rows, read_table
 
 TRAINING_FILE = "training.csv"
 TRAINING_COLUMNS = ["run_id", "encoding", "seed", "train_len", "step", "loss", "retrieval_accuracy"]
+TRAINING_CHECKS = RowChecks(("run_id", "encoding", "seed", "train_len", "step", "retrieval_accuracy"),
+                            ("seed", "train_len", "step", "loss", "retrieval_accuracy"))
 
 
 def probe_rows(summary: dict, common: dict) -> list[dict]:
@@ -26,7 +28,7 @@ def append_training(folder: Path, rows: list[dict]) -> pd.DataFrame:
 
 
 def load_training(folder: Path) -> pd.DataFrame:
-    return read_table(folder / TRAINING_FILE, TRAINING_COLUMNS)
+    return read_table(folder / TRAINING_FILE, TRAINING_COLUMNS, TRAINING_CHECKS)
 
 
 def budget(training: pd.DataFrame) -> dict[str, int]:

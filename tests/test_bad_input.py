@@ -196,6 +196,97 @@ def test_damaged_corpus(tmp_path, kind):
     assert not out.exists()
 
 
+def test_damaged_corpus_parquet_names_the_field(tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "corpus.parquet"
+    pd.DataFrame({"text": list(range(12))}).to_parquet(path)  # numbers where the documents go
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, ["run", "--model", "tiny", "--corpus", str(path), "--out", str(out)]),
+                          "every 'text' must be a string")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("column", ["finetune_steps", "finetune_len"])
+def test_table_with_a_word_in_a_later_numeric_column(work, column):
+    """Columns added after tables were first written are checked where present, like the original ones."""
+    import pandas as pd
+
+    table = pd.read_csv(work / "run" / "results.csv")
+    table[column] = "many"
+    table.to_csv(work / "run" / "results.csv", index=False)
+    before = snapshot(work / "run")
+    assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), column)
+    assert_one_line_error(cli.invoke(app, run_args(work, work / "run")), column)
+    assert snapshot(work / "run") == before
+
+
+@pytest.mark.parametrize("column,value", [("step", "late"), ("retrieval_accuracy", "high"), ("step", "")])
+def test_damaged_training_log(work, column, value):
+    row = {"run_id": "r", "encoding": "rope", "seed": "0", "train_len": "32", "step": "10", "loss": "3.2",
+           "retrieval_accuracy": "0.5", column: value}
+    (work / "run" / "training.csv").write_text(",".join(row) + "\n" + ",".join(row.values()) + "\n")
+    before = snapshot(work / "run")
+    assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), "training.csv")
+    assert_one_line_error(cli.invoke(app, run_args(work, work / "run")), "training.csv")
+    assert snapshot(work / "run") == before
+
+
+# ---- paths ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [["run", "--model", "tiny", "--out", ""], ["run", "--model", "tiny", "--out="],
+                                  ["report", ""], ["export", "RUN", "--hf", ""], ["sweep", "--out", " "]])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(work, args, monkeypatch):
+    here = work / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    args = [str(work / "run") if a == "RUN" else a for a in args]
+    assert_one_line_error(cli.invoke(app, args), "not an empty string")
+    assert list(here.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["summary.md", "run.json", "results.csv", "perplexity.png", ".lock"])
+def test_a_folder_where_an_output_file_goes(work, name):
+    run = work / "run"
+    target = run / name
+    if target.exists():
+        target.unlink()
+    target.mkdir()
+    before = snapshot(run)
+    assert_one_line_error(cli.invoke(app, run_args(work, run)), name)
+    assert snapshot(run) == before  # refused before any row was appended
+
+
+def test_a_file_where_an_output_folder_goes(work):
+    run = work / "run"
+    shutil.rmtree(run / "runs")
+    (run / "runs").write_text("not a folder")
+    before = snapshot(run)
+    assert_one_line_error(cli.invoke(app, run_args(work, run)), "runs")
+    assert snapshot(run) == before
+
+
+def test_report_refuses_a_folder_where_the_report_goes(work):
+    (work / "run" / "report.md").mkdir()
+    assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), "report.md")
+
+
+def test_a_refused_write_is_one_line(tmp_path, monkeypatch):
+    """What no check foresees (a read-only mount, a folder of /proc) still ends in one line, exit code 2."""
+    import errno
+
+    import extrapolate.plots
+
+    def refuse(fig, path):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(extrapolate.plots, "save_figure", refuse)
+    plot = tmp_path / "freq.png"
+    result = cli.invoke(app, ["encodings", "show", "yarn", "--factor", "4", "--plot", str(plot)])
+    assert_one_line_error(result, f"{plot}: Read-only file system")
+
+
 # ---- numeric options --------------------------------------------------------------------------------------
 
 NOT_FINITE = ["nan", "inf", "-inf"]
@@ -217,7 +308,7 @@ RUN_OPTIONS = {  # values that mean nothing for each numeric option of run and s
     "--eval-tokens": ["0", "-1"],
     "--eval-docs": ["0", "-1"],
     "--passkey-fraction": NOT_FINITE + ["-0.1", "1", "2"],
-    "--eval-lens": ["nan", "64,inf", "0", "64,-2"],
+    "--eval-lens": ["nan", "64,inf", "0", "64,-2", "", ","],
     "--finetune-len": ["0", "-5", "nan", "256", "100"],  # L' must be longer than L (256)
     "--finetune-lr": NOT_FINITE + ["0", "-1e-4"],
 }

@@ -2,6 +2,7 @@
 parameters, shown as JSON, trained and evaluated by `run` and `sweep`, and bad parameters in one line."""
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -41,6 +42,26 @@ def test_show_json_is_one_object(name):
     result = runner.invoke(app, ["encodings", "show", name, "--json", "--position", "1000"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["encoding"] == name
+
+
+@pytest.mark.parametrize("args,position", [([], 1000), (["--distances", "0,3,7"], 7),
+                                           (["--distances", "0,1,5,20,50", "--position", "600"], 600)])
+def test_fire_show_places_the_query_where_every_distance_exists(args, position):
+    """With no --position the query sits at the farthest distance shown (key 0), so the defaults work."""
+    result = runner.invoke(app, ["encodings", "show", "fire", "--json", *args])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert shown["position"] == position
+    d = max(shown["distances"])
+    # ψ(d) / ψ(max(L_thr, i)) with ψ(x) = log(c·x + 1), c = 0.1, L_thr = 512
+    assert shown["normalised_distance"][-1] == pytest.approx(
+        math.log(0.1 * d + 1) / math.log(0.1 * max(512, position) + 1), rel=1e-6)
+
+
+def test_sinusoidal_show_defaults_to_position_one():
+    result = runner.invoke(app, ["encodings", "show", "sinusoidal", "--json", "--width", "2"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["vector"] == pytest.approx([math.sin(1.0), math.cos(1.0)])
 
 
 @pytest.mark.parametrize("args,flag", [

@@ -77,10 +77,11 @@ class NoPE(PositionalEncoding):
 
 
 def show_sinusoidal(query: ShowQuery) -> dict:
-    if query.position < 0 or query.width < 2 or query.width % 2:
+    position = 1 if query.position is None else query.position
+    if position < 0 or query.width < 2 or query.width % 2:
         raise UserError("sinusoidal needs a position ≥ 0 and an even width ≥ 2")
-    vector = sinusoidal_table(torch.tensor([query.position]), query.width)[0]
-    return {"position": query.position, "width": query.width, "vector": vector.tolist()}
+    vector = sinusoidal_table(torch.tensor([position]), query.width)[0]
+    return {"position": position, "width": query.width, "vector": vector.tolist()}
 
 
 def vaswani_embed_std(width: int) -> float:

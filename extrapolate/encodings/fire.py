@@ -96,13 +96,15 @@ def show_fire(query: ShowQuery) -> dict:
     threshold = float(query.options.get("threshold", INITIAL_THRESHOLD))
     check_positive(c=c, threshold=threshold)
     distances = query.distances if query.distances is not None else [0, 1, 5, 20, 200, 1000]
-    if any(d < 0 or d > query.position for d in distances):
-        raise UserError(f"fire distances must be in [0, --position = {query.position}]")
-    i = torch.tensor([query.position], dtype=torch.float64)
+    # the query sits at the farthest distance unless placed: every key it is shown against then exists
+    position = max(distances) if query.position is None else query.position
+    if any(d < 0 or d > position for d in distances):
+        raise UserError(f"fire distances must be in [0, --position = {position}]")
+    i = torch.tensor([position], dtype=torch.float64)
     keys = i - torch.tensor(distances, dtype=torch.float64)
     normalised = normalised_distance(i, keys, torch.tensor(c, dtype=torch.float64),
                                      torch.tensor(threshold, dtype=torch.float64))
-    return {"fire_c": c, "threshold": threshold, "mlp_width": MLP_WIDTH, "position": query.position,
+    return {"fire_c": c, "threshold": threshold, "mlp_width": MLP_WIDTH, "position": position,
             "distances": distances, "normalised_distance": normalised[0].tolist()}
 
 

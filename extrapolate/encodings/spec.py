@@ -38,7 +38,7 @@ class ShowQuery:
     seq_len: int | None = None
     heads: int = 8
     distances: list[int] | None = None
-    position: int = 1
+    position: int | None = None  # None: the encoding's own default (sinusoidal 1, fire the farthest distance)
     width: int = 8
     options: dict = field(default_factory=dict)
 

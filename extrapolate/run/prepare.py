@@ -59,7 +59,7 @@ def prepare(request: RunRequest) -> Prepared:
             raise UserError(f"--train-len {request.train_len} leaves no room for passkey training prompts "
                             f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length")
         if "passkey" in request.tasks and min(lengths) < builder.fixed_tokens() + 16:
-            raise UserError(f"passkey prompts need at least {builder.fixed_tokens() + 16} tokens; "
+            raise UserError(f"{builder.task.name} prompts need at least {builder.fixed_tokens() + 16} tokens; "
                             f"the shortest evaluation length is {min(lengths)}")
     return Prepared(corpus, tokenizer, heldout, stream, device, lengths, fraction,
                     builder.task.identity if fraction > 0 else "", builder if used else None, pretrained)
