@@ -48,19 +48,22 @@ def provenance() -> dict:
 @dataclass(frozen=True)
 class RowChecks:
     """What every row of a table must hold: `filled` columns have a value, `numeric` ones are numbers where
-    filled, and `later` columns (added after tables were first written, so possibly absent) are numbers too."""
+    filled, `later` columns (added after tables were first written, so possibly absent) are numbers too, and
+    `positive` ones (lengths, steps) are numbers above 0."""
 
     filled: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
     later: tuple[str, ...] = ()
+    positive: tuple[str, ...] = ()
 
 
 ROW_CHECKS = {
     RESULTS_FILE: RowChecks(("run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"),
                             ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
-                            ("finetune_steps", "finetune_len")),
+                            ("finetune_steps", "finetune_len"), ("train_len", "eval_len")),
     POSITIONS_FILE: RowChecks(("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),
-                              ("seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens")),
+                              ("seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"),
+                              positive=("train_len", "eval_len")),
 }
 
 
@@ -88,6 +91,10 @@ def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
         values = frame[column]
         if pd.to_numeric(values, errors="coerce").isna().sum() > values.isna().sum():
             raise ValueError(f"column '{column}' holds a value that is not a number")
+    for column in checks.positive:
+        below = pd.to_numeric(frame[column]) <= 0
+        if below.any():
+            raise ValueError(f"line {int(below.to_numpy().argmax()) + 2}: {column} must be above 0")
 
 
 def write_table(path: Path, frame: pd.DataFrame) -> None:

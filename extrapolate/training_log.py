@@ -12,7 +12,7 @@ from .results import RowChecks, merge_rows, read_table
 TRAINING_FILE = "training.csv"
 TRAINING_COLUMNS = ["run_id", "encoding", "seed", "train_len", "step", "loss", "retrieval_accuracy"]
 TRAINING_CHECKS = RowChecks(("run_id", "encoding", "seed", "train_len", "step", "retrieval_accuracy"),
-                            ("seed", "train_len", "step", "loss", "retrieval_accuracy"))
+                            ("seed", "train_len", "step", "loss", "retrieval_accuracy"), positive=("train_len", "step"))
 
 
 def probe_rows(summary: dict, common: dict) -> list[dict]:

@@ -221,7 +221,18 @@ def test_table_with_a_word_in_a_later_numeric_column(work, column):
     assert snapshot(work / "run") == before
 
 
-@pytest.mark.parametrize("column,value", [("step", "late"), ("retrieval_accuracy", "high"), ("step", "")])
+@pytest.mark.parametrize("name,column,value", [("results.csv", "eval_len", 0), ("results.csv", "train_len", -256),
+                                               ("positions.csv", "eval_len", -64)])
+def test_table_with_a_length_below_one(work, name, column, value):
+    import pandas as pd
+
+    table = pd.read_csv(work / "run" / name)
+    table.loc[len(table) - 1, column] = value
+    table.to_csv(work / "run" / name, index=False)
+    assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), f"{column} must be above 0")
+
+
+@pytest.mark.parametrize("column,value", [("step", "late"), ("retrieval_accuracy", "high"), ("step", ""), ("step", "0")])
 def test_damaged_training_log(work, column, value):
     row = {"run_id": "r", "encoding": "rope", "seed": "0", "train_len": "32", "step": "10", "loss": "3.2",
            "retrieval_accuracy": "0.5", column: value}
