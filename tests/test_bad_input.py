@@ -243,6 +243,14 @@ def test_damaged_training_log(work, column, value):
     assert snapshot(work / "run") == before
 
 
+def test_a_fine_tune_longer_than_the_corpus_is_refused_before_training(tmp_path):
+    make_corpus(tmp_path / "corpus", documents=4, words=300)
+    out = tmp_path / "out"
+    result = cli.invoke(app, run_args(tmp_path, out, "--finetune-steps", "1", "--finetune-len", "100000"))
+    assert_one_line_error(result, "fine-tune length L' = 100000")
+    assert not out.exists() and not (tmp_path / "cache" / "models").exists()  # no base model was trained
+
+
 # ---- paths ------------------------------------------------------------------------------------------------
 
 

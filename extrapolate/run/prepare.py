@@ -48,6 +48,13 @@ def prepare(request: RunRequest) -> Prepared:
               else torch.zeros(request.train_len + 2, dtype=torch.int64))
     if stream.numel() < request.train_len + 2:
         raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
+    if request.finetune_steps > 0:  # refused now, not after the base model has trained
+        from .resolved import extended_length
+
+        tuned_len = extended_length(request, lengths)
+        if stream.numel() < tuned_len + 2:
+            raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for the fine-tune "
+                            f"length L' = {tuned_len}")
     builder = PromptBuilder(load_task(request.passkey_task), tokenizer)
     need = builder.fixed_tokens() + 32  # room for some filler
     fraction = request.passkey_fraction if pretrained is None else 0.0
