@@ -68,6 +68,7 @@ def test_sinusoidal_show_defaults_to_position_one():
     (["p-rope", "--fraction=0"], "--fraction"), (["p-rope", "--fraction=1.5"], "--fraction"),
     (["p-rope", "--fraction=nan"], "--fraction"), (["xpos", "--scale-base=-512"], "--scale-base"),
     (["kerple-log", "--r1=-1"], "--r1"), (["kerple-power", "--r2=2.5"], "r2"), (["kerple-log", "--r2=0"], "--r2"),
+    (["kerple-log", "--r1=1e39"], "float32"), (["kerple-power", "--r2=1e39"], "float32"),
     (["fire", "--fire-c=-0.1"], "--fire-c"), (["fire", "--threshold=0"], "--threshold"),
     (["rope-randomized", "--max-position=0"], "--max-position"),
     (["rope-randomized", "--max-position=8", "--seq-len=9"], "--seq-len"), (["alibi", "--fraction=0.5"], "--fraction"),

@@ -81,10 +81,12 @@ class Kerple(PositionalEncoding):
 
 
 def check_coefficients(variant: str, r1: torch.Tensor, r2: torch.Tensor) -> None:
-    if not (torch.isfinite(r1).all() and (r1 > 0).all()):
-        raise UserError(f"kerple-{variant}: r1 must be > 0, got {r1.tolist()}")
-    if not (torch.isfinite(r2).all() and (r2 > 0).all()):
-        raise UserError(f"kerple-{variant}: r2 must be > 0, got {r2.tolist()}")
+    """r1 and r2 are float32 (H,): a value past float32's range arrives here as inf and is named as too large."""
+    for name, value in (("r1", r1), ("r2", r2)):
+        if (value == float("inf")).any():
+            raise UserError(f"kerple-{variant}: {name} must be a float32 number (at most {torch.finfo(torch.float32).max:.3g})")
+        if not (torch.isfinite(value).all() and (value > 0).all()):
+            raise UserError(f"kerple-{variant}: {name} must be > 0, got {value.tolist()}")
     if variant == "power" and (r2 > 2).any():
         raise UserError(f"kerple-power: r2 must be at most 2, got {r2.tolist()}")
 
