@@ -36,7 +36,7 @@ class OneLineErrors(TyperGroup):
 
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
-        check_numbers(self)
+        check_inputs(self)
         try:
             code = super().main(*args, **kwargs)
         except click_exceptions.NoArgsIsHelpError as exc:
@@ -86,8 +86,8 @@ def out_of_memory(exc: BaseException) -> bool:
             or "out of memory" in text or "can't allocate memory" in text)
 
 
-def check_numbers(command) -> None:
-    """Pass every parameter of `command` and its subcommands through `check_number` as it is parsed: a NaN, an
+def check_inputs(command) -> None:
+    """Check every parameter of `command` and its subcommands as it is parsed: through `check_number`, a NaN, an
     infinity or a meaningless count fails in one line naming the option, before the command starts any work.
     A path given as an empty string fails too (it would become "." and write into the current folder)."""
     for param in command.params:
@@ -95,7 +95,7 @@ def check_numbers(command) -> None:
         if takes_path(param):
             param.process_value = non_empty_path(param.process_value, param)
     for sub in getattr(command, "commands", {}).values():
-        check_numbers(sub)
+        check_inputs(sub)
 
 
 def takes_path(param) -> bool:

@@ -74,8 +74,15 @@ FIGURE_FORMATS = ("png", "svg", "pdf")
 # what writers put in an output folder: files with these endings (tables, reports, records, figures), the
 # lock files, and the folders of run records and of retrieval depth logs
 OUTPUT_FILE_ENDINGS = (".csv", ".md", ".json") + tuple("." + f for f in FIGURE_FORMATS)
-OUTPUT_FILES = (".lock", ".table.lock")
-OUTPUT_FOLDERS = ("runs", ".partial")
+RUNS_FOLDER = "runs"  # one record per run, next to the latest run's run.json
+
+
+def output_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(file names, folder names) that writers put in an output folder, from the modules that write them."""
+    from .lock import LOCK, TABLE_LOCK
+    from .tasks.depth_log import FOLDER as DEPTH_LOGS
+
+    return (LOCK, TABLE_LOCK), (RUNS_FOLDER, DEPTH_LOGS)
 
 
 def check_output_names(folder: Path) -> None:
@@ -85,10 +92,11 @@ def check_output_names(folder: Path) -> None:
 
     if not folder.is_dir():
         return
+    files, folders = output_names()
     for entry in folder.iterdir():
-        if entry.is_dir() and (entry.suffix.lower() in OUTPUT_FILE_ENDINGS or entry.name in OUTPUT_FILES):
+        if entry.is_dir() and (entry.suffix.lower() in OUTPUT_FILE_ENDINGS or entry.name in files):
             raise UserError(f"{entry} is a folder where a file will be written; move it out of the output folder")
-        if entry.name in OUTPUT_FOLDERS and not entry.is_dir():
+        if entry.name in folders and not entry.is_dir():
             raise UserError(f"{entry} is a file where a folder will be written; move it out of the output folder")
 
 

@@ -12,7 +12,7 @@ from ..distributed import current, main_first, process_group
 from ..encoding_options import check_used
 from ..encodings import get_spec
 from ..errors import UserError
-from ..paths import writable_folder
+from ..paths import RUNS_FOLDER, writable_folder
 from ..results import append_positions, append_results, check_tables, provenance
 from ..tasks.depth_log import clear_logs
 from ..train import TrainingDiverged
@@ -119,5 +119,5 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
               **provenance()}
     text = json.dumps(record, indent=2, default=str)
     write_text(folder / "run.json", text)  # the latest run in this folder
-    write_text(folder / "runs" / f"{resolved.run_id}.json", text)  # every run, kept
+    write_text(folder / RUNS_FOLDER / f"{resolved.run_id}.json", text)  # every run, kept
     write_run_report(folder, table)
