@@ -32,6 +32,8 @@ class ModelConfig:
     # every weight and the model's own rate (what every learned model before these fields was trained with)
     position_std: float | None = None
     position_lr_scale: float | None = None
+    # biases on the query, key and value projections (Qwen2 checkpoints); None: none, as every model trained here
+    qkv_bias: bool | None = None
 
     @property
     def head_dim(self) -> int:
@@ -116,7 +118,7 @@ def to_dict(config: Any) -> dict:
 
 # fields added after models were cached and results committed: left out of the canonical form while unset,
 # so every model made before them keeps its hash (its cache folder and its run ids)
-OMITTED_WHILE_UNSET = frozenset({"embed_std", "position_std", "position_lr_scale"})
+OMITTED_WHILE_UNSET = frozenset({"embed_std", "position_std", "position_lr_scale", "qkv_bias"})
 
 
 def _without_unset(data: Any) -> Any:

@@ -46,7 +46,12 @@ def export_hf(model: TransformerLM, out: Path, tokenizer=None, finetune: dict | 
         raise UserError(f"only RoPE models export to Llama checkpoints; this one uses {config.encoding}")
     if config.mlp != "swiglu" or config.norm != "rmsnorm":
         raise UserError("only RMSNorm + SwiGLU models export to Llama checkpoints")
-    hf_config = llama_config(config, rope_parameters=scaled_rope(config, finetune))
+    rope = scaled_rope(config, finetune)
+    # transformers' "dynamic" type reads its original length from max_position_embeddings itself: written as
+    # the fine-tune's L', dynamic scaling would only start past L' (the model was fine-tuned scaling from L)
+    dynamic = rope is not None and rope["rope_type"] == "dynamic"
+    hf_config = llama_config(config, rope_parameters=rope,
+                             max_positions=int(finetune["original_len"]) if dynamic else None)
     hf_model = transformers.LlamaForCausalLM(hf_config)
     state = to_hf_names({k: v.detach().float() for k, v in model.state_dict().items()})
     state = {k: v for k, v in state.items() if config.stored(k)}

@@ -63,9 +63,10 @@ class Attention(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = config.n_heads, config.kv_heads, config.head_dim
-        self.q_proj = Linear(config.d_model, self.heads * self.head_dim, bias=False)
-        self.k_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
-        self.v_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=False)
+        qkv_bias = bool(config.qkv_bias)
+        self.q_proj = Linear(config.d_model, self.heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=qkv_bias)
+        self.v_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = Linear(self.heads * self.head_dim, config.d_model, bias=False)
 
     def forward(self, x, pos, encoding: PositionalEncoding, kernel: str, cache: dict | None = None,

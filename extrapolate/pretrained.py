@@ -86,31 +86,62 @@ class HFTokenizer:
 
 
 def config_from_hf(hf) -> ModelConfig:
-    """The project's model config for a Hugging Face Llama config."""
-    if getattr(hf, "model_type", "llama") not in ("llama", "mistral", "qwen2"):
-        raise UserError(f"only Llama-family checkpoints load here, not {hf.model_type!r}")
+    """The project's model config for a Hugging Face Llama config; a checkpoint whose attention the project's
+    model would compute differently (its own RoPE scaling, a sliding window, biases it has no place for) is
+    refused rather than evaluated as another model."""
+    family = getattr(hf, "model_type", "llama")
+    if family not in ("llama", "mistral", "qwen2"):
+        raise UserError(f"only Llama-family checkpoints load here, not {family!r}")
     heads = hf.num_attention_heads
     head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // heads
     if head_dim * heads != hf.hidden_size:
         raise UserError("checkpoints whose head_dim × heads differs from the width are not supported")
     params = getattr(hf, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type != "default":
+        # a scaling on top of the checkpoint's own would compare another model than the one released
+        raise UserError(f"the checkpoint ships its own RoPE scaling (rope_type {rope_type!r}, factor "
+                        f"{params.get('factor')}); only checkpoints with plain RoPE are evaluated here")
+    if sliding_window(hf) is not None:
+        raise UserError(f"the checkpoint attends through a sliding window of {sliding_window(hf)} tokens, which the "
+                        "project's full causal attention does not compute")
+    for flag in ("attention_bias", "mlp_bias"):  # Llama's optional biases (o_proj and the MLP too)
+        if getattr(hf, flag, False):
+            raise UserError(f"checkpoints with {flag} are not supported (biases the project's model has no place for)")
     base = params.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
     return ModelConfig(
         vocab_size=hf.vocab_size, d_model=hf.hidden_size, n_layers=hf.num_hidden_layers, n_heads=heads,
         n_kv_heads=getattr(hf, "num_key_value_heads", heads), d_ff=hf.intermediate_size, norm="rmsnorm",
         mlp="swiglu", tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
         norm_eps=float(hf.rms_norm_eps), encoding="rope", rope_base=float(base),
-        max_len=int(original_context(hf)),
+        max_len=int(original_context(hf)), qkv_bias=True if family == "qwen2" else None,
     )
 
 
-def llama_config(config: ModelConfig, rope_parameters: dict | None = None, **extra):
+def sliding_window(hf) -> int | None:
+    """The window of a checkpoint whose layers attend through one (Mistral v0.1; Qwen2 with use_sliding_window),
+    None when every layer attends to the whole prefix."""
+    window = getattr(hf, "sliding_window", None)
+    if not window:
+        return None
+    layer_types = getattr(hf, "layer_types", None)
+    if layer_types is not None:
+        return window if "sliding_attention" in layer_types else None
+    if getattr(hf, "use_sliding_window", True) is False:
+        return None
+    return window
+
+
+def llama_config(config: ModelConfig, rope_parameters: dict | None = None, max_positions: int | None = None, **extra):
     """The transformers `LlamaConfig` of a project model config (the inverse of `config_from_hf`); a RoPE
-    scaling's `rope_parameters` (`hf_rope_parameters`) replace plain RoPE's."""
+    scaling's `rope_parameters` (`hf_rope_parameters`) replace plain RoPE's; `max_positions`: the
+    `max_position_embeddings` to write, the model's length by default."""
+    if config.qkv_bias:
+        raise UserError("models with query/key/value biases (Qwen2) do not export to Llama checkpoints")
     return require_transformers().LlamaConfig(
         vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
         num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
-        max_position_embeddings=max(config.max_len, 2), rms_norm_eps=config.norm_eps,
+        max_position_embeddings=max(max_positions or config.max_len, 2), rms_norm_eps=config.norm_eps,
         tie_word_embeddings=config.tie_embeddings, head_dim=config.head_dim, attention_bias=False, mlp_bias=False,
         rope_parameters=rope_parameters or {"rope_type": "default", "rope_theta": config.rope_base}, **extra,
     )
@@ -130,18 +161,26 @@ LAYER_NAMES = {
     "mlp.gate_proj.weight": "mlp.gate_proj.weight", "mlp.up_proj.weight": "mlp.up_proj.weight",
     "mlp.down_proj.weight": "mlp.down_proj.weight", "input_layernorm.weight": "attn_norm.weight",
     "post_attention_layernorm.weight": "mlp_norm.weight",
+    "self_attn.q_proj.bias": "attn.q_proj.bias", "self_attn.k_proj.bias": "attn.k_proj.bias",
+    "self_attn.v_proj.bias": "attn.v_proj.bias",  # Qwen2
 }
 
 
 def to_project_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    out = {}
+    """The project's names of a Hugging Face state dict; a tensor with no place in the project's model is an
+    error, never dropped (a dropped weight would evaluate another model)."""
+    out, unplaced = {}, []
     for name, tensor in state.items():
         if name in HF_NAMES:
             out[HF_NAMES[name]] = tensor
-        elif name.startswith("model.layers."):
+        elif name.startswith("model.layers.") and name.split(".", 3)[3] in LAYER_NAMES:
             _, _, index, rest = name.split(".", 3)
-            if rest in LAYER_NAMES:
-                out[f"blocks.{index}.{LAYER_NAMES[rest]}"] = tensor
+            out[f"blocks.{index}.{LAYER_NAMES[rest]}"] = tensor
+        elif not name.endswith("rotary_emb.inv_freq"):  # RoPE's frequencies are computed, not weights
+            unplaced.append(name)
+    if unplaced:
+        raise UserError(f"the checkpoint has weights the project's model has no place for: {', '.join(unplaced[:3])}"
+                        + (f" and {len(unplaced) - 3} more" if len(unplaced) > 3 else ""))
     return out
 
 

@@ -121,7 +121,7 @@ def test_report_divides_by_the_base_model_at_L_and_tabulates_fine_tune_steps():
     assert "| pi | 130.000 | 60.000 | 50.000 |" in section  # at L
 
 
-@pytest.mark.parametrize("encoding", ["yarn", "pi", "ntk"])
+@pytest.mark.parametrize("encoding", ["yarn", "pi", "ntk", "dynamic-ntk"])
 def test_an_exported_fine_tune_gives_transformers_the_same_logits(tmp_path, monkeypatch, encoding):
     """The fine-tuned model, exported from its cache folder, loads in transformers with the scaling it was
     fine-tuned with (`rope_parameters`), and its logits at L' equal ours with that scaling (1e-4)."""

@@ -75,3 +75,55 @@ def test_export_round_trip(tmp_path):
     tokens = torch.randint(0, 256, (1, 40))
     with torch.no_grad():
         assert torch.allclose(loaded(tokens).logits, model(tokens), atol=1e-4, rtol=0)
+
+
+def randomized(model):
+    torch.manual_seed(0)
+    for p in model.parameters():  # biases too: a dropped bias must change the logits
+        torch.nn.init.normal_(p, std=0.2)
+    return model.eval()
+
+
+def test_a_qwen2_checkpoint_keeps_its_query_key_value_biases():
+    config = transformers.Qwen2Config(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=ORIGINAL,
+                                      tie_word_embeddings=False, attn_implementation="eager")
+    theirs = randomized(transformers.Qwen2ForCausalLM(config))
+    assert any(name.endswith("q_proj.bias") for name in theirs.state_dict())
+    ours = from_hf_model(theirs)
+    tokens = torch.randint(0, 97, (1, 2 * ORIGINAL))
+    with torch.no_grad():
+        assert torch.allclose(ours(tokens), theirs(tokens).logits, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("model_class,extra,message", [
+    ("LlamaForCausalLM", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0,
+                                              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                              "original_max_position_embeddings": 16}}, "rope_type 'llama3'"),
+    ("LlamaForCausalLM", {"rope_parameters": {"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}},
+     "rope_type 'linear'"),
+    ("LlamaForCausalLM", {"attention_bias": True}, "attention_bias"),
+    ("LlamaForCausalLM", {"mlp_bias": True}, "mlp_bias"),
+    ("MistralForCausalLM", {"sliding_window": 8}, "sliding window of 8"),
+])
+def test_a_checkpoint_the_model_would_compute_differently_is_refused(model_class, extra, message):
+    """Its own RoPE scaling, a sliding window, biases with no place: evaluated here they would be another model
+    (each differs from transformers' logits by 0.03 to 0.8 on these small models), so they are refused by name."""
+    from extrapolate.errors import UserError
+
+    family = model_class.removesuffix("ForCausalLM")
+    options = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=1, num_attention_heads=4,
+                   max_position_embeddings=2 * ORIGINAL, attn_implementation="eager")
+    theirs = getattr(transformers, model_class)(getattr(transformers, f"{family}Config")(**options, **extra))
+    with pytest.raises(UserError, match=message):
+        from_hf_model(theirs)
+
+
+def test_a_mistral_checkpoint_without_a_window_loads_exactly():
+    config = transformers.MistralConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, sliding_window=None,
+                                        max_position_embeddings=ORIGINAL, attn_implementation="eager")
+    theirs = randomized(transformers.MistralForCausalLM(config))
+    tokens = torch.randint(0, 97, (1, 2 * ORIGINAL))
+    with torch.no_grad():
+        assert torch.allclose(from_hf_model(theirs)(tokens), theirs(tokens).logits, atol=1e-4, rtol=0)
