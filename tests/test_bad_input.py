@@ -366,6 +366,16 @@ def test_bad_number_run_and_sweep(tmp_path, command, flag, value):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_stride_longer_than_a_window_is_refused(tmp_path, command):
+    """Sliding windows moving by more than their length would leave tokens unscored between them."""
+    out = tmp_path / "out"
+    args = [command, "--model", "tiny", "--corpus", str(tmp_path / "none.txt"), "--out", str(out),
+            "--protocol", "sliding", "--stride", "512", "--eval-lens", "256,1024"]
+    assert_one_line_error(cli.invoke(app, args), "--stride 512 is longer than the evaluation length 256")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("command,flag,value", cases("encodings show", SHOW_OPTIONS))
 def test_bad_number_encodings_show(command, flag, value):
     encoding = {"--position": "sinusoidal", "--width": "sinusoidal", "--distances": "t5"}.get(flag, "yarn")

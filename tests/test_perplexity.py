@@ -24,6 +24,17 @@ def test_sliding_windows_score_each_token_once():
     assert spans[0][2] == 0 and all(offset == 128 for _, _, offset in spans[1:])
 
 
+def test_sliding_windows_score_the_tail_a_stride_would_overshoot():
+    """(budget − n) not a multiple of the stride: the last window ends at the budget and scores only what no
+    window scored, so every length scores all of the budget."""
+    doc = torch.arange(5000)
+    for length, stride in [(1000, 256), (300, 256), (256, 256), (257, 1), (1024, 1024)]:
+        spans = windows_sliding(doc, length, 4096, stride)
+        scored = [p for start, end, offset in spans for p in range(start + offset, end)]
+        assert scored == list(range(4096)), (length, stride)
+        assert all(end - start == length for start, end, _ in spans)
+
+
 def test_chunked_nll_equals_full_logits():
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="rope")).eval()

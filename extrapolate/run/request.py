@@ -182,6 +182,11 @@ def check(request: RunRequest) -> None:
         raise UserError(f"--train-dtype must be one of {', '.join(TRAIN_DTYPES)}, got {request.train_dtype!r}")
     if request.stride < 1:
         raise UserError(f"--stride must be at least 1, got {request.stride}")
+    shortest = min(lengths_for(request))
+    if request.protocol == "sliding" and "perplexity" in request.tasks and request.stride > shortest:
+        # a window moving by more than its length would leave the tokens between two windows unscored
+        raise UserError(f"--stride {request.stride} is longer than the evaluation length {shortest}: give "
+                        f"--stride ≤ {shortest}")
     require_known("kernel", request.kernel, KERNELS)
     if request.learned_policy not in ("error", "clamp"):
         raise UserError("--learned-policy must be error or clamp")

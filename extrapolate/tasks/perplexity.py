@@ -1,9 +1,11 @@
 """Perplexity at a context length, under two protocols, aggregated by token-weighted mean NLL.
 
 - `full`: split the first `budget` tokens of each held-out document into windows of n tokens, one forward
-  pass per window, score every token (the "truncated" evaluation of long-context papers). Every length
-  scores the same text, so a change across lengths is the effect of context alone.
-- `sliding`: windows of n moving by `stride`; each step scores only the tokens no earlier window scored.
+  pass per window, score every token (the "truncated" evaluation of long-context papers). Every length that
+  divides the budget scores the same text, so a change across lengths is the effect of context alone
+  (another length leaves out the budget's last partial window).
+- `sliding`: windows of n moving by `stride` ≤ n; each step scores only the tokens no earlier window scored,
+  and a last window ends at the budget, so every length scores all of it.
 
 Loss by position inside the window is kept in buckets: it shows where past-L degradation starts.
 """
@@ -67,14 +69,18 @@ def windows_full(doc: torch.Tensor, length: int, budget: int) -> list[tuple[int,
 
 
 def windows_sliding(doc: torch.Tensor, length: int, budget: int, stride: int) -> list[tuple[int, int, int]]:
+    """(start, end, first scored offset) of windows of `length` moving by `stride` (≤ length) over
+    doc[:budget + 1]; a last window ends at the budget, so its tail is scored too, each token once."""
     usable = min(budget, doc.numel() - 1)
+    if usable < length:
+        return []
+    starts = list(range(0, usable - length + 1, stride))
+    if starts[-1] + length < usable:  # the tail a whole stride would overshoot
+        starts.append(usable - length)
     out, scored_until = [], 0
-    for begin in range(0, max(usable - length, 0) + 1, stride):
-        end = begin + length
-        if end > usable:
-            break
-        out.append((begin, end, scored_until - begin if scored_until > begin else 0))
-        scored_until = end
+    for begin in starts:
+        out.append((begin, begin + length, max(scored_until - begin, 0)))
+        scored_until = begin + length
     return out
 
 
