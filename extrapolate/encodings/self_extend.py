@@ -5,7 +5,10 @@ range up to a length of about G·(L - w) + w.
 
 Defaults, as the authors' guidance scales them: w = L/4 (their neighbour window for Llama-2 is 1024 of
 4096), and G the smallest group that fits the run's length s·L into G·(L - w) + w (their rule: "try the
-smallest group size first")."""
+smallest group size first"). The rule is approximate by one position: the farthest key of a query at n - 1
+sits at ⌊(n - 1)/G⌋ + w - ⌊w/G⌋, which reaches L (one past the trained L - 1) at n = G·(L - w) + w when G
+does not divide w (Llama-2's 4096 → 16384: w = 1024, G = 5). It is kept as published, so the defaults are
+the settings the authors report; `--encoding-option group=` sets another."""
 
 from __future__ import annotations
 
