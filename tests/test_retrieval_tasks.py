@@ -13,14 +13,26 @@ from torch import nn
 from extrapolate.config import ModelConfig
 from extrapolate.passkey.prompt import PromptBuilder
 from extrapolate.retrieval_report import BELOW_L, NOT_LEARNED, NOT_MEASURED, retrieval_length, retrieval_matrix, retrieves_at_L
-from extrapolate.taskfiles import load_task
+from extrapolate.taskfiles import list_task_names, load_task
 from extrapolate.tasks.passkey import evaluate_passkey, prompt_length
 from extrapolate.tokenizers import ByteTokenizer
 
 from .test_passkey import WordTokenizer
 
-TASKS = ["passkey", "passkey-word", "ruler-multikey", "ruler-multivalue", "ruler-multiquery"]
-RULER = TASKS[2:]
+TASKS = list_task_names()  # every shipped task file
+RULER = ["ruler-multikey", "ruler-multivalue", "ruler-multiquery"]
+
+
+def test_the_classic_variant_is_the_reference_prompt():
+    """Task sentence, filler, key line, filler, question: the prompt of Landmark Attention, PI and YaRN."""
+    task = load_task("passkey-classic")
+    prompt = ByteTokenizer().decode(PromptBuilder(task, ByteTokenizer()).trial(1500, 0.5, 0).ids)
+    assert prompt.startswith("There is an important info hidden inside a lot of irrelevant text. Find it and memorize "
+                             "them. I will quiz you about the important information there. The grass is green.")
+    assert prompt.endswith("What is the pass key? The pass key is")
+    assert re.search(r"The pass key is (\d{5})\. Remember it\. \1 is the pass key\.", prompt)
+    compact = ByteTokenizer().decode(PromptBuilder(load_task("passkey"), ByteTokenizer()).trial(1500, 0.5, 0).ids)
+    assert compact.startswith("The grass is green.")
 
 
 @pytest.mark.parametrize("name", TASKS)
