@@ -131,7 +131,7 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[s
     until the whole report has been computed, so a failure leaves the previous report and figures intact."""
     from .plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from .finetune_report import finetune_figure, finetune_section
-    from .retrieval_report import base_encodings, retrieves_at_L
+    from .retrieval_report import base_encodings, retrieves_at_L, task_threshold
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
@@ -147,7 +147,8 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[s
         if len(positions):
             figures["positions"] = position_figure(positions)
         if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
-            figures["passkey"] = passkey_figure(agg, valid=retrieves_at_L(agg, base_encodings(table)))
+            valid = retrieves_at_L(agg, base_encodings(table), task_threshold(folder, table))
+            figures["passkey"] = passkey_figure(agg, valid=valid)
         # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
         rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
         shape = rotary_shape(folder)
@@ -205,7 +206,8 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]
     agg = aggregate(table)
     figures = draw_figures(folder, table, agg)
     try:
-        lines = heading + [*setup_lines(table), ""] + body(agg, figure_links(figures), load_training(folder), table)
+        lines = heading + [*setup_lines(table), ""] + body(agg, figure_links(figures), load_training(folder), table,
+                                                               task_threshold(folder, table))
     except BaseException:
         close_figures(figures)
         raise
@@ -213,7 +215,9 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]
     write_text(path, "\n".join(lines))
 
 
-def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame,
+         threshold: float) -> list[str]:
+    """`threshold`: the retrieval task's "retrieves at this length" (`task_threshold`)."""
     from .finetune_report import finetune_section
     from .retrieval_report import base_encodings, retrieval_length, retrieval_section
 
@@ -225,11 +229,11 @@ def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, tab
                   "Each row divided by its base model's perplexity at L (a RoPE scaling or fine-tune: plain RoPE's), "
                   "so a scaling's cost at L shows.", "", perplexity_matrix(agg, ratio=True, bases=bases), ""]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
-    lines += retrieval_section(agg, training, bases)
-    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, bases)
+    lines += retrieval_section(agg, training, bases, threshold)
+    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, bases, threshold)
     lines += ["## Effective length", "",
               f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
-              "length with ≥ 80% retrieval accuracy at every depth (for models that retrieve at L).", "",
+              f"length with ≥ {threshold:.0%} retrieval accuracy at every depth (for models that retrieve at L).", "",
               "| encoding | perplexity | retrieval |", "|---|---|---|"]
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")

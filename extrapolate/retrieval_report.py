@@ -9,11 +9,14 @@ base encoding's cells in the table the scaling's own cells at L decide."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 
 from .training_log import budget, formation_step
 
-THRESHOLD = 0.8  # the task files' default "retrieves at this length": ≥ 80% at every depth
+THRESHOLD = 0.8  # "retrieves at this length" when no task file says otherwise: ≥ 80% at every depth
 NOT_LEARNED = "not learned at L"
 NOT_MEASURED = "not measured at L"  # no cell at L: whether the model learned the task is unknown
 BELOW_L = "below L"  # the model retrieves at L, this scaling of it does not
@@ -31,6 +34,33 @@ def at_L(agg: pd.DataFrame, threshold: float = THRESHOLD) -> dict[str, bool]:
         if len(cells):
             out[encoding] = bool((cells["status"] == "ok").all()) and bool((cells["mean"] >= threshold).all())
     return out
+
+
+def task_threshold(folder: Path, table: pd.DataFrame) -> float:
+    """The `threshold` of the task files whose prompts the table's retrieval rows were measured with (their
+    identity is the `protocol` column), the strictest when several; THRESHOLD when none is found. Task files
+    are looked up among the shipped ones and the ones the folder's run records name (a file given by path)."""
+    from .errors import UserError
+    from .paths import RUNS_FOLDER
+    from .taskfiles import list_task_names, load_task
+
+    identities = set(table.loc[table["task"] == "passkey", "protocol"].dropna().astype(str))
+    if not identities:
+        return THRESHOLD
+    named = set(list_task_names())
+    for record in [folder / "run.json", *sorted((folder / RUNS_FOLDER).glob("*.json"))]:
+        try:
+            named.add(str(json.loads(record.read_text())["request"]["passkey_task"]))
+        except (OSError, ValueError, KeyError, TypeError):  # a record without one, or not readable: skipped
+            continue
+    found = {}
+    for name in named:
+        try:
+            task = load_task(name)
+        except UserError:  # a file since moved or broken: its rows fall back to the default
+            continue
+        found[task.identity] = task.threshold
+    return max((found[i] for i in identities if i in found), default=THRESHOLD)
 
 
 def judged_on(encoding: str, measured, bases: dict[str, str] | None) -> str:
@@ -78,11 +108,12 @@ def worst_depth(at_L: pd.DataFrame) -> str:
     return f"{worst:.0%} at {where}"
 
 
-def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bases: dict[str, str] | None = None) -> str:
+def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bases: dict[str, str] | None = None,
+                     threshold: float = THRESHOLD) -> str:
     """Markdown: encoding × length, mean over depths (and seeds), with the worst depth at L; past L only for
     models that retrieve at L (a verdict taken from the base model names it: "yes (rope)")."""
     cells = _passkey(agg, metric)
-    said = verdicts(agg, bases)
+    said = verdicts(agg, bases, threshold)
     lengths = sorted(cells["eval_len"].unique())
     lines = ["| encoding | L | retrieves at L | worst depth at L | " + " | ".join(str(n) for n in lengths) + " |",
              "|" + "---|" * (len(lengths) + 4)]
@@ -127,22 +158,23 @@ def retrieval_length(agg: pd.DataFrame, bases: dict[str, str] | None = None,
     return out
 
 
-def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, bases: dict[str, str] | None = None) -> list[str]:
+def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, bases: dict[str, str] | None = None,
+                      threshold: float = THRESHOLD) -> list[str]:
     if not (agg["task"] == "passkey").any():
         return []
-    valid = retrieves_at_L(agg, bases)
+    valid = retrieves_at_L(agg, bases, threshold)
     lines = ["## Retrieval (greedy exact match, mean over depths)", "",
-             f"A model retrieves at L when its accuracy at L is ≥ {THRESHOLD:.0%} at every depth; only then are its "
+             f"A model retrieves at L when its accuracy at L is ≥ {threshold:.0%} at every depth; only then are its "
              "cells past L shown (· otherwise): a model that never learned the task says nothing about "
              "extrapolation. A training-free scaling is judged on the model it scales (named in brackets), as a "
-             "static scaling moves the positions at L too; a model with no cell at L is \"not measured at L\".", "", retrieval_matrix(agg, "accuracy", valid, bases), "",
+             "static scaling moves the positions at L too; a model with no cell at L is \"not measured at L\".", "", retrieval_matrix(agg, "accuracy", valid, bases, threshold), "",
              "## Retrieval rank accuracy (true key ranked first among distractors)", "",
-             retrieval_matrix(agg, "rank_accuracy", valid, bases), ""]
+             retrieval_matrix(agg, "rank_accuracy", valid, bases, threshold), ""]
     if len(training):
-        steps, trained = formation_step(training, THRESHOLD), budget(training)
+        steps, trained = formation_step(training, threshold), budget(training)
         lines += ["## Steps until retrieval formed", "",
                   f"First training step at which greedy accuracy at L (probes of a few dozen prompts during training) "
-                  f"reached {THRESHOLD:.0%}; median over seeds; of the steps the model trained.", "",
+                  f"reached {threshold:.0%}; median over seeds; of the steps the model trained.", "",
                   "| encoding | step | of |", "|---|---|---|"]
         lines += [f"| {e} | {int(s) if s is not None else 'not reached'} | {trained[e]} |" for e, s in steps.items()]
         lines.append("")

@@ -13,7 +13,7 @@ from torch import nn
 from extrapolate.config import ModelConfig
 from extrapolate.passkey.prompt import PromptBuilder
 from extrapolate.retrieval_report import BELOW_L, NOT_LEARNED, NOT_MEASURED, retrieval_length, retrieval_matrix, retrieves_at_L
-from extrapolate.taskfiles import list_task_names, load_task
+from extrapolate.taskfiles import TASKS_DIR, list_task_names, load_task
 from extrapolate.tasks.passkey import evaluate_passkey, prompt_length
 from extrapolate.tokenizers import ByteTokenizer
 
@@ -194,6 +194,31 @@ def test_a_scaling_is_judged_on_the_model_it_scales():
     past_L = agg[agg["eval_len"] > 256]  # nothing measured at L: unknown, not "not learned"
     assert retrieval_length(past_L, bases) == {"rope": NOT_MEASURED, "yarn": NOT_MEASURED, "alibi": NOT_MEASURED}
     assert "**not measured at L**" in retrieval_matrix(past_L, "accuracy", retrieves_at_L(past_L, bases), bases)
+
+
+def test_the_validity_rule_uses_the_task_files_threshold(tmp_path):
+    """A task file asking 95% "retrieves at L": the report judges its rows by 95%, found from the identity in
+    the `protocol` column, for a shipped file or one a run record names by path; 80% when no file is found."""
+    import json
+
+    from extrapolate.retrieval_report import retrieval_section, task_threshold
+
+    strict = tmp_path / "strict.toml"
+    strict.write_text((TASKS_DIR / "passkey-word.toml").read_text().replace("threshold = 0.8", "threshold = 0.95"))
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({"request": {"passkey_task": str(strict)}}))
+
+    def table(protocol):
+        return pd.DataFrame({"task": ["perplexity", "passkey"], "protocol": ["full", protocol]})
+
+    assert task_threshold(folder, table(load_task(str(strict)).identity)) == 0.95
+    assert task_threshold(folder, table(load_task("passkey-word").identity)) == 0.8
+    assert task_threshold(folder, table("passkey-word-v9-compact-00000000")) == 0.8  # no file has it
+    agg = agg_with({"rope": {128: [1.0, 0.9, 0.95], 256: [0.9, 0.9, 0.9]}})
+    assert retrieves_at_L(agg) == {"rope": True} and retrieves_at_L(agg, threshold=0.95) == {"rope": False}
+    section = "\n".join(retrieval_section(agg, pd.DataFrame(), threshold=0.95))
+    assert "≥ 95% at every depth" in section and "| rope | 128 | **no** | 90% at depth 0.5 | 95% | · |" in section
 
 
 def test_probes_during_training_survive_a_resume(tmp_path):
