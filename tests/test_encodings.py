@@ -162,6 +162,16 @@ def test_every_scaling_at_factor_one_is_rope(name):
         assert torch.equal(inv, rope_inv_freq(64, 1e4)) and factor == 1.0
 
 
+def test_dynamic_yarn_past_L_is_yarn_at_the_sequences_own_scale():
+    """l = 1000 past L = 256: s = l/L = 3.90625, whatever the factor (transformers' yarn at factor 1000/256 gives
+    these values to 1 ulp); an off-by-one (l - 1)/L or the static factor fails every assertion."""
+    inv, mscale = SCALINGS["dynamic-yarn"].fn(64, 1e4, 8.0, 256, 1000)
+    assert inv[0].item() == 1.0  # the fastest pairs keep θ
+    assert inv[1].item() == pytest.approx(0.7069771885871887, rel=1e-6)
+    assert inv[-1].item() == pytest.approx(1e4 ** (-62 / 64) / 3.90625, rel=1e-6)  # the slowest: θ/s
+    assert mscale == pytest.approx(0.1 * math.log(3.90625) + 1, rel=1e-12)  # 1.1362577834502574
+
+
 @pytest.mark.parametrize("name", ["dynamic-ntk", "dynamic-yarn"])
 def test_dynamic_kinds_within_L_are_rope_and_stateless(name):
     enc = Rotary(32, name, factor=8.0, original_len=64)
