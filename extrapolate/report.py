@@ -203,6 +203,8 @@ def write_run_report(folder: Path, table: pd.DataFrame) -> None:
 
 def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]) -> None:
     """A report page and its figures: every figure drawn and every line computed before anything is written."""
+    from .retrieval_report import task_threshold
+
     agg = aggregate(table)
     figures = draw_figures(folder, table, agg)
     try:
