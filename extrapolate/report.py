@@ -126,12 +126,12 @@ def save_both(fig, folder: Path, stem: str) -> None:
     save_figure(fig, folder / f"{stem}.png")
 
 
-def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[str, object]:
+def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, threshold: float) -> dict[str, object]:
     """Every figure the folder's tables call for, drawn in memory and keyed by file stem: nothing is written
     until the whole report has been computed, so a failure leaves the previous report and figures intact."""
     from .plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from .finetune_report import finetune_figure, finetune_section
-    from .retrieval_report import base_encodings, retrieves_at_L, task_threshold
+    from .retrieval_report import base_encodings, retrieves_at_L
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
@@ -147,7 +147,7 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame) -> dict[s
         if len(positions):
             figures["positions"] = position_figure(positions)
         if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
-            valid = retrieves_at_L(agg, base_encodings(table), task_threshold(folder, table))
+            valid = retrieves_at_L(agg, base_encodings(table), threshold)
             figures["passkey"] = passkey_figure(agg, valid=valid)
         # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
         rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
@@ -205,11 +205,11 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]
     """A report page and its figures: every figure drawn and every line computed before anything is written."""
     from .retrieval_report import task_threshold
 
-    agg = aggregate(table)
-    figures = draw_figures(folder, table, agg)
+    agg, threshold = aggregate(table), task_threshold(folder, table)  # the task files are read once
+    figures = draw_figures(folder, table, agg, threshold)
     try:
         lines = heading + [*setup_lines(table), ""] + body(agg, figure_links(figures), load_training(folder), table,
-                                                               task_threshold(folder, table))
+                                                               threshold)
     except BaseException:
         close_figures(figures)
         raise
