@@ -49,18 +49,21 @@ def provenance() -> dict:
 class RowChecks:
     """What every row of a table must hold: `filled` columns have a value, `numeric` ones are numbers where
     filled, `later` columns (added after tables were first written, so possibly absent) are numbers too, and
-    `positive` ones (lengths, steps) are numbers above 0."""
+    `positive` ones (lengths, steps) are numbers above 0; `filled_where` maps (column, value) to a column that
+    rows with that value must fill (a retrieval row has a depth)."""
 
     filled: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
     later: tuple[str, ...] = ()
     positive: tuple[str, ...] = ()
+    filled_where: tuple[tuple[str, str, str], ...] = ()
 
 
 ROW_CHECKS = {
     RESULTS_FILE: RowChecks(("run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"),
                             ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
-                            ("finetune_steps", "finetune_len"), ("train_len", "eval_len")),
+                            ("finetune_steps", "finetune_len"), ("train_len", "eval_len"),
+                            filled_where=(("task", "passkey", "depth"),)),
     POSITIONS_FILE: RowChecks(("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),
                               ("seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"),
                               positive=("train_len", "eval_len")),
@@ -95,6 +98,11 @@ def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
         below = pd.to_numeric(frame[column]) <= 0
         if below.any():
             raise ValueError(f"line {int(below.to_numpy().argmax()) + 2}: {column} must be above 0")
+    for column, value, needed in checks.filled_where:
+        if column in frame.columns:
+            empty = (frame[column].astype(object) == value) & frame.get(needed, pd.Series(index=frame.index)).isna()
+            if empty.any():
+                raise ValueError(f"line {int(empty.to_numpy().argmax()) + 2}: a {value} row has no {needed}")
 
 
 def write_table(path: Path, frame: pd.DataFrame) -> None:
@@ -180,8 +188,19 @@ def label_variants(table: pd.DataFrame) -> pd.DataFrame:
     return in_encoding_order(table.assign(encoding=labels))
 
 
+# text columns a table written before they existed (or edited by hand) may leave empty
+UNRECORDED, RECORDED_TEXT = "unrecorded", ["protocol", "model", "corpus", "tokenizer", "device", "dtype", "kernel",
+                                           "git_sha", "package_version"]
+
+
 def load_results(folder: Path) -> pd.DataFrame:
-    return in_encoding_order(read_table(folder / RESULTS_FILE, COLUMNS))
+    """The results table in encoding order, an empty provenance cell read as "unrecorded" (strings only, for
+    the report's sorting and grouping) and an empty base encoding as the encoding itself."""
+    table = in_encoding_order(read_table(folder / RESULTS_FILE, COLUMNS))
+    if len(table):
+        table[RECORDED_TEXT] = table[RECORDED_TEXT].astype(object).where(table[RECORDED_TEXT].notna(), UNRECORDED)
+        table["base_encoding"] = table["base_encoding"].where(table["base_encoding"].notna(), table["encoding"])
+    return table
 
 
 def check_tables(folder: Path) -> None:

@@ -135,6 +135,24 @@ def test_report_regenerates_from_the_table(tmp_path):
     assert cli.invoke(app, ["report", str(tmp_path / "nothing")]).exit_code == 2
 
 
+def test_report_of_a_table_without_later_columns_names_them_unrecorded(tmp_path):
+    """A table written before `protocol`, `git_sha` and the other provenance columns existed (or with a cell
+    blanked by hand) still reports: empty text cells are "unrecorded", never a NaN sorted among strings. A
+    retrieval row without a depth is refused in one line."""
+    row = dict(run_id="r", encoding="rope", factor=1.0, train_len=8, eval_len=16, task="perplexity", metric="ppl",
+               value=3.0, depth=None, seed=0, n_tokens=100, status="ok", model="tiny", params=10, created_at="2026-01-01T00:00:00Z")
+    folder = tmp_path / "old"
+    folder.mkdir()
+    rows = [row, {**row, "eval_len": 8, "value": 2.0}, {**row, "encoding": "alibi", "run_id": "a"}]
+    pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
+    result = cli.invoke(app, ["report", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "protocols: `unrecorded`" in (folder / "report.md").read_text()
+    pd.DataFrame([*rows, {**row, "task": "passkey", "metric": "accuracy"}]).to_csv(folder / "results.csv", index=False)
+    result = cli.invoke(app, ["report", str(folder)])
+    assert result.exit_code == 2 and "a passkey row has no depth" in result.output.strip().splitlines()[-1]
+
+
 def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():
     """A table grown by calls at two commits on two devices: the setup lines name both, not the first row's."""
     from extrapolate.report import setup_lines
