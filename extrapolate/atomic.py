@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
 
-def default_mode() -> int:
-    """The mode `open()` would give a new file: 0o666 less the umask (mkstemp's 0o600 would hide results)."""
+def default_mode(folder: bool = False) -> int:
+    """The mode `open()` (or `mkdir`) would give a new file (folder): 0o666 (0o777) less the umask; mkstemp's
+    0o600 and mkdtemp's 0o700 would hide results from other users."""
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return (0o777 if folder else 0o666) & ~umask
 
 
 @contextlib.contextmanager
@@ -36,3 +38,22 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
 def write_text(path: Path | str, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def atomic_folder(path: Path | str) -> Iterator[Path]:
+    """Yield a staging folder next to `path`; on success it becomes `path` (which may exist only as an empty
+    folder), on failure it is removed: a reader never sees half a folder. What is in it gets the modes `open()`
+    and `mkdir` would give."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".staging-{path.name}-"))
+    try:
+        yield staging
+        for item in [staging, *staging.rglob("*")]:
+            os.chmod(item, default_mode(folder=item.is_dir()))
+        if path.exists():
+            path.rmdir()  # only an empty folder: never replace files the caller did not write
+        os.replace(staging, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

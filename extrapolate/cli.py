@@ -251,10 +251,10 @@ def models_fetch(name: Annotated[str, typer.Argument(help="a known pretrained mo
 
 @app.command()
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="a run folder (with run.json) or a model checkpoint folder")],
+    run_dir: Annotated[Path, typer.Argument(help="a run folder (with run.json), a run record (runs/<run id>.json) or a model checkpoint folder")],
     hf: Annotated[Path, typer.Option("--hf", help="write a Hugging Face Llama checkpoint to this folder")],
 ) -> None:
-    """Export a RoPE model trained here as a Hugging Face Llama checkpoint."""
+    """Export a RoPE model trained here as a Hugging Face Llama checkpoint, with the RoPE scaling its run used."""
     from .export import export_run
 
     export_run(run_dir, hf)

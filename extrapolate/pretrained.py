@@ -316,4 +316,4 @@ def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: 
         extra = {"attention_factor": options["attention_factor"]} if options.get("attention_factor") is not None else {}
         return {"rope_type": "longrope", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
                 "short_factor": short, "long_factor": long, **extra}
-    raise UserError(f"{encoding} has no transformers equivalent (transformers has no static NTK or dynamic YaRN type)")
+    raise UserError(f"{encoding} has no transformers equivalent (a Llama checkpoint cannot compute it)")

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from extrapolate.atomic import atomic_path, write_text
+from extrapolate.atomic import atomic_folder, atomic_path, write_text
 
 
 @pytest.fixture
@@ -81,3 +81,19 @@ def test_a_figure_drawn_twice_is_saved_as_the_same_bytes(tmp_path, name):
         if attempt == 0:
             time.sleep(1.1)  # a timestamp with one-second resolution would differ
     assert saved[0] == saved[1]
+
+
+def test_a_folder_appears_whole_with_ordinary_modes_or_not_at_all(tmp_path, umask_022):
+    target = tmp_path / "hf"
+    with pytest.raises(RuntimeError), atomic_folder(target) as staging:
+        (staging / "config.json").write_text("{}")
+        raise RuntimeError("killed halfway")
+    assert list(tmp_path.iterdir()) == []
+    target.mkdir()  # an empty folder may stand where the new one goes
+    with atomic_folder(target) as staging:
+        (staging / "sub").mkdir()
+        (staging / "sub" / "model.safetensors").write_bytes(b"x")
+        os.chmod(staging / "sub" / "model.safetensors", 0o600)  # as some writers leave their files
+    assert mode(target) == 0o755 and mode(target / "sub") == 0o755
+    assert mode(target / "sub" / "model.safetensors") == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["hf"]

@@ -286,6 +286,33 @@ def test_a_file_where_an_output_folder_goes(work):
     assert snapshot(run) == before
 
 
+def test_export_refuses_a_folder_of_several_scalings_and_takes_one_record(work):
+    """A sweep folder holds several models or scalings: exporting "the" run would pick one silently, so it is
+    refused, naming the records; a record exports with its scaling (here YaRN on the RoPE model)."""
+    import json
+
+    run = work / "run"
+    (record,) = (run / "runs").glob("*.json")
+    data = json.loads(record.read_text())
+    data["encoding"] = {"name": "yarn", "base": 10000.0, "factor": 2.0, "original_len": 32}
+    (run / "runs" / "yarn-run.json").write_text(json.dumps(data))
+    assert_one_line_error(cli.invoke(app, ["export", str(run), "--hf", str(work / "hf")]), "holds 2 runs")
+    assert not (work / "hf").exists()
+    result = cli.invoke(app, ["export", str(run / "runs" / "yarn-run.json"), "--hf", str(work / "hf")])
+    assert result.exit_code == 0, result.output
+    parameters = json.loads((work / "hf" / "config.json").read_text())["rope_parameters"]
+    assert parameters["rope_type"] == "yarn" and parameters["factor"] == 2.0
+    assert not [p for p in work.iterdir() if p.name.startswith(".staging")]
+
+
+def test_export_refuses_a_folder_that_is_not_empty(work):
+    out = work / "hf"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert_one_line_error(cli.invoke(app, ["export", str(work / "run"), "--hf", str(out)]), "not empty")
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
 def test_report_refuses_a_folder_where_the_report_goes(work):
     (work / "run" / "report.md").mkdir()
     assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), "report.md")

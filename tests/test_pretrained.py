@@ -77,6 +77,29 @@ def test_export_round_trip(tmp_path):
         assert torch.allclose(loaded(tokens).logits, model(tokens), atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("encoding", ["pi", "ntk", "dynamic-ntk", "yarn", "llama3", "longrope"])
+def test_an_exported_training_free_scaling_computes_what_the_run_evaluated(tmp_path, encoding):
+    """A run that evaluated a RoPE model with a scaling and no training (its record's `encoding`) exports with
+    that scaling: transformers' logits past L equal the scaled model's here."""
+    from extrapolate.config import ModelConfig
+    from extrapolate.model import TransformerLM
+
+    torch.manual_seed(1)
+    model = TransformerLM(ModelConfig(d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, encoding="rope",
+                                      max_len=ORIGINAL, rope_base=500.0)).eval()
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    config = model.config
+    model.set_encoding(build_encoding(encoding, d_model=64, n_heads=4, head_dim=config.head_dim, max_len=ORIGINAL,
+                                      base=500.0, factor=4.0, original_len=ORIGINAL))
+    record = {"name": encoding, **model.encoding.describe()}  # as a run record keeps it
+    export_hf(model, tmp_path / "hf", scaling=record)
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", torch_dtype=torch.float32).eval()
+    tokens = torch.randint(0, 256, (1, 3 * ORIGINAL))
+    with torch.no_grad():
+        assert torch.allclose(loaded(tokens).logits, model(tokens), atol=1e-4, rtol=0)
+
+
 def randomized(model):
     torch.manual_seed(0)
     for p in model.parameters():  # biases too: a dropped bias must change the logits
