@@ -13,7 +13,7 @@ from rich.table import Table
 from .cli_options import DeviceOpt, KernelOpt, with_request
 from .cli_render import (RichReporter, render_bench, render_bench_row, render_comparison, render_submission,
                          render_sweep_plan)
-from .cliutil import OneLineErrors, fail, stdout
+from .cliutil import OneLineErrors, fail, stdout, warn
 from .run import RunRequest
 
 app = typer.Typer(
@@ -168,6 +168,11 @@ def sweep(
     steps = parse_int_list(finetune_steps, "--finetune-steps", 0) if finetune_steps is not None else None
     if executor not in ("local", "slurm"):
         fail(f"--executor must be local or slurm, got {executor!r}")
+    slurm_only = {"--partition": partition is not None, "--gpus-per-task": gpus_per_task != 0,
+                  "--cpus-per-task": cpus_per_task is not None, "--time-min": time_min != 1440}
+    if executor == "local" and any(slurm_only.values()):
+        warn(f"{', '.join(k for k, given in slurm_only.items() if given)} configure SLURM jobs, and --executor is "
+             "local: ignored")
     if executor == "slurm" and not dry_run:
         from .cluster import SlurmOptions
 

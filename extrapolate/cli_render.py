@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 
-from rich.markup import escape
 from rich.table import Table
 
-from .cliutil import stderr, stdout
+from .cliutil import stderr, stdout, warn
 
 
 class RichReporter:
@@ -29,8 +28,12 @@ class RichReporter:
             self.progress.remove_task(finished)
         self.progress.start()
         self.task = self.progress.add_task(label, total=total, info="")
+        first = [True]
 
         def on_step(step, total, loss, tokens_per_second):
+            if first[0] and step > 1:  # the first step after a checkpoint: say the earlier steps are kept
+                self.progress.console.print(f"resumed from the checkpoint at step {step - 1}", highlight=False)
+            first[0] = False
             self.progress.update(self.task, completed=step, info=f"loss {loss:.3f} · {tokens_per_second:,.0f} tok/s")
 
         return on_step
@@ -44,10 +47,11 @@ class RichReporter:
             self.task = None
 
     def warn(self, message: str):
-        stderr.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
+        warn(message)
 
     def cell(self, cell):
-        stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}", highlight=False)
+        done = " · in the table already: skipped" if cell.done else ""
+        stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}{done}", highlight=False)
 
     def evaluating(self, what: str, length: int):
         self.evaluation_start = time.monotonic()

@@ -31,6 +31,13 @@ def fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+def warn(message: str) -> None:
+    """One yellow line on stderr (never wrapped, so it reads and greps as one), and the work goes on."""
+    from rich.markup import escape
+
+    stderr.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 class OneLineErrors(TyperGroup):
     """Turn every user mistake into one red line and exit code 2 (never a traceback or a usage dump)."""
 

@@ -153,6 +153,7 @@ def submit_sweep(cells, folder: Path, options: SlurmOptions) -> Submission:
     from .train import model_folder
 
     check_tables(folder)
+    existed = folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     record_file = folder / JOBS / "jobs.json"
     record = json.loads(record_file.read_text()) if record_file.exists() else {}
@@ -181,7 +182,12 @@ def submit_sweep(cells, folder: Path, options: SlurmOptions) -> Submission:
             jobs.append(job)
             record[run_id] = result.submitted[run_id] = str(job.job_id)
     finally:  # also when a submission fails: the jobs that did go in must not be submitted twice
-        write_text(record_file, json.dumps(record, indent=2))
+        if record:
+            write_text(record_file, json.dumps(record, indent=2))
+        else:  # nothing went in (sbatch refused the first job): leave no trace of the attempt
+            shutil.rmtree(folder / JOBS, ignore_errors=True)
+            if not existed and not any(folder.iterdir()):
+                folder.rmdir()
     if jobs:
         ex = executor(folder, options, "extrapolate-report")
         report = submit(ex, options, jobs, "afterany", report_job, folder)

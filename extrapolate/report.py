@@ -250,6 +250,8 @@ def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, tab
 def write_report(folder: Path) -> Path:
     """report.md and every figure, regenerated from results.csv alone."""
     folder = Path(folder)
+    if folder.is_file():
+        raise UserError(f"{folder} is a file; name the results folder that holds it")
     if not (folder / RESULTS_FILE).exists():
         raise UserError(f"{folder} has no {RESULTS_FILE}; run `extrapolate run` or `extrapolate sweep` first")
     check_output_names(folder)

@@ -134,9 +134,9 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
                 stack.enter_context(new_folder_guard(folder))
                 stack.enter_context(folder_lock(folder))
             for cell in cells:
+                reporter.cell(cell)
                 if cell.done:
                     continue
-                reporter.cell(cell)
                 diverged = run_cell(cell.resolved, prepared, folder, reporter)
                 if diverged is not None:
                     reporter.warn(f"{cell.encoding} seed {cell.seed}: {diverged}; recorded as diverged")

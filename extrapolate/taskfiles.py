@@ -160,6 +160,8 @@ def placeholders(text: str, path: str, field: str, allowed: tuple[str, ...]) -> 
 
 def load_task(name_or_path: str) -> PasskeyTask:
     path = Path(name_or_path)
+    if not path.exists() and (path.suffix == ".toml" or len(path.parts) > 1):  # a path, not a task's name
+        raise UserError(f"task file {name_or_path} does not exist")
     if not path.exists():
         path = TASKS_DIR / f"{name_or_path}.toml"
     if not path.exists():

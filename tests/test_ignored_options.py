@@ -54,6 +54,20 @@ def test_training_options_are_flagged_for_a_pretrained_model(tmp_path):
     assert flagged(RunRequest(model=str(model), dtype="bfloat16", eval_tokens=100)) == ""
 
 
+def test_finetune_lr_is_flagged_without_a_fine_tune():
+    assert "--finetune-lr" in flagged(RunRequest(finetune_lr=1e-4))
+    assert "--finetune-lr" in flagged(RunRequest(finetune_lr=1e-4, finetune_len=128))  # the zero-shot point
+    assert flagged(RunRequest(finetune_lr=1e-4, finetune_steps=5)) == ""
+
+
+def test_a_kernel_the_encoding_cannot_run_is_named_with_the_one_it_runs():
+    notes = flagged(RunRequest(kernel="sdpa"), ["rope", "alibi", "self-extend"])
+    assert "--kernel sdpa cannot run alibi (it runs fused-bias), self-extend (it runs two-part)" in notes
+    assert "fused-bias" in flagged(RunRequest(kernel="fused-bias"), ["rope"])  # no bias: the fused causal call
+    assert flagged(RunRequest(kernel="sdpa"), ["rope", "yarn"]) == ""
+    assert flagged(RunRequest(kernel="blocked"), ["rope", "alibi", "t5", "self-extend"]) == ""
+
+
 def test_learned_policy_is_flagged_without_the_learned_encoding():
     assert "--learned-policy" in flagged(RunRequest(learned_policy="clamp"), ["rope"])
     assert flagged(RunRequest(learned_policy="clamp"), ["learned"]) == ""
@@ -67,3 +81,14 @@ def test_run_prints_the_warning_and_still_measures(tmp_path):
                               "--corpus", str(corpus), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "warning: --factor" in result.output and (out / "results.csv").exists()
+
+
+def test_sweep_names_cluster_options_the_local_executor_cannot_use_on_one_line(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", documents=3, words=200)
+    result = cli.invoke(app, ["sweep", "--encodings", "rope", "--dry-run", "--partition", "gpu", "--time-min", "30",
+                              "--model", "tiny", "--train-len", "16", "--eval-lens", "16", "--tokenizer", "bytes",
+                              "--tasks", "perplexity",
+                              "--corpus", str(corpus), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "warning:" in line]
+    assert lines == ["warning: --partition, --time-min configure SLURM jobs, and --executor is local: ignored"]

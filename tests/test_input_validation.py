@@ -126,6 +126,17 @@ def test_named_task_question_may_use_only_name(tmp_path):
     assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(path)]), "'question' has placeholder {key}")
 
 
+def test_a_task_file_or_results_folder_that_is_not_there_is_named_as_such(tmp_path):
+    """A path is not a task name: "does not exist", not a list of the shipped tasks; a results table named
+    instead of its folder is a file, not a folder without a table."""
+    missing = tmp_path / "mine.toml"
+    assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(missing)]), f"task file {missing} does not exist")
+    assert_one_line_error(cli.invoke(app, ["run", "--tasks", "ruler-multikeys"]), "did you mean ruler-multikey")
+    table = tmp_path / "results.csv"
+    table.write_text("run_id\n")
+    assert_one_line_error(cli.invoke(app, ["report", str(table)]), "is a file; name the results folder")
+
+
 def test_shipped_task_files_still_validate():
     result = cli.invoke(app, ["tasks"])
     assert result.exit_code == 0, result.output

@@ -213,7 +213,8 @@ def test_sigkill_mid_training_then_resume_equals_uninterrupted(tmp_path, corpus)
     process.wait()
     (folder,) = models.iterdir()
     assert (folder / "state.pt").exists() and not (folder / "complete.json").exists(), "killed too late"
-    subprocess.run(command, env=env, check=True, capture_output=True)
+    again = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    assert "resumed from the checkpoint at step" in again.stderr  # the user sees the finished steps are kept
     uninterrupted_env = {**env, "EXTRAPOLATE_CACHE": str(tmp_path / "clean-cache")}
     subprocess.run([*command[:-1], str(tmp_path / "clean")], env=uninterrupted_env, check=True, capture_output=True)
     import json

@@ -51,8 +51,10 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
     original = cell_module.evaluate
     monkeypatch.setattr(cell_module, "evaluate",
                         lambda resolved, *a, **k: evaluated.append(resolved.spec.name) or original(resolved, *a, **k))
-    assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", encodings)).exit_code == 0
+    again = cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", encodings))
+    assert again.exit_code == 0, again.output
     assert sorted(evaluated) == ["ntk", "pi", "sinusoidal", "yarn"]  # finished cells are not recomputed
+    assert "cell alibi · seed 0 · in the table already: skipped" in again.output  # and the user is told
     resumed = pd.read_csv(tmp_path / "resumed" / "results.csv")
     pd.testing.assert_frame_equal(stable(resumed), stable(full))
 

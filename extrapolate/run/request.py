@@ -7,11 +7,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..attention import KERNELS
+from ..attention import KERNELS, kernel_for
 from ..config import PRESETS, ModelConfig
 from ..device import DTYPES, TRAIN_DTYPES
 from ..defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD
-from ..encodings import get_spec
+from ..encodings import build_encoding, get_spec
 from ..encoding_options import options_for
 from ..encodings.catalog import validate_shape
 from ..errors import UserError
@@ -129,6 +129,12 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
             notes.append(f"{', '.join(given)} set the perplexity evaluation, which --tasks does not include: ignored")
     elif request.protocol == "full" and request.stride != defaults.stride:
         notes.append("--stride sets the sliding protocol; --protocol full scores one window per chunk: ignored")
+    if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:
+        notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
+    swapped = substituted_kernels(request.kernel, encodings)
+    if swapped:
+        notes.append(f"--kernel {request.kernel} cannot run " + ", ".join(f"{e} (it runs {k})" for e, k in swapped.items())
+                     + "; the kernel column records what ran")
     if is_pretrained(request.model):
         # a fine-tune of a pretrained model runs the papers' recipe (batch 1, lr 2e-5 unless --finetune-lr)
         given = changed("steps", "batch_size", "lr", "tokenizer", "passkey_fraction", "learned_policy",
@@ -141,6 +147,25 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
         if given:
             notes.append(f"{', '.join(given)} concern the learned encoding, which is not asked for: ignored")
     return notes
+
+
+def substituted_kernels(requested: str, encodings: list[str]) -> dict[str, str]:
+    """{encoding: the kernel family it runs instead} for the encodings a requested kernel cannot serve (a bias
+    cannot enter the fused causal call, Self-Extend and ReRoPE have their own kernels). Which family serves an
+    encoding does not depend on the model's shape, so a small one stands in for it."""
+    if requested == "auto":
+        return {}
+    swapped = {}
+    for name in encodings:
+        scaled = 1.0 if get_spec(name).trains_own_model else 2.0
+        try:
+            encoding = build_encoding(name, d_model=64, n_heads=4, head_dim=16, max_len=64, factor=scaled)
+        except Exception:  # an encoding that cannot take this shape is checked with the model's own
+            continue
+        family = kernel_for(encoding, requested)
+        if family != requested:
+            swapped[name] = family
+    return swapped
 
 
 def default_steps(encoding: str) -> int:
@@ -194,8 +219,8 @@ def check(request: RunRequest) -> None:
         raise UserError("--passkey-fraction must be in [0, 1)")
     if not request.tasks:
         raise UserError("--tasks names no task: give perplexity, passkey or a retrieval task's name")
-    for task in request.tasks:
-        require_known("task", task, TASKS)
+    for task in request.tasks:  # a retrieval task file's name is one too (before `named_retrieval_task` maps it)
+        require_known("task", task, [*TASKS, *list_task_names()])
     if not 0 <= request.seed < 2**63:  # what every generator seeds from (a signed 64-bit integer)
         raise UserError(f"--seed must be in [0, 2^63), got {request.seed}")
     if request.eval_docs is not None and request.eval_docs < 1:
