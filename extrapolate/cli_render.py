@@ -113,21 +113,28 @@ def render_submission(submission, folder) -> None:
 
 
 def bench_extra(row) -> str:
-    """MFU for training rows, GFLOP/s for the matmul peak."""
-    return f"{row.mfu:.0%} MFU" if row.mfu is not None else (f"{row.gflops:,.0f} GFLOP/s" if row.gflops else "")
+    """MFU for training rows, GFLOP/s for the matmul peak (an emulated bf16 matmul runs below 1)."""
+    if row.mfu is not None:
+        return f"{row.mfu:.0%} MFU"
+    return (f"{row.gflops:,.0f} GFLOP/s" if row.gflops >= 10 else f"{row.gflops:.2g} GFLOP/s") if row.gflops else ""
+
+
+def megabytes(value: float) -> str:
+    """Peak memory, or "–" where a row has none (rows paired with another row's measurement)."""
+    return f"{value:,.0f}" if value is not None and value == value else "–"
 
 
 def render_bench_row(row) -> None:
     stderr.print(f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
-                 f"{row.tokens_per_second:10,.0f} tok/s {row.peak_memory_mb:8,.0f} MB {row.kernel:16} {bench_extra(row)}",
-                 highlight=False)
+                 f"{row.tokens_per_second:10,.0f} tok/s {megabytes(row.peak_memory_mb):>8} MB {row.kernel:16} "
+                 f"{bench_extra(row)}", highlight=False)
 
 
 def render_bench(rows, summary: list[str], out) -> None:
     table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
     for r in rows:
         table.add_row(r.what, r.implementation, r.encoding, str(r.length), f"{r.tokens_per_second:,.0f}",
-                      f"{r.peak_memory_mb:,.0f}", r.kernel, r.dtype, bench_extra(r))
+                      megabytes(r.peak_memory_mb), r.kernel, r.dtype, bench_extra(r))
     stdout.print(table)
     stdout.print("\n".join(summary), highlight=False)
     stdout.print(f"wrote {out}/bench.csv, summary.md and bench.png", highlight=False)

@@ -106,3 +106,15 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
     summary = (out / "summary.md").read_text()
     assert "training at 256" in summary and "alibi takes" in summary and "peak memory at 256" in summary
     assert (out / "bench.png").stat().st_size > 0
+
+
+def test_the_bench_table_shows_a_slow_matmul_and_a_missing_peak_as_such():
+    """An emulated bf16 matmul (0.28 GFLOP/s on an AVX2-only CPU) is not "0"; a row without a peak is "–"."""
+    from types import SimpleNamespace
+
+    from extrapolate.cli_render import bench_extra, megabytes
+
+    assert bench_extra(SimpleNamespace(mfu=None, gflops=0.28)) == "0.28 GFLOP/s"
+    assert bench_extra(SimpleNamespace(mfu=None, gflops=204.4)) == "204 GFLOP/s"
+    assert bench_extra(SimpleNamespace(mfu=0.31, gflops=None)) == "31% MFU"
+    assert megabytes(float("nan")) == megabytes(None) == "–" and megabytes(1234.4) == "1,234"
