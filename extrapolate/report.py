@@ -201,10 +201,25 @@ def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     write_page(folder, table, folder / "summary.md", [f"# Run summary: {', '.join(table['encoding'].unique())}", ""])
 
 
+# text columns a table written before they existed (or edited by hand) may leave empty
+UNRECORDED, RECORDED_TEXT = "unrecorded", ["protocol", "model", "corpus", "tokenizer", "device", "dtype", "kernel",
+                                           "git_sha", "package_version"]
+
+
+def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as a page shows it: an empty provenance cell is "unrecorded" (strings only, for sorting and
+    grouping) and an empty base encoding is the encoding itself."""
+    table = table.copy()
+    table[RECORDED_TEXT] = table[RECORDED_TEXT].astype(object).where(table[RECORDED_TEXT].notna(), UNRECORDED)
+    table["base_encoding"] = table["base_encoding"].where(table["base_encoding"].notna(), table["encoding"])
+    return table
+
+
 def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]) -> None:
     """A report page and its figures: every figure drawn and every line computed before anything is written."""
     from .retrieval_report import task_threshold
 
+    table = with_unrecorded(table)
     agg, threshold = aggregate(table), task_threshold(folder, table)  # the task files are read once
     figures = draw_figures(folder, table, agg, threshold)
     try:

@@ -188,19 +188,8 @@ def label_variants(table: pd.DataFrame) -> pd.DataFrame:
     return in_encoding_order(table.assign(encoding=labels))
 
 
-# text columns a table written before they existed (or edited by hand) may leave empty
-UNRECORDED, RECORDED_TEXT = "unrecorded", ["protocol", "model", "corpus", "tokenizer", "device", "dtype", "kernel",
-                                           "git_sha", "package_version"]
-
-
 def load_results(folder: Path) -> pd.DataFrame:
-    """The results table in encoding order, an empty provenance cell read as "unrecorded" (strings only, for
-    the report's sorting and grouping) and an empty base encoding as the encoding itself."""
-    table = in_encoding_order(read_table(folder / RESULTS_FILE, COLUMNS))
-    if len(table):
-        table[RECORDED_TEXT] = table[RECORDED_TEXT].astype(object).where(table[RECORDED_TEXT].notna(), UNRECORDED)
-        table["base_encoding"] = table["base_encoding"].where(table["base_encoding"].notna(), table["encoding"])
-    return table
+    return in_encoding_order(read_table(folder / RESULTS_FILE, COLUMNS))
 
 
 def check_tables(folder: Path) -> None:

@@ -153,7 +153,7 @@ def substituted_kernels(requested: str, encodings: list[str]) -> dict[str, str]:
     """{encoding: the kernel family it runs instead} for the encodings a requested kernel cannot serve (a bias
     cannot enter the fused causal call, Self-Extend and ReRoPE have their own kernels). Which family serves an
     encoding does not depend on the model's shape, so a small one stands in for it."""
-    if requested == "auto":
+    if requested == "auto" or requested not in KERNELS:  # an unknown name is refused by `check`
         return {}
     swapped = {}
     for name in encodings:
