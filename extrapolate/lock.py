@@ -22,6 +22,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def check_unlocked(folder: Path) -> None:
+    """Refuse a folder another live process holds, before any preparation (corpus, tokenizer, model load)
+    that `folder_lock` would only refuse afterwards."""
+    pid = _holder(folder / LOCK)
+    if pid and pid != os.getpid() and _alive(pid):
+        raise UserError(f"another extrapolate process (pid {pid}) is writing to {folder}; wait for it or use another --out")
+
+
+def _holder(path: Path) -> int:
+    """The pid a lock file names (0: none, or unreadable)."""
+    try:
+        return int(path.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
 @contextlib.contextmanager
 def folder_lock(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
@@ -31,12 +47,7 @@ def folder_lock(folder: Path) -> Iterator[None]:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # a data file's mode (less the umask)
             break
         except FileExistsError:
-            try:
-                pid = int(path.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and pid != os.getpid() and _alive(pid):
-                raise UserError(f"another extrapolate process (pid {pid}) is writing to {folder}; wait for it or use another --out") from None
+            check_unlocked(folder)
             path.unlink(missing_ok=True)  # a stale lock from a killed process
     else:
         raise UserError(f"could not lock {folder}")

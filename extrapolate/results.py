@@ -193,10 +193,13 @@ def load_results(folder: Path) -> pd.DataFrame:
 
 
 def check_tables(folder: Path) -> None:
-    """Read the folder's tables before any work whose rows would be appended to them."""
+    """Read the folder's tables before any work whose rows would be appended to them (and refuse a folder
+    another process is writing to, before that work too)."""
+    from .lock import check_unlocked
     from .paths import check_output_names
     from .training_log import load_training
 
+    check_unlocked(folder)
     check_output_names(folder)
     load_results(folder)
     read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)

@@ -183,6 +183,7 @@ def test_second_writer_is_refused(tmp_path, corpus):
     out.mkdir()
     (out / ".lock").write_text(str(os.getppid()))  # a live process holds the folder
     assert_one_line_error(cli.invoke(app, base(corpus, out)), "is writing to")
+    assert not (tmp_path / "cache").exists()  # refused before the corpus, tokenizer or model is prepared
     (out / ".lock").write_text("999999999")  # a stale lock from a dead process is taken over
     assert cli.invoke(app, base(corpus, out)).exit_code == 0
 
