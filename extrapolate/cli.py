@@ -74,7 +74,7 @@ def encodings_show(
 ) -> None:
     """Print what an encoding computes: inv_freq and attention factor, slopes, buckets, or a vector."""
     from .cliutil import parse_float_list, parse_int_list
-    from .encodings.inspect import describe_encoding
+    from .encodings.inspect import describe_encoding, unused_inputs
 
     options = dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate, window=window, group=group, leak=leak,
                    short_factor=parse_float_list(short_factor, "--short-factor") if short_factor is not None else None,
@@ -86,11 +86,13 @@ def encodings_show(
         from .paths import figure_file
 
         figure_file(plot)
-    info = describe_encoding(
-        name, head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
-        heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,
-        options=options,
-    )
+    query = dict(head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
+                 heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,
+                 options=options)
+    info = describe_encoding(name, **query)
+    drawn = ("head_dim", "base", "factor", "original_len") if plot is not None else ()  # the figure reads them
+    for key in (k for k in unused_inputs(name, **query) if k not in drawn):
+        warn(f"--{key.replace('_', '-')} changes nothing {info['encoding']} shows: ignored")
     if plot is not None:
         from .plots import frequency_figure, save_figure
 

@@ -46,6 +46,24 @@ def test_show_dynamic_ntk_at_a_length():
     assert data["inv_freq"] == pytest.approx(rope_inv_freq(64, 96610.5436).tolist(), rel=1e-6)
 
 
+@pytest.mark.parametrize("args, ignored", [
+    (["alibi", "--factor", "8"], ["--factor"]),  # slopes do not scale
+    (["rope", "--heads", "4"], ["--heads"]),  # one rotation for every head
+    (["t5", "--base", "500", "--width", "16"], ["--base", "--width"]),
+    (["yarn", "--factor", "8", "--heads", "4"], ["--heads"]),  # the factor changes yarn's inv_freq: no warning
+    (["alibi", "--heads", "4"], []),
+    (["sinusoidal", "--position", "5", "--width", "4"], []),
+    (["alibi", "--factor", "8", "--plot", "PLOT"], []),  # the frequency figure draws every scaling at --factor
+])
+def test_show_warns_of_inputs_that_change_nothing(args, ignored, tmp_path):
+    args = [str(tmp_path / "f.png") if a == "PLOT" else a for a in args]
+    result = invoke("encodings", "show", *args, "--json")
+    assert result.exit_code == 0
+    warned = [line.split()[1] for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warned == ignored
+    assert json.loads(result.stdout)["encoding"] == args[0]  # stdout stays one JSON object
+
+
 def test_plot_writes_a_png(tmp_path):
     out = tmp_path / "freq.png"
     assert invoke("encodings", "show", "yarn", "--factor", "8", "--plot", str(out)).exit_code == 0

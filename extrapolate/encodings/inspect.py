@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import UserError
 from .catalog import get_spec, validate_shape
 from .frequencies import INT64_MAX
 from .spec import ShowQuery
 
 MAX_SHOWN = 1 << 16  # heads, head dimension, width: what a terminal can still show
+SHARED_INPUTS = ("head_dim", "base", "factor", "original_len", "seq_len", "heads", "position", "width")
 
 
 def describe_encoding(name: str, **query) -> dict:
@@ -31,5 +34,26 @@ def describe_encoding(name: str, **query) -> dict:
     validate_shape(spec, n_heads=query.heads, head_dim=query.head_dim, factor=query.factor)
     if query.original_len < 1:
         raise UserError(f"original length must be at least 1, got {query.original_len}")
-    shown = spec.show(query) if spec.show is not None else {"note": spec.description}
-    return {"encoding": spec.name, "kind": spec.kind, **shown}
+    return {"encoding": spec.name, "kind": spec.kind, **_shown(spec, query)}
+
+
+def unused_inputs(name: str, **query) -> list[str]:
+    """The shared inputs given a non-default value that change nothing `name` shows (e.g. --factor for
+    alibi): each is tried at its default, and an identical result means the encoding never read it."""
+    spec = get_spec(name)
+    query = ShowQuery(**{k: v for k, v in query.items() if v is not None or k == "seq_len"})
+    defaults, unused = ShowQuery(), []
+    for key in SHARED_INPUTS:
+        if getattr(query, key) == getattr(defaults, key):
+            continue
+        try:
+            same = _shown(spec, replace(query, **{key: getattr(defaults, key)})) == _shown(spec, query)
+        except UserError:  # the default is invalid with the other inputs: the value given matters
+            same = False
+        if same:
+            unused.append(key)
+    return unused
+
+
+def _shown(spec, query: ShowQuery) -> dict:
+    return spec.show(query) if spec.show is not None else {"note": spec.description}
