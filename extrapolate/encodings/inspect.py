@@ -16,7 +16,7 @@ SHARED_INPUTS = ("head_dim", "base", "factor", "original_len", "seq_len", "heads
 def describe_encoding(name: str, **query) -> dict:
     """`query`: the fields of `ShowQuery`; each encoding's spec says what it shows for them."""
     spec = get_spec(name)
-    query = ShowQuery(**{k: v for k, v in query.items() if v is not None or k == "seq_len"})
+    query = _show_query(query)
     options = query.options or {}
     unknown = sorted(set(options) - set(spec.parameters))
     if unknown:
@@ -41,18 +41,22 @@ def unused_inputs(name: str, **query) -> list[str]:
     """The shared inputs given a non-default value that change nothing `name` shows (e.g. --factor for
     alibi): each is tried at its default, and an identical result means the encoding never read it."""
     spec = get_spec(name)
-    query = ShowQuery(**{k: v for k, v in query.items() if v is not None or k == "seq_len"})
-    defaults, unused = ShowQuery(), []
+    query = _show_query(query)
+    defaults, shown, unused = ShowQuery(), _shown(spec, query), []
     for key in SHARED_INPUTS:
         if getattr(query, key) == getattr(defaults, key):
             continue
         try:
-            same = _shown(spec, replace(query, **{key: getattr(defaults, key)})) == _shown(spec, query)
+            same = _shown(spec, replace(query, **{key: getattr(defaults, key)})) == shown
         except UserError:  # the default is invalid with the other inputs: the value given matters
             same = False
         if same:
             unused.append(key)
     return unused
+
+
+def _show_query(query: dict) -> ShowQuery:
+    return ShowQuery(**{k: v for k, v in query.items() if v is not None or k == "seq_len"})
 
 
 def _shown(spec, query: ShowQuery) -> dict:
