@@ -49,6 +49,12 @@ class RichReporter:
     def warn(self, message: str):
         warn(message)
 
+    def plan(self, cells, folder):
+        render_plan_table(cells, folder)
+
+    def note(self, message: str):
+        stderr.print(message, highlight=False)
+
     def cell(self, cell):
         done = " · in the table already: skipped" if cell.done else ""
         stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}{done}", highlight=False)
@@ -88,16 +94,23 @@ def render_comparison(result) -> None:
         stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text}: {detail}", highlight=False)
 
 
-def render_sweep_plan(plan, folder, device: str) -> None:
+def render_plan_table(cells, folder) -> None:
     from .sweep import models_of
 
-    cells, estimate = plan
     table = Table("seed", "encoding", "model", "state", title=f"sweep plan → {folder}")
     trained = models_of(cells)
     for cell in cells:
         state = "done (skipped)" if cell.done else ("reuse model" if trained[cell.model_folder] else "train + evaluate")
         table.add_row(str(cell.seed), cell.encoding, cell.model_folder.name, state)
     stdout.print(table)
+
+
+def render_sweep_plan(plan, folder, device: str) -> None:
+    """The dry run's last line (its table was printed as soon as the plan was known: `RichReporter.plan`)."""
+    from .sweep import models_of
+
+    cells, estimate = plan
+    trained = models_of(cells)
     to_train = sum(1 for done in trained.values() if not done)
     stdout.print(f"{to_train} model(s) to train, {len(trained) - to_train} reused; "
                  f"{sum(not c.done for c in cells)} evaluation cell(s); "

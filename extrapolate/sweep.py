@@ -117,9 +117,11 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
     if dry_run:
         from .estimate import estimate_seconds
 
+        reporter = reporter or Reporter()
         prepared = prepare(requests[0])
         cells = plan(requests, folder, prepared)
-        return cells, estimate_seconds([c.resolved for c in cells if not c.done], models_of(cells), prepared)
+        reporter.plan(cells, folder)  # the plan at once; the estimate below times real steps
+        return cells, estimate_seconds([c.resolved for c in cells if not c.done], models_of(cells), prepared, reporter)
     with process_group(template.device) as world:  # under torchrun: every cell's model across the ranks
         reporter = (reporter or Reporter()) if world.main else Reporter()
         with main_first(world):

@@ -40,7 +40,7 @@ def test_default_factors_are_one_and_yarns_ramp():
     long, _ = longrope(64, 10000.0, 8.0, 256, 257)
     assert torch.equal(short, rope_inv_freq(64, 10000.0))
     assert torch.allclose(long, yarn(64, 10000.0, 8.0, 256, 256)[0], rtol=1e-6, atol=0)
-    assert long[0] == 1.0 and long[-1] == pytest.approx(rope_inv_freq(64, 10000.0)[-1] / 8, rel=1e-6)
+    assert long[0].item() == 1.0 and long[-1].item() == pytest.approx(rope_inv_freq(64, 10000.0)[-1].item() / 8, rel=1e-6)
 
 
 def test_show_json_values():

@@ -122,6 +122,23 @@ def test_dry_run_plans_without_training(tmp_path):
     assert result.exit_code == 0, result.output
     assert "4 model(s) to train" in result.output and "6 evaluation cell(s)" in result.output
     assert not (tmp_path / "cache" / "models").exists()
+    # the plan comes first, then what is timed for the estimate and how long the timing took
+    plan, timing, timed = (result.output.index(text) for text in ("sweep plan", "timing 4 training steps", "timed in"))
+    assert plan < timing < timed < result.output.index("model(s) to train")
+
+
+def test_a_long_dry_run_times_a_share_of_the_batch(tmp_path, monkeypatch):
+    """At long L a full step takes minutes on a CPU: the estimate times a few rows and scales to the batch."""
+    from extrapolate import estimate
+
+    seen = []
+    real = estimate.BatchSource
+    monkeypatch.setattr(estimate, "TIMED_TOKENS", 32)  # one row of 32 tokens
+    monkeypatch.setattr(estimate, "BatchSource", lambda stream, seq_len, rows, seed: seen.append(rows) or real(stream, seq_len, rows, seed))
+    corpus = make_corpus(tmp_path / "corpus")
+    result = cli.invoke(app, sweep_args(corpus, tmp_path / "plan", "rope", "0") + ["--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert seen == [1] and "timing 4 training steps of 1 × 32 tokens" in result.output
 
 
 def test_report_regenerates_from_the_table(tmp_path):

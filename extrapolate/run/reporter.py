@@ -23,3 +23,9 @@ class Reporter:
 
     def warn(self, message: str) -> None:
         pass
+
+    def plan(self, cells, folder) -> None:
+        """A dry run's cells, as soon as they are known (before anything is measured)."""
+
+    def note(self, message: str) -> None:
+        """What the work is doing now, when it takes a while and has no progress bar."""

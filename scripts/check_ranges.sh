@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Both ends of every dependency range in pyproject.toml, each in a fresh virtual environment, then the fast
+# tests: `newest` installs the newest releases the ranges allow, `lowest` every direct dependency at its lower
+# bound (uv's lowest-direct resolution; what they need in turn at its newest). Prints what each installed.
+#
+#   bash scripts/check_ranges.sh            # both
+#   bash scripts/check_ranges.sh lowest     # one
+#
+# Not part of CI, which installs the lock (.ci/lock.txt): this check depends on the day's releases. Run it
+# before changing a range, before refreshing the lock, and before a release; raise a bound that fails.
+# Both ends come from the package index, torch included (a CUDA build of several GB where that is what the
+# index has for this platform; it runs on the CPU all the same).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ends=("${@:-newest lowest}")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 -m venv "$work/tools"
+"$work/tools/bin/python" -m pip install -q "uv==0.13.9"
+uv="$work/tools/bin/uv"
+status=0
+for end in ${ends[*]}; do
+    case "$end" in
+        newest) resolution=highest ;;
+        lowest) resolution=lowest-direct ;;
+        *) echo "unknown end '$end': newest or lowest" >&2; exit 2 ;;
+    esac
+    venv="$work/$end"
+    "$uv" venv -q --python "$(command -v python3)" "$venv"
+    "$uv" pip install -q --python "$venv/bin/python" --resolution "$resolution" -e '.[test]'
+    echo "== $end: installed"
+    "$uv" pip freeze -q --python "$venv/bin/python" | grep -v '^-e' | tr '\n' ' '
+    echo
+    log="$work/$end.log"
+    if HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider >"$log" 2>&1; then
+        result=passed
+    else
+        result=FAILED; status=1
+    fi
+    tail -n 15 "$log"
+    echo "== $end: tests $result"
+done
+exit $status
