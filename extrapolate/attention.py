@@ -1,6 +1,12 @@
-"""Causal attention kernels. Encodings without a bias use fused SDPA; bias encodings use a blocked path
-whose memory grows linearly with length: queries in blocks, keys past the block's end skipped (causal),
-and the bias of each block built from the (H, n) distance table as a Toeplitz view, never an n×n tensor.
+"""Causal attention kernels, every one in memory linear in the length, and `attention_plan`, the one place
+that picks one for an (encoding, shape, dtype, device).
+
+On CUDA every encoding runs a fused kernel, forward and backward: SDPA without a bias (a cache continued with
+the lower-right causal alignment; one decoding query without a mask), flex_attention for bias and two-part
+encodings (`flex.py`), and for a few queries (decoding, a short pass) one SDPA call with those rows' bias or
+mask. On the CPU: fused SDPA, the fused bias kernels (float32 evaluation), the two-part kernel, and the blocked
+kernel — queries in blocks, keys past the block's end skipped (causal), the bias of each block built from the
+(H, n) distance table as a Toeplitz view, never an n×n tensor — which is also the portable fallback.
 """
 
 from __future__ import annotations
@@ -16,8 +22,7 @@ from .encodings.base import LinearBias, PositionalEncoding
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")
 FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
 BAND_ROWS = 256  # query rows per T5 block; its band is rows × (rows + 113) keys (attention alone at 16k: 512 rows 4% slower)
-FLEX_MIN_LENGTH = 1024  # `auto` picks flex_attention on CUDA from this many keys: shorter runs skip its compile
-FLEX_MIN_QUERIES = 128  # fewer queries (decoding from a cache) go blocked: each new shape would recompile
+FLEX_MIN_QUERIES = 128  # fewer queries (decoding from a cache) skip flex: each new shape would recompile
 BLOCK_ELEMENTS = 1 << 23  # bias + scores per block: B·H·Bq·K elements (32 MiB in float32)
 # The CPU flash kernel is faster in float32 than in bfloat16 for short rows of small heads, where its bf16
 # path spends more on converting blocks than on arithmetic. Forward + backward, float32 vs bf16 time:
@@ -51,12 +56,15 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
 def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
                    queries: int, keys: int, backward: bool = False) -> str:
     """The kernel `causal_attention` runs for `queries` queries (the last of `keys` positions) in `dtype` on
-    `device`: sdpa | sdpa-cache | fused-bias | flex | two-part | blocked | reference. `backward`: gradients will flow (training).
+    `device`: sdpa | sdpa-cache | sdpa-lower-right | sdpa-rows | fused-bias | flex | two-part | blocked |
+    reference. `backward`: gradients will flow (training).
 
     The one place the choice is made: `causal_attention` executes it, and whatever records a kernel with a
     result asks it with the same shapes, so the record cannot drift from what ran."""
     kernel = kernel_for(encoding, requested)
     device_type = torch.device(device).type
+    if device_type == "cuda" and requested not in ("blocked", "reference"):
+        return cuda_plan(encoding, queries, keys)
     if kernel == "two-part":
         return kernel if two_part.applies(device_type, backward) else "blocked"
     if kernel == "sdpa":
@@ -75,6 +83,16 @@ def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.d
     if not cpu_training and not _FLEX_FAILED and uses_flex(kernel, device_type, queries, keys):
         return "flex"
     return "blocked"
+
+
+def cuda_plan(encoding: PositionalEncoding, queries: int, keys: int) -> str:
+    """On CUDA every encoding has a fused kernel for every shape, forward and backward: the blocked kernel
+    runs there only when asked for, or after flex_attention failed to compile."""
+    if not encoding.has_bias and encoding.two_part_form() is None:
+        return "sdpa" if queries == keys else "sdpa-lower-right"
+    if queries < FLEX_MIN_QUERIES:  # decoding: these rows' bias (or mask) is small, and flex would recompile
+        return "sdpa-rows"
+    return "flex" if flex.available() and not _FLEX_FAILED else "blocked"
 
 
 def recorded_kernel(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
@@ -113,6 +131,12 @@ def causal_attention(
 
     The queries are the last Tq of the Tk positions (Tk > Tq when earlier keys come from a cache)."""
     plan = attention_plan(encoding, kernel, q.device, q.dtype, q.shape[2], k.shape[2], needs_backward(q, k, v, encoding))
+    if plan == "sdpa-rows":
+        return rows_attention(q, k, v, encoding)
+    if plan == "flex":
+        out = _try_flex(q, k, v, encoding, needs_backward(q, k, v, encoding))
+        if out is not None:
+            return out  # else flex is marked failed, and this and every later plan is the blocked kernel
     form = encoding.two_part_form()
     if form is not None:  # q and k arrive unrotated: each part rotates them its own way
         if plan == "two-part":
@@ -122,14 +146,12 @@ def causal_attention(
         return sdpa(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
     if plan == "sdpa-cache":
         return cached_sdpa(q, k, v)
+    if plan == "sdpa-lower-right":
+        return lower_right_sdpa(q, k, v)
     if plan == "reference":
         return reference_attention(q, k, v, encoding)
     if plan == "fused-bias":
         return fused_bias_attention(q, k, v, encoding)
-    if plan == "flex":
-        out = _try_flex(q, k, v, encoding)
-        if out is not None:
-            return out  # else flex is marked failed, and this and every later plan is the blocked kernel
     return blocked_attention(q, k, v, encoding, block_elements)
 
 
@@ -158,26 +180,87 @@ def sdpa(q, k, v, **options) -> torch.Tensor:
 
 
 def uses_flex(kernel: str, device_type: str, queries: int, keys: int) -> bool:
-    """Whether a bias kernel choice runs flex_attention: asked for (`flex`), or `fused-bias` on CUDA from
-    FLEX_MIN_LENGTH keys; never for fewer than FLEX_MIN_QUERIES queries (each new shape would recompile).
-    (The CPU build has no flex backward: CPU training stays on the blocked kernel.)"""
-    wanted = kernel == "flex" or (kernel == "fused-bias" and device_type == "cuda" and keys >= FLEX_MIN_LENGTH)
-    return wanted and queries >= FLEX_MIN_QUERIES and flex.available()
+    """Whether a bias kernel choice off CUDA runs flex_attention: only when asked for (`flex`), and never for
+    fewer than FLEX_MIN_QUERIES queries (each new shape would recompile). (The CPU build has no flex
+    backward: CPU training stays on the blocked kernel.)"""
+    return kernel == "flex" and queries >= FLEX_MIN_QUERIES and flex.available()
 
 
 _FLEX_FAILED: list[str] = []  # the first failure's message: flex is not retried in this process
+_BACKWARD_CHECKED: set[tuple[str, str]] = set()  # (encoding, device) whose flex gradients ran once here
 
 
-def _try_flex(q, k, v, encoding):
-    """flex_attention with the encoding's bias table, or None where it cannot compile here (then blocked)."""
+def flex_attention_of(q, k, v, encoding, compiled: bool = True):
+    """The encoding's attention through flex_attention: its bias as a score modification, or its two parts
+    side by side (q and k unrotated)."""
+    form = encoding.two_part_form()
+    if form is not None:
+        return flex.flex_two_part_attention(*two_part.side_by_side(q, k, v, form), form.window, compiled=compiled)
+    keys = k.shape[2]
+    bias = encoding.score_bias(keys, device=q.device)
+    # partial blocks score masked pairs too (and padding rows past the end): keep their lookups in the table
+    return flex.flex_bias_attention(q, k, v, lambda h, i, d: bias(h, i, d.clamp(0, keys - 1)), compiled=compiled)
+
+
+def _check_backward(q, encoding) -> None:
+    """One small forward and backward through flex with this encoding, before training relies on it: a
+    backend that cannot differentiate a score modification fails here, where the blocked kernel can still
+    take over, rather than in the middle of a training step. Gradients go nowhere (no `.grad` is touched)."""
+    key = (encoding.name, str(q.device))
+    if key in _BACKWARD_CHECKED:
+        return
+    heads, dim = q.shape[1], q.shape[-1]
+    probe = [torch.randn(1, heads, 2 * flex.BLOCK, dim, device=q.device, dtype=q.dtype, requires_grad=True)
+             for _ in range(3)]
+    inputs = probe + [p for p in encoding.parameters() if p.requires_grad]
+    torch.autograd.grad(flex_attention_of(*probe, encoding).float().sum(), inputs, allow_unused=True)
+    _BACKWARD_CHECKED.add(key)
+
+
+def _try_flex(q, k, v, encoding, backward: bool = False):
+    """flex_attention for this encoding, or None where it cannot compile here (then blocked)."""
     if _FLEX_FAILED:
         return None
     try:
-        return flex.flex_bias_attention(q, k, v, encoding.bias_table(k.shape[2], device=q.device))
+        if backward:
+            _check_backward(q, encoding)
+        return flex_attention_of(q, k, v, encoding)
     except Exception as error:  # a compiler missing or a backend without support: fall back, say it once
         _FLEX_FAILED.append(str(error).splitlines()[0] if str(error) else type(error).__name__)
         warnings.warn(f"flex_attention unavailable ({_FLEX_FAILED[0]}); using the blocked kernel", stacklevel=2)
         return None
+
+
+def rows_attention(q, k, v, encoding):
+    """A few queries (decoding from a cache, a short pass) in one SDPA call: the bias of those rows as its
+    additive mask, (H, Tq, Tk) — linear in the keys — or, for a two-part encoding, the rows' visibility of
+    both key copies (see `two_part_attention.side_by_side`). Nothing to compile, so every shape is cheap."""
+    queries, keys, gqa = q.shape[2], k.shape[2], q.shape[1] != k.shape[1]
+    offset = keys - queries
+    form = encoding.two_part_form()
+    if form is not None:
+        q_both, k_both, v_both = two_part.side_by_side(q, k, v, form)
+        rows = torch.arange(queries, device=q.device)[:, None]  # (Tq, 1)
+        columns = torch.arange(2 * keys, device=q.device)[None, :]  # (1, 2·Tk)
+        visible = flex.mask_function(flex.two_part_ranges(keys, form.window), offset)(None, None, rows, columns)
+        return sdpa(q_both, k_both, v_both, attn_mask=visible, scale=q.shape[-1] ** -0.5, enable_gqa=gqa)
+    table = encoding.bias_table(keys, device=q.device) if encoding.toeplitz else None
+    bias = bias_rows(encoding, table, offset, keys, compute_dtype(q, keys), q.device)  # (H, Tq, Tk)
+    return sdpa(q, k, v, attn_mask=bias.unsqueeze(0), enable_gqa=gqa)
+
+
+def lower_right_sdpa(q, k, v):
+    """Queries continuing a cache without a bias, on CUDA: fused SDPA with the causal mask aligned to the
+    last keys (one decoding query sees every key: no mask at all). The aligned variant has no grouped-query
+    path, so the key heads are expanded for it (the cache of one layer, for one call)."""
+    queries, keys = q.shape[2], k.shape[2]
+    if queries == 1:
+        return sdpa(q, k, v, enable_gqa=q.shape[1] != k.shape[1])
+    if q.shape[1] != k.shape[1]:
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+    from torch.nn.attention.bias import causal_lower_right
+
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(queries, keys))
 
 
 def toeplitz_bias(table: torch.Tensor, q0: int, q1: int, dtype: torch.dtype, k0: int = 0) -> torch.Tensor:
@@ -210,12 +293,18 @@ def blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS):
     for q0 in range(0, length, rows):
         q1 = min(length, q0 + rows)
         end = offset + q1  # keys past the block's last query are masked: skip them
-        if table is not None:
-            bias = toeplitz_bias(table, offset + q0, end, compute_dtype(q, end))  # (H, rows, end)
-        else:  # a bias of i as well as i - j (FIRE): the encoding computes this block only, linear in n
-            bias = encoding.bias_block(offset + q0, end, device=q.device).to(compute_dtype(q, end))  # (H, rows, end)
+        bias = bias_rows(encoding, table, offset + q0, end, compute_dtype(q, end), q.device)  # (H, rows, end)
         out[:, :, q0:q1] = sdpa(q[:, :, q0:q1], k[:, :, :end], v[:, :, :end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa)
     return out
+
+
+def bias_rows(encoding, table, q0: int, q1: int, dtype, device) -> torch.Tensor:
+    """(H, q1-q0, q1) bias of queries q0 … q1-1 against every key up to the last of them, -inf above the
+    diagonal: cut from the distance `table` (H, ≥ q1), or, for a bias of i as well as i - j (FIRE, `table`
+    None), computed by the encoding for these rows only. Linear in the keys either way."""
+    if table is not None:
+        return toeplitz_bias(table, q0, q1, dtype)
+    return encoding.bias_block(q0, q1, device=device).to(dtype)
 
 
 def reference_attention(q, k, v, encoding):

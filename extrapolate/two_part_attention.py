@@ -8,7 +8,9 @@ The fused kernel cuts every block of query rows [a0, a1) into three flash calls,
 - near: keys [a0 - w + 1, a1), an additive (rows × (rows + w - 1)) mask keeping i - w < j ≤ i;
 - far, full: keys [0, a0 - w], which every row of the block sees whole: mask-free;
 - far, staircase: the keys between, which row i sees up to i - w: a causal square shifted by one row.
-The blocked kernel (other devices, gradients) builds both score blocks explicitly, rows × keys at a time.
+On CUDA both parts run as one flex_attention call over the keys twice, laid out by `side_by_side` (a few
+queries, as in decoding: one SDPA call with those rows' mask). The blocked kernel (other devices, CPU
+gradients) builds both score blocks explicitly, rows × keys at a time.
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ def rotated_parts(q, k, form: TwoPartRotary):
     near = form.rotate(q, q_pos.float()), form.rotate(k, k_pos.float())
     far = form.rotate(q, form.far_query(q_pos)), form.rotate(k, form.far_key(k_pos))
     return (*near, *far)
+
+
+def side_by_side(q, k, v, form: TwoPartRotary):
+    """Both parts as one attention over the keys twice: q_both (B, H, Tq, 2·Dh) = [q_near, q_far];
+    k_both (B, Hkv, 2·Tk, 2·Dh) = the near copy [k_near, 0] then the far copy [0, k_far]; v_both
+    (B, Hkv, 2·Tk, Dh) = [v; v]. A near key scores q_near·k_near, a far key q_far·k_far, so with the mask of
+    `flex.two_part_ranges` (near copy below the window, far copy from it on) one softmax at scale Dh^-1/2 is
+    the two-part attention, and gradients need no log-sum-exp merge. Memory: twice the keys, linear in n."""
+    q_near, k_near, q_far, k_far = rotated_parts(q, k, form)
+    zeros = torch.zeros_like(k_near)
+    q_both = torch.cat([q_near, q_far], dim=-1)
+    k_both = torch.cat([torch.cat([k_near, zeros], dim=-1), torch.cat([zeros, k_far], dim=-1)], dim=2)
+    return q_both, k_both, torch.cat([v, v], dim=2)
 
 
 def _expand(x: torch.Tensor, heads: int) -> torch.Tensor:

@@ -161,11 +161,28 @@ def test_out_of_memory_at_one_length_is_recorded_and_the_rest_continues(tmp_path
 
     def flaky(model, docs, length, **kwargs):
         if length == 64:
-            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+            # CUDA's own wording (torch 2.x), as a card that runs out raises it
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which "
+                "3.21 GiB is free. Including non-PyTorch memory, this process has 75.97 GiB memory in use.")
         return original(model, docs, length, **kwargs)
 
     monkeypatch.setattr(evaluate_module, "evaluate_perplexity", flaky)
-    assert runner.invoke(app, tiny_args(corpus, tmp_path / "o", "rope")).exit_code == 0
+    result = runner.invoke(app, tiny_args(corpus, tmp_path / "o", "rope"))
+    assert result.exit_code == 0 and "Traceback" not in result.output
+    said = [line for line in result.output.splitlines() if "out of memory" in line]
+    assert len(said) == 1 and "rope at 64 tokens" in said[0]
+    assert "asked for 20.00 GiB, 3.21 GiB free of 79.19 GiB" in said[0]
     table = pd.read_csv(tmp_path / "o" / "results.csv")
     status = dict(zip(table[table.metric == "ppl"].eval_len, table[table.metric == "ppl"].status))
     assert status == {32: "ok", 64: "oom", 128: "ok"}
+
+
+def test_what_an_out_of_memory_error_asked_for():
+    from extrapolate.run.evaluate import memory_asked
+
+    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried "
+                       "to allocate 17179869184 bytes.")
+    assert memory_asked(cpu) == "asked for 16.00 GiB"
+    assert memory_asked(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB.")) == "asked for 512.00 MiB"
+    assert memory_asked(MemoryError()) == ""

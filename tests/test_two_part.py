@@ -142,7 +142,9 @@ def test_kernel_plan_and_record():
     assert attention_plan(enc, "auto", "cpu", f32, 64, 64) == "two-part"
     assert attention_plan(enc, "sdpa", "cpu", bf16, 1, 65) == "two-part"
     assert attention_plan(enc, "auto", "cpu", f32, 64, 64, backward=True) == "blocked"
-    assert attention_plan(enc, "auto", "cuda", f32, 64, 64) == "blocked"
+    assert attention_plan(enc, "auto", "cuda", f32, 64, 64) == "sdpa-rows"  # a few queries: one SDPA call
+    assert attention_plan(enc, "auto", "cuda", bf16, 4096, 4096, backward=True) == "flex"
+    assert attention_plan(enc, "blocked", "cuda", f32, 4096, 4096) == "blocked"
     assert attention_plan(enc, "reference", "cpu", f32, 64, 64) == "reference"
 
 

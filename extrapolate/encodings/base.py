@@ -91,6 +91,15 @@ class PositionalEncoding(nn.Module):
             return None
         return table[:, distance]  # (H, Tq, Tk)
 
+    def score_bias(self, keys: int, device: torch.device | None = None) -> Callable | None:
+        """The bias as a function `bias(h, i, d)` of the head, the query's absolute position i and the
+        distance d = i - j (0 ≤ d < keys), elementwise on integer index tensors: what flex_attention's score
+        modification computes inside its kernel. By default a lookup in the distance table; None if no bias."""
+        table = self.bias_table(keys, device=device)  # (H, keys) float32
+        if table is None:
+            return None
+        return lambda h, i, d: table[h, d]
+
     def bias_block(self, q0: int, q1: int, k0: int = 0, device: torch.device | None = None) -> torch.Tensor | None:
         """(H, q1-q0, q1-k0) float32 bias of queries at absolute positions q0 … q1-1 against keys k0 … q1-1, with
         -inf above the diagonal; only for `toeplitz = False` kinds, whose bias no distance table can hold."""

@@ -7,9 +7,10 @@ Initial values as the paper's published code: c = 0.1, L_thr = 512, MLP width 32
 init), and 1e-6 added to the normaliser's log. One FIRE module serves every layer, as the T5 table does here.
 
 Kernels: the bias depends on i itself, not only on i - j, so no (H, n) distance table can hold it
-(`toeplitz = False`). The blocked kernel asks `bias_block` for one block of queries at a time: an
-(H, rows, keys) tensor built from the block's positions alone, with the MLP evaluated in slices of rows so
-its (rows, keys, 32) hidden layer stays bounded too. Memory is linear in n; no n×n tensor exists at evaluation.
+(`toeplitz = False`). flex_attention (CUDA) evaluates the MLP per score inside its kernel (`score_bias`). The
+blocked kernel asks `bias_block` for one block of queries at a time: an (H, rows, keys) tensor built from the
+block's positions alone, with the MLP evaluated in slices of rows so its (rows, keys, 32) hidden layer stays
+bounded too. Memory is linear in n either way; no n×n tensor exists at evaluation.
 """
 
 from __future__ import annotations
@@ -76,6 +77,23 @@ class Fire(PositionalEncoding):
         block = torch.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]  # (H, q1-q0, K)
         above = k_pos[None, :] > torch.arange(q0, q1, device=device)[:, None]  # (q1-q0, K) keys after the query
         return block.masked_fill(above, float("-inf"))
+
+    def score_bias(self, keys, device=None):
+        """bias(h, i, d) = f_θ(ψ(d) / ψ(max(L_thr, i)))[h], the MLP unrolled over its hidden units so that
+        flex_attention evaluates it per score inside its kernel (no (rows, keys, width) tensor at all)."""
+        device = device or self.log_c.device
+        c, threshold = (t.to(device) for t in self.c_and_threshold())
+        w1, b1 = self.hidden.weight[:, 0].float(), self.hidden.bias.float()  # (W,), (W,)
+        w2, b2 = self.out.weight.float(), self.out.bias.float()  # (H, W), (H,)
+
+        def bias(h, i, d):
+            x = torch.log1p(c * d) / (torch.log1p(c * torch.maximum(i.to(c.dtype), threshold)) + NORMALISER_EPS)
+            out = b2[h]
+            for unit in range(w1.shape[0]):
+                out = out + w2[h, unit] * torch.relu(w1[unit] * x + b1[unit])
+            return out
+
+        return bias
 
     @torch.no_grad()
     def describe(self):

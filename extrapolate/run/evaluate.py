@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 from dataclasses import dataclass
 
@@ -108,9 +109,22 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
-def measure(device: torch.device, evaluate):
+def memory_asked(exc: BaseException) -> str:
+    """What an out-of-memory error says was asked for, e.g. "asked for 20.00 GiB, 3.21 GiB free of 79.19
+    GiB" (CUDA's wording) or "asked for 16.00 GiB" (the CPU allocator's bytes); "" when it does not say."""
+    text = " ".join(str(exc).split())
+    cuda = re.search(r"Tried to allocate ([\d.]+ [KMGT]?i?B)", text)
+    if cuda:
+        room = re.search(r"total capacity of ([\d.]+ [KMGT]?i?B) of which ([\d.]+ [KMGT]?i?B) is free", text)
+        return f"asked for {cuda.group(1)}" + (f", {room.group(2)} free of {room.group(1)}" if room else "")
+    cpu = re.search(r"tried to allocate (\d+) bytes", text)
+    return f"asked for {int(cpu.group(1)) / 2**30:.2f} GiB" if cpu else ""
+
+
+def measure(device: torch.device, evaluate, on_oom=lambda asked: None):
     """(status, result) of one evaluation cell: `unsupported` when the encoding has no representation for a
-    position (a learned table past its rows), `oom` when the device runs out of memory; other errors raise."""
+    position (a learned table past its rows), `oom` when the device runs out of memory (`on_oom` is told
+    what was asked for); other errors raise."""
     try:
         return "ok", evaluate()
     except PositionOutOfRange:
@@ -120,6 +134,7 @@ def measure(device: torch.device, evaluate):
             raise
         if device.type == "cuda":
             torch.cuda.empty_cache()
+        on_oom(memory_asked(exc))
         return "oom", None
 
 
@@ -149,7 +164,11 @@ def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporte
     for task, run in tasks.items():
         for length in resolved.lengths if task in request.tasks else []:
             reporter.evaluating(task, length)
-            status, result = measure(device, lambda: run(length))
+            def out_of_memory(asked: str, task=task, length=length) -> None:
+                reporter.warn(f"{resolved.spec.name} at {length} tokens ({task}): out of memory on {device.type}"
+                              f"{' (' + asked + ')' if asked else ''}; recorded as oom, the other cells go on")
+
+            status, result = measure(device, lambda: run(length), out_of_memory)
             if task == "perplexity" and status == "ok" and math.isnan(result.nll):
                 # NaN is no measurement (the model's numbers broke down, e.g. weights blown up by the learning
                 # rate): the row says so instead of entering means and plots as a perplexity
