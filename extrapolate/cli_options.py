@@ -37,6 +37,7 @@ SHARED = {
     "device": (Annotated[str, typer.Option(help="auto | cpu | cuda | mps")], "auto"),
     "dtype": (Annotated[str, typer.Option(help="evaluation precision: float32 | bfloat16")], "float32"),
     "train_dtype": (Annotated[str, typer.Option(help="training autocast: auto (bfloat16 where the device has fast bf16 matmuls, else float32) | bfloat16 | float32")], "auto"),
+    "compile": (Annotated[bool, typer.Option(help="torch.compile the training forward: a minute or so of compiling, then faster steps (recorded in the model's config and so in its identity)")], False),
     "protocol": (Annotated[str, typer.Option(help="perplexity protocol: full (one window per chunk) | sliding")], "full"),
     "stride": (Annotated[int, typer.Option(help="stride of the sliding protocol")], 256),
     "eval_tokens": (Annotated[int, typer.Option(help="tokens scored per held-out document at every length")], 8192),

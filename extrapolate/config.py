@@ -106,6 +106,7 @@ class TrainConfig:
     # the corpus rows' thousands of targets (measured: with "token" weighting retrieval is not learned in budget)
     loss_weighting: str = "row"
     checkpoint_every: int = 200
+    compile: bool | None = None  # True: the training forward ran through torch.compile (None: eager)
 
     @property
     def tokens(self) -> int:
@@ -118,7 +119,7 @@ def to_dict(config: Any) -> dict:
 
 # fields added after models were cached and results committed: left out of the canonical form while unset,
 # so every model made before them keeps its hash (its cache folder and its run ids)
-OMITTED_WHILE_UNSET = frozenset({"embed_std", "position_std", "position_lr_scale", "qkv_bias"})
+OMITTED_WHILE_UNSET = frozenset({"embed_std", "position_std", "position_lr_scale", "qkv_bias", "compile"})
 
 
 def _without_unset(data: Any) -> Any:

@@ -17,6 +17,11 @@ from .encodings import PositionalEncoding, encoding_for
 from .linear import Linear
 
 
+# logits of one training chunk (B × positions × vocabulary): 2^24 is 64 MiB in float32, and the default
+# training step (32 rows × 256 positions × 2048 ids) in one piece, unchanged
+TRAIN_LOGITS = 1 << 24
+
+
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """logits (B, T, V), targets (B, T) -> per-token NLL (B, T), over rows of (B·T, V): the softmax runs over
     contiguous memory; the (B, V, T) layout of a transpose made cross_entropy copy the logits and cost 18% of a
@@ -106,6 +111,7 @@ class TransformerLM(nn.Module):
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         self.kernel = "auto"
+        self.training_forward = None  # a compiled `hidden_states` for training steps (`compile_training`)
         # recompute each block's activations in the backward pass instead of keeping them: training at long
         # lengths (a pretrained model fine-tuned at 16k) then holds one block's activations, not all of them
         self.checkpointing = False
@@ -144,6 +150,11 @@ class TransformerLM(nn.Module):
             x = block(x, pos, self.encoding, self.kernel, cache[i] if cache is not None else None, seq_len)
         return self.norm(x)
 
+    def compile_training(self) -> None:
+        """Training steps (gradients on, no cache) run `hidden_states` through torch.compile; evaluation, the
+        retrieval probes and decoding from a cache stay eager, so their many shapes never recompile."""
+        self.training_forward = torch.compile(self.hidden_states)
+
     def new_cache(self) -> list[dict]:
         return [{} for _ in self.blocks]
 
@@ -153,13 +164,29 @@ class TransformerLM(nn.Module):
 
     def token_nll(self, tokens: torch.Tensor, targets: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
         """Per-token negative log-likelihood (B, T) in float32; the head and the loss run in chunks of
-        positions so an n × vocabulary logits tensor is never held at once."""
-        hidden = self.hidden_states(tokens)  # (B, T, D)
+        positions so a (B, T, vocabulary) logits tensor is never held at once. In training each chunk holds at
+        most TRAIN_LOGITS logits and is recomputed in the backward pass instead of kept for it, so training
+        memory grows with the model and the batch's hidden states, not with batch × length × vocabulary
+        (gradients are the same: the recomputation repeats the forward exactly)."""
+        compiled = self.training_forward is not None and torch.is_grad_enabled()
+        hidden = (self.training_forward if compiled else self.hidden_states)(tokens)  # (B, T, D)
+        batch, length = targets.shape
+        training = torch.is_grad_enabled() and hidden.requires_grad
+        if training:
+            chunk = max(1, TRAIN_LOGITS // (batch * self.config.vocab_size))
+        if chunk >= length:  # one chunk: nothing to save by recomputing it
+            return self._chunk_nll(hidden, targets)
         pieces = []
-        for start in range(0, hidden.shape[1], chunk):
-            logits = self.lm_head(hidden[:, start : start + chunk]).float()  # (B, c, V)
-            pieces.append(token_cross_entropy(logits, targets[:, start : start + chunk]))  # (B, c)
+        # split, not slices: the backward of a split concatenates the chunks' gradients once, where each
+        # slice's backward would allocate a zero gradient of the whole (B, T, D) hidden state
+        for part, wanted in zip(hidden.split(chunk, dim=1), targets.split(chunk, dim=1)):  # (B, c, D), (B, c)
+            pieces.append(checkpoint(self._chunk_nll, part, wanted, use_reentrant=False) if training
+                          else self._chunk_nll(part, wanted))  # (B, c)
         return torch.cat(pieces, dim=1)
+
+    def _chunk_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """hidden (B, c, D), targets (B, c) -> NLL (B, c) float32 through the (B, c, V) logits."""
+        return token_cross_entropy(self.lm_head(hidden).float(), targets)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -3,6 +3,8 @@ checkpoints every N steps, resume from the last one, a NaN guard, and a cache ke
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 import time
 from dataclasses import dataclass
@@ -103,6 +105,9 @@ def load_trained(folder: Path, device: torch.device) -> TrainedModel:
     return TrainedModel(model.to(device).eval(), folder, config, ckpt.read_summary(folder), reused=True)
 
 
+PASS_TOKENS = 1 << 15  # tokens a training pass holds activations for (32 × 256 = 8192: the default is one pass)
+
+
 def masked_loss(nll: torch.Tensor, mask: torch.Tensor, weighting: str) -> torch.Tensor:
     """Mean NLL over the masked targets (B, T): per token, or per row then over rows."""
     return loss_sum(nll, mask, weighting) / loss_count(mask, weighting)
@@ -128,17 +133,33 @@ def training_step(model, optimizer: torch.optim.Optimizer, config: TrainConfig, 
     and clipping; returns the loss. A NaN/Inf loss is returned without a step, for the caller to stop on.
     `model` is anything with `token_nll(inputs, targets) -> (B, T)` and parameters: training, the sweep's
     estimate and the benchmark all step through here. Under torchrun each rank scores its share of the rows
-    of the one global batch and the loss is that of the whole batch, so N processes step as one would."""
+    of the one global batch and the loss is that of the whole batch, so N processes step as one would.
+
+    Rows go through the model in passes of at most PASS_TOKENS tokens, their gradients added up before the
+    step: the loss is a sum over rows divided by the batch's count, so the step is the one the whole batch
+    gives at once (up to the order of float sums), while activations are held for one pass only — at L = 4096
+    a batch of 32 rows would hold about 1 GB of them in the `tiny` model. A batch within one pass (the
+    default, 32 × 256) runs exactly as one."""
     rows = world.rows(batch.inputs.shape[0])
     inputs, targets, mask = (t[rows].to(device) for t in (batch.inputs, batch.targets, batch.mask))
-    with autocast(device, config.dtype):
-        nll = model.token_nll(inputs, targets)  # (B / ranks, T) float32
-    share = loss_sum(nll, mask, config.loss_weighting) / loss_count(batch.mask, config.loss_weighting).to(device)
-    loss = world.sum(share.detach())  # the global batch's loss, the same on every rank
-    if not torch.isfinite(loss):
-        return loss
+    count = loss_count(batch.mask, config.loss_weighting).to(device)
+    per_pass = max(1, PASS_TOKENS // inputs.shape[1])
+    passes = list(zip(inputs.split(per_pass), targets.split(per_pass), mask.split(per_pass)))
     optimizer.zero_grad(set_to_none=True)
-    (share * world.size).backward()  # replicas average gradients over ranks; × ranks makes it their sum
+    share = torch.zeros((), device=device)
+    for i, (pass_inputs, pass_targets, pass_mask) in enumerate(passes):
+        # under DDP only the last pass's backward averages gradients over the ranks
+        syncing = i == len(passes) - 1 or not hasattr(model, "no_sync")
+        with (contextlib.nullcontext() if syncing else model.no_sync()):
+            with autocast(device, config.dtype):
+                nll = model.token_nll(pass_inputs, pass_targets)  # (rows of the pass, T) float32
+            part = loss_sum(nll, pass_mask, config.loss_weighting) / count
+            (part * world.size).backward()  # replicas average gradients over ranks; × ranks makes it their sum
+        share = share + part.detach()
+    loss = world.sum(share)  # the global batch's loss, the same on every rank
+    if not torch.isfinite(loss):
+        optimizer.zero_grad(set_to_none=True)  # no step on a non-finite loss
+        return loss
     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
     optimizer.step()
     return loss
@@ -172,6 +193,8 @@ def train(
         step, losses, elapsed = state["step"], state["losses"], state["elapsed"]
         probes = state.get("probes", [])
     model.train()
+    if config.compile:
+        model.compile_training()
     world = current()
     check_batch(config.batch_size, world)
     replica = for_training(model, world)  # under torchrun: gradients averaged over ranks

@@ -48,6 +48,7 @@ class RunRequest:
     device: str = "auto"
     dtype: str = "float32"  # evaluation precision
     train_dtype: str = "auto"  # bf16 autocast where the device has fast bf16 matmuls, else float32
+    compile: bool = False  # torch.compile the training forward (part of the trained model's identity)
     protocol: str = "full"
     stride: int = 256
     eval_tokens: int = 8192  # tokens scored per held-out document, the same at every length
@@ -138,7 +139,7 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
     if is_pretrained(request.model):
         # a fine-tune of a pretrained model runs the papers' recipe (batch 1, lr 2e-5 unless --finetune-lr)
         given = changed("steps", "batch_size", "lr", "tokenizer", "passkey_fraction", "learned_policy",
-                        *(() if request.extended else ("train_dtype",)))
+                        *(() if request.extended else ("train_dtype", "compile")))
         if given:
             notes.append(f"{', '.join(given)} configure a model trained here; the pretrained model "
                          f"{request.model} brings its own weights and tokenizer: ignored")

@@ -124,6 +124,7 @@ def train_config(request: RunRequest, prepared: Prepared, base_encoding: str) ->
         batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),
         seed=request.seed, dtype=training_dtype(prepared.device, request.train_dtype), passkey_fraction=prepared.passkey_fraction,
         passkey_task=prepared.passkey_identity, checkpoint_every=max(1, min(200, steps // 4)),
+        compile=True if request.compile else None,
     )
 
 
