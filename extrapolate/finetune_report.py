@@ -52,11 +52,11 @@ def finetune_section(table: pd.DataFrame, reference: dict[str, float]) -> list[s
 
 
 def finetune_figure(table: pd.DataFrame, reference: dict[str, float]):
-    """Perplexity at L' vs fine-tuning steps (symmetric log axis: 0 is drawn), one line per encoding; dashed:
+    """Perplexity at L' vs fine-tuning steps (0 is drawn: `steps_axis`), one line per encoding; dashed:
     plain RoPE's perplexity at L, the level a context extension aims to keep."""
     import matplotlib.pyplot as plt
 
-    from .plots import colour
+    from .plots import colour, plain_log_ticks
 
     curves = finetune_curves(table)
     target = int(curves["finetune_len"].max())
@@ -72,11 +72,27 @@ def finetune_figure(table: pd.DataFrame, reference: dict[str, float]):
     for level, names in levels.items():
         label = "base model at L" + (f" ({', '.join(names)})" if len(levels) > 1 else "")
         ax.axhline(level, color="grey", linestyle="--", linewidth=1, label=label)
-    ax.set_xscale("symlog", linthresh=10)
+    steps_axis(ax, sorted(at["steps"].unique()))
     ax.set_yscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel("fine-tuning steps at L'")
     ax.set_ylabel(f"perplexity at {target}")
     ax.set_title(f"fine-tuning at L' = {target}")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
+
+
+def steps_axis(ax, steps: list[int]) -> None:
+    """Fine-tuning steps on a symmetric-log axis, linear up to the first step measured past 0 and logarithmic
+    beyond, so 0 (zero-shot) and 25, 100, 400 are all drawn apart. Ticks only at the steps measured, in plain
+    numbers, and limits just past them: the axis has no negative side, so no tick such as −10¹ left of 0."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    positive = [n for n in steps if n > 0]
+    linthresh = min(positive) if positive else 1
+    ax.set_xscale("symlog", linthresh=linthresh, linscale=0.5)
+    ax.xaxis.set_major_locator(FixedLocator(steps))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(n) for n in steps])
+    ax.set_xlim(-0.2 * linthresh, max(steps + [linthresh]) * 1.4)

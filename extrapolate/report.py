@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -12,6 +13,9 @@ from .errors import UserError
 from .paths import check_output_names
 from .training_log import load_training
 from .results import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_variants, load_results, read_table
+
+if TYPE_CHECKING:
+    from .retrieval_report import Rule
 
 PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
 
@@ -126,12 +130,13 @@ def save_both(fig, folder: Path, stem: str) -> None:
     save_figure(fig, folder / f"{stem}.png")
 
 
-def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, threshold: float) -> dict[str, object]:
+def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, rule: Rule) -> dict[str, object]:
     """Every figure the folder's tables call for, drawn in memory and keyed by file stem: nothing is written
-    until the whole report has been computed, so a failure leaves the previous report and figures intact."""
+    until the whole report has been computed, so a failure leaves the previous report and figures intact.
+    `rule`: the retrieval task's (`retrieval_report.task_rule`)."""
     from .plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from .finetune_report import finetune_figure, finetune_section
-    from .retrieval_report import base_encodings, retrieves_at_L
+    from .retrieval_report import base_encodings, pretrained_encodings, verdicts
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
@@ -139,16 +144,18 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, threshold
     positions = positions.assign(encoding=[labels.get(r, e) for r, e in zip(positions["run_id"], positions["encoding"])])
     try:
         ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+        reference = perplexity_at_L(agg, base_encodings(table))
         if not ppl.empty:
             figures["perplexity"] = perplexity_figure(ppl)
-            figures["ratio"] = perplexity_figure(ppl, reference=perplexity_at_L(agg, base_encodings(table)))
+        if not ppl[ppl["encoding"].isin(list(reference))].empty:  # no value at L to divide by: an empty frame
+            figures["ratio"] = perplexity_figure(ppl, reference=reference)
         if finetune_section(table, {}):
-            figures["finetune"] = finetune_figure(table, perplexity_at_L(agg, base_encodings(table)))
+            figures["finetune"] = finetune_figure(table, reference)
         if len(positions):
             figures["positions"] = position_figure(positions)
         if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
-            valid = retrieves_at_L(agg, base_encodings(table), threshold)
-            figures["passkey"] = passkey_figure(agg, valid=valid)
+            said = verdicts(agg, base_encodings(table), rule, pretrained_encodings(table))
+            figures["passkey"] = passkey_figure(agg, verdicts=said)
         # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
         rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
         shape = rotary_shape(folder)
@@ -217,14 +224,14 @@ def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
 
 def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]) -> None:
     """A report page and its figures: every figure drawn and every line computed before anything is written."""
-    from .retrieval_report import task_threshold
+    from .retrieval_report import task_rule
 
     table = with_unrecorded(table)
-    agg, threshold = aggregate(table), task_threshold(folder, table)  # the task files are read once
-    figures = draw_figures(folder, table, agg, threshold)
+    agg, rule = aggregate(table), task_rule(folder, table)  # the task files are read once
+    figures = draw_figures(folder, table, agg, rule)
     try:
         lines = heading + [*setup_lines(table), ""] + body(agg, figure_links(figures), load_training(folder), table,
-                                                               threshold)
+                                                               rule)
     except BaseException:
         close_figures(figures)
         raise
@@ -233,12 +240,12 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]
 
 
 def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame,
-         threshold: float) -> list[str]:
-    """`threshold`: the retrieval task's "retrieves at this length" (`task_threshold`)."""
+         rule: Rule) -> list[str]:
+    """`rule`: the retrieval task's "retrieves at this length" (`retrieval_report.task_rule`)."""
     from .finetune_report import finetune_section
-    from .retrieval_report import base_encodings, retrieval_length, retrieval_section
+    from .retrieval_report import base_encodings, pretrained_encodings, retrieval_length, retrieval_section
 
-    bases = base_encodings(table)
+    bases, pretrained = base_encodings(table), pretrained_encodings(table)
     lines = []
     if ((agg["task"] == "perplexity")).any():
         lines += ["## Perplexity (mean ± 95% interval over seeds)", "", perplexity_matrix(agg), "",
@@ -246,11 +253,12 @@ def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, tab
                   "Each row divided by its base model's perplexity at L (a RoPE scaling or fine-tune: plain RoPE's), "
                   "so a scaling's cost at L shows.", "", perplexity_matrix(agg, ratio=True, bases=bases), ""]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
-    lines += retrieval_section(agg, training, bases, threshold)
-    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, bases, threshold)
+    lines += retrieval_section(agg, training, bases, rule, pretrained)
+    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, bases, rule, pretrained)
     lines += ["## Effective length", "",
               f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
-              f"length with ≥ {threshold:.0%} retrieval accuracy at every depth (for models that retrieve at L).", "",
+              f"length at which the model retrieves ({rule.describe()}), every length from L on included in both "
+              "(retrieval: for models that retrieve at L).", "",
               "| encoding | perplexity | retrieval |", "|---|---|---|"]
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")

@@ -50,6 +50,7 @@ class PasskeyTask:
     queries: int = 1
     same_name: bool = False
     answer_join: str = ", "
+    depth_floor: float = 0.0  # with `threshold`: every depth ≥ this too at a length that retrieves; 0 = none
 
     @property
     def identity(self) -> str:
@@ -65,7 +66,7 @@ class PasskeyTask:
         return self.needles if self.same_name else self.queries
 
 
-OPTIONAL = ("keys", "names", "needles", "queries", "same_name", "answer_join", "key_digits")
+OPTIONAL = ("keys", "names", "needles", "queries", "same_name", "answer_join", "key_digits", "depth_floor")
 
 
 def _check(data: dict, path: str) -> PasskeyTask:
@@ -125,6 +126,9 @@ def _check(data: dict, path: str) -> PasskeyTask:
     threshold = data["threshold"]
     need(isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 < threshold <= 1,
          "threshold", "must be in (0, 1]")
+    floor = data.get("depth_floor", 0.0)
+    need(isinstance(floor, (int, float)) and not isinstance(floor, bool) and 0 <= floor <= threshold,
+         "depth_floor", "must be in [0, threshold]")
     if named:
         need("name" in used["key_line"] and "name" in used["question"], "key_line",
              "and 'question' must contain {name} when there are several needles or queries")
@@ -137,6 +141,7 @@ def _check(data: dict, path: str) -> PasskeyTask:
     need(data["distractors"] + data["needles"] <= pool, "distractors",
          f"plus needles must be at most the {pool} possible keys")
     values = {**data, "depths": tuple(float(d) for d in depths), "threshold": float(threshold),
+              "depth_floor": float(floor),
               "keys": tuple(data.get("keys", ())), "names": tuple(data.get("names", ())),
               "key_digits": data.get("key_digits", 0)}
     return PasskeyTask(**values)

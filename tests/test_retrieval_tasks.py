@@ -1,6 +1,7 @@
 """Retrieval task variants (word keys, RULER-style multi-key, multi-value, multi-query): token-exact prompts,
-exactly the requested needles, an oracle at 100% on both scores, the validity rule of the report, and the
-retrieval probes taken during training."""
+exactly the requested needles, an oracle at 100% on both scores, the report's rule for "retrieves at a length"
+(mean over depths, an optional per-depth floor) and its validity rule, and the retrieval probes taken during
+training."""
 
 import dataclasses
 import re
@@ -12,7 +13,8 @@ from torch import nn
 
 from extrapolate.config import ModelConfig
 from extrapolate.passkey.prompt import PromptBuilder
-from extrapolate.retrieval_report import BELOW_L, NOT_LEARNED, NOT_MEASURED, retrieval_length, retrieval_matrix, retrieves_at_L
+from extrapolate.retrieval_report import (BELOW_L, FAILS, NOT_LEARNED, NOT_MEASURED, Rule, pretrained_encodings,
+                                          retrieval_length, retrieval_matrix, retrieves_at_L, verdicts)
 from extrapolate.taskfiles import TASKS_DIR, list_task_names, load_task
 from extrapolate.tasks.passkey import evaluate_passkey, prompt_length
 from extrapolate.tokenizers import ByteTokenizer
@@ -138,43 +140,79 @@ def agg_with(accuracy_at: dict[str, dict[int, list[float]]], L: int = 128) -> pd
     return pd.DataFrame(rows)
 
 
-def test_a_cell_past_L_without_retrieval_at_L_is_not_a_finding():
+def test_a_model_retrieves_by_the_mean_over_depths():
+    """RULER's convention: mean greedy accuracy over depths ≥ the threshold, so one missed depth does not undo
+    the rest (SmolLM2 at its own L: 80%, depth 0 at 0%); a per-depth floor, when the task file sets one, asks
+    every depth to reach it too. A mean of tenths that sums to 0.7999… reaches 80%."""
+    agg = agg_with({"rope": {128: [1.0, 1.0, 0.4], 256: [1.0, 0.9, 0.5], 512: [0.9, 0.6, 0.6]},
+                    "alibi": {128: [0.9, 0.7, 0.6], 256: [1.0, 1.0, 1.0]},
+                    "t5": {128: [0.6, 0.9, 0.9]}})
+    assert retrieves_at_L(agg) == {"rope": True, "alibi": False, "t5": True}
+    assert retrieval_length(agg) == {"rope": 256, "alibi": NOT_LEARNED, "t5": 128}
+    floor = Rule(depth_floor=0.5)
+    assert retrieves_at_L(agg, rule=floor) == {"rope": False, "alibi": False, "t5": True}
+    assert verdicts(agg, rule=floor)["rope"] == NOT_LEARNED
+    assert verdicts(agg, rule=floor, pretrained=frozenset({"rope"}))["rope"] == "fails at L: depth 1 at 40%"
+    assert verdicts(agg, pretrained=frozenset({"alibi"}))["alibi"] == "fails at L: mean 73%"
+    at_256 = agg[(agg["encoding"] == "rope") & (agg["eval_len"] == 256) & (agg["metric"] == "accuracy")]
+    assert Rule().retrieves(at_256) and Rule(depth_floor=0.5).retrieves(at_256)
+    assert Rule(depth_floor=0.6).shortfall(at_256) == "depth 1 at 50%" and Rule(0.85).shortfall(at_256) == "mean 80%"
+    assert Rule(depth_floor=0.5).describe() == "mean greedy accuracy over depths ≥ 80%, every depth ≥ 50%"
+
+
+def test_a_cell_past_L_without_retrieval_at_L_is_shown_and_not_a_finding():
+    """A model that does not retrieve at L keeps its cells past L in the table, in italics, and its effective
+    length says why in the words that fit it: "not learned at L" when trained here, "fails at L" when
+    pretrained."""
     agg = agg_with({"rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
-                    "alibi": {128: [1.0, 0.5, 0.9], 256: [0.9, 0.9, 0.9], 512: [0.9, 0.9, 0.9]}})
+                    "alibi": {128: [1.0, 0.3, 0.9], 256: [0.9, 0.9, 0.9], 512: [0.9, 0.9, 0.9]}})
     valid = retrieves_at_L(agg)
-    assert valid == {"rope": True, "alibi": False}  # alibi misses one depth at L
+    assert valid == {"rope": True, "alibi": False}  # alibi: 73% at L
     table = retrieval_matrix(agg, "accuracy", valid)
     alibi = next(line for line in table.splitlines() if line.startswith("| alibi"))
-    assert alibi.count("·") == 2 and "90%" not in alibi  # its 90% past L is not reported
-    assert "| 50% at depth 0.5 |" in alibi  # the depth that fails the rule is named
-    assert "| 85% at depth 1 |" in next(line for line in table.splitlines() if line.startswith("| rope"))
+    assert alibi.count("*90%*") == 2 and "| 73% |" in alibi and "**not learned at L**" in alibi
+    assert "| 30% at depth 0.5 |" in alibi  # the worst depth at L is named
+    rope = next(line for line in table.splitlines() if line.startswith("| rope"))
+    assert "| 85% at depth 1 |" in rope and "| 10% |" in rope and "*" not in rope
     even = agg_with({"t5": {128: [1.0, 1.0, 1.0]}, "xpos": {128: [0.5, 1.0, 0.5]}})
     lines = retrieval_matrix(even, "accuracy", retrieves_at_L(even)).splitlines()
     assert "| 100% at every depth |" in lines[2] and "| 50% at depths 0, 1 |" in lines[3]
-    lengths = retrieval_length(agg)
-    assert lengths == {"rope": 256, "alibi": NOT_LEARNED}
+    assert retrieval_length(agg) == {"rope": 256, "alibi": NOT_LEARNED}
+    pretrained = frozenset({"alibi"})
+    assert retrieval_length(agg, pretrained=pretrained) == {"rope": 256, "alibi": FAILS}
+    assert "**fails at L: mean 73%**" in retrieval_matrix(agg, "accuracy", valid, pretrained=pretrained)
 
 
-def test_the_heatmap_withholds_what_the_tables_withhold():
-    """The heatmap of a model without retrieval at L draws its cells up to L, marks a measured cell past L "·"
-    (withheld, as in the tables) and leaves a length it never measured blank."""
+def test_pretrained_models_are_told_apart_by_the_recorded_model():
+    table = pd.DataFrame({"encoding": ["rope", "yarn s=4", "alibi", "nope", "pi"],
+                          "model": ["smollm2-135m", "smollm2-135m", "small", "unrecorded", float("nan")]})
+    assert pretrained_encodings(table) == {"rope", "yarn s=4"}
+
+
+def test_the_heatmap_draws_every_measured_cell():
+    """The heatmap of a model without retrieval at L draws every measured cell with its value, hatches those
+    past L (measured, not a finding), says why under its name, and leaves a length it never measured blank."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    from extrapolate.plots import passkey_figure
+    from extrapolate.plots import MUTED, passkey_figure
 
     agg = agg_with({"rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
-                    "alibi": {128: [1.0, 0.5, 0.9], 256: [0.9, 0.6, 0.9]}})
-    figure = passkey_figure(agg, valid=retrieves_at_L(agg))
-    rope, alibi = figure.axes[:2]
-    labels = {ax: [[text.get_text() for text in ax.texts if round(text.get_position()[0]) == column]
-                   for column in range(3)] for ax in (rope, alibi)}
-    plt.close(figure)
-    assert labels[rope] == [["100", "90", "85"], ["90", "80", "80"], ["20", "10", "0"]]
-    assert labels[alibi] == [["100", "50", "90"], ["·", "·", "·"], ["", "", ""]]
-    assert "not learned at L" in alibi.get_title() and "not learned" not in rope.get_title()
+                    "alibi": {128: [1.0, 0.3, 0.9], 256: [0.9, 0.6, 0.9]}})
+    for pretrained, reason in ((frozenset(), "not learned at L"), (frozenset({"alibi"}), "fails at L: mean 73%")):
+        figure = passkey_figure(agg, verdicts=verdicts(agg, pretrained=pretrained))
+        rope, alibi = figure.axes[:2]
+        labels = {ax: [[text.get_text() for text in ax.texts if round(text.get_position()[0]) == column]
+                       for column in range(3)] for ax in (rope, alibi)}
+        hatched = {ax: [patch.get_x() + 0.5 for patch in ax.patches] for ax in (rope, alibi)}
+        notes = [text.get_text() for text in figure.texts]
+        plt.close(figure)
+        assert labels[rope] == [["100", "90", "85"], ["90", "80", "80"], ["20", "10", "0"]]
+        assert labels[alibi] == [["100", "30", "90"], ["90", "60", "90"], ["", "", ""]]
+        assert hatched[rope] == [] and hatched[alibi] == [1.0, 1.0, 1.0]  # the three depths at 256
+        assert alibi.get_title() == f"alibi\n{reason}" and rope.get_title() == "rope" and MUTED in notes
 
 
 def test_a_scaling_is_judged_on_the_model_it_scales():
@@ -189,6 +227,11 @@ def test_a_scaling_is_judged_on_the_model_it_scales():
     yarn = next(line for line in retrieval_matrix(agg, "accuracy", valid, bases).splitlines() if line.startswith("| yarn"))
     assert "yes (rope)" in yarn and "77%" in yarn and "| 60% at depth 0.5 |" in yarn  # its own cells at L
     assert retrieval_length(agg, bases) == {"rope": 256, "yarn": BELOW_L, "alibi": NOT_LEARNED}
+    later = pd.concat([agg, agg_with({"rerope": {512: [0.9, 0.3, 0.3]}, "self-extend": {512: [0.9, 0.8, 0.8]}}, L=256)])
+    lengths = retrieval_length(later, {**bases, "rerope": "rope", "self-extend": "rope"})
+    assert lengths["rerope"] == "below 512" and lengths["self-extend"] == 512  # no cell at L: from its first length
+    failing = agg[agg["encoding"] != "rope"].assign(encoding=lambda f: f["encoding"].replace("alibi", "rope"))
+    assert verdicts(failing, bases, pretrained=frozenset({"rope", "yarn"}))["yarn"] == "fails at L (rope): mean 10%"
     alone = agg[agg["encoding"] == "yarn"]
     assert retrieves_at_L(alone, bases) == {"yarn": False}
     past_L = agg[agg["eval_len"] > 256]  # nothing measured at L: unknown, not "not learned"
@@ -196,29 +239,50 @@ def test_a_scaling_is_judged_on_the_model_it_scales():
     assert "**not measured at L**" in retrieval_matrix(past_L, "accuracy", retrieves_at_L(past_L, bases), bases)
 
 
-def test_the_validity_rule_uses_the_task_files_threshold(tmp_path):
-    """A task file asking 95% "retrieves at L": the report judges its rows by 95%, found from the identity in
-    the `protocol` column, for a shipped file or one a run record names by path; 80% when no file is found."""
+def test_the_validity_rule_is_the_task_files(tmp_path):
+    """A task file asking 95% "retrieves at L", or a per-depth floor: the report judges its rows by it, found
+    from the identity in the `protocol` column, for a shipped file or one a run record names by path; the
+    default rule when no file is found."""
     import json
 
-    from extrapolate.retrieval_report import retrieval_section, task_threshold
+    from extrapolate.retrieval_report import retrieval_section, task_rule
 
-    strict = tmp_path / "strict.toml"
-    strict.write_text((TASKS_DIR / "passkey-word.toml").read_text().replace("threshold = 0.8", "threshold = 0.95"))
+    word = (TASKS_DIR / "passkey-word.toml").read_text()
+    strict, floored = tmp_path / "strict.toml", tmp_path / "floored.toml"
+    strict.write_text(word.replace("threshold = 0.8", "threshold = 0.95"))
+    floored.write_text(word.replace("threshold = 0.8", "threshold = 0.8\ndepth_floor = 0.5"))
     folder = tmp_path / "out"
-    folder.mkdir()
+    (folder / "runs").mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps({"request": {"passkey_task": str(strict)}}))
+    (folder / "runs" / "a.json").write_text(json.dumps({"request": {"passkey_task": str(floored)}}))
 
     def table(protocol):
         return pd.DataFrame({"task": ["perplexity", "passkey"], "protocol": ["full", protocol]})
 
-    assert task_threshold(folder, table(load_task(str(strict)).identity)) == 0.95
-    assert task_threshold(folder, table(load_task("passkey-word").identity)) == 0.8
-    assert task_threshold(folder, table("passkey-word-v9-compact-00000000")) == 0.8  # no file has it
-    agg = agg_with({"rope": {128: [1.0, 0.9, 0.95], 256: [0.9, 0.9, 0.9]}})
-    assert retrieves_at_L(agg) == {"rope": True} and retrieves_at_L(agg, threshold=0.95) == {"rope": False}
-    section = "\n".join(retrieval_section(agg, pd.DataFrame(), threshold=0.95))
-    assert "≥ 95% at every depth" in section and "| rope | 128 | **no** | 90% at depth 0.5 | 95% | · |" in section
+    assert task_rule(folder, table(load_task(str(strict)).identity)) == Rule(0.95)
+    assert task_rule(folder, table(load_task(str(floored)).identity)) == Rule(0.8, 0.5)
+    assert task_rule(folder, table(load_task("passkey-word").identity)) == Rule()
+    assert task_rule(folder, table("passkey-word-v9-compact-00000000")) == Rule()  # no file has it
+    agg = agg_with({"rope": {128: [1.0, 0.9, 0.9], 256: [0.9, 0.9, 0.9]}})
+    assert retrieves_at_L(agg) == {"rope": True} and retrieves_at_L(agg, rule=Rule(0.95)) == {"rope": False}
+    section = "\n".join(retrieval_section(agg, pd.DataFrame(), rule=Rule(0.95)))
+    assert "mean greedy accuracy over depths ≥ 95%" in section
+    assert "| rope | 128 | **not learned at L** | 90% at depths 0.5, 1 | 93% | *90%* |" in section
+
+
+def test_a_depth_floor_is_optional_and_checked(tmp_path):
+    """`depth_floor` left out, or at its default 0, keeps a task's identity (every committed result names it);
+    a floor above the threshold is refused in one line."""
+    from extrapolate.errors import UserError
+
+    word = (TASKS_DIR / "passkey-word.toml").read_text()
+    zero, high = tmp_path / "zero.toml", tmp_path / "high.toml"
+    zero.write_text(word.replace("threshold = 0.8", "threshold = 0.8\ndepth_floor = 0"))
+    high.write_text(word.replace("threshold = 0.8", "threshold = 0.8\ndepth_floor = 0.9"))
+    assert load_task("passkey-word").depth_floor == 0.0
+    assert load_task(str(zero)).identity == load_task("passkey-word").identity == "passkey-word-v1-compact-7d86e3b5"
+    with pytest.raises(UserError, match="depth_floor"):
+        load_task(str(high))
 
 
 def test_probes_during_training_survive_a_resume(tmp_path):

@@ -118,5 +118,5 @@ def kerple_spec(variant: str, formula: str, colour: str) -> EncodingSpec:
                         colour=colour, show=show_kerple(variant), group="newer")
 
 
-KERPLE_LOG = kerple_spec("log", "-r1·log(1 + r2·|i-j|)", "#e377c2")
+KERPLE_LOG = kerple_spec("log", "-r1·log(1 + r2·|i-j|)", "#e7ba52")
 KERPLE_POWER = kerple_spec("power", "-r1·|i-j|^r2", "#f7b6d2")

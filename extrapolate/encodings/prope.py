@@ -62,4 +62,4 @@ def show_prope(query: ShowQuery) -> dict:
 PROPE = EncodingSpec(
     "p-rope", "rotary", "RoPE on the fastest fraction p of the pairs only (transformers' proportional)",
     lambda shape: PartialRotary(shape.head_dim, shape.options.get("fraction", DEFAULT_FRACTION), base=shape.base),
-    {"base": 10000.0, "fraction": DEFAULT_FRACTION}, colour="#8c564b", show=show_prope, group="newer")
+    {"base": 10000.0, "fraction": DEFAULT_FRACTION}, colour="#7b4173", show=show_prope, group="newer")

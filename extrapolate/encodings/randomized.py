@@ -124,7 +124,7 @@ PARAMETERS = {"max_position": f"{RANGE_FACTOR} × train length"}
 ROPE_RANDOMIZED = EncodingSpec(
     "rope-randomized", "rotary", "RoPE at sorted random positions below L_max in training (Ruoss et al. 2023)",
     lambda shape: RandomizedRotary(shape.head_dim, max_position_for(shape.max_len, shape.options), base=shape.base),
-    {"base": 10000.0, **PARAMETERS}, colour="#17becf", show=show_rope_randomized, group="newer")
+    {"base": 10000.0, **PARAMETERS}, colour="#74c476", show=show_rope_randomized, group="newer")
 SINUSOIDAL_RANDOMIZED = EncodingSpec(
     "sinusoidal-randomized", "absolute", "sinusoidal at sorted random positions below L_max in training (Ruoss et al. 2023)",
     lambda shape: RandomizedSinusoidal(shape.d_model, max_position_for(shape.max_len, shape.options)),

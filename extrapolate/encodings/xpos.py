@@ -100,4 +100,4 @@ def show_xpos(query: ShowQuery) -> dict:
 XPOS = EncodingSpec(
     "xpos", "rotary", "RoPE with a per-pair decay ζ_j^((n-m)/γ) (Sun et al. 2022, torchscale)",
     lambda shape: XPos(shape.head_dim, base=shape.base, scale_base=shape.options.get("scale_base", SCALE_BASE)),
-    {"base": 10000.0, "scale_base": SCALE_BASE}, colour="#bcbd22", show=show_xpos, group="newer")
+    {"base": 10000.0, "scale_base": SCALE_BASE}, colour="#6b6ecf", show=show_xpos, group="newer")
