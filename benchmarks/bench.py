@@ -2,7 +2,7 @@
 
 import sys
 
-from extrapolate.cli import app
+from extrapolate.cli.app import app
 
 if __name__ == "__main__":
     sys.exit(app(["bench", *sys.argv[1:]]))

@@ -10,9 +10,9 @@ import time
 
 import torch
 
-import extrapolate.linear as linear
-from extrapolate.config import ModelConfig
-from extrapolate.device import autocast, cpu_has_fast_bf16
+import extrapolate.kernels.linear as linear
+from extrapolate.core.config import ModelConfig
+from extrapolate.core.device import autocast, cpu_has_fast_bf16
 from extrapolate.model import TransformerLM
 
 CPU = torch.device("cpu")

@@ -9,7 +9,7 @@ import argparse
 import torch
 
 from extrapolate.encodings import build_encoding
-from extrapolate.pretrained import fetch_known, from_hf_model, hf_rope_parameters, require_transformers
+from extrapolate.data.pretrained import fetch_known, from_hf_model, hf_rope_parameters, require_transformers
 
 
 def main() -> None:

@@ -1,3 +1,3 @@
-from .cli import main
+from extrapolate.cli.app import main
 
 main()

@@ -11,10 +11,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .attention import causal_attention
-from .config import ModelConfig
-from .encodings import PositionalEncoding, encoding_for
-from .linear import Linear
+from extrapolate.kernels.attention import causal_attention
+from extrapolate.core.config import ModelConfig
+from extrapolate.encodings import PositionalEncoding, encoding_for
+from extrapolate.kernels.linear import Linear
 
 
 # logits of one training chunk (B × positions × vocabulary): 2^24 is 64 MiB in float32, and the default

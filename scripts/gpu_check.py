@@ -29,8 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a checkout without an install
 
-from extrapolate.attention import attention_plan, causal_attention  # noqa: E402
-from extrapolate.config import PRESETS, ModelConfig  # noqa: E402
+from extrapolate.kernels.attention import attention_plan, causal_attention  # noqa: E402
+from extrapolate.core.config import PRESETS, ModelConfig  # noqa: E402
 from extrapolate.encodings import ENCODINGS, build_encoding, encoding_for, get_spec  # noqa: E402
 from extrapolate.model import TransformerLM  # noqa: E402
 
@@ -101,7 +101,7 @@ def kernels_vs_reference(names, device) -> None:
 
 
 def speed(names, lengths, device, repeats: int) -> None:
-    from extrapolate.device import synchronize
+    from extrapolate.core.device import synchronize
 
     for n in lengths:
         measured = {}
@@ -137,10 +137,10 @@ def speed(names, lengths, device, repeats: int) -> None:
 
 
 def retrieval(device, length: int) -> None:
-    from extrapolate.passkey.prompt import PromptBuilder
-    from extrapolate.taskfiles import load_task
+    from extrapolate.tasks.prompt import PromptBuilder
+    from extrapolate.tasks.files import load_task
     from extrapolate.tasks.passkey import evaluate_passkey
-    from extrapolate.tokenizers import ByteTokenizer
+    from extrapolate.data.tokenizers import ByteTokenizer
 
     task = dataclasses.replace(load_task("passkey"), trials=1, depths=(0.5,))
     model = model_for("rope", length, device).eval()

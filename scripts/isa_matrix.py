@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.reproduce import compare, load_suite, quantities, read_spread, reference_folder
+from extrapolate.reproduce import load_suite, read_spread, reference_folder
+from extrapolate.reproduce import compare
+from extrapolate.reproduce import quantities
 from extrapolate.reproduce.quantities import QUANTITY_KEY
-from extrapolate.results import load_results
+from extrapolate.report.table import load_results
 
 SETTINGS = {
     "native": {},

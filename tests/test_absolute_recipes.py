@@ -7,13 +7,13 @@ import dataclasses
 import pytest
 import torch
 
-from extrapolate.batches import BatchSource
-from extrapolate.config import PRESETS, ModelConfig, TrainConfig, config_hash
-from extrapolate.defaults import DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD, SINUSOIDAL_STEPS
-from extrapolate.errors import UserError
+from extrapolate.data.batches import BatchSource
+from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig, config_hash
+from extrapolate.core.defaults import DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD, SINUSOIDAL_STEPS
+from extrapolate.core.errors import UserError
 from extrapolate.model import TransformerLM
 from extrapolate.run.request import RunRequest, model_config, resolve_request
-from extrapolate.train import build_model, learning_rate, make_optimizer, train
+from extrapolate.training.train import build_model, learning_rate, make_optimizer, train
 
 
 def tiny(**table) -> ModelConfig:

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from extrapolate.atomic import atomic_folder, atomic_path, write_text
+from extrapolate.core.atomic import atomic_folder, atomic_path, write_text
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
 def test_figures_are_saved_with_the_umask_mode_and_leave_no_temporary(tmp_path, umask_022):
     import matplotlib.pyplot as plt
 
-    from extrapolate.plots import save_figure
+    from extrapolate.report.plots import save_figure
 
     for name in ("passkey.png", "passkey.svg"):
         fig, ax = plt.subplots()
@@ -68,7 +68,7 @@ def test_a_figure_drawn_twice_is_saved_as_the_same_bytes(tmp_path, name):
 
     import matplotlib.pyplot as plt
 
-    from extrapolate.plots import save_figure
+    from extrapolate.report.plots import save_figure
 
     saved = []
     for attempt in range(2):

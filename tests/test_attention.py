@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from extrapolate.attention import causal_attention, kernel_for, toeplitz_bias
+from extrapolate.kernels.attention import causal_attention, kernel_for, toeplitz_bias
 from extrapolate.encodings import build_encoding
 
 
@@ -30,7 +30,7 @@ def test_blocked_equals_reference(name, length, rows):
 @pytest.mark.parametrize("length", [1, 17, 333, 1500])
 @pytest.mark.parametrize("rows", [16, 100, 1024])
 def test_fused_bias_kernel_equals_reference(name, length, rows):
-    from extrapolate.attention import fused_bias_attention
+    from extrapolate.kernels.attention import fused_bias_attention
 
     torch.manual_seed(length)
     enc = make(name)
@@ -43,7 +43,7 @@ def test_fused_bias_kernel_equals_reference(name, length, rows):
 
 
 def test_fused_bias_kernel_with_a_cache_and_gqa():
-    from extrapolate.attention import fused_bias_attention
+    from extrapolate.kernels.attention import fused_bias_attention
 
     for name in ("alibi", "t5"):
         enc = make(name)
@@ -57,7 +57,7 @@ def test_fused_bias_kernel_with_a_cache_and_gqa():
 @pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
 def test_cached_sdpa_continues_a_cache_exactly(dtype, tolerance):
     """Queries after cached keys (grouped-query): the two fused calls merged equal causal attention."""
-    from extrapolate.attention import cached_sdpa
+    from extrapolate.kernels.attention import cached_sdpa
 
     enc = make("rope")
     for queries, kv_heads in [(150, 2), (1, 3), (7, 6)]:  # a prompt's suffix, a decoding step, answer tokens
@@ -105,8 +105,9 @@ def test_bias_kinds_use_a_bias_kernel():
 def test_flex_kernel_is_what_flex_runs_on_the_cpu():
     """`--kernel flex` routes a bias encoding to flex_attention on the CPU too (evaluation only); every
     encoding's flex path against the reference: tests/test_flex.py."""
-    from extrapolate import attention, flex
-    from extrapolate.attention import flex_attention_of
+    from extrapolate.kernels import attention
+    from extrapolate.kernels import flex
+    from extrapolate.kernels.attention import flex_attention_of
 
     if not flex.available():
         pytest.skip("this torch has no flex_attention")
@@ -121,7 +122,7 @@ def test_flex_kernel_is_what_flex_runs_on_the_cpu():
 
 
 def test_flex_requested_while_training_on_cpu_falls_back_to_blocked():
-    from extrapolate import attention
+    from extrapolate.kernels import attention
 
     enc = make("alibi")
     q = torch.randn(1, 4, 200, 16, requires_grad=True)
@@ -133,7 +134,7 @@ def test_flex_requested_while_training_on_cpu_falls_back_to_blocked():
 
 
 def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
-    from extrapolate.attention import recorded_kernel
+    from extrapolate.kernels.attention import recorded_kernel
 
     cpu, cuda, f32, bf16 = torch.device("cpu"), torch.device("cuda"), torch.float32, torch.bfloat16
     alibi, rope = make("alibi"), make("rope")
@@ -144,18 +145,18 @@ def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
     assert recorded_kernel(alibi, "flex", cpu, f32, full(64)) == "blocked"  # too few queries to compile for
     assert recorded_kernel(rope, "auto", cpu, f32, [(4090, 4090), (1, 4091)]) == "sdpa+sdpa-cache"  # a cache continued
     assert recorded_kernel(rope, "auto", cuda, f32, [(4090, 4090), (1, 4091)]) == "sdpa+sdpa-lower-right"
-    monkeypatch.setattr("extrapolate.flex.available", lambda: True)
+    monkeypatch.setattr("extrapolate.kernels.flex.available", lambda: True)
     assert recorded_kernel(alibi, "auto", cuda, f32, full(256)) == "flex"
     assert recorded_kernel(alibi, "auto", cuda, f32, full(4096)) == "flex"
     assert recorded_kernel(alibi, "auto", cuda, f32, [(4090, 4090), (1, 4091)]) == "flex+sdpa-rows"
     assert recorded_kernel(alibi, "blocked", cuda, f32, full(4096)) == "blocked"  # asked for by name
-    monkeypatch.setattr("extrapolate.attention._FLEX_FAILED", ["no compiler"])
+    monkeypatch.setattr("extrapolate.kernels.attention._FLEX_FAILED", ["no compiler"])
     assert recorded_kernel(alibi, "auto", cuda, f32, full(4096)) == "blocked"  # what a failed compile fell back to
 
 
 def spy_kernels(monkeypatch) -> list[str]:
     """The kernels `causal_attention` runs from now on, in call order; flex is faked by the reference kernel."""
-    from extrapolate import attention
+    from extrapolate.kernels import attention
 
     ran: list[str] = []
 
@@ -176,7 +177,7 @@ def spy_kernels(monkeypatch) -> list[str]:
     reference = attention.reference_attention  # flex is faked by the reference kernel, not counted as one
     spy("flex", "_try_flex", fn=lambda q, k, v, encoding, backward=False: reference(q, k, v, encoding))
     spy("reference", "reference_attention")
-    monkeypatch.setattr("extrapolate.flex.available", lambda: True)
+    monkeypatch.setattr("extrapolate.kernels.flex.available", lambda: True)
     return ran
 
 
@@ -186,12 +187,12 @@ def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dty
     """The record of a passkey cell is what the prompt pass and the decoding from its cache ran."""
     import dataclasses
 
-    from extrapolate.config import ModelConfig
+    from extrapolate.core.config import ModelConfig
     from extrapolate.model import TransformerLM
-    from extrapolate.passkey.prompt import PromptBuilder
-    from extrapolate.taskfiles import load_task
+    from extrapolate.tasks.prompt import PromptBuilder
+    from extrapolate.tasks.files import load_task
     from extrapolate.tasks.passkey import attention_shapes, evaluate_passkey
-    from extrapolate.tokenizers import ByteTokenizer
+    from extrapolate.data.tokenizers import ByteTokenizer
 
     torch.manual_seed(0)
     builder = PromptBuilder(dataclasses.replace(load_task("passkey"), trials=2, depths=(0.5,)), ByteTokenizer())
@@ -199,8 +200,8 @@ def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dty
     model.kernel = kernel
     ran = spy_kernels(monkeypatch)
     evaluate_passkey(model, builder, 300, torch.device("cpu"), dtype)
-    from extrapolate.attention import recorded_kernel
-    from extrapolate.device import activation_dtype
+    from extrapolate.kernels.attention import recorded_kernel
+    from extrapolate.core.device import activation_dtype
 
     cpu = torch.device("cpu")
     recorded = recorded_kernel(model.encoding, kernel, cpu, activation_dtype(cpu, dtype), attention_shapes(builder, 300))
@@ -211,7 +212,7 @@ def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dty
 def test_short_bf16_cpu_attention_computes_in_float32(name, kernel):
     """Under bf16 autocast, short rows of small heads run the float32 kernel (faster on the CPU): the result
     is the float32 attention of the bf16 inputs rounded once to bf16, bias included, and gradients flow."""
-    from extrapolate.attention import CPU_FLOAT32_MAX_KEYS, compute_dtype
+    from extrapolate.kernels.attention import CPU_FLOAT32_MAX_KEYS, compute_dtype
 
     torch.manual_seed(0)
     enc = make(name)

@@ -12,9 +12,9 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
-from extrapolate.cliutil import OPTION_BOUNDS
-from extrapolate.taskfiles import TASKS_DIR
+from extrapolate.cli.app import app
+from extrapolate.cli.util import OPTION_BOUNDS
+from extrapolate.tasks.files import TASKS_DIR
 
 from .helpers import make_corpus
 
@@ -173,12 +173,12 @@ def test_damaged_task_file(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_damaged_suite_file(tmp_path, kind, monkeypatch):
-    import extrapolate.sweep
+    import extrapolate.run.sweep
 
     def no_sweep(*args, **kwargs):  # a suite file that loads would start the whole suite: never here
         raise AssertionError("the damaged suite file was accepted")
 
-    monkeypatch.setattr(extrapolate.sweep, "sweep", no_sweep)
+    monkeypatch.setattr(extrapolate.run.sweep, "sweep", no_sweep)
     path = tmp_path / "mysuite.toml"
     shutil.copy(TASKS_DIR / "suites" / "reference.toml", path)
     damage(path, kind)
@@ -322,12 +322,12 @@ def test_a_refused_write_is_one_line(tmp_path, monkeypatch):
     """What no check foresees (a read-only mount, a folder of /proc) still ends in one line, exit code 2."""
     import errno
 
-    import extrapolate.plots
+    import extrapolate.report.plots
 
     def refuse(fig, path):
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
-    monkeypatch.setattr(extrapolate.plots, "save_figure", refuse)
+    monkeypatch.setattr(extrapolate.report.plots, "save_figure", refuse)
     plot = tmp_path / "freq.png"
     result = cli.invoke(app, ["encodings", "show", "yarn", "--factor", "4", "--plot", str(plot)])
     assert_one_line_error(result, f"{plot}: Read-only file system")
@@ -411,12 +411,12 @@ def test_bad_number_encodings_show(command, flag, value):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-4k"])
 def test_bad_number_bench(tmp_path, value, monkeypatch):
-    import extrapolate.bench
+    import extrapolate.bench.measure
 
     def no_bench(*args, **kwargs):  # the options are checked before any measurement: never here
         raise AssertionError("bench started with a bad --lengths")
 
-    monkeypatch.setattr(extrapolate.bench, "run_bench", no_bench)
+    monkeypatch.setattr(extrapolate.bench.measure, "run_bench", no_bench)
     out = tmp_path / "bench"
     assert_one_line_error(cli.invoke(app, ["bench", f"--lengths={value}", "--out", str(out)]), "--lengths")
     assert not out.exists()

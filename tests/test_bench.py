@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from extrapolate import bench
+from extrapolate.bench import measure as bench
 
 
 def test_train_flops_follow_the_palm_accounting():
@@ -48,7 +48,7 @@ def test_rope_scalings_are_measured_scaled_as_run_scales_them(name):
 def test_bench_plot_takes_speeds_from_the_same_process_rows():
     import pandas as pd
 
-    from extrapolate.plots import bench_figure
+    from extrapolate.report.plots import bench_figure
 
     def row(what, implementation, encoding, length, speed, memory):
         return dict(what=what, implementation=implementation, encoding=encoding, length=length,
@@ -91,7 +91,7 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
     import pandas as pd
     from typer.testing import CliRunner
 
-    from extrapolate.cli import app
+    from extrapolate.cli.app import app
 
     out = tmp_path / "bench"
     result = CliRunner().invoke(app, ["bench", "--model", "tiny", "--lengths", "256", "--encodings", "rope,alibi",
@@ -112,7 +112,7 @@ def test_the_bench_table_shows_a_slow_matmul_and_a_missing_peak_as_such():
     """An emulated bf16 matmul (0.28 GFLOP/s on an AVX2-only CPU) is not "0"; a row without a peak is "–"."""
     from types import SimpleNamespace
 
-    from extrapolate.cli_render import bench_extra, megabytes
+    from extrapolate.cli.render import bench_extra, megabytes
 
     assert bench_extra(SimpleNamespace(mfu=None, gflops=0.28)) == "0.28 GFLOP/s"
     assert bench_extra(SimpleNamespace(mfu=None, gflops=204.4)) == "204 GFLOP/s"

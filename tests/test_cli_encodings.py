@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
+from extrapolate.cli.app import app
 
 runner = CliRunner()
 

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
-from extrapolate.cluster import SlurmOptions
+from extrapolate.cli.app import app
+from extrapolate.run.cluster import SlurmOptions
 from extrapolate.run import RunRequest
-from extrapolate.sweep import submit_job, sweep_job
+from extrapolate.run.sweep import submit_job, sweep_job
 from tests.helpers import make_corpus
 
 pytest.importorskip("submitit")
@@ -118,7 +118,7 @@ def test_a_refused_submission_is_one_line_and_submits_nothing_twice(tmp_path, mo
 @pytest.mark.parametrize("absent", [("srun",), ("sbatch", "srun")])
 def test_no_slurm_client_is_one_line_before_anything_is_submitted(tmp_path, monkeypatch, absent):
     """A machine without srun (submitit's own check raises a bare RuntimeError) or sbatch: one line, exit 2."""
-    import extrapolate.cluster as cluster
+    import extrapolate.run.cluster as cluster
 
     real_which = cluster.shutil.which
     monkeypatch.setattr(cluster.shutil, "which", lambda tool: None if tool in absent else real_which(tool) or "/x")

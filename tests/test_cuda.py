@@ -6,7 +6,7 @@ with timings, are `scripts/gpu_check.py`."""
 import pytest
 import torch
 
-from extrapolate.attention import attention_plan, causal_attention
+from extrapolate.kernels.attention import attention_plan, causal_attention
 from extrapolate.encodings import ENCODINGS, build_encoding
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -4,9 +4,9 @@ of the model's identity (a float32-trained model is never mistaken for a bf16 on
 import pytest
 import torch
 
-from extrapolate import device as device_module
-from extrapolate.device import fast_bf16, training_dtype
-from extrapolate.errors import UserError
+from extrapolate.core import device as device_module
+from extrapolate.core.device import fast_bf16, training_dtype
+from extrapolate.core.errors import UserError
 
 CPU = torch.device("cpu")
 
@@ -49,7 +49,7 @@ def test_unknown_dtype_is_a_user_error(bad):
 
 def test_resolved_dtype_is_part_of_the_model_identity(cpu_bf16, tmp_path, monkeypatch):
     """The same request gives a bf16 model on a CPU with fast bf16 and a float32 one without: two hashes."""
-    from extrapolate.config import config_hash
+    from extrapolate.core.config import config_hash
     from extrapolate.run import RunRequest
     from extrapolate.run.resolved import train_config
 
@@ -79,7 +79,7 @@ def test_evaluation_without_a_fast_bf16_path_runs_either_dtype_and_trains_in_flo
 
     from typer.testing import CliRunner
 
-    from extrapolate.cli import app
+    from extrapolate.cli.app import app
 
     from .helpers import make_corpus
 

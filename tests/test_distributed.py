@@ -16,11 +16,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from extrapolate.batches import BatchSource
-from extrapolate.config import ModelConfig, TrainConfig
-from extrapolate.distributed import World, check_batch
-from extrapolate.errors import UserError
-from extrapolate.train import train
+from extrapolate.data.batches import BatchSource
+from extrapolate.core.config import ModelConfig, TrainConfig
+from extrapolate.core.distributed import World, check_batch
+from extrapolate.core.errors import UserError
+from extrapolate.training.train import train
 
 STREAM = torch.arange(20000) % 89
 
@@ -76,7 +76,7 @@ def test_two_processes_train_as_one_on_the_same_global_batch(tmp_path, dtype, lo
 def evaluation_job():
     from extrapolate.model import TransformerLM
     from extrapolate.tasks.perplexity import evaluate_perplexity
-    from extrapolate.distributed import current
+    from extrapolate.core.distributed import current
 
     torch.manual_seed(0)
     model = TransformerLM(config("float32").model)
@@ -174,7 +174,7 @@ def test_a_launched_process_leaves_with_the_jobs_exit_code_and_flushed_output(bo
     import subprocess
     import sys
 
-    script = f"import sys\nfrom extrapolate.distributed import run_then_leave\ndef job():\n    {body}\nrun_then_leave(job)\n"
+    script = f"import sys\nfrom extrapolate.core.distributed import run_then_leave\ndef job():\n    {body}\nrun_then_leave(job)\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == code
     assert out in done.stdout + done.stderr

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from extrapolate.config import ModelConfig, config_hash, model_config_from_dict, to_dict
+from extrapolate.core.config import ModelConfig, config_hash, model_config_from_dict, to_dict
 from extrapolate.model import TransformerLM
 from extrapolate.run import RunRequest
 from extrapolate.run.request import model_config

@@ -6,10 +6,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
-from extrapolate.encoding_options import check_used, options_for, parse_encoding_options
+from extrapolate.cli.app import app
+from extrapolate.encodings.options import check_used, options_for, parse_encoding_options
 from extrapolate.encodings import get_spec
-from extrapolate.errors import UserError
+from extrapolate.core.errors import UserError
 
 from .helpers import make_corpus
 

@@ -9,7 +9,7 @@ from extrapolate.encodings import ALiBi, Rotary, alibi_slopes, build_encoding, s
 from extrapolate.encodings.frequencies import (
     SCALINGS, dynamic_ntk, llama3, ntk, ntk_base, pi, rope_inv_freq, yarn, yarn_correction_dim,
 )
-from extrapolate.errors import PositionOutOfRange
+from extrapolate.core.errors import PositionOutOfRange
 
 
 def close(a, b, tol=1e-6):

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402
 
 from extrapolate.encodings import ENCODINGS, sweep_order  # noqa: E402
-from extrapolate.plots import colour, palette, readable  # noqa: E402
+from extrapolate.report.plots import colour, palette, readable  # noqa: E402
 
 from .test_finetune import ppl_rows  # noqa: E402
 
@@ -41,7 +41,7 @@ def test_light_colours_are_darkened_for_text():
 def test_the_fine_tune_axis_has_ticks_only_at_the_steps_measured(steps):
     """A symmetric-log axis drew a −10¹ tick left of 0 (no step is negative): ticks at the measured steps,
     limits just past them."""
-    from extrapolate.finetune_report import finetune_figure
+    from extrapolate.report.finetune import finetune_figure
 
     rows = [row for n in steps for row in ppl_rows("yarn", "rope", n, {1024: 60.0 - n / 10})]
     figure = finetune_figure(pd.DataFrame(rows), {"yarn": 50.0})
@@ -55,9 +55,9 @@ def test_the_fine_tune_axis_has_ticks_only_at_the_steps_measured(steps):
 def test_the_ratio_figure_is_left_out_without_a_value_at_L(tmp_path):
     """A fine-tune measured only at L' has no perplexity at L to divide by: no ratio figure (it would be an
     empty frame), the perplexity and fine-tuning figures still drawn."""
-    from extrapolate.report import draw_figures, with_unrecorded
-    from extrapolate.results import aggregate, label_variants
-    from extrapolate.retrieval_report import Rule
+    from extrapolate.report.pages import draw_figures, with_unrecorded
+    from extrapolate.report.table import aggregate, label_variants
+    from extrapolate.report.retrieval import Rule
 
     table = label_variants(pd.DataFrame(ppl_rows("yarn", "rope", 2, {1024: 31.6})).assign(factor=2.0, model="small"))
     table = with_unrecorded(table.reindex(columns=[*table.columns, "protocol", "corpus", "tokenizer", "device",

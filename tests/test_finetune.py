@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
-from extrapolate.batches import BatchSource
-from extrapolate.config import ModelConfig, TrainConfig
-from extrapolate.finetune import finetune, finetune_config, finetune_folder, read_lineage, starting_model
-from extrapolate.train import train
+from extrapolate.data.batches import BatchSource
+from extrapolate.core.config import ModelConfig, TrainConfig
+from extrapolate.training.finetune import finetune, finetune_config, finetune_folder, read_lineage, starting_model
+from extrapolate.training.train import train
 
 STREAM = torch.arange(6000) % 97
 
@@ -48,7 +48,7 @@ def test_a_longer_fine_tune_continues_the_shorter_one_exactly(tmp_path, monkeypa
 
 
 def config_hash_of(config):
-    from extrapolate.config import config_hash
+    from extrapolate.core.config import config_hash
 
     return config_hash(config)
 
@@ -102,10 +102,10 @@ def ppl_rows(encoding, base, steps, values, finetune_len=1024, L=256):
 def test_report_divides_by_the_base_model_at_L_and_tabulates_fine_tune_steps():
     import pandas as pd
 
-    from extrapolate.finetune_report import finetune_section
-    from extrapolate.report import perplexity_at_L, perplexity_matrix
-    from extrapolate.results import aggregate, label_variants
-    from extrapolate.retrieval_report import base_encodings
+    from extrapolate.report.finetune import finetune_section
+    from extrapolate.report.pages import perplexity_at_L, perplexity_matrix
+    from extrapolate.report.table import aggregate, label_variants
+    from extrapolate.report.retrieval import base_encodings
 
     table = pd.DataFrame(ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
                          + ppl_rows("pi", "rope", 0, {256: 130.0, 1024: 128.0})
@@ -127,7 +127,7 @@ def test_an_exported_fine_tune_gives_transformers_the_same_logits(tmp_path, monk
     fine-tuned with (`rope_parameters`), and its logits at L' equal ours with that scaling (1e-4)."""
     transformers = pytest.importorskip("transformers")
     from extrapolate.encodings import encoding_for
-    from extrapolate.export import export_run
+    from extrapolate.run.export import export_run
 
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     config, base = base_model(tmp_path)
@@ -148,17 +148,17 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
     import pandas as pd
     from typer.testing import CliRunner
 
-    from extrapolate.cli import app
-    from extrapolate.config import ModelConfig
-    from extrapolate.export import export_hf
+    from extrapolate.cli.app import app
+    from extrapolate.core.config import ModelConfig
+    from extrapolate.run.export import export_hf
     from extrapolate.model import TransformerLM
-    from extrapolate.tokenizers import load_tokenizer
+    from extrapolate.data.tokenizers import load_tokenizer
 
     from .helpers import make_corpus
 
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     corpus = make_corpus(tmp_path / "corpus", documents=4, words=600)
-    from extrapolate.corpora import load_corpus
+    from extrapolate.data.corpora import load_corpus
 
     tokenizer = load_tokenizer("bpe:300", load_corpus(str(corpus)))
     torch.manual_seed(0)
@@ -179,7 +179,7 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
     import transformers
 
     from extrapolate.encodings import encoding_for
-    from extrapolate.train import load_trained
+    from extrapolate.training.train import load_trained
 
     assert CliRunner().invoke(app, ["export", str(out), "--hf", str(tmp_path / "hf")]).exit_code == 0
     theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", torch_dtype=torch.float32).eval()
@@ -196,8 +196,8 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
 def test_one_encoding_at_two_factors_is_two_rows_of_the_report_not_their_mean():
     import pandas as pd
 
-    from extrapolate.report import perplexity_matrix
-    from extrapolate.results import aggregate, label_variants, split_label
+    from extrapolate.report.pages import perplexity_matrix
+    from extrapolate.report.table import aggregate, label_variants, split_label
 
     rows = (ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
             + [r | {"factor": 2.0} for r in ppl_rows("yarn", "rope", 0, {256: 51.0, 1024: 60.0})]

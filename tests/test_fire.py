@@ -4,7 +4,7 @@ kernel (one query block at a time, linear memory) against the full-matrix refere
 import pytest
 import torch
 
-from extrapolate.attention import blocked_attention, causal_attention, kernel_for
+from extrapolate.kernels.attention import blocked_attention, causal_attention, kernel_for
 from extrapolate.encodings.fire import Fire, normalised_distance
 
 

@@ -13,8 +13,9 @@ import warnings
 import pytest
 import torch
 
-from extrapolate import attention, flex
-from extrapolate.attention import attention_plan, causal_attention, flex_attention_of, lower_right_sdpa, rows_attention
+from extrapolate.kernels import attention
+from extrapolate.kernels import flex
+from extrapolate.kernels.attention import attention_plan, causal_attention, flex_attention_of, lower_right_sdpa, rows_attention
 from extrapolate.encodings import ENCODINGS, build_encoding
 
 pytestmark = pytest.mark.skipif(not flex.available(), reason="this torch has no flex_attention")
@@ -118,8 +119,8 @@ def test_the_block_mask_of_a_long_sequence_takes_no_quadratic_memory():
     block mask takes (n/128)² small integers. Peak memory of a fresh process, building both."""
     code = """
 import torch
-from extrapolate import flex
-from extrapolate.bench import peak_rss_mb
+from extrapolate.kernels import flex
+from extrapolate.bench.measure import peak_rss_mb
 torch.zeros(1)
 before = peak_rss_mb()
 n = 65536

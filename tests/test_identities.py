@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 from extrapolate.encodings import ENCODINGS
-from extrapolate.run import RunRequest, prepare, resolve_request, resolve_run
+from extrapolate.run import RunRequest, resolve_request, resolve_run
+from extrapolate.run import prepare
 
 from .helpers import make_corpus
 

@@ -4,7 +4,7 @@ without one a user would believe they changed the measurement); options it uses 
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
+from extrapolate.cli.app import app
 from extrapolate.run.request import RunRequest, ignored_options
 
 from .helpers import make_corpus

@@ -5,10 +5,10 @@ with a placeholder the prompt builder does not fill, a JSON corpus record withou
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
+from extrapolate.cli.app import app
 from extrapolate.encodings import frequencies
-from extrapolate.errors import UserError
-from extrapolate.taskfiles import TASKS_DIR
+from extrapolate.core.errors import UserError
+from extrapolate.tasks.files import TASKS_DIR
 
 from .helpers import make_corpus
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import extrapolate.linear as linear
-from extrapolate.device import autocast
-from extrapolate.linear import Linear, bf16_linear_in_float32
+import extrapolate.kernels.linear as linear
+from extrapolate.core.device import autocast
+from extrapolate.kernels.linear import Linear, bf16_linear_in_float32
 
 CPU = torch.device("cpu")
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
+from extrapolate.cli.app import app
 from extrapolate.encodings import build_encoding
 from extrapolate.encodings.frequencies import longrope, longrope_attention_factor, rope_inv_freq
-from extrapolate.errors import UserError
+from extrapolate.core.errors import UserError
 
 runner = CliRunner()
 
@@ -80,7 +80,7 @@ def test_frequencies_equal_transformers_bit_for_bit():
     transformers = pytest.importorskip("transformers")
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    from extrapolate.pretrained import hf_rope_parameters
+    from extrapolate.data.pretrained import hf_rope_parameters
 
     torch.manual_seed(0)
     options = {"short_factor": (1 + torch.rand(8)).tolist(), "long_factor": (1 + 7 * torch.rand(8)).tolist()}

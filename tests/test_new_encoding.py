@@ -7,8 +7,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from extrapolate.attention import causal_attention
-from extrapolate.cli import app
+from extrapolate.kernels.attention import causal_attention
+from extrapolate.cli.app import app
 from extrapolate.encodings import ENCODINGS, EncodingSpec, PositionalEncoding
 from extrapolate.encodings.base import SaturatingBias
 
@@ -71,7 +71,7 @@ def test_toy_bias_goes_through_train_evaluate_report(registered, tmp_path):
 
     assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
     assert "capped" in (out / "report.md").read_text()
-    from extrapolate.plots import colour
+    from extrapolate.report.plots import colour
 
     assert colour("capped") == "#123456" and "capped" in ENCODINGS.names()
     listing = CliRunner().invoke(app, ["encodings"])

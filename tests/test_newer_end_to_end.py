@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
+from extrapolate.cli.app import app
 from extrapolate.encodings import encoding_groups
 
 from .helpers import make_corpus
@@ -23,7 +23,7 @@ def cache(monkeypatch, tmp_path):
 
 
 def test_listed_with_parameters_and_grouped(monkeypatch):
-    from extrapolate.cliutil import stdout
+    from extrapolate.cli.util import stdout
 
     monkeypatch.setattr(stdout, "width", 400)  # one line per encoding
     result = runner.invoke(app, ["encodings"])

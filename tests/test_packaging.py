@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from extrapolate import paths
-from extrapolate.taskfiles import tomllib
+from extrapolate.core import paths
+from extrapolate.tasks.files import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +103,7 @@ def test_wheel_round_trip_finds_tasks_suites_and_reference(tmp_path):
     assert all(path.stem in tasks for path in (ROOT / "tasks").glob("*.toml"))
     assert "llama3" in cli("encodings") and "--update" in cli("reproduce", "--help")
     probe = ("import extrapolate; from extrapolate.reproduce import load_suite, reference_folder; "
-             "from extrapolate.taskfiles import load_task; load_task('passkey'); "
+             "from extrapolate.tasks.files import load_task; load_task('passkey'); "
              "folder = reference_folder(load_suite('reference')); "
              "print(extrapolate.__file__); print((folder / 'results.csv').is_file())")
     where, found = run(str(bin_dir / "python"), "-c", probe, cwd=elsewhere, env=env).stdout.split()

@@ -6,13 +6,13 @@ import dataclasses
 import pytest
 import torch
 
-from extrapolate.config import ModelConfig
-from extrapolate.errors import UserError
+from extrapolate.core.config import ModelConfig
+from extrapolate.core.errors import UserError
 from extrapolate.model import TransformerLM
-from extrapolate.passkey.prompt import PromptBuilder
-from extrapolate.taskfiles import load_task
+from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.tasks.files import load_task
 from extrapolate.tasks.passkey import evaluate_passkey
-from extrapolate.tokenizers import ByteTokenizer
+from extrapolate.data.tokenizers import ByteTokenizer
 
 
 class WordTokenizer:
@@ -99,7 +99,7 @@ def test_training_row_puts_the_loss_on_the_answer(task):
 
 
 def test_row_weighting_gives_every_sequence_the_same_weight():
-    from extrapolate.train import masked_loss
+    from extrapolate.training.train import masked_loss
 
     nll = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 8.0], [5.0, 5.0, 5.0, 5.0]])  # (B=3, T=4)
     mask = torch.tensor([[1.0, 1, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]])  # row 2 has no target: ignored

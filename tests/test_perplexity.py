@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from extrapolate.config import ModelConfig
+from extrapolate.core.config import ModelConfig
 from extrapolate.model import TransformerLM
 from extrapolate.tasks.perplexity import evaluate_perplexity, windows_full, windows_sliding
 

@@ -7,8 +7,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from extrapolate.encodings import build_encoding  # noqa: E402
-from extrapolate.export import export_hf  # noqa: E402
-from extrapolate.pretrained import from_hf_model, hf_rope_parameters  # noqa: E402
+from extrapolate.run.export import export_hf  # noqa: E402
+from extrapolate.data.pretrained import from_hf_model, hf_rope_parameters  # noqa: E402
 
 ORIGINAL = 32
 
@@ -63,7 +63,7 @@ def test_logits_equal_transformers_past_the_original_context(saved_llama, encodi
 
 
 def test_export_round_trip(tmp_path):
-    from extrapolate.config import ModelConfig
+    from extrapolate.core.config import ModelConfig
     from extrapolate.model import TransformerLM
 
     torch.manual_seed(1)
@@ -81,7 +81,7 @@ def test_export_round_trip(tmp_path):
 def test_an_exported_training_free_scaling_computes_what_the_run_evaluated(tmp_path, encoding):
     """A run that evaluated a RoPE model with a scaling and no training (its record's `encoding`) exports with
     that scaling: transformers' logits past L equal the scaled model's here."""
-    from extrapolate.config import ModelConfig
+    from extrapolate.core.config import ModelConfig
     from extrapolate.model import TransformerLM
 
     torch.manual_seed(1)
@@ -132,7 +132,7 @@ def test_a_qwen2_checkpoint_keeps_its_query_key_value_biases():
 def test_a_checkpoint_the_model_would_compute_differently_is_refused(model_class, extra, message):
     """Its own RoPE scaling, a sliding window, biases with no place: evaluated here they would be another model
     (each differs from transformers' logits by 0.03 to 0.8 on these small models), so they are refused by name."""
-    from extrapolate.errors import UserError
+    from extrapolate.core.errors import UserError
 
     family = model_class.removesuffix("ForCausalLM")
     options = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=1, num_attention_heads=4,

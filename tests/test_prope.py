@@ -6,7 +6,7 @@ import torch
 
 from extrapolate.encodings import Rotary
 from extrapolate.encodings.prope import PartialRotary, proportional_inv_freq, rotated_pairs
-from extrapolate.errors import UserError
+from extrapolate.core.errors import UserError
 
 
 def test_frequency_values():

@@ -3,7 +3,7 @@ same for every layer of a forward and the same for the same seed; evaluation use
 
 import torch
 
-from extrapolate.config import ModelConfig
+from extrapolate.core.config import ModelConfig
 from extrapolate.encodings import Rotary, build_encoding
 from extrapolate.encodings.randomized import PositionDraws, draw_generator, random_positions
 from extrapolate.model import TransformerLM

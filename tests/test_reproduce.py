@@ -7,14 +7,15 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
-from extrapolate.errors import UserError
-from extrapolate.reproduce import (Rule, claims_over_seeds, compare, load_suite, measure_spread, quantities,
-                                   read_spread)
+from extrapolate.cli.app import app
+from extrapolate.core.errors import UserError
+from extrapolate.reproduce import Rule, claims_over_seeds, load_suite, measure_spread, read_spread
+from extrapolate.reproduce import compare
+from extrapolate.reproduce import quantities
 from extrapolate.reproduce.quantities import write_spread
 from extrapolate.reproduce.suite import SUITES_DIR
-from extrapolate.results import COLUMNS
-from extrapolate.stats import student_t_cdf, student_t_quantile
+from extrapolate.report.table import COLUMNS
+from extrapolate.report.stats import student_t_cdf, student_t_quantile
 
 L = 128
 DEPTHS = (0.0, 0.5, 1.0)

@@ -11,13 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from extrapolate.config import ModelConfig
-from extrapolate.passkey.prompt import PromptBuilder
-from extrapolate.retrieval_report import (BELOW_L, FAILS, NOT_LEARNED, NOT_MEASURED, Rule, pretrained_encodings,
+from extrapolate.core.config import ModelConfig
+from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.report.retrieval import (BELOW_L, FAILS, NOT_LEARNED, NOT_MEASURED, Rule, pretrained_encodings,
                                           retrieval_length, retrieval_matrix, retrieves_at_L, verdicts)
-from extrapolate.taskfiles import TASKS_DIR, list_task_names, load_task
+from extrapolate.tasks.files import TASKS_DIR, list_task_names, load_task
 from extrapolate.tasks.passkey import evaluate_passkey, prompt_length
-from extrapolate.tokenizers import ByteTokenizer
+from extrapolate.data.tokenizers import ByteTokenizer
 
 from .test_passkey import WordTokenizer
 
@@ -197,7 +197,7 @@ def test_the_heatmap_draws_every_measured_cell():
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    from extrapolate.plots import MUTED, passkey_figure
+    from extrapolate.report.plots import MUTED, passkey_figure
 
     agg = agg_with({"rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
                     "alibi": {128: [1.0, 0.3, 0.9], 256: [0.9, 0.6, 0.9]}})
@@ -245,7 +245,7 @@ def test_the_validity_rule_is_the_task_files(tmp_path):
     default rule when no file is found."""
     import json
 
-    from extrapolate.retrieval_report import retrieval_section, task_rule
+    from extrapolate.report.retrieval import retrieval_section, task_rule
 
     word = (TASKS_DIR / "passkey-word.toml").read_text()
     strict, floored = tmp_path / "strict.toml", tmp_path / "floored.toml"
@@ -273,7 +273,7 @@ def test_the_validity_rule_is_the_task_files(tmp_path):
 def test_a_depth_floor_is_optional_and_checked(tmp_path):
     """`depth_floor` left out, or at its default 0, keeps a task's identity (every committed result names it);
     a floor above the threshold is refused in one line."""
-    from extrapolate.errors import UserError
+    from extrapolate.core.errors import UserError
 
     word = (TASKS_DIR / "passkey-word.toml").read_text()
     zero, high = tmp_path / "zero.toml", tmp_path / "high.toml"
@@ -286,9 +286,9 @@ def test_a_depth_floor_is_optional_and_checked(tmp_path):
 
 
 def test_probes_during_training_survive_a_resume(tmp_path):
-    from extrapolate.batches import BatchSource
-    from extrapolate.config import TrainConfig
-    from extrapolate.train import Probe, train
+    from extrapolate.data.batches import BatchSource
+    from extrapolate.core.config import TrainConfig
+    from extrapolate.training.train import Probe, train
 
     config = TrainConfig(model=ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="rope", max_len=32),
                          seq_len=32, batch_size=2, steps=12, warmup_steps=2, checkpoint_every=4, dtype="float32")
@@ -308,9 +308,9 @@ def test_probes_during_training_survive_a_resume(tmp_path):
 def test_every_word_key_is_one_token_of_the_default_tokenizer(tmp_path, monkeypatch):
     """The default retrieval task's promise: each of its keys is a single token of the BPE learned from the
     built-in corpus (fetched and checksummed like any run's; the tokenizer trains in seconds)."""
-    from extrapolate.corpora import load_corpus
-    from extrapolate.paths import cache_dir
-    from extrapolate.tokenizers import load_tokenizer
+    from extrapolate.data.corpora import load_corpus
+    from extrapolate.core.paths import cache_dir
+    from extrapolate.data.tokenizers import load_tokenizer
 
     shared = cache_dir() / "corpora"  # a corpus this machine already fetched is reused (pinned by checksum)
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path))  # the tokenizer is trained in a temporary cache

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.cli import app
+from extrapolate.cli.app import app
 
 from .helpers import make_corpus
 
@@ -97,7 +97,7 @@ def test_malformed_task_file(tmp_path, corpus):
                           "missing field")
     bad.write_text("version = [")
     assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(bad)]), "not valid TOML")
-    from extrapolate.taskfiles import TASKS_DIR
+    from extrapolate.tasks.files import TASKS_DIR
 
     text = (TASKS_DIR / "passkey.toml").read_text().replace("trials = 10", "trials = -1")
     bad.write_text(text)
@@ -155,7 +155,7 @@ def test_non_finite_values_stay_out_of_the_plots(tmp_path, corpus):
 def test_interrupt_inside_a_command_says_so(monkeypatch):
     """Ctrl-C in a command: typer turns it into exit code 130 silently; the user must read that finished work
     is kept and how to resume."""
-    import extrapolate.report as report
+    import extrapolate.report.pages as report
 
     def interrupted(folder):
         raise KeyboardInterrupt
@@ -167,8 +167,8 @@ def test_interrupt_inside_a_command_says_so(monkeypatch):
 
 def test_error_text_is_printed_as_written(monkeypatch):
     """A message quoting a library's text in brackets ("[enforce fail at …]") is not eaten as console markup."""
-    import extrapolate.report as report
-    from extrapolate.errors import UserError
+    import extrapolate.report.pages as report
+    from extrapolate.core.errors import UserError
 
     def failing(folder):
         raise UserError("[enforce fail at alloc.cpp:1] [bold]x[/bold]")
@@ -229,7 +229,7 @@ def test_sigkill_mid_training_then_resume_equals_uninterrupted(tmp_path, corpus)
 
 
 def test_the_folder_lock_is_a_plain_file_while_held_and_gone_after(tmp_path):
-    from extrapolate.lock import LOCK, folder_lock
+    from extrapolate.core.lock import LOCK, folder_lock
 
     with folder_lock(tmp_path / "out"):
         mode = (tmp_path / "out" / LOCK).stat().st_mode & 0o777

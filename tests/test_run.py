@@ -7,12 +7,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from extrapolate import checkpoint as ckpt
-from extrapolate.batches import BatchSource
-from extrapolate.cli import app
-from extrapolate.config import PRESETS, ModelConfig, TrainConfig
+from extrapolate.training import checkpoint as ckpt
+from extrapolate.data.batches import BatchSource
+from extrapolate.cli.app import app
+from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig
 from extrapolate.model import TransformerLM
-from extrapolate.train import train
+from extrapolate.training.train import train
 
 from .helpers import make_corpus
 
@@ -34,7 +34,7 @@ def test_run_end_to_end_writes_table_plot_and_summary(tmp_path):
     result = runner.invoke(app, tiny_args(corpus, tmp_path / "out"))
     assert result.exit_code == 0, result.output
     table = pd.read_csv(tmp_path / "out" / "results.csv")
-    from extrapolate.results import COLUMNS
+    from extrapolate.report.table import COLUMNS
 
     assert list(table.columns) == COLUMNS
     ppl = table[table.metric == "ppl"]
@@ -124,7 +124,7 @@ def test_untied_gqa_layernorm_gelu_variants_round_trip(tmp_path):
 
 
 def test_corrupt_checkpoint_is_a_user_error(tmp_path):
-    from extrapolate.errors import UserError
+    from extrapolate.core.errors import UserError
 
     config = small_config(steps=1)
     train(config, source(config), torch.device("cpu"), folder=tmp_path / "m")

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from extrapolate.run import cell as cell_module
-from extrapolate.cli import app
-from extrapolate.results import aggregate
+from extrapolate.cli.app import app
+from extrapolate.report.table import aggregate
 
 from .helpers import make_corpus
 
@@ -45,7 +45,7 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
 
     # an interrupted sweep: only part of the cells finished
     assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", "alibi,rope")).exit_code == 0
-    from extrapolate.taskfiles import load_task
+    from extrapolate.tasks.files import load_task
 
     evaluated = []
     original = cell_module.evaluate
@@ -73,7 +73,7 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
         base[base.index("--tasks") + 1] = tasks
         return base + (["--passkey-task", "passkey-word"] if tasks == "passkey" else [])
 
-    from extrapolate.taskfiles import load_task
+    from extrapolate.tasks.files import load_task
 
     evaluated = []
     original = cell_module.evaluate
@@ -107,7 +107,7 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
 def stopped_part_way(folder, length):
     """Depth logs as a retrieval cell at `length` leaves them when stopped after its first depth, with a
     count no tiny model gives (every trial correct, none ranked first)."""
-    from extrapolate.taskfiles import load_task
+    from extrapolate.tasks.files import load_task
     from extrapolate.tasks.depth_log import DepthLog
 
     table = pd.read_csv(folder / "results.csv")
@@ -129,7 +129,7 @@ def test_dry_run_plans_without_training(tmp_path):
 
 def test_a_long_dry_run_times_a_share_of_the_batch(tmp_path, monkeypatch):
     """At long L a full step takes minutes on a CPU: the estimate times a few rows and scales to the batch."""
-    from extrapolate import estimate
+    from extrapolate.run import estimate
 
     seen = []
     real = estimate.BatchSource
@@ -174,7 +174,7 @@ def test_report_of_a_table_without_later_columns_names_them_unrecorded(tmp_path)
 
 def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():
     """A table grown by calls at two commits on two devices: the setup lines name both, not the first row's."""
-    from extrapolate.report import setup_lines
+    from extrapolate.report.pages import setup_lines
 
     row = dict(model="small", params=1000, train_len=256, corpus="shakespeare", seed=0, protocol="p",
                encoding="rope", kernel="sdpa", device="cpu", dtype="float32", package_version="0.1.0",
@@ -218,8 +218,8 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
 
     import torch
 
-    from extrapolate.config import ModelConfig
-    from extrapolate.estimate import estimate_seconds
+    from extrapolate.core.config import ModelConfig
+    from extrapolate.run.estimate import estimate_seconds
     from extrapolate.model import TransformerLM
 
     model = TransformerLM(ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, max_len=64))
@@ -229,7 +229,7 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
                            budget=256, model_folder=Path("some-checkpoint"))
     one = estimate_seconds([cell], {cell.model_folder: True}, prepared)
     assert 0 < one < float("inf")  # measured on the real model
-    from extrapolate import estimate
+    from extrapolate.run import estimate
 
     monkeypatch.setattr(estimate, "forward_tokens_per_second", lambda prepared, length: 1000.0)  # no timing noise
     one = estimate_seconds([cell], {cell.model_folder: True}, prepared)

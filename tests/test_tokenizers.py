@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from extrapolate import tokenizers
-from extrapolate.corpora import Corpus
-from extrapolate.errors import UserError
-from extrapolate.tokenizers import BPETokenizer, ByteTokenizer, load_tokenizer, parse_spec
+from extrapolate.data import tokenizers
+from extrapolate.data.corpora import Corpus
+from extrapolate.core.errors import UserError
+from extrapolate.data.tokenizers import BPETokenizer, ByteTokenizer, load_tokenizer, parse_spec
 
 from .helpers import WORDS, make_corpus
 
@@ -53,7 +53,7 @@ def test_training_is_deterministic_across_processes(tmp_path):
     """Byte-identical JSON from a fresh process (a new hash seed, the library's threads) and from this one."""
     corpus = small_corpus()
     here = tokenizers.train_bpe(corpus.train, 400)
-    script = ("import sys; from tests.test_tokenizers import small_corpus; from extrapolate.tokenizers import train_bpe; "
+    script = ("import sys; from tests.test_tokenizers import small_corpus; from extrapolate.data.tokenizers import train_bpe; "
               "sys.stdout.write(train_bpe(small_corpus().train, 400))")
     there = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                            cwd=Path(__file__).resolve().parents[1]).stdout
@@ -159,7 +159,7 @@ def tiny_run(corpus, out, *extra):
 def test_bytes_option_trains_a_256_id_model(tmp_path):
     from typer.testing import CliRunner
 
-    from extrapolate.cli import app
+    from extrapolate.cli.app import app
 
     corpus = make_corpus(tmp_path / "corpus")
     result = CliRunner().invoke(app, tiny_run(corpus, tmp_path / "out", "--tokenizer", "bytes"))
@@ -173,7 +173,7 @@ def test_bytes_option_trains_a_256_id_model(tmp_path):
 def test_bad_tokenizer_option_is_one_red_line(tmp_path):
     from typer.testing import CliRunner
 
-    from extrapolate.cli import app
+    from extrapolate.cli.app import app
 
     corpus = make_corpus(tmp_path / "corpus")
     result = CliRunner().invoke(app, tiny_run(corpus, tmp_path / "out", "--tokenizer", "bpe:100"))
@@ -187,7 +187,7 @@ def test_exported_bpe_model_loads_with_its_tokenizer_in_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
     from typer.testing import CliRunner
 
-    from extrapolate.cli import app
+    from extrapolate.cli.app import app
 
     corpus = make_corpus(tmp_path / "corpus")
     cli = CliRunner()
@@ -202,7 +202,7 @@ def test_exported_bpe_model_loads_with_its_tokenizer_in_transformers(tmp_path):
 
 
 def test_results_table_from_before_the_tokenizer_column_reads_with_it_empty(tmp_path):
-    from extrapolate.results import COLUMNS, append_results, load_results
+    from extrapolate.report.table import COLUMNS, append_results, load_results
 
     old = [c for c in COLUMNS if c != "tokenizer"]
     pd.DataFrame([{c: 1 for c in old} | {"run_id": "old", "encoding": "rope"}], columns=old).to_csv(

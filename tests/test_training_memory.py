@@ -7,7 +7,7 @@ import sys
 import torch
 
 from extrapolate import model as model_module
-from extrapolate.config import ModelConfig
+from extrapolate.core.config import ModelConfig
 from extrapolate.model import TransformerLM
 
 
@@ -37,8 +37,8 @@ def test_a_long_training_step_does_not_hold_every_logit():
     code = """
 import sys, torch
 from extrapolate import model as m
-from extrapolate.bench import peak_rss_mb
-from extrapolate.config import ModelConfig
+from extrapolate.bench.measure import peak_rss_mb
+from extrapolate.core.config import ModelConfig
 if sys.argv[1] == "whole":
     m.TRAIN_LOGITS = 1 << 40
 torch.manual_seed(0)
@@ -56,7 +56,7 @@ print(int(peak_rss_mb() - before))
 def test_compiled_training_is_its_own_model_and_compiles_only_the_training_forward(monkeypatch):
     """`--compile`: the training forward runs through torch.compile (evaluation and decoding stay eager), and
     the trained model's identity says so, while every model trained without it keeps its hash."""
-    from extrapolate.config import TrainConfig, config_hash
+    from extrapolate.core.config import TrainConfig, config_hash
 
     compiled_calls = []
 
@@ -77,7 +77,7 @@ def test_compiled_training_is_its_own_model_and_compiles_only_the_training_forwa
         net.token_nll(tokens[:, :-1], tokens[:, 1:])  # evaluation: eager
     assert compiled_calls == [torch.Size([2, 16])] and torch.equal(trained, eager)
     base = TrainConfig(model=net.config)
-    assert '"compile"' not in __import__("extrapolate.config", fromlist=["canonical_json"]).canonical_json(base)
+    assert '"compile"' not in __import__("extrapolate.core.config", fromlist=["canonical_json"]).canonical_json(base)
     assert config_hash(TrainConfig(model=net.config, compile=True)) != config_hash(base)
 
 
@@ -86,10 +86,10 @@ def test_a_batch_in_several_passes_steps_as_the_whole_batch(monkeypatch):
     summation order) as the whole batch at once, for both loss weightings."""
     import dataclasses
 
-    from extrapolate import train as train_module
-    from extrapolate.batches import Batch
-    from extrapolate.config import TrainConfig
-    from extrapolate.train import build_model, training_step
+    from extrapolate.training import train as train_module
+    from extrapolate.data.batches import Batch
+    from extrapolate.core.config import TrainConfig
+    from extrapolate.training.train import build_model, training_step
 
     torch.manual_seed(0)
     inputs, targets = torch.randint(0, 50, (2, 6, 16))

@@ -11,12 +11,12 @@ import math
 import pytest
 import torch
 
-from extrapolate.attention import attention_plan, causal_attention
-from extrapolate.config import ModelConfig
+from extrapolate.kernels.attention import attention_plan, causal_attention
+from extrapolate.core.config import ModelConfig
 from extrapolate.encodings import build_encoding
-from extrapolate.errors import UserError
+from extrapolate.core.errors import UserError
 from extrapolate.model import TransformerLM
-from extrapolate.two_part_attention import blocked_attention, fused_attention
+from extrapolate.kernels.two_part import blocked_attention, fused_attention
 
 BASE = 10000.0
 

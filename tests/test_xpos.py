@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from extrapolate.encodings.xpos import XPos, longest_exact, xpos_zeta
-from extrapolate.errors import PositionOutOfRange
+from extrapolate.core.errors import PositionOutOfRange
 
 
 def test_zeta_values():

@@ -1,12 +1,14 @@
-"""Positional encodings behind one three-hook interface (see base.py)."""
+"""Positional encodings behind one three-hook interface (see base.py), their specs and registry
+(`catalog`), RoPE's scalings as pure frequency functions (`frequencies`), and the options of the training-free
+ones (`options`). A new encoding is one file here and one line in `catalog`. May import `core` only."""
 
-from .absolute import Learned, NoPE, Sinusoidal, sinusoidal_table
-from .base import PositionalEncoding
-from .bias import ALiBi, T5Bias, alibi_slopes, t5_bucket
-from .catalog import ENCODINGS, build_encoding, encoding_groups, encoding_for, get_spec, register, sweep_order
-from .spec import EncodingSpec, Shape
-from .frequencies import SCALINGS
-from .rotary import Rotary
+from extrapolate.encodings.absolute import Learned, NoPE, Sinusoidal, sinusoidal_table
+from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.bias import ALiBi, T5Bias, alibi_slopes, t5_bucket
+from extrapolate.encodings.catalog import ENCODINGS, build_encoding, encoding_groups, encoding_for, get_spec, register, sweep_order
+from extrapolate.encodings.spec import EncodingSpec, Shape
+from extrapolate.encodings.frequencies import SCALINGS
+from extrapolate.encodings.rotary import Rotary
 
 __all__ = [
     "ALiBi", "ENCODINGS", "EncodingSpec", "Learned", "NoPE", "PositionalEncoding", "Rotary", "SCALINGS",

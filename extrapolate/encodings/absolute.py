@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..defaults import SINUSOIDAL_STEPS
-from ..errors import PositionOutOfRange, UserError
-from .base import PositionalEncoding
-from .spec import EncodingSpec, ShowQuery
+from extrapolate.core.defaults import SINUSOIDAL_STEPS
+from extrapolate.core.errors import PositionOutOfRange, UserError
+from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 
 def sinusoidal_table(pos: torch.Tensor, width: int) -> torch.Tensor:

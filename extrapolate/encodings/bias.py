@@ -7,9 +7,9 @@ import math
 import torch
 from torch import nn
 
-from ..errors import UserError
-from .base import LinearBias, PositionalEncoding, SaturatingBias
-from .spec import EncodingSpec, ShowQuery
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.base import LinearBias, PositionalEncoding, SaturatingBias
+from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 
 def alibi_slopes(n_heads: int) -> list[float]:

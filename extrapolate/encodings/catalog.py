@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import UserError
-from ..registry import Registry
-from .absolute import LEARNED, NOPE, SINUSOIDAL
-from .base import PositionalEncoding
-from .bias import ALIBI, T5
-from .fire import FIRE
-from .frequencies import SCALINGS, check_scaling
-from .kerple import KERPLE_LOG, KERPLE_POWER
-from .prope import PROPE
-from .randomized import ROPE_RANDOMIZED, SINUSOIDAL_RANDOMIZED
-from .rerope import REROPE
-from .rotary import rotary_specs
-from .self_extend import SELF_EXTEND
-from .xpos import XPOS
-from .spec import EncodingSpec, Shape
+from extrapolate.core.errors import UserError
+from extrapolate.core.registry import Registry
+from extrapolate.encodings.absolute import LEARNED, NOPE, SINUSOIDAL
+from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.bias import ALIBI, T5
+from extrapolate.encodings.fire import FIRE
+from extrapolate.encodings.frequencies import SCALINGS, check_scaling
+from extrapolate.encodings.kerple import KERPLE_LOG, KERPLE_POWER
+from extrapolate.encodings.prope import PROPE
+from extrapolate.encodings.randomized import ROPE_RANDOMIZED, SINUSOIDAL_RANDOMIZED
+from extrapolate.encodings.rerope import REROPE
+from extrapolate.encodings.rotary import rotary_specs
+from extrapolate.encodings.self_extend import SELF_EXTEND
+from extrapolate.encodings.xpos import XPOS
+from extrapolate.encodings.spec import EncodingSpec, Shape
 
 ENCODINGS: Registry[EncodingSpec] = Registry("encoding")
 

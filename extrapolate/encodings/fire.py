@@ -20,9 +20,9 @@ import math
 import torch
 from torch import nn
 
-from ..errors import UserError
-from .base import PositionalEncoding
-from .spec import EncodingSpec, ShowQuery
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 MLP_WIDTH = 32
 INITIAL_C = 0.1

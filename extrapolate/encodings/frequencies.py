@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from ..errors import UserError
+from extrapolate.core.errors import UserError
 
 # (head_dim, base, factor, original_len, seq_len, **options) -> (inv_freq (head_dim/2,) float32, attention_factor)
 FrequencyFn = Callable[..., "tuple[torch.Tensor, float]"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import UserError
-from .catalog import get_spec, validate_shape
-from .frequencies import INT64_MAX
-from .spec import ShowQuery
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.catalog import get_spec, validate_shape
+from extrapolate.encodings.frequencies import INT64_MAX
+from extrapolate.encodings.spec import ShowQuery
 
 MAX_SHOWN = 1 << 16  # heads, head dimension, width: what a terminal can still show
 SHARED_INPUTS = ("head_dim", "base", "factor", "original_len", "seq_len", "heads", "position", "width")

@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import UserError
-from .base import PositionalEncoding
-from .spec import EncodingSpec, ShowQuery
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 SMALLEST = 0.01  # the reference's clamp: no initial value below it
 

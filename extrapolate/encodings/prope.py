@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import UserError
-from .frequencies import rope_inv_freq
-from .rotary import Rotary
-from .spec import EncodingSpec, ShowQuery
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.frequencies import rope_inv_freq
+from extrapolate.encodings.rotary import Rotary
+from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 DEFAULT_FRACTION = 0.75  # one of the fractions the paper trains (p = 0.25 and 0.75 on Gemma 2B)
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import UserError
-from .absolute import Sinusoidal, show_sinusoidal
-from .frequencies import rope_inv_freq
-from .rotary import Rotary, apply_rotary, rotary_cos_sin
-from .spec import EncodingSpec, ShowQuery
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.absolute import Sinusoidal, show_sinusoidal
+from extrapolate.encodings.frequencies import rope_inv_freq
+from extrapolate.encodings.rotary import Rotary, apply_rotary, rotary_cos_sin
+from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 RANGE_FACTOR = 8  # L_max = 8 × the training length: the default evaluation reaches 8L, so every position is seen
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import UserError
-from .spec import EncodingSpec, Shape
-from .two_part import TwoPartEncoding, show_two_part
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.spec import EncodingSpec, Shape
+from extrapolate.encodings.two_part import TwoPartEncoding, show_two_part
 
 
 def default_window(original_len: int) -> int:

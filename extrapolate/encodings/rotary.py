@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import UserError
-from .base import PositionalEncoding
-from .frequencies import SCALINGS, check_scaling, rope_inv_freq
-from .spec import EncodingSpec, ShowQuery
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.frequencies import SCALINGS, check_scaling, rope_inv_freq
+from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

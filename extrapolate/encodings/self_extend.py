@@ -16,8 +16,8 @@ import math
 
 import torch
 
-from .spec import EncodingSpec, Shape
-from .two_part import TwoPartEncoding, show_two_part, whole_number
+from extrapolate.encodings.spec import EncodingSpec, Shape
+from extrapolate.encodings.two_part import TwoPartEncoding, show_two_part, whole_number
 
 
 def default_window(original_len: int) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .base import PositionalEncoding
+from extrapolate.encodings.base import PositionalEncoding
 
 
 @dataclass(frozen=True)

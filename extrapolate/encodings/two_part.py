@@ -1,6 +1,6 @@
 """What Self-Extend and ReRoPE share: training-free extensions of a RoPE model whose relative position is a
 function of the distance that no rotation of q and k alone can express. Near keys keep plain RoPE; far keys
-get positions of the encoding's choosing; the attention kernels (two_part_attention.py) rotate each part.
+get positions of the encoding's choosing; the attention kernels (kernels/two_part.py) rotate each part.
 
 `encodings show` for them prints the relative position each distance gets at the last query."""
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import UserError
-from .base import PositionalEncoding, TwoPartRotary
-from .frequencies import rope_inv_freq
-from .rotary import apply_rotary, rotary_cos_sin
-from .spec import Shape, ShowQuery
+from extrapolate.core.errors import UserError
+from extrapolate.encodings.base import PositionalEncoding, TwoPartRotary
+from extrapolate.encodings.frequencies import rope_inv_freq
+from extrapolate.encodings.rotary import apply_rotary, rotary_cos_sin
+from extrapolate.encodings.spec import Shape, ShowQuery
 
 
 def whole_number(value, what: str, minimum: int = 1) -> int:

@@ -16,11 +16,11 @@ import math
 
 import torch
 
-from ..errors import PositionOutOfRange, UserError
-from .base import PositionalEncoding
-from .frequencies import rope_inv_freq
-from .rotary import apply_rotary, rotary_cos_sin
-from .spec import EncodingSpec, ShowQuery
+from extrapolate.core.errors import PositionOutOfRange, UserError
+from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.frequencies import rope_inv_freq
+from extrapolate.encodings.rotary import apply_rotary, rotary_cos_sin
+from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 SCALE_BASE = 512.0  # γ in the paper and in torchscale
 MAX_EXPONENT = 80.0  # |ln scale| per factor: e^80 ≈ 5.5e34 leaves float32 (and bf16) headroom for q and k themselves

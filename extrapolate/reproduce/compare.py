@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..results import KEY
-from ..stats import normal_quantile, student_t_quantile
-from .quantities import QUANTITY_KEY, quantities
-from .suite import Claim, Suite
+from extrapolate.report.table import KEY
+from extrapolate.report.stats import normal_quantile, student_t_quantile
+from extrapolate.reproduce.quantities import QUANTITY_KEY, quantities
+from extrapolate.reproduce.suite import Claim, Suite
 
 CELL_KEY = [k for k in KEY if k != "run_id"]
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import UserError
-from ..paths import cache_dir, data_dir
-from ..results import RESULTS_FILE, load_results
-from ..run import Reporter
-from .compare import Comparison, claims_over_seeds, compare
-from .quantities import measure_spread, read_spread, write_spread
-from .suite import Suite
+from extrapolate.core.errors import UserError
+from extrapolate.core.paths import cache_dir, data_dir
+from extrapolate.report.table import RESULTS_FILE, load_results
+from extrapolate.run import Reporter
+from extrapolate.reproduce.compare import Comparison, claims_over_seeds, compare
+from extrapolate.reproduce.quantities import measure_spread, read_spread, write_spread
+from extrapolate.reproduce.suite import Suite
 
 REFERENCE_DIR = data_dir("results")  # results/<suite>: the checkout's, or the copy an installed wheel carries
 
@@ -51,7 +51,7 @@ def scratch_cache():
 def run_suite(suite: Suite, folder: Path, reporter: Reporter, seeds: list[int] | None = None,
               fresh_models: bool = True) -> pd.DataFrame:
     """Run the suite's cells for `seeds` (default: the reference seed) into `folder`; returns its table."""
-    from ..sweep import resolve_encodings, sweep
+    from extrapolate.run.sweep import resolve_encodings, sweep
 
     request = dataclasses.replace(suite.request, out=folder)
     seeds = seeds if seeds is not None else [suite.seed]
@@ -72,7 +72,7 @@ def reproduce_job(suite_name: str, reporter: Reporter, replace_reference: bool =
                   reuse_models: bool = False, keep: Path | None = None) -> Outcome:
     """`extrapolate reproduce`: compare a fresh run of the suite with its reference, or replace the
     reference. The fresh run goes to a temporary folder, removed afterwards, unless `keep` names one."""
-    from .suite import load_suite
+    from extrapolate.reproduce.suite import load_suite
 
     if spread and not replace_reference:
         raise UserError("--spread re-measures the reference's spread: use it with --update")
@@ -129,7 +129,7 @@ def update(suite: Suite, reporter: Reporter, folder: Path, spread: bool, reuse_m
 
 def install_reference(fresh_folder: Path, target: Path) -> None:
     """Replace the committed reference with a fresh run (tables, report, figures)."""
-    from ..report import write_report
+    from extrapolate.report.pages import write_report
 
     target.mkdir(parents=True, exist_ok=True)
     for item in fresh_folder.iterdir():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..atomic import write_text
-from ..errors import UserError
+from extrapolate.core.atomic import write_text
+from extrapolate.core.errors import UserError
 
 QUANTITY_KEY = ["encoding", "eval_len", "task", "metric"]
 SPREAD_FILE = "spread.csv"

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
-from ..run import RunRequest
-from ..taskfiles import TASKS_DIR, tomllib
+from extrapolate.core.errors import UserError
+from extrapolate.run import RunRequest
+from extrapolate.tasks.files import TASKS_DIR, tomllib
 
 SUITES_DIR = TASKS_DIR / "suites"
 CLAIM_KINDS = ("ratio_at_least", "ratio_at_most", "lower_than")
@@ -47,7 +47,7 @@ def suite_path(name_or_path: str) -> Path:
         return path
     path = SUITES_DIR / f"{name_or_path}.toml"
     if not path.is_file():
-        from ..registry import unknown_name_message
+        from extrapolate.core.registry import unknown_name_message
 
         raise UserError(unknown_name_message("suite", name_or_path, [p.stem for p in SUITES_DIR.glob("*.toml")]))
     return path

@@ -8,27 +8,28 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..distributed import current, main_first, process_group
-from ..encoding_options import check_used
-from ..encodings import get_spec
-from ..errors import UserError
-from ..paths import RUNS_FOLDER, writable_folder
-from ..results import append_positions, append_results, check_tables, provenance
-from ..tasks.depth_log import clear_logs
-from ..train import TrainingDiverged
-from .evaluate import evaluate, trained_model
-from .prepare import Prepared, prepare
-from .reporter import Reporter
-from .request import RunRequest, ignored_options, output_folder, resolve_request
-from .resolved import ResolvedRun, resolve_run
-from .rows import diverged_rows, measurement_rows
+from extrapolate.core.distributed import current, main_first, process_group
+from extrapolate.encodings.options import check_used
+from extrapolate.encodings import get_spec
+from extrapolate.core.errors import UserError
+from extrapolate.core.paths import RUNS_FOLDER, writable_folder
+from extrapolate.report.folder import check_tables
+from extrapolate.report.table import append_positions, append_results, provenance
+from extrapolate.tasks.depth_log import clear_logs
+from extrapolate.training.train import TrainingDiverged
+from extrapolate.run.evaluate import evaluate, trained_model
+from extrapolate.run.prepare import Prepared, prepare
+from extrapolate.run.reporter import Reporter
+from extrapolate.run.request import RunRequest, ignored_options, output_folder, resolve_request
+from extrapolate.run.resolved import ResolvedRun, resolve_run
+from extrapolate.run.rows import diverged_rows, measurement_rows
 
 
 def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: Reporter) -> TrainingDiverged | None:
     """Train or reuse, evaluate, append to the folder's tables. A diverged training is recorded as
     `status=diverged` rows (and returned) instead of stopping everything. Under torchrun every rank trains
     and evaluates its share; rank 0 alone writes."""
-    from ..lock import table_lock
+    from extrapolate.core.lock import table_lock
 
     writes = current().main
     try:
@@ -51,7 +52,7 @@ def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: 
 def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     """The main job. Returns the output folder. Under torchrun (`torchrun --nproc-per-node N -m extrapolate
     run …`) the N processes train one model on the global batch and split its evaluation."""
-    from ..lock import folder_lock
+    from extrapolate.core.lock import folder_lock
 
     check_used([get_spec(request.encoding)], request.encoding_options)
     ignored = ignored_options(request, [request.encoding])  # before resolution fills a checkpoint's tokenizer
@@ -91,15 +92,15 @@ def new_folder_guard(folder: Path):
 
 
 def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict], positions: list[dict]) -> None:
-    from ..atomic import write_text
-    from ..finetune import read_lineage
-    from ..report import write_run_report
+    from extrapolate.core.atomic import write_text
+    from extrapolate.training.finetune import read_lineage
+    from extrapolate.report.pages import write_run_report
 
     request = resolved.request
     table = append_results(folder, rows)
     append_positions(folder, positions)
     if trained.config is not None and rows:
-        from ..training_log import append_training, probe_rows
+        from extrapolate.report.training_log import append_training, probe_rows
 
         common = {"run_id": resolved.run_id, "encoding": resolved.spec.name, "seed": request.seed,
                   "train_len": request.train_len}

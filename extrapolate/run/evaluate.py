@@ -11,23 +11,23 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import checkpoint as ckpt
-from ..attention import recorded_kernel
-from ..batches import BatchSource
-from ..device import activation_dtype
-from ..distributed import current
-from ..encodings import encoding_for
-from ..errors import PositionOutOfRange
-from ..passkey.prompt import PromptBuilder
-from ..tasks.depth_log import DepthLog
-from ..tasks.passkey import evaluate_passkey
-from ..tasks.perplexity import evaluate_perplexity
-from ..tokenizers import keep_with_model
-from ..finetune import finetune as run_finetune
-from ..train import Probe, TrainedModel, model_folder, train
-from .prepare import Prepared
-from .reporter import Reporter
-from .resolved import ResolvedRun
+from extrapolate.training import checkpoint as ckpt
+from extrapolate.kernels.attention import recorded_kernel
+from extrapolate.data.batches import BatchSource
+from extrapolate.core.device import activation_dtype
+from extrapolate.core.distributed import current
+from extrapolate.encodings import encoding_for
+from extrapolate.core.errors import PositionOutOfRange
+from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.tasks.depth_log import DepthLog
+from extrapolate.tasks.passkey import evaluate_passkey
+from extrapolate.tasks.perplexity import evaluate_perplexity
+from extrapolate.data.tokenizers import keep_with_model
+from extrapolate.training.finetune import finetune as run_finetune
+from extrapolate.training.train import Probe, TrainedModel, model_folder, train
+from extrapolate.run.prepare import Prepared
+from extrapolate.run.reporter import Reporter
+from extrapolate.run.resolved import ResolvedRun
 
 PROBE_PROMPTS = 40  # prompts per retrieval probe during training: a 95% interval of about ±15% at 50%
 

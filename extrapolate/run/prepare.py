@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..corpora import Corpus, load_corpus
-from ..defaults import DEFAULT_PASSKEY_FRACTION
-from ..device import resolve_device
-from ..errors import UserError
-from ..passkey.prompt import PromptBuilder
-from ..taskfiles import load_task
-from ..tokenizers import load_tokenizer
-from .request import RunRequest, is_pretrained, lengths_for, load_pretrained_once
+from extrapolate.data.corpora import Corpus, load_corpus
+from extrapolate.core.defaults import DEFAULT_PASSKEY_FRACTION
+from extrapolate.core.device import resolve_device
+from extrapolate.core.errors import UserError
+from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.tasks.files import load_task
+from extrapolate.data.tokenizers import load_tokenizer
+from extrapolate.run.request import RunRequest, is_pretrained, lengths_for, load_pretrained_once
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def prepare(request: RunRequest) -> Prepared:
     if stream.numel() < request.train_len + 2:
         raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
     if request.finetune_steps > 0:  # refused now, not after the base model has trained
-        from .resolved import extended_length
+        from extrapolate.run.request import extended_length
 
         tuned_len = extended_length(request, lengths)
         if stream.numel() < tuned_len + 2:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..train import StepCallback
+from extrapolate.training.train import StepCallback
 
 
 class Reporter:

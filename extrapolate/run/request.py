@@ -7,18 +7,18 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..attention import KERNELS, kernel_for
-from ..config import PRESETS, ModelConfig
-from ..device import DTYPES, TRAIN_DTYPES
-from ..defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD
-from ..encodings import build_encoding, get_spec
-from ..encoding_options import options_for
-from ..encodings.catalog import validate_shape
-from ..errors import UserError
-from ..registry import require_known
-from ..taskfiles import list_task_names
-from ..tasks.perplexity import PROTOCOLS
-from ..tokenizers import parse_spec
+from extrapolate.kernels.attention import KERNELS, kernel_for
+from extrapolate.core.config import PRESETS, ModelConfig
+from extrapolate.core.device import DTYPES, TRAIN_DTYPES
+from extrapolate.core.defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD
+from extrapolate.encodings import build_encoding, get_spec
+from extrapolate.encodings.options import options_for
+from extrapolate.encodings.catalog import validate_shape
+from extrapolate.core.errors import UserError
+from extrapolate.core.registry import require_known
+from extrapolate.tasks.files import list_task_names
+from extrapolate.tasks.perplexity import PROTOCOLS
+from extrapolate.data.tokenizers import parse_spec
 
 TASKS = ("perplexity", "passkey")
 DEFAULT_TRAIN_LEN = 256  # models trained here; a pretrained model's default is its own context
@@ -250,8 +250,8 @@ def lengths_for(request: RunRequest) -> list[int]:
 def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
     """The architecture of a model trained here: the preset with the request's overrides, at L."""
     if request.model not in PRESETS:
-        from ..pretrained import KNOWN
-        from ..registry import unknown_name_message
+        from extrapolate.data.pretrained import KNOWN
+        from extrapolate.core.registry import unknown_name_message
 
         raise UserError(unknown_name_message("model", request.model, list(PRESETS) + list(KNOWN)))
     flags = {"d_model": "width", "n_layers": "layers", "n_heads": "heads"}
@@ -283,7 +283,7 @@ GPT2_EMBED_STD = 0.02  # what TransformerLM initialises every weight with
 
 
 def is_pretrained(model: str) -> bool:
-    from ..pretrained import KNOWN
+    from extrapolate.data.pretrained import KNOWN
 
     if model in PRESETS:
         return False
@@ -295,7 +295,7 @@ _PRETRAINED: dict = {}
 
 def load_pretrained_once(spec: str):
     """Pretrained models are loaded once per process (a sweep evaluates several scalings on one)."""
-    from ..pretrained import load_pretrained
+    from extrapolate.data.pretrained import load_pretrained
 
     if spec not in _PRETRAINED:
         _PRETRAINED.clear()
@@ -307,3 +307,14 @@ def output_folder(request: RunRequest) -> Path:
     if request.out is not None:
         return Path(request.out)
     return Path("results") / (request.name or f"{request.encoding}-L{request.train_len}")
+
+
+def extended_length(request: RunRequest, lengths) -> int:
+    """L' of a fine-tune: --finetune-len, else s·L with --factor, else the longest evaluation length."""
+    if request.finetune_len is not None:
+        return request.finetune_len
+    length = round(request.factor * request.train_len) if request.factor else max(lengths)
+    if length <= request.train_len:
+        raise UserError(f"the fine-tune length L' = {length} is not longer than L = {request.train_len}: "
+                        "give --finetune-len, a --factor > 1, or longer --eval-lens")
+    return length

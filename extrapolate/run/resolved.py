@@ -8,15 +8,16 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import TrainConfig, config_hash
-from ..device import training_dtype
-from ..encodings import EncodingSpec, encoding_for, get_spec
-from ..errors import UserError
-from ..finetune import FinetuneConfig, finetune_config, finetune_folder
-from ..tasks.passkey import attention_shapes
-from ..train import model_folder
-from .prepare import Prepared
-from .request import RunRequest, default_steps, model_config
+from extrapolate.core.config import TrainConfig, config_hash
+from extrapolate.core.device import training_dtype
+from extrapolate.encodings import EncodingSpec, encoding_for, get_spec
+from extrapolate.core.errors import UserError
+from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
+from extrapolate.tasks.passkey import attention_shapes
+from extrapolate.training.train import model_folder
+from extrapolate.run.prepare import Prepared
+from extrapolate.run.request import extended_length  # noqa: F401  (re-exported for callers)
+from extrapolate.run.request import RunRequest, default_steps, model_config
 
 Shapes = tuple[tuple[int, int], ...]  # (queries, keys) of each attention call a measurement makes
 
@@ -102,17 +103,6 @@ def pretrained_finetune(request: RunRequest, prepared: Prepared, encoding: str, 
                        dtype=training_dtype(prepared.device, request.train_dtype))
     return finetune_config(base, encoding, factor, length, request.finetune_steps, request.finetune_lr, batch_size=1,
                            base_hash=checkpoint_hash)
-
-
-def extended_length(request: RunRequest, lengths) -> int:
-    """L' of a fine-tune: --finetune-len, else s·L with --factor, else the longest evaluation length."""
-    if request.finetune_len is not None:
-        return request.finetune_len
-    length = round(request.factor * request.train_len) if request.factor else max(lengths)
-    if length <= request.train_len:
-        raise UserError(f"the fine-tune length L' = {length} is not longer than L = {request.train_len}: "
-                        "give --finetune-len, a --factor > 1, or longer --eval-lens")
-    return length
 
 
 def train_config(request: RunRequest, prepared: Prepared, base_encoding: str) -> TrainConfig:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ..results import provenance
-from .evaluate import Measurement
-from .prepare import Prepared
-from .resolved import ResolvedRun
+from extrapolate.report.table import provenance
+from extrapolate.run.evaluate import Measurement
+from extrapolate.run.prepare import Prepared
+from extrapolate.run.resolved import ResolvedRun
 
 
 def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..atomic import write_text
+from extrapolate.core.paths import DEPTH_LOGS_FOLDER
+from extrapolate.core.atomic import write_text
 
-FOLDER = ".partial"  # inside the output folder; ignored by git
+FOLDER = DEPTH_LOGS_FOLDER  # inside the output folder; ignored by git
 
 
 class DepthLog:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..device import autocast
-from ..distributed import SINGLE, World
-from ..passkey.prompt import PromptBuilder
-from .depth_log import DepthLog
+from extrapolate.core.device import autocast
+from extrapolate.core.distributed import SINGLE, World
+from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.tasks.depth_log import DepthLog
 
 CACHE_BUDGET_BYTES = 1 << 30  # candidates scored per chunk: the copied caches stay under this
 

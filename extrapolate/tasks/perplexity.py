@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..device import autocast
-from ..distributed import SINGLE, World
+from extrapolate.core.device import autocast
+from extrapolate.core.distributed import SINGLE, World
 
 PROTOCOLS = ("full", "sliding")
 

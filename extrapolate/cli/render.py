@@ -1,0 +1,153 @@
+"""Rendering for the CLI: progress on stderr, tables and verdicts on stdout (rich). No logic here."""
+
+from __future__ import annotations
+
+import time
+
+from rich.table import Table
+
+from extrapolate.cli.util import stderr, stdout, warn
+
+
+class RichReporter:
+    """Renders training and evaluation progress with rich (on stderr, so stdout stays clean)."""
+
+    def __init__(self):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=stderr, transient=False)
+        self.task = None
+
+    def training(self, total: int, reused: bool, label: str = "training"):
+        self.reused = reused
+        if reused:
+            return None
+        for finished in list(self.progress.task_ids):  # an earlier phase's bar was printed when it stopped
+            self.progress.remove_task(finished)
+        self.progress.start()
+        self.task = self.progress.add_task(label, total=total, info="")
+        first = [True]
+
+        def on_step(step, total, loss, tokens_per_second):
+            if first[0] and step > 1:  # the first step after a checkpoint: say the earlier steps are kept
+                self.progress.console.print(f"resumed from the checkpoint at step {step - 1}", highlight=False)
+            first[0] = False
+            self.progress.update(self.task, completed=step, info=f"loss {loss:.3f} · {tokens_per_second:,.0f} tok/s")
+
+        return on_step
+
+    def done_training(self):
+        if getattr(self, "reused", False):
+            stderr.print("[green]reused the trained model from the cache[/]")
+            self.reused = False
+        if self.task is not None:
+            self.progress.stop()
+            self.task = None
+
+    def warn(self, message: str):
+        warn(message)
+
+    def plan(self, cells, folder):
+        render_plan_table(cells, folder)
+
+    def note(self, message: str):
+        stderr.print(message, highlight=False)
+
+    def cell(self, cell):
+        done = " · in the table already: skipped" if cell.done else ""
+        stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}{done}", highlight=False)
+
+    def evaluating(self, what: str, length: int):
+        self.evaluation_start = time.monotonic()
+        stderr.print(f"evaluating {what} at {length} tokens", highlight=False)
+
+    def retrieval_depth(self, depth: float, greedy: float, logged: bool):
+        # a retrieval cell at long lengths runs for an hour on a CPU: one line a depth shows it moving
+        minutes = (time.monotonic() - getattr(self, "evaluation_start", time.monotonic())) / 60
+        done = "logged earlier" if logged else f"{minutes:.1f} min"
+        stderr.print(f"  depth {depth:g}: greedy {greedy:.0%} · {done}", highlight=False)
+
+
+def render_comparison(result) -> None:
+    checks = result.checks.copy()
+    used = checks["change"].abs() / checks["tolerance"]  # share of its tolerance each quantity used
+    failing = checks[checks["verdict"] != "ok"]
+    if len(failing):
+        table = Table("encoding", "length", "metric", "seeds' mean", "now", "change", "tolerance", "verdict",
+                      title=f"{len(failing)} of {len(checks)} quantities out of tolerance (perplexity as NLL in "
+                            "nats, passkey as the mean over depths)")
+        for r in failing.itertuples():
+            table.add_row(r.encoding, str(r.eval_len), r.metric, f"{r.reference:.4f}", f"{r.now:.4f}",
+                          f"{r.change:+.4f}", f"±{r.tolerance:.4f}", f"[red]{r.verdict}[/]")
+        stdout.print(table)
+    if used.notna().any():
+        worst = checks.loc[used.idxmax()]
+        stdout.print(f"{(checks['verdict'] == 'ok').sum()} of {len(checks)} quantities within tolerance; the closest: "
+                     f"{worst['encoding']} {worst['metric']} at {worst['eval_len']} used {used.max():.0%} of its "
+                     f"tolerance ({worst['change']:+.4f} of ±{worst['tolerance']:.4f})", highlight=False)
+    for r in result.cells.itertuples():
+        stdout.print(f"[red]cell changed[/]: {r.encoding} {r.eval_len} {r.task} {r.metric}: {r.reference} → {r.now}",
+                     highlight=False)
+    for text, holds, detail in result.claims:
+        stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text}: {detail}", highlight=False)
+
+
+def render_plan_table(cells, folder) -> None:
+    from extrapolate.run.sweep import models_of
+
+    table = Table("seed", "encoding", "model", "state", title=f"sweep plan → {folder}")
+    trained = models_of(cells)
+    for cell in cells:
+        state = "done (skipped)" if cell.done else ("reuse model" if trained[cell.model_folder] else "train + evaluate")
+        table.add_row(str(cell.seed), cell.encoding, cell.model_folder.name, state)
+    stdout.print(table)
+
+
+def render_sweep_plan(plan, folder, device: str) -> None:
+    """The dry run's last line (its table was printed as soon as the plan was known: `RichReporter.plan`)."""
+    from extrapolate.run.sweep import models_of
+
+    cells, estimate = plan
+    trained = models_of(cells)
+    to_train = sum(1 for done in trained.values() if not done)
+    stdout.print(f"{to_train} model(s) to train, {len(trained) - to_train} reused; "
+                 f"{sum(not c.done for c in cells)} evaluation cell(s); "
+                 f"estimated {estimate / 60:.1f} min on {device}", highlight=False)
+
+
+def render_submission(submission, folder) -> None:
+    for run_id, job in submission.submitted.items():
+        stdout.print(f"submitted {run_id} as job {job}", highlight=False)
+    report = f"; report job {submission.report_job}" if submission.report_job else ""
+    stdout.print(f"{len(submission.submitted)} job(s) submitted, {len(submission.waiting)} still queued or running, "
+                 f"{len(submission.done)} already in {folder}/results.csv{report}", highlight=False)
+
+
+def bench_extra(row) -> str:
+    """MFU for training rows, GFLOP/s for the matmul peak (an emulated bf16 matmul runs below 1)."""
+    if row.mfu is not None:
+        return f"{row.mfu:.0%} MFU"
+    return (f"{row.gflops:,.0f} GFLOP/s" if row.gflops >= 10 else f"{row.gflops:.2g} GFLOP/s") if row.gflops else ""
+
+
+def megabytes(value: float) -> str:
+    """Peak memory, or "–" where a row has none (rows paired with another row's measurement)."""
+    return f"{value:,.0f}" if value is not None and value == value else "–"
+
+
+def render_bench_row(row) -> None:
+    stderr.print(f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
+                 f"{row.tokens_per_second:10,.0f} tok/s {megabytes(row.peak_memory_mb):>8} MB {row.kernel:16} "
+                 f"{bench_extra(row)}", highlight=False)
+
+
+def render_bench(rows, summary: list[str], out) -> None:
+    table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
+    for r in rows:
+        table.add_row(r.what, r.implementation, r.encoding, str(r.length), f"{r.tokens_per_second:,.0f}",
+                      megabytes(r.peak_memory_mb), r.kernel, r.dtype, bench_extra(r))
+    stdout.print(table)
+    stdout.print("\n".join(summary), highlight=False)
+    stdout.print(f"wrote {out}/bench.csv, summary.md and bench.png", highlight=False)

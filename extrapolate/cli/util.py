@@ -1,0 +1,137 @@
+"""What every CLI command shares: one-line errors (exit code 2), number bounds by flag, list parsing."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from dataclasses import dataclass
+from typing import Callable
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from extrapolate.core.errors import UserError
+from extrapolate.core.numbers import (OPTION_BOUNDS, check_number, parse_float_list,  # noqa: F401
+                                       parse_int_list, parse_name_list)
+
+try:  # typer ≥ 0.20 vendors its own click; older releases use the click package
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exceptions
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    from rich.markup import escape
+
+    # escaped: a message quoting a path or a library's text ("[enforce fail at …]") must print as written
+    stderr.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+def warn(message: str) -> None:
+    """One yellow line on stderr (never wrapped, so it reads and greps as one), and the work goes on."""
+    from rich.markup import escape
+
+    stderr.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+class OneLineErrors(TyperGroup):
+    """Turn every user mistake into one red line and exit code 2 (never a traceback or a usage dump)."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        check_inputs(self)
+        try:
+            code = super().main(*args, **kwargs)
+        except click_exceptions.NoArgsIsHelpError as exc:
+            stdout.print(exc.ctx.get_help() if exc.ctx else "")
+            sys.exit(2)
+        except click_exceptions.ClickException as exc:
+            message = " ".join(exc.format_message().split())
+            param = getattr(exc, "param", None)
+            if param is not None and getattr(param, "opts", None) and param.opts[0] not in message:
+                message = f"{param.opts[0]}: {message}"
+            fail(message)
+        except UserError as exc:
+            fail(" ".join(str(exc).split()))
+        except (KeyboardInterrupt, typer.Abort):
+            interrupted()
+        except (MemoryError, RuntimeError) as exc:
+            if not out_of_memory(exc):
+                raise
+            detail = " ".join(str(exc).split())[:160]
+            fail(f"out of memory: a smaller --batch-size, width or length fits; finished work is kept ({detail})")
+        except OSError as exc:  # the system refused a path the checks could not foresee (a read-only mount, /proc)
+            fail(os_error_line(exc))
+        if code == INTERRUPTED:  # typer turns Ctrl-C inside a command into this exit code, silently
+            interrupted()
+        if isinstance(code, int) and code:
+            sys.exit(code)
+        return code
+
+
+def os_error_line(exc: OSError) -> str:
+    """'<path>: <reason>' for a refused file operation, the way the shell's tools say it."""
+    reason = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
+INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+
+def interrupted() -> None:
+    fail("interrupted; finished work is kept, run the same command again to resume", INTERRUPTED)
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """An allocation the machine cannot satisfy (host or device): the request is too big, not a bug."""
+    text = str(exc).lower()
+    return (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or "out of memory" in text or "can't allocate memory" in text)
+
+
+def check_inputs(command) -> None:
+    """Check every parameter of `command` and its subcommands as it is parsed: through `check_number`, a NaN, an
+    infinity or a meaningless count fails in one line naming the option, before the command starts any work.
+    A path given as an empty string fails too (it would become "." and write into the current folder)."""
+    for param in command.params:
+        param.callback = number_checked(param.callback)
+        if takes_path(param):
+            param.process_value = non_empty_path(param.process_value, param)
+    for sub in getattr(command, "commands", {}).values():
+        check_inputs(sub)
+
+
+def takes_path(param) -> bool:
+    """Whether a parameter's value becomes a Path (typer ≥ 0.20 keeps the annotation, older ones a click.Path or
+    their TyperPath, a subclass of it)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None:
+        annotation = descriptor.annotation
+        return annotation is Path or Path in getattr(annotation, "__args__", ())  # Path or Optional[Path]
+    return any(cls.__name__ == "Path" for cls in type(getattr(param, "type", None)).__mro__)
+
+
+def non_empty_path(process_value, param):
+    def process(ctx, value):
+        if isinstance(value, str) and not value.strip():
+            raise UserError(f"{param.opts[0]}: give a path, not an empty string")
+        return process_value(ctx, value)
+
+    return process
+
+
+def number_checked(callback):
+    def check(ctx, param, value):
+        check_number(param.opts[0], value)
+        return value if callback is None else callback(ctx, param, value)
+
+    return check
+
+
+

@@ -1,0 +1,158 @@
+"""Frozen configurations with a canonical JSON form; the hash of a config is its identity (run id, cache key)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from extrapolate.core.errors import UserError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int = 256
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int | None = None  # None: same as n_heads; fewer: grouped-query attention
+    d_ff: int | None = None  # None: 4·d (gelu) or the Llama rule (swiglu)
+    norm: str = "rmsnorm"  # rmsnorm | layernorm
+    mlp: str = "swiglu"  # swiglu | gelu
+    tie_embeddings: bool = True
+    norm_eps: float = 1e-5
+    encoding: str = "rope"  # the encoding the model is trained with
+    rope_base: float = 10000.0
+    max_len: int = 256  # training length: rows of a learned table, original length of RoPE scalings
+    # token-embedding init std; None: GPT-2's 0.02, as every other weight (`--embed-std`)
+    embed_std: float | None = None
+    # the learned position table's init std and learning-rate multiplier; None: GPT-2's recipe, the 0.02 of
+    # every weight and the model's own rate (what every learned model before these fields was trained with)
+    position_std: float | None = None
+    position_lr_scale: float | None = None
+    # biases on the query, key and value projections (Qwen2 checkpoints); None: none, as every model trained here
+    qkv_bias: bool | None = None
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def ff_dim(self) -> int:
+        if self.d_ff:
+            return self.d_ff
+        if self.mlp == "gelu":
+            return 4 * self.d_model
+        hidden = int(8 * self.d_model / 3)
+        return 32 * ((hidden + 31) // 32)
+
+    def stored(self, key: str) -> bool:
+        """Whether a weight of this name is stored on its own: a tied head is the embedding table itself, so
+        checkpoints (ours and Hugging Face's) leave it out and loading never misses it."""
+        return not (self.tie_embeddings and key == "lm_head.weight")
+
+    def validate(self) -> "ModelConfig":
+        if self.n_heads < 1:
+            raise UserError(f"heads must be at least 1, got {self.n_heads}")
+        if self.d_model % self.n_heads:
+            raise UserError(f"heads ({self.n_heads}) must divide the model width ({self.d_model})")
+        if self.n_heads % self.kv_heads:
+            raise UserError(f"kv heads ({self.kv_heads}) must divide heads ({self.n_heads})")
+        if self.norm not in ("rmsnorm", "layernorm"):
+            raise UserError(f"norm must be rmsnorm or layernorm, got {self.norm!r}")
+        if self.mlp not in ("swiglu", "gelu"):
+            raise UserError(f"mlp must be swiglu or gelu, got {self.mlp!r}")
+        if self.embed_std is not None and not self.embed_std > 0:
+            raise UserError(f"--embed-std must be > 0, got {self.embed_std}")
+        if self.position_std is not None and not 0 <= self.position_std < float("inf"):
+            raise UserError(f"--position-std must be a finite number ≥ 0, got {self.position_std}")
+        if self.position_lr_scale is not None and not 0 < self.position_lr_scale < float("inf"):
+            raise UserError(f"--position-lr-scale must be a finite number > 0, got {self.position_lr_scale}")
+        return self
+
+
+# Size presets: `tiny` for tests, `small` the CPU default, `base` for a GPU.
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(d_model=64, n_layers=2, n_heads=4),
+    "small": dict(d_model=128, n_layers=4, n_heads=4),
+    "base": dict(d_model=512, n_layers=8, n_heads=8),
+}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: ModelConfig
+    corpus: str = "shakespeare"
+    tokenizer: str = "bytes"  # identity of the tokenizer: token ids mean nothing without it
+    seq_len: int = 256
+    batch_size: int = 32
+    steps: int = 1200
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 60
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    dtype: str = "bfloat16"  # autocast dtype for training where the device supports it
+    passkey_fraction: float = 0.0  # share of training sequences that are passkey prompts
+    passkey_task: str = ""  # identity of the task file those prompts come from
+    # "row": every sequence weighs the same in the loss, so a passkey row's few answer tokens are not drowned by
+    # the corpus rows' thousands of targets (measured: with "token" weighting retrieval is not learned in budget)
+    loss_weighting: str = "row"
+    checkpoint_every: int = 200
+    compile: bool | None = None  # True: the training forward ran through torch.compile (None: eager)
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.batch_size * self.seq_len
+
+
+def to_dict(config: Any) -> dict:
+    return dataclasses.asdict(config)
+
+
+# fields added after models were cached and results committed: left out of the canonical form while unset,
+# so every model made before them keeps its hash (its cache folder and its run ids)
+OMITTED_WHILE_UNSET = frozenset({"embed_std", "position_std", "position_lr_scale", "qkv_bias", "compile"})
+
+
+def _without_unset(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _without_unset(v) for k, v in data.items() if not (k in OMITTED_WHILE_UNSET and v is None)}
+    if isinstance(data, (list, tuple)):
+        return [_without_unset(v) for v in data]
+    return data
+
+
+def canonical_json(data: Any) -> str:
+    if dataclasses.is_dataclass(data):
+        data = to_dict(data)
+    return json.dumps(_without_unset(data), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def config_hash(data: Any, length: int = 12) -> str:
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:length]
+
+
+def model_config_from_dict(data: dict) -> ModelConfig:
+    names = {f.name for f in dataclasses.fields(ModelConfig)}
+    return ModelConfig(**{k: v for k, v in data.items() if k in names})
+
+
+def train_config_from_dict(data: dict) -> TrainConfig:
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: v for k, v in data.items() if k in names and k != "model"}
+    return TrainConfig(model=model_config_from_dict(data["model"]), **values)
+
+
+def replace(config, **changes):
+    return dataclasses.replace(config, **changes)
+
+
+__all__ = ["ModelConfig", "TrainConfig", "PRESETS", "canonical_json", "config_hash", "field"]

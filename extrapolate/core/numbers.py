@@ -1,0 +1,97 @@
+"""Numeric inputs: comma lists parsed into numbers, and the range in which each numeric option means
+something. Shared by the command line (which checks every option as it is parsed) and the library's own
+validation (a training-free encoding's --encoding-option values take the bounds of the matching flag)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from extrapolate.core.errors import UserError
+
+
+def parse_int_list(text: str, what: str, minimum: int | None = None) -> list[int]:
+    values = []
+    for part in text.split(","):
+        part = part.strip().lower().replace("_", "")
+        if not part:
+            continue
+        scale = 1
+        if part.endswith("k"):
+            part, scale = part[:-1], 1024
+        try:
+            value = int(part) * scale
+        except ValueError:
+            raise UserError(f"{what}: {part!r} is not a whole number") from None
+        if minimum is not None and value < minimum:
+            raise UserError(f"{what} must be ≥ {minimum}, got {value}")
+        values.append(value)
+    if not values:
+        raise UserError(f"{what}: give at least one number")
+    return values
+
+
+def parse_float_list(text: str, what: str) -> list[float]:
+    """Comma-separated finite numbers (LongRoPE's per-pair factors); what they must satisfy is checked by the
+    encoding, which knows how many it needs."""
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = float(part)
+        except ValueError:
+            raise UserError(f"{what}: {part!r} is not a number") from None
+        if not math.isfinite(value):
+            raise UserError(f"{what}: {part!r} is not a finite number")
+        values.append(value)
+    if not values:
+        raise UserError(f"{what}: give at least one number")
+    return values
+
+
+def parse_name_list(text: str) -> list[str]:
+    return [part.strip().lower() for part in text.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class Bound:
+    holds: Callable[[float], bool]
+    text: str
+
+
+def at_least(minimum: int) -> Bound:
+    return Bound(lambda v: v >= minimum, f"at least {minimum}")
+
+
+POSITIVE = Bound(lambda v: v > 0, "> 0")
+# The range in which each numeric option means something, by its flag; every command shares these names.
+# Floats are also checked to be finite, whether listed here or not (NaN passes every comparison).
+OPTION_BOUNDS = {
+    "--train-len": at_least(2), "--eval-len": at_least(1), "--factor": POSITIVE, "--width": at_least(1),
+    "--layers": at_least(1), "--heads": at_least(1), "--embed-std": POSITIVE,
+    "--position-std": Bound(lambda v: v >= 0, "≥ 0 (0: zeros)"), "--position-lr-scale": POSITIVE, "--steps": at_least(1), "--batch-size": at_least(1),
+    "--lr": POSITIVE, "--seed": at_least(0), "--stride": at_least(1), "--eval-tokens": at_least(1),
+    "--eval-docs": at_least(1), "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),
+    "--finetune-steps": at_least(0), "--finetune-len": at_least(2), "--finetune-lr": POSITIVE,
+    "--gpus-per-task": at_least(0), "--cpus-per-task": at_least(1), "--time-min": at_least(1),  # sweep on SLURM
+    # encodings show
+    "--head-dim": at_least(2), "--base": Bound(lambda v: v > 1, "> 1"), "--original-len": at_least(1),
+    "--seq-len": at_least(1), "--position": at_least(0), "--beta-fast": POSITIVE, "--beta-slow": POSITIVE,
+    "--window": at_least(1), "--group": at_least(1), "--leak": Bound(lambda v: v >= 1, "≥ 1 (1 is plain RoPE)"),
+    "--fraction": Bound(lambda v: 0 < v <= 1, "in (0, 1]"), "--scale-base": POSITIVE, "--max-position": at_least(1),
+    "--r1": POSITIVE, "--r2": POSITIVE, "--fire-c": POSITIVE, "--threshold": POSITIVE,
+}
+
+
+def check_number(flag: str, value) -> None:
+    """One line naming `flag` when a numeric option's value is not finite or outside its meaningful range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if not math.isfinite(value):
+        raise UserError(f"{flag} must be a finite number, got {value}")
+    bound = OPTION_BOUNDS.get(flag)
+    if bound is not None and not bound.holds(value):
+        raise UserError(f"{flag} must be {bound.text}, got {value:g}")

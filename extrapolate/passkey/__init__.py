@@ -1,1 +1,0 @@
-"""Passkey retrieval: task files, token-exact prompts, scoring."""

@@ -1,0 +1,286 @@
+"""Tables and figures from the results table alone: the summary of a run and the report of a sweep."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from extrapolate.core.atomic import write_text
+from extrapolate.core.errors import UserError
+from extrapolate.core.paths import check_output_names
+from extrapolate.report.training_log import load_training
+from extrapolate.report.table import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_variants, load_results, read_table
+
+if TYPE_CHECKING:
+    from extrapolate.report.retrieval import Rule
+
+PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
+
+
+def fmt(mean: float, ci: float | None = None, status: str = "ok") -> str:
+    if status != "ok":
+        return status
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    text = f"{mean:.3f}" if mean < 100 else f"{mean:.1f}"
+    return text + (f" ± {ci:.3f}" if ci and ci > 0 else "")
+
+
+def _matrix(frame: pd.DataFrame, cell) -> str:
+    lengths = sorted(frame["eval_len"].unique())
+    lines = ["| encoding | L | " + " | ".join(str(n) for n in lengths) + " |", "|" + "---|" * (len(lengths) + 2)]
+    for encoding, group in frame.groupby("encoding", sort=False):
+        train_len = int(group["train_len"].iloc[0])
+        by_length = {int(n): g for n, g in group.groupby("eval_len")}
+        values = [cell(by_length.get(int(n)), by_length.get(train_len)) for n in lengths]
+        lines.append(f"| {encoding} | {train_len} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def _ppl(agg: pd.DataFrame) -> pd.DataFrame:
+    return agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+
+
+def perplexity_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None) -> dict[str, float]:
+    """Per encoding, the perplexity ratios are taken against: its base model's perplexity at L (for a scaling
+    or a fine-tune of the RoPE model, plain RoPE's at L) when the table has it, else its own. Dividing a
+    scaling by its own value at L would hide what it costs at L (PI ×8 zero-shot: 133 vs RoPE's 49)."""
+    from extrapolate.report.retrieval import judged_on
+
+    own = {}
+    for encoding, group in _ppl(agg).groupby("encoding", sort=False):
+        at_L = group[(group["eval_len"] == group["train_len"]) & (group["status"] == "ok")]["mean"]
+        if not at_L.empty:
+            own[encoding] = float(at_L.iloc[0])
+    encodings = _ppl(agg)["encoding"].unique()
+    return {e: own[judged_on(e, own, bases)] for e in encodings if judged_on(e, own, bases) in own}
+
+
+def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False, bases: dict[str, str] | None = None) -> str:
+    """Markdown table: encodings × lengths (mean ± 95% interval over seeds, or the ratio to the base model's
+    value at L, see `perplexity_at_L`)."""
+    reference = perplexity_at_L(agg, bases)
+
+    def cell(group, at_l):
+        if group is None:
+            return ""
+        r = group.iloc[0]
+        if not ratio:
+            return fmt(r["mean"], r["ci95"], r["status"])
+        if r["status"] != "ok":
+            return r["status"]
+        if r["encoding"] not in reference:
+            return "–"
+        return f"{r['mean'] / reference[r['encoding']]:.2f}×"
+
+    return _matrix(_ppl(agg), cell)
+
+
+def effective_length(agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE,
+                     bases: dict[str, str] | None = None) -> dict[str, int | None]:
+    """Largest length whose perplexity stays within `tolerance` of the base model's value at L, every length
+    between included; None when nothing at or past L qualifies."""
+    out = {}
+    reference = perplexity_at_L(agg, bases)
+    for encoding, group in _ppl(agg).groupby("encoding", sort=False):
+        group = group.sort_values("eval_len")
+        train_len = int(group["train_len"].iloc[0])
+        best = None
+        if encoding in reference:
+            for r in group[group["eval_len"] >= train_len].itertuples():
+                if r.status != "ok" or r.mean > reference[encoding] * (1 + tolerance):
+                    break
+                best = int(r.eval_len)
+        out[encoding] = best
+    return out
+
+
+def distinct(table: pd.DataFrame, column: str, quote: str = "`") -> str:
+    """Every value of a column, in order of first appearance: a table grown by several calls (other commits,
+    other machines) must not be described by its first row alone."""
+    return ", ".join(f"{quote}{v}{quote}" for v in table[column].astype(str).unique())
+
+
+def setup_lines(table: pd.DataFrame) -> list[str]:
+    protocols = sorted(table["protocol"].astype(str).unique())
+    seeds = sorted(table["seed"].unique())
+    # a model whose every row failed (diverged) has no parameter count: say so rather than guess
+    params = table.groupby("model", sort=False)["params"].first()  # the first recorded count (NaN: none)
+    return [
+        "- model: " + ", ".join(f"`{m}` ({int(p):,} parameters)" if pd.notna(p) else f"`{m}` (parameters not recorded)"
+                                for m, p in params.items())
+        + f", training length L = {', '.join(str(v) for v in sorted(table['train_len'].unique()))}",
+        f"- corpus: {distinct(table, 'corpus')}; "
+        f"seeds: {', '.join(str(s) for s in seeds)}",
+        f"- protocols: {', '.join(f'`{p}`' for p in protocols)}; kernels: "
+        + ", ".join(f"{e} → `{k}`" for e, k in table.groupby('encoding', sort=False)['kernel'].first().items()),
+        f"- device {distinct(table, 'device')}, evaluation dtype {distinct(table, 'dtype')}, extrapolate "
+        f"{distinct(table, 'package_version', '')} (commit {distinct(table, 'git_sha', '')})",
+    ]
+
+
+def save_both(fig, folder: Path, stem: str) -> None:
+    """PNG (for the page) and SVG (for print) of one figure, each written atomically."""
+    from extrapolate.report.plots import save_figure
+
+    save_figure(fig, folder / f"{stem}.svg", close=False)
+    save_figure(fig, folder / f"{stem}.png")
+
+
+def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, rule: Rule) -> dict[str, object]:
+    """Every figure the folder's tables call for, drawn in memory and keyed by file stem: nothing is written
+    until the whole report has been computed, so a failure leaves the previous report and figures intact.
+    `rule`: the retrieval task's (`report.retrieval.task_rule`)."""
+    from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
+    from extrapolate.report.finetune import finetune_figure, finetune_section
+    from extrapolate.report.retrieval import base_encodings, pretrained_encodings, verdicts
+
+    figures = {}
+    positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
+    labels = dict(zip(table["run_id"], table["encoding"]))  # a fine-tuned model's positions under its label
+    positions = positions.assign(encoding=[labels.get(r, e) for r, e in zip(positions["run_id"], positions["encoding"])])
+    try:
+        ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+        reference = perplexity_at_L(agg, base_encodings(table))
+        if not ppl.empty:
+            figures["perplexity"] = perplexity_figure(ppl)
+        if not ppl[ppl["encoding"].isin(list(reference))].empty:  # no value at L to divide by: an empty frame
+            figures["ratio"] = perplexity_figure(ppl, reference=reference)
+        if finetune_section(table, {}):
+            figures["finetune"] = finetune_figure(table, reference)
+        if len(positions):
+            figures["positions"] = position_figure(positions)
+        if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
+            said = verdicts(agg, base_encodings(table), rule, pretrained_encodings(table))
+            figures["passkey"] = passkey_figure(agg, verdicts=said)
+        # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
+        rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
+        shape = rotary_shape(folder)
+        if len(rotary) and shape is not None:
+            factor = float(rotary["factor"].max())
+            head_dim, base = shape
+            figures["frequencies"] = frequency_figure(head_dim, base, max(factor, 1.0), int(rotary.iloc[0]["train_len"]))
+    except BaseException:
+        close_figures(figures)
+        raise
+    return figures
+
+
+def close_figures(figures: dict[str, object]) -> None:
+    import matplotlib.pyplot as plt
+
+    for fig in figures.values():
+        plt.close(fig)
+
+
+def save_figures(folder: Path, figures: dict[str, object]) -> dict[str, str]:
+    """Write the drawn figures (PNG and SVG each); returns key -> the PNG's name, for the report's links."""
+    try:
+        for stem, fig in figures.items():
+            save_both(fig, folder, stem)
+    finally:
+        close_figures(figures)
+    return figure_links(figures)
+
+
+def figure_links(figures: dict[str, object]) -> dict[str, str]:
+    return {stem: f"{stem}.png" for stem in figures}
+
+
+def rotary_shape(folder: Path) -> tuple[int, float] | None:
+    """(head size, RoPE base) of the run's model, from the run.json the run wrote (never guessed from a name);
+    None when the folder has no readable run.json (the frequency figure is then left out)."""
+    import json
+
+    try:
+        config = json.loads((folder / "run.json").read_text())["model_config"]
+        return int(config["d_model"]) // int(config["n_heads"]), float(config["rope_base"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_run_report(folder: Path, table: pd.DataFrame) -> None:
+    """summary.md and figures of a run folder (one or more encodings)."""
+    table = label_variants(table)
+    write_page(folder, table, folder / "summary.md", [f"# Run summary: {', '.join(table['encoding'].unique())}", ""])
+
+
+# text columns a table written before they existed (or edited by hand) may leave empty
+UNRECORDED, RECORDED_TEXT = "unrecorded", ["protocol", "model", "corpus", "tokenizer", "device", "dtype", "kernel",
+                                           "git_sha", "package_version"]
+
+
+def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as a page shows it: an empty provenance cell is "unrecorded" (strings only, for sorting and
+    grouping) and an empty base encoding is the encoding itself."""
+    table = table.copy()
+    table[RECORDED_TEXT] = table[RECORDED_TEXT].astype(object).where(table[RECORDED_TEXT].notna(), UNRECORDED)
+    table["base_encoding"] = table["base_encoding"].where(table["base_encoding"].notna(), table["encoding"])
+    return table
+
+
+def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]) -> None:
+    """A report page and its figures: every figure drawn and every line computed before anything is written."""
+    from extrapolate.report.retrieval import task_rule
+
+    table = with_unrecorded(table)
+    agg, rule = aggregate(table), task_rule(folder, table)  # the task files are read once
+    figures = draw_figures(folder, table, agg, rule)
+    try:
+        lines = heading + [*setup_lines(table), ""] + body(agg, figure_links(figures), load_training(folder), table,
+                                                               rule)
+    except BaseException:
+        close_figures(figures)
+        raise
+    save_figures(folder, figures)
+    write_text(path, "\n".join(lines))
+
+
+def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame,
+         rule: Rule) -> list[str]:
+    """`rule`: the retrieval task's "retrieves at this length" (`report.retrieval.task_rule`)."""
+    from extrapolate.report.finetune import finetune_section
+    from extrapolate.report.retrieval import base_encodings, pretrained_encodings, retrieval_length, retrieval_section
+
+    bases, pretrained = base_encodings(table), pretrained_encodings(table)
+    lines = []
+    if ((agg["task"] == "perplexity")).any():
+        lines += ["## Perplexity (mean ± 95% interval over seeds)", "", perplexity_matrix(agg), "",
+                  "## Perplexity relative to the base model at L", "",
+                  "Each row divided by its base model's perplexity at L (a RoPE scaling or fine-tune: plain RoPE's), "
+                  "so a scaling's cost at L shows.", "", perplexity_matrix(agg, ratio=True, bases=bases), ""]
+    lines += finetune_section(table, perplexity_at_L(agg, bases))
+    lines += retrieval_section(agg, training, bases, rule, pretrained)
+    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, bases, rule, pretrained)
+    lines += ["## Effective length", "",
+              f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
+              f"length at which the model retrieves ({rule.describe()}), every length from L on included in both "
+              "(retrieval: for models that retrieve at L).", "",
+              "| encoding | perplexity | retrieval |", "|---|---|---|"]
+    for encoding in dict.fromkeys(list(eff) + list(keys)):
+        lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
+    lines.append("")
+    captions = {"perplexity": "perplexity vs length", "ratio": "ratio to the base model at L", "positions": "loss by position",
+                "passkey": "passkey accuracy", "finetune": "perplexity at L' vs fine-tuning steps", "frequencies": "RoPE scalings: inv_freq / θ per pair"}
+    for key, name in figures.items():
+        lines += [f"![{captions[key]}]({name})", ""]
+    return lines
+
+
+def write_report(folder: Path) -> Path:
+    """report.md and every figure, regenerated from results.csv alone."""
+    folder = Path(folder)
+    if folder.is_file():
+        raise UserError(f"{folder} is a file; name the results folder that holds it")
+    if not (folder / RESULTS_FILE).exists():
+        raise UserError(f"{folder} has no {RESULTS_FILE}; run `extrapolate run` or `extrapolate sweep` first")
+    check_output_names(folder)
+    table = label_variants(load_results(folder))
+    if table.empty:
+        raise UserError(f"{folder / RESULTS_FILE} is empty")
+    path = folder / "report.md"
+    write_page(folder, table, path, ["# extrapolate report", "", "## Setup", ""])
+    return path

@@ -1,0 +1,288 @@
+"""Pure functions from data to matplotlib figures; saving is separate and atomic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from extrapolate.core.atomic import atomic_path  # noqa: E402
+from extrapolate.encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
+
+def encoding_of(label: str) -> str:
+    """The encoding a table label names: "yarn s=4+ft100" -> "yarn" (`results.label_variants`)."""
+    from extrapolate.report.table import FINETUNED, SCALED
+
+    return label.split(FINETUNED, 1)[0].split(SCALED, 1)[0]
+
+
+def colour(name: str) -> str:
+    """The encoding's own colour (its spec carries it), the same in every plot, for its variants' labels too
+    ("yarn s=4", "yarn+ft100"); grey for other labels."""
+    from extrapolate.encodings import ENCODINGS
+
+    name = encoding_of(name)
+    return ENCODINGS.get(name).colour if name in ENCODINGS else "#555555"
+
+
+def _variant_order(label: str) -> tuple[float, int]:
+    """(factor, fine-tuning steps) of a label, (0, 0) for a plain name: the order of one encoding's variants."""
+    from extrapolate.report.table import FINETUNED, SCALED
+
+    scaled, _, steps = label.partition(FINETUNED)
+    _, _, factor = scaled.partition(SCALED)
+    try:
+        return float(factor or 0), int(steps or 0)
+    except ValueError:
+        return 0.0, 0
+
+
+def palette(labels) -> dict[str, str]:
+    """A colour per label: its encoding's own (`colour`); where one figure holds several variants of one
+    encoding (factors, fine-tuning steps), each further one a deeper shade of it (darker, or lighter for a
+    dark colour), so that variants stay apart and still read as one encoding."""
+    from matplotlib.colors import to_hex, to_rgb
+
+    groups: dict[str, list[str]] = {}
+    for label in dict.fromkeys(str(label) for label in labels):
+        groups.setdefault(encoding_of(label), []).append(label)
+    out = {}
+    for members in groups.values():
+        rgb = to_rgb(colour(members[0]))
+        towards = 1.0 if sum(rgb) / 3 < 0.3 else 0.0  # black cannot darken: lighten it
+        for rank, label in enumerate(sorted(members, key=_variant_order)):
+            mix = 0.6 * rank / max(len(members) - 1, 1)
+            out[label] = to_hex(tuple(c + (towards - c) * mix for c in rgb))
+    return out
+
+
+def readable(colour_: str) -> str:
+    """`colour_` as text on white: a light colour (fire's pale cyan, KERPLE-power's pale pink) darkened until
+    it reads, a dark one unchanged."""
+    from matplotlib.colors import to_hex, to_rgb
+
+    rgb = to_rgb(colour_)
+    light = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]  # perceived brightness, 0…1
+    scale = min(1.0, 0.55 / light) if light > 0 else 1.0
+    return to_hex(tuple(c * scale for c in rgb))
+
+
+def train_length_marks(ax, train_lens) -> None:
+    """A dotted line at each training length, labelled on a light box so that no curve runs through the text."""
+    for L in sorted(set(train_lens)):
+        ax.axvline(L, color="#444444", linestyle=":", linewidth=1.2)
+        ax.annotate(f"train L={L}", (L, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
+                    textcoords="offset points", fontsize=8, color="#444444", zorder=5,
+                    bbox={"boxstyle": "square,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+
+
+def frequency_figure(head_dim: int, base: float, factor: float, original_len: int, highlight: str | None = None):
+    """inv_freq / θ per pair index for every RoPE scaling: the picture that tells PI, NTK and YaRN apart."""
+    theta = rope_inv_freq(head_dim, base)
+    fig, ax = plt.subplots(figsize=(8.2, 4.2), dpi=120)
+    seq_len = round(original_len * factor)
+    for name, scaling in SCALINGS.items():
+        if head_dim < scaling.min_head_dim:  # NTK's base·s^(d/(d-2)) has no value at d = 2
+            continue
+        inv_freq, _ = scaling.fn(head_dim, base, factor, original_len, seq_len)
+        width = 2.8 if name == highlight else 1.6
+        style = "--" if scaling.dynamic else "-"  # dynamic kinds shown at l = L·s
+        ax.plot(range(head_dim // 2), (inv_freq / theta).tolist(), style, label=name, color=colour(name),
+                linewidth=width)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("pair index j (high frequency → low frequency)")
+    ax.set_ylabel("inv_freq / θ  (1 = unchanged, 1/s = interpolated)")
+    ax.set_title(f"RoPE scalings: d={head_dim}, base={base:g}, s={factor:g}, L={original_len}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a curve
+    fig.tight_layout()
+    return fig
+
+
+# Without these an SVG or PDF changes on every save (a timestamp, random clip-path ids), so re-deriving
+# committed results would show every plot as modified even when no number moved.
+STABLE_METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
+
+
+def save_figure(fig, path: Path | str, close: bool = True) -> None:
+    """Write atomically (temporary file, then rename); the format follows the suffix. The same figure gives
+    the same bytes."""
+    path = Path(path)
+    fmt = path.suffix.lstrip(".") or "png"
+    try:
+        with atomic_path(path) as tmp, matplotlib.rc_context({"svg.hashsalt": "extrapolate"}):
+            fig.savefig(tmp, format=fmt, metadata=STABLE_METADATA.get(fmt))
+    finally:
+        if close:
+            plt.close(fig)
+
+
+def plain_log_ticks(ax) -> None:
+    """Plain numbers (5, 6, 10, 20) on a log y axis instead of 6×10⁰."""
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+
+
+def _length_axis(ax, lengths, train_lens):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(lengths))
+    ax.set_xticklabels([f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n) for n in sorted(lengths)])
+    train_length_marks(ax, train_lens)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str | None = None):
+    """Perplexity vs evaluation length, one line per encoding; with `reference` (encoding -> perplexity at L
+    of its base model) the ratio to it. `agg`: results.aggregate restricted to task == perplexity, metric == ppl."""
+    ratio = reference is not None
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
+    # a log axis takes neither inf (a perplexity that overflowed) nor NaN: those cells stay in the tables only
+    ok = agg[(agg["status"] == "ok") & (agg["mean"] > 0) & (agg["mean"] < float("inf"))]
+    colours = palette(agg["encoding"])
+    for encoding, group in ok.groupby("encoding", sort=False):
+        group = group.sort_values("eval_len")
+        y, err = group["mean"].to_numpy(), group["ci95"].to_numpy()
+        if ratio:
+            if not 0 < reference.get(encoding, float("nan")) < float("inf"):
+                continue
+            y, err = y / reference[encoding], err / reference[encoding]
+        ax.errorbar(group["eval_len"], y, yerr=err, marker="o", markersize=4, capsize=2, label=encoding,
+                    color=colours[encoding], linewidth=1.8)
+    _length_axis(ax, agg["eval_len"].unique().tolist(), agg["train_len"].unique().tolist())
+    ax.set_yscale("log")
+    plain_log_ticks(ax)
+    ax.set_xlabel("evaluation length (tokens, log₂ scale)")
+    ax.set_ylabel("perplexity / base model's perplexity at L" if ratio else "perplexity (log scale)")
+    ax.set_title(title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length"))
+    if ax.get_legend_handles_labels()[0]:  # every cell failed: an empty frame, no legend
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a curve
+    fig.tight_layout()
+    return fig
+
+
+def position_figure(positions, eval_len: int | None = None):
+    """Mean NLL by position inside the window at the longest evaluated length, one line per encoding."""
+    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
+    eval_len = eval_len or int(positions["eval_len"].max())
+    at = positions[positions["eval_len"] == eval_len]
+    colours = palette(at["encoding"])
+    for encoding, group in at.groupby("encoding", sort=False):
+        by_bucket = group.groupby("bucket_start").apply(
+            lambda g: (g["nll"] * g["n_tokens"]).sum() / g["n_tokens"].sum(), include_groups=False)
+        width = float(group["bucket_end"].iloc[0] - group["bucket_start"].iloc[0])
+        ax.plot(by_bucket.index + width / 2, by_bucket.to_numpy(), marker=".", label=encoding, color=colours[encoding],
+                linewidth=1.8)
+    train_length_marks(ax, at["train_len"].unique())
+    ax.set_xlabel("position inside the window (bucket centre, tokens)")
+    ax.set_ylabel("mean NLL (nats/token)")
+    ax.set_title(f"loss by position at evaluation length {eval_len}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+MUTED = "hatched: measured past L, not a finding (the model does not retrieve at L)"
+
+
+def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, str] | None = None):
+    """One small heatmap per encoding: depth (rows) × evaluation length (columns), accuracy 0…1. Every measured
+    cell is drawn with its value. `verdicts` (encoding -> `report.retrieval.verdicts`): a model that does not
+    retrieve at L says why under its name, and its cells past L are hatched over (measured, not a finding;
+    italics in the tables). A cell the encoding cannot evaluate (learned positions past L) says "n/a"; a cell
+    never measured is blank."""
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    cells = agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
+    encodings = list(dict.fromkeys(cells["encoding"]))
+    lengths = sorted(cells["eval_len"].unique())
+    depths = sorted(cells["depth"].dropna().unique())
+    colours = palette(encodings)
+    columns = min(4, max(1, len(encodings)))
+    rows = (len(encodings) + columns - 1) // columns
+    height = 2.7 * rows + 1.4
+    # fixed margins in inches: the suptitle and a two-line panel title above, the note below, at any row count
+    fig, axes = plt.subplots(rows, columns, figsize=(2.8 * columns + 1.2, height), dpi=120, squeeze=False,
+                             gridspec_kw={"hspace": 0.75, "wspace": 0.35, "top": 1 - 0.95 / height,
+                                          "bottom": 0.75 / height})
+    image, muted_any = None, False
+    for index, ax in enumerate(axes.flat):
+        if index >= len(encodings):
+            ax.axis("off")
+            continue
+        encoding = encodings[index]
+        group = cells[cells["encoding"] == encoding]
+        grid = np.full((len(depths), len(lengths)), np.nan)  # (depths, lengths), percent; NaN = nothing drawn
+        labels = np.full(grid.shape, "", dtype=object)  # what an empty cell says
+        verdict = "yes" if verdicts is None else verdicts.get(encoding, "yes")
+        muted = []  # cells past L of a model that does not retrieve at L
+        for r in group.itertuples():
+            cell = depths.index(r.depth), lengths.index(r.eval_len)
+            if r.status != "ok":
+                labels[cell] = "n/a"
+                continue
+            grid[cell] = 100 * r.mean
+            if r.eval_len > r.train_len and not verdict.startswith("yes"):
+                muted.append(cell)
+        image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto", origin="lower")
+        for i, j in muted:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=(1, 1, 1, 0.6), edgecolor=(0.3, 0.3, 0.3, 0.7),
+                                   hatch="////", linewidth=0))
+        muted_any = muted_any or bool(muted)
+        for (i, j), value in np.ndenumerate(grid):
+            label = labels[i, j] if np.isnan(value) else f"{value:.0f}"
+            light = np.isnan(value) or value >= 60 or (i, j) in muted
+            ax.text(j, i, label, ha="center", va="center", fontsize=7, color="black" if light else "white", zorder=4)
+        # two lines when the model does not retrieve: a long name and the reason would run into the next title
+        title = encoding if verdict.startswith("yes") else f"{encoding}\n{verdict}"
+        ax.set_title(title, fontsize=9, color=readable(colours[encoding]))
+        ax.set_xticks(range(len(lengths)))
+        ax.set_xticklabels([f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n) for n in lengths], fontsize=7)
+        ax.set_yticks(range(len(depths)))
+        ax.set_yticklabels([f"{d:g}" for d in depths], fontsize=7)
+        if index % columns == 0:
+            ax.set_ylabel("key depth")
+        if index // columns == rows - 1:
+            ax.set_xlabel("length (tokens)")
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.8, label=f"passkey {metric.replace('_', ' ')} (%)")
+    fig.suptitle(f"passkey {metric.replace('_', ' ')} by length × depth", fontsize=11, y=1 - 0.2 / height)
+    if muted_any:
+        fig.text(0.5, 0.15 / height, MUTED, ha="center", fontsize=8, color="#444444")
+    return fig
+
+
+def bench_figure(frame):
+    """Evaluation tokens/s and peak memory vs length, one line per encoding (and transformers). Speeds come
+    from the same-process rows where an encoding has them (comparable with each other), else from its
+    fresh-process row; memory always from the fresh-process rows."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120)
+    evals = frame[frame["what"] == "eval"]
+    # the group timed with the bias encodings first, then the one timed against transformers
+    paired = frame[frame["what"].isin(["eval-paired", "eval-vs-transformers"])].sort_values("what")
+    paired = paired.drop_duplicates(["implementation", "encoding", "length"])
+    for (implementation, encoding), group in evals.groupby(["implementation", "encoding"]):
+        label = encoding if implementation == "extrapolate" else f"{implementation} ({encoding})"
+        style = "-" if implementation == "extrapolate" else "--"
+        group = group.sort_values("length")
+        same_process = paired[(paired["implementation"] == implementation) & (paired["encoding"] == encoding)]
+        speeds = same_process.sort_values("length") if len(same_process) else group
+        left.plot(speeds["length"], speeds["tokens_per_second"], style, marker="o", label=label, color=colour(encoding))
+        right.plot(group["length"], group["peak_memory_mb"] / 1024, style, marker="o", label=label, color=colour(encoding))
+    for ax, ylabel in ((left, "evaluation tokens / s"), (right, "peak memory (GB, whole process)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length (tokens, log₂ scale)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    left.set_title("evaluation speed (same process where measured)")
+    right.set_title("peak memory")
+    fig.tight_layout()
+    return fig

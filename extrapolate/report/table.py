@@ -1,0 +1,217 @@
+"""The results table: one row per measurement, long format, written atomically; seed aggregation."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from extrapolate import __version__
+from extrapolate.core.atomic import atomic_path
+from extrapolate.core.readers import reading
+from extrapolate.report.stats import student_t_quantile
+
+COLUMNS = [
+    "run_id", "encoding", "base_encoding", "factor", "train_len", "eval_len", "task", "metric", "value", "depth",
+    "seed", "n_tokens", "protocol", "status", "model", "params", "corpus", "tokenizer", "device", "dtype", "kernel",
+    "finetune_steps", "finetune_len", "git_sha", "package_version", "created_at",
+]
+# a measurement is identified by these; re-running it replaces the old row instead of duplicating it
+KEY = ["run_id", "encoding", "eval_len", "task", "metric", "depth", "seed"]
+POSITION_COLUMNS = ["run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"]
+RESULTS_FILE, POSITIONS_FILE = "results.csv", "positions.csv"
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent, timeout=5)
+        return done.stdout.strip() if done.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def provenance() -> dict:
+    return {"git_sha": git_sha(), "package_version": __version__,
+            "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+# Per table written here: the columns every row fills in (the last one included, so a row cut short by a
+# truncated file is caught) and the columns that hold numbers. A damaged table is then refused when it is read,
+# not halfway through a report or after an hour of training whose rows would be appended to it.
+@dataclass(frozen=True)
+class RowChecks:
+    """What every row of a table must hold: `filled` columns have a value, `numeric` ones are numbers where
+    filled, `later` columns (added after tables were first written, so possibly absent) are numbers too, and
+    `positive` ones (lengths, steps) are numbers above 0; `filled_where` maps (column, value) to a column that
+    rows with that value must fill (a retrieval row has a depth)."""
+
+    filled: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    later: tuple[str, ...] = ()
+    positive: tuple[str, ...] = ()
+    filled_where: tuple[tuple[str, str, str], ...] = ()
+
+
+ROW_CHECKS = {
+    RESULTS_FILE: RowChecks(("run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"),
+                            ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
+                            ("finetune_steps", "finetune_len"), ("train_len", "eval_len"),
+                            filled_where=(("task", "passkey", "depth"),)),
+    POSITIONS_FILE: RowChecks(("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),
+                              ("seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"),
+                              positive=("train_len", "eval_len")),
+}
+
+
+def read_table(path: Path, columns: list[str], checks: RowChecks | None = None) -> pd.DataFrame:
+    """The table at `path` (empty with `columns` if there is none), refused in one line when a row breaks
+    `checks` (by default the file name's entry in ROW_CHECKS)."""
+    if not path.exists():
+        return pd.DataFrame(columns=columns)
+    with reading(path, "table"):
+        frame = pd.read_csv(path, keep_default_na=True)
+        check_table(frame, checks or ROW_CHECKS.get(path.name, RowChecks()))
+    # a table written before a column existed reads with that column empty (NaN), in its place
+    return frame.reindex(columns=columns + [c for c in frame.columns if c not in columns])
+
+
+def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
+    filled = list(checks.filled)
+    missing = [c for c in dict.fromkeys(filled + list(checks.numeric)) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"no column '{missing[0]}'")
+    empty = frame[filled].isna().any(axis=1)
+    if empty.any():
+        raise ValueError(f"line {int(empty.to_numpy().argmax()) + 2} is incomplete")  # + header, 1-based
+    for column in [*checks.numeric, *(c for c in checks.later if c in frame.columns)]:
+        values = frame[column]
+        if pd.to_numeric(values, errors="coerce").isna().sum() > values.isna().sum():
+            raise ValueError(f"column '{column}' holds a value that is not a number")
+    for column in checks.positive:
+        below = pd.to_numeric(frame[column]) <= 0
+        if below.any():
+            raise ValueError(f"line {int(below.to_numpy().argmax()) + 2}: {column} must be above 0")
+    for column, value, needed in checks.filled_where:
+        if column in frame.columns:
+            empty = (frame[column].astype(object) == value) & frame.get(needed, pd.Series(index=frame.index)).isna()
+            if empty.any():
+                raise ValueError(f"line {int(empty.to_numpy().argmax()) + 2}: a {value} row has no {needed}")
+
+
+def write_table(path: Path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
+
+
+def merge_rows(path: Path, rows: list[dict], columns: list[str], key: list[str]) -> pd.DataFrame:
+    """Append rows, replacing earlier rows with the same key; the file is replaced atomically."""
+    old = read_table(path, columns)
+    new = pd.DataFrame(rows, columns=columns)
+    if len(old):
+        keep = ~key_strings(old, key).isin(set(key_strings(new, key)))
+        frame = pd.concat([old[keep], new], ignore_index=True) if len(new) else old
+    else:
+        frame = new
+    write_table(path, frame)
+    return frame
+
+
+def _key_part(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def key_strings(frame: pd.DataFrame, key: list[str]) -> pd.Series:
+    """One comparable string per row; the same value read back from CSV gives the same string."""
+    return pd.Series(["|".join(_key_part(v) for v in row) for row in frame[key].itertuples(index=False)],
+                     index=frame.index, dtype=object)
+
+
+def append_results(folder: Path, rows: list[dict]) -> pd.DataFrame:
+    return merge_rows(folder / RESULTS_FILE, rows, COLUMNS, KEY)
+
+
+def append_positions(folder: Path, rows: list[dict]) -> pd.DataFrame:
+    return merge_rows(folder / POSITIONS_FILE, rows, POSITION_COLUMNS,
+                      ["run_id", "encoding", "seed", "eval_len", "bucket_start"])
+
+
+def in_encoding_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the registry's order of encodings (the order of every table and figure), unknown names after
+    the known ones by name; the order of rows within an encoding is kept."""
+    from extrapolate.encodings import sweep_order
+
+    rank = {name: i for i, name in enumerate(sweep_order())}
+    base, steps = split_label(frame["encoding"])
+    place = base.map(lambda name: rank.get(name, len(rank)))
+    ordered = frame.assign(_place=place, _name=base.where(place == len(rank), ""), _steps=steps)
+    return ordered.sort_values(["_place", "_name", "_steps"], kind="stable").drop(columns=["_place", "_name", "_steps"])
+
+
+FINETUNED = "+ft"  # "yarn+ft100": yarn fine-tuned for 100 steps at its extended length
+SCALED = " s="  # "yarn s=4": the scaling at factor 4, where a table holds the encoding at several factors
+
+
+def finetuned_label(encoding: str, steps) -> str:
+    return f"{encoding}{FINETUNED}{int(steps)}" if pd.notna(steps) and steps > 0 else encoding
+
+
+def split_label(names: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(encoding, fine-tune steps) of labels such as "yarn+ft100" or "yarn s=4+ft100" (0 steps for a plain name)."""
+    parts = names.astype(str).str.split(FINETUNED, n=1, regex=False)
+    encoding = parts.str[0].str.split(SCALED, n=1, regex=False).str[0]
+    return encoding, parts.map(lambda p: int(p[1]) if len(p) > 1 and p[1].isdigit() else 0)
+
+
+def label_variants(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with each row's encoding shown with what sets it apart in this table, so every report table
+    and figure keeps such rows apart instead of averaging them (the stored table keeps the plain name):
+    the factor where one encoding was run at several ("yarn s=4"), fine-tuning ("yarn+ft100")."""
+    labels = table["encoding"].astype(str)
+    if "factor" in table.columns and len(table):
+        several = table.groupby("encoding")["factor"].transform("nunique") > 1
+        labels = labels.where(~several, labels + SCALED + table["factor"].map(lambda f: f"{float(f):g}"))
+    if "finetune_steps" in table.columns and (table["finetune_steps"].fillna(0) > 0).any():
+        labels = pd.Series([finetuned_label(e, n) for e, n in zip(labels, table["finetune_steps"])], index=table.index)
+    if labels.equals(table["encoding"].astype(str)):
+        return table
+    return in_encoding_order(table.assign(encoding=labels))
+
+
+def load_results(folder: Path) -> pd.DataFrame:
+    return in_encoding_order(read_table(folder / RESULTS_FILE, COLUMNS))
+
+
+def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Mean and 95% interval (Student t) of `value` over seeds, for every other key; ok rows only.
+    A cell with one seed has interval 0; cells whose seeds are all unsupported keep that status."""
+    by = by or ["encoding", "train_len", "eval_len", "task", "metric", "depth"]
+    frame = frame.copy()
+    frame["depth"] = frame["depth"].fillna(-1)
+    ok = frame[frame["status"] == "ok"]
+    rows = []
+    for key, group in ok.groupby(by, dropna=False):
+        values = group["value"].astype(float)
+        n = len(values)
+        std = float(values.std(ddof=1)) if n > 1 else 0.0
+        half = student_t_quantile(0.975, n - 1) * std / math.sqrt(n) if n > 1 else 0.0
+        rows.append({**dict(zip(by, key)), "mean": float(values.mean()), "ci95": half, "n_seeds": n, "status": "ok"})
+    done = {tuple(r[k] for k in by) for r in rows}
+    for key, group in frame[frame["status"] != "ok"].groupby(by, dropna=False):
+        if tuple(key) not in done:
+            rows.append({**dict(zip(by, key)), "mean": float("nan"), "ci95": float("nan"), "n_seeds": 0,
+                         "status": group["status"].iloc[0]})
+    out = pd.DataFrame(rows, columns=by + ["mean", "ci95", "n_seeds", "status"])
+    out["depth"] = out["depth"].replace(-1, float("nan"))
+    out = out.sort_values(by).reset_index(drop=True)
+    return in_encoding_order(out).reset_index(drop=True) if "encoding" in by else out

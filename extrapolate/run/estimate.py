@@ -1,0 +1,90 @@
+"""A sweep's time estimate before it runs: a few real training steps timed, scaled to the plan."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from extrapolate.data.batches import BatchSource
+from extrapolate.run import Prepared, ResolvedRun
+from extrapolate.run.reporter import Reporter
+from extrapolate.run.resolved import train_config
+from extrapolate.training import checkpoint as ckpt
+from extrapolate.training.train import build_model, make_optimizer, model_folder, training_step
+
+TIMED_STEPS = 3  # after one warm-up step
+TIMED_TOKENS = 32768  # rows of a timed step: at most this many tokens (at least one row)
+FORWARD_TOKENS = 1024  # a pretrained model's forward rate is timed at this length at most
+
+
+def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepared: Prepared,
+                     reporter: Reporter | None = None) -> float:
+    """Training steps × the measured seconds per step, plus evaluation forward tokens at about three times
+    the training token rate (forward only). `pending`: the cells still to run; `models`: each model folder
+    and whether it is trained already. `reporter` is told what is timed, and how long the timing took."""
+    reporter = reporter or Reporter()
+    if not pending:
+        return 0.0
+    began = time.perf_counter()
+    first = pending[0]
+    per_cell_tokens = 0
+    if "perplexity" in first.request.tasks:
+        per_cell_tokens += len(prepared.heldout) * first.budget * len(prepared.lengths)
+    if "passkey" in first.request.tasks:
+        task = prepared.passkey_builder.task
+        per_cell_tokens += sum(prepared.lengths) * task.trials * len(task.depths) * 2
+    if first.pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
+        n = min(min(prepared.lengths), FORWARD_TOKENS)
+        reporter.note(f"timing two forward passes of {n} tokens for the estimate")
+        rate = forward_tokens_per_second(prepared, n)
+        reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {rate:,.0f} tokens/s")
+        return len(pending) * per_cell_tokens / rate
+    config = train_config(first.request, prepared, "rope")
+    # a step's time grows with its rows: a share of the batch is timed and scaled, so that a dry run at long
+    # L answers in seconds (on a GPU a smaller batch loads the card less: the estimate errs long there)
+    rows = max(1, min(config.batch_size, TIMED_TOKENS // config.seq_len))
+    reporter.note(f"timing {TIMED_STEPS + 1} training steps of {rows} × {config.seq_len} tokens (the first a "
+                  f"warm-up; the batch has {config.batch_size} rows) for the estimate")
+    model = build_model(config, prepared.device)
+    optimizer = make_optimizer(model, config)
+    source = BatchSource(prepared.stream, config.seq_len, rows, 0)
+    start = 0.0
+    for step in range(TIMED_STEPS + 1):
+        if step == 1:
+            start = time.perf_counter()
+        training_step(model, optimizer, config, source.batch(step), prepared.device)
+    per_step = (time.perf_counter() - start) / TIMED_STEPS * config.batch_size / rows
+    tokens_per_second = config.batch_size * config.seq_len / per_step
+    reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {per_step:.2f} s a full step, {tokens_per_second:,.0f} tokens/s")
+    bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
+    train_seconds = len(bases) * config.steps * per_step
+    return train_seconds + finetune_tokens(pending, models) / tokens_per_second + \
+        len(pending) * per_cell_tokens / (3 * tokens_per_second)
+
+
+def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int:
+    """Training tokens of the fine-tunes still to run: a fine-tune continues the shorter ones of its kind, so
+    each kind costs the steps of its longest (at the training token rate; attention at L' costs a little more)."""
+    longest: dict[tuple, int] = {}
+    for cell in pending:
+        finetune = cell.finetune
+        if finetune is None or models[cell.model_folder]:
+            continue
+        kind = (finetune.base, finetune.encoding, finetune.factor, finetune.length)
+        tokens = finetune.steps * finetune.phase.batch_size * finetune.length
+        longest[kind] = max(longest.get(kind, 0), tokens)
+    return sum(longest.values())
+
+
+@torch.no_grad()
+def forward_tokens_per_second(prepared: Prepared, length: int) -> float:
+    """Tokens per second of one forward pass of a pretrained model at `length` (at most FORWARD_TOKENS: a
+    lower bound on the time of longer windows, whose attention costs more per token)."""
+    model, n = prepared.pretrained.model, min(length, FORWARD_TOKENS)
+    ids = torch.zeros(1, n, dtype=torch.int64, device=next(model.parameters()).device)  # (1, n), where it lives
+    model(ids)  # warm-up
+    start = time.perf_counter()
+    model(ids)
+    return n / (time.perf_counter() - start)

@@ -1,0 +1,181 @@
+"""`extrapolate sweep`: every (encoding, seed) cell on the same model size, corpus, budget and tasks.
+
+Base models are trained once per (base encoding, seed) and reused by every RoPE scaling; finished cells
+are found in the results table and skipped, so an interrupted sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from extrapolate.training import checkpoint as ckpt
+from extrapolate.core.distributed import main_first, process_group
+from extrapolate.encodings.options import check_used
+from extrapolate.encodings import encoding_groups, get_spec, sweep_order
+from extrapolate.core.errors import UserError
+from extrapolate.core.lock import folder_lock
+from extrapolate.report.folder import check_tables
+from extrapolate.report.table import load_results
+from extrapolate.run import Prepared, Reporter, ResolvedRun, RunRequest, resolve_request, resolve_run, run_cell
+from extrapolate.run import prepare
+from extrapolate.run.cell import new_folder_guard
+from extrapolate.run.request import ignored_options, lengths_for
+from extrapolate.run.resolved import extended_length
+
+
+def resolve_encodings(spec: str) -> list[str]:
+    names = [n.strip().lower() for n in spec.split(",") if n.strip()]
+    if names == ["all"]:
+        return sweep_order()
+    if not names:
+        raise UserError("--encodings: name at least one encoding, a group (classic, newer), or all")
+    groups = encoding_groups()
+    resolved = [name for n in names for name in (groups[n] if n in groups else [get_spec(n).name])]
+    return list(dict.fromkeys(resolved))
+
+
+@dataclass
+class Cell:
+    resolved: ResolvedRun
+    done: bool
+
+    @property
+    def encoding(self) -> str:
+        return self.resolved.spec.name
+
+    @property
+    def seed(self) -> int:
+        return self.resolved.request.seed
+
+    @property
+    def model_folder(self) -> Path:
+        return self.resolved.model_folder
+
+
+def plan(requests: list[RunRequest], folder: Path, prepared: Prepared) -> list[Cell]:
+    table = load_results(folder)
+    cells = []
+    for request in requests:
+        resolved = resolve_run(request, prepared)
+        missing = missing_lengths(resolved, table)
+        cells.append(Cell(still_to_run(resolved, missing), not missing))
+    return cells
+
+
+def missing_lengths(resolved: ResolvedRun, table) -> list[int]:
+    """The cell's lengths some of whose tasks have no rows in the table yet (a sweep asked again with more
+    lengths has work left in cells it finished before)."""
+    rows = table[table["run_id"].astype(str) == resolved.run_id]
+    have = set(zip(rows["task"].astype(str), rows["eval_len"].astype(int)))
+    return [n for n in resolved.lengths if any((task, n) not in have for task in resolved.request.tasks)]
+
+
+def still_to_run(resolved: ResolvedRun, missing: list[int]) -> ResolvedRun:
+    """The cell narrowed to its missing lengths. Retrieval prompts do not depend on the other lengths; with
+    perplexity the whole cell runs again, so every length of it scores the same tokens (the budget is set by
+    its longest length)."""
+    if not missing or missing == list(resolved.lengths) or "perplexity" in resolved.request.tasks:
+        return resolved
+    attention = {key: shapes for key, shapes in resolved.attention.items() if key[1] in missing}
+    return dataclasses.replace(resolved, lengths=tuple(missing), attention=attention)
+
+
+def models_of(cells: list[Cell]) -> dict[Path, bool]:
+    """Each distinct model folder and whether it is already trained (pretrained models always are)."""
+    return {c.model_folder: c.resolved.pretrained or ckpt.is_complete(c.model_folder) for c in cells}
+
+
+def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
+                  finetune_steps: list[int] | None = None) -> list[RunRequest]:
+    """Each cell's request, resolved; cells grouped by the model they need, so each model is trained right
+    before its users. With `finetune_steps`, each encoding once per step count, in increasing order (a longer
+    fine-tune continues the shorter one), all at the same L' (the 0-step cell is the zero-shot point there)."""
+    if not seeds:
+        raise UserError("--seeds: give at least one seed")
+    # a name or seed given twice is one cell, not two rows of the same measurement
+    order = sorted(set(encodings), key=lambda e: (get_spec(e).base_encoding, e))
+    steps = sorted(set(finetune_steps)) if finetune_steps else [template.finetune_steps]
+    requests = []
+    for seed in dict.fromkeys(seeds):
+        for encoding in order:
+            for n in steps:
+                request = resolve_request(dataclasses.replace(template, encoding=encoding, seed=seed, finetune_steps=n))
+                if finetune_steps and request.finetune_len is None:
+                    request = dataclasses.replace(request, finetune_len=extended_length(request, lengths_for(request)))
+                requests.append(request)
+    return requests
+
+
+def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: Path,
+          reporter: Reporter | None = None, dry_run: bool = False,
+          finetune_steps: list[int] | None = None) -> tuple[list[Cell], float | None]:
+    requests = cell_requests(template, encodings, seeds, finetune_steps)
+    check_tables(folder)  # a damaged table in the output folder is refused before training, not after
+    if dry_run:
+        from extrapolate.run.estimate import estimate_seconds
+
+        reporter = reporter or Reporter()
+        prepared = prepare(requests[0])
+        cells = plan(requests, folder, prepared)
+        reporter.plan(cells, folder)  # the plan at once; the estimate below times real steps
+        return cells, estimate_seconds([c.resolved for c in cells if not c.done], models_of(cells), prepared, reporter)
+    with process_group(template.device) as world:  # under torchrun: every cell's model across the ranks
+        reporter = (reporter or Reporter()) if world.main else Reporter()
+        with main_first(world):
+            prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
+        asked = dataclasses.replace(template, finetune_steps=max(finetune_steps or [template.finetune_steps]))
+        for note in ignored_options(asked, encodings):
+            reporter.warn(note)
+        cells = plan(requests, folder, prepared)  # before any rank writes, so every rank plans the same cells
+        world.barrier()
+        with contextlib.ExitStack() as stack:
+            if world.main:
+                stack.enter_context(new_folder_guard(folder))
+                stack.enter_context(folder_lock(folder))
+            for cell in cells:
+                reporter.cell(cell)
+                if cell.done:
+                    continue
+                diverged = run_cell(cell.resolved, prepared, folder, reporter)
+                if diverged is not None:
+                    reporter.warn(f"{cell.encoding} seed {cell.seed}: {diverged}; recorded as diverged")
+                if prepared.device.type == "cuda":
+                    torch.cuda.empty_cache()
+            if world.main:
+                from extrapolate.report.pages import write_report
+
+                write_report(folder)
+    return cells, None
+
+
+def sweep_template(template: RunRequest, encodings: str) -> tuple[list[str], Path, RunRequest]:
+    """The encodings named by `encodings`, the output folder (default results/sweep-L<L>), the cells' template."""
+    names = resolve_encodings(encodings)
+    check_used([get_spec(name) for name in names], template.encoding_options)
+    folder = template.out or Path("results") / f"sweep-L{template.train_len or 'auto'}"
+    return names, folder, dataclasses.replace(template, encoding=names[0], out=folder)
+
+
+def sweep_job(template: RunRequest, encodings: str, seeds: list[int], reporter: Reporter | None = None,
+              dry_run: bool = False, finetune_steps: list[int] | None = None) -> tuple[Path, tuple[list[Cell], float | None]]:
+    """`extrapolate sweep`: the encodings named by `encodings` ("all" or a list) × `seeds` into the request's
+    folder (default results/sweep-L<L>). Returns the folder and (cells, the estimate of a dry run)."""
+    names, folder, template = sweep_template(template, encodings)
+    return folder, sweep(template, names, seeds, folder, reporter, dry_run=dry_run, finetune_steps=finetune_steps)
+
+
+def submit_job(template: RunRequest, encodings: str, seeds: list[int], options, finetune_steps: list[int] | None = None):
+    """`extrapolate sweep --executor slurm`: the same cells as `sweep_job`, each submitted as a cluster job
+    (see `cluster`). Returns the folder and the submission."""
+    from extrapolate.run.cluster import submit_sweep
+
+    names, folder, template = sweep_template(template, encodings)
+    requests = cell_requests(template, names, seeds, finetune_steps)
+    check_tables(folder)
+    prepared = prepare(requests[0])  # fills the corpus and tokenizer caches once, before any job reads them
+    return folder, submit_sweep(plan(requests, folder, prepared), folder, options)

@@ -1,0 +1,184 @@
+"""Declarative task files (TOML) under tasks/: loaded, validated field by field, versioned."""
+
+from __future__ import annotations
+
+import string
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from extrapolate.core.config import config_hash
+from extrapolate.core.errors import UserError
+from extrapolate.core.paths import data_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TASKS_DIR = data_dir("tasks")  # the checkout's tasks/, or the copy an installed wheel carries
+
+
+@dataclass(frozen=True)
+class PasskeyTask:
+    """A retrieval task: key lines ("needles") hidden in filler, a question, the keys as the answer.
+
+    The classic passkey has one needle with a numeric key (`key_digits`). Word keys (`keys`, a fixed list)
+    make one-token answers possible. RULER-style variants add named needles: `needles` key lines with names
+    from `names` (multi-key: one of them queried), `same_name` (multi-value: every needle under the queried
+    name, all of its keys the answer, in order of appearance), `queries` > 1 (multi-query: several names asked,
+    their keys the answer, in the order asked)."""
+
+    version: int
+    name: str
+    description: str
+    variant: str
+    task_sentence: str
+    filler: str
+    key_line: str
+    question: str
+    answer: str
+    key_digits: int  # numeric keys of this width; 0 when `keys` lists word keys
+    depths: tuple[float, ...]
+    trials: int
+    distractors: int
+    seed: int
+    threshold: float
+    keys: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    needles: int = 1
+    queries: int = 1
+    same_name: bool = False
+    answer_join: str = ", "
+    depth_floor: float = 0.0  # with `threshold`: every depth ≥ this too at a length that retrieves; 0 = none
+
+    @property
+    def identity(self) -> str:
+        """Recorded with results: the same identity means the same prompts. Optional fields at their defaults
+        are left out, so a task file written before they existed keeps its identity."""
+        defaults = {f.name: f.default for f in fields(self) if f.name in OPTIONAL}
+        data = {k: v for k, v in self.__dict__.items() if k not in defaults or v != defaults[k]}
+        return f"{self.name}-v{self.version}-{self.variant}-{config_hash(data, 8)}"
+
+    @property
+    def answer_keys(self) -> int:
+        """Keys in one answer."""
+        return self.needles if self.same_name else self.queries
+
+
+OPTIONAL = ("keys", "names", "needles", "queries", "same_name", "answer_join", "key_digits", "depth_floor")
+
+
+def _check(data: dict, path: str) -> PasskeyTask:
+    expected = {f.name for f in fields(PasskeyTask)}
+    for name in sorted(expected - set(OPTIONAL)):
+        if name not in data:
+            raise UserError(f"task file {path}: missing field '{name}'")
+    unknown = sorted(set(data) - expected)
+    if unknown:
+        raise UserError(f"task file {path}: unknown field '{unknown[0]}'")
+
+    def need(ok: bool, field: str, what: str):
+        if not ok:
+            raise UserError(f"task file {path}: field '{field}' {what}")
+
+    def integer(field: str, low: int, high: int | None = None) -> None:
+        value = data[field]
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+        need(ok, field, f"must be an integer {'in ' + str(low) + '…' + str(high) if high else '≥ ' + str(low)}")
+
+    def words(field: str) -> None:
+        value = data.get(field, [])
+        need(isinstance(value, list) and all(isinstance(w, str) and w.strip() and w.strip() == w and " " not in w
+                                             for w in value) and len(set(value)) == len(value),
+             field, "must be a list of distinct words without spaces")
+
+    integer("version", 1)
+    need(data["variant"] in ("classic", "compact"), "variant", "must be 'classic' or 'compact'")
+    for text in ("name", "task_sentence", "filler", "key_line", "question", "answer"):
+        need(isinstance(data[text], str) and data[text].strip() != "", text, "must be a non-empty string")
+    # the fields filled with str.format, and the placeholders each is given (passkey/prompt.py); the question
+    # is filled only when names are asked (several needles or queries), else used as written
+    named = data.get("needles", 1) != 1 or data.get("queries", 1) != 1
+    templates = {"key_line": ("key", "name"), "answer": ("key",), **({"question": ("name",)} if named else {})}
+    used = {field: placeholders(data[field], path, field, allowed) for field, allowed in templates.items()}
+    need("key" in used["key_line"], "key_line", "must contain {key}")
+    need("key" in used["answer"], "answer", "must contain {key}")
+    need(("key_digits" in data) != bool(data.get("keys")), "key_digits", "or 'keys' must be given, not both")
+    words("keys")
+    words("names")
+    if "key_digits" in data:
+        integer("key_digits", 1, 12)
+    for field in ("needles", "queries"):
+        data.setdefault(field, 1)
+        integer(field, 1, 64)
+    need(isinstance(data.get("same_name", False), bool), "same_name", "must be true or false")
+    need(isinstance(data.get("answer_join", ", "), str), "answer_join", "must be a string")
+    depths = data["depths"]
+    need(isinstance(depths, list) and depths and all(isinstance(d, (int, float)) and not isinstance(d, bool)
+                                                     and 0 <= d <= 1 for d in depths),
+         "depths", "must be a non-empty list of numbers in [0, 1]")
+    # a depth twice would measure the same prompts twice and count them twice in the cell's accuracy
+    need(len(set(map(float, depths))) == len(depths), "depths", "must not repeat a depth")
+    integer("trials", 1)
+    integer("distractors", 1)
+    integer("seed", 0)
+    threshold = data["threshold"]
+    need(isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 < threshold <= 1,
+         "threshold", "must be in (0, 1]")
+    floor = data.get("depth_floor", 0.0)
+    need(isinstance(floor, (int, float)) and not isinstance(floor, bool) and 0 <= floor <= threshold,
+         "depth_floor", "must be in [0, threshold]")
+    if named:
+        need("name" in used["key_line"] and "name" in used["question"], "key_line",
+             "and 'question' must contain {name} when there are several needles or queries")
+        distinct = 1 if data.get("same_name") else data["needles"]
+        need(len(data.get("names", [])) >= distinct + 1, "names", f"must list at least {distinct + 1} names")
+        need(data["queries"] <= data["needles"] and not (data.get("same_name") and data["queries"] > 1), "queries",
+             "must be at most 'needles', and 1 with same_name")
+    # keys within a prompt are distinct, and distractor answers are other keys: the pool must hold them all
+    pool = len(data["keys"]) if data.get("keys") else 9 * 10 ** (data["key_digits"] - 1)
+    need(data["distractors"] + data["needles"] <= pool, "distractors",
+         f"plus needles must be at most the {pool} possible keys")
+    values = {**data, "depths": tuple(float(d) for d in depths), "threshold": float(threshold),
+              "depth_floor": float(floor),
+              "keys": tuple(data.get("keys", ())), "names": tuple(data.get("names", ())),
+              "key_digits": data.get("key_digits", 0)}
+    return PasskeyTask(**values)
+
+
+def placeholders(text: str, path: str, field: str, allowed: tuple[str, ...]) -> set[str]:
+    """The placeholders `text`, a str.format template, uses: only the bare ones `allowed` (no index, attribute,
+    conversion or format spec: keys are numbers or words, names are words); a literal brace is written {{ or }}."""
+    named = ", ".join("{" + name + "}" for name in allowed)
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as exc:  # a lone { or }
+        raise UserError(f"task file {path}: field '{field}' is not a valid template ({exc}); "
+                        f"write {{{{ or }}}} for a literal brace") from None
+    for _, name, spec, conversion in parsed:
+        if name is not None and (name not in allowed or spec or conversion):
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise UserError(f"task file {path}: field '{field}' has placeholder {shown}; it may use only {named}")
+    return {name for _, name, _, _ in parsed if name}
+
+
+def load_task(name_or_path: str) -> PasskeyTask:
+    path = Path(name_or_path)
+    if not path.exists() and (path.suffix == ".toml" or len(path.parts) > 1):  # a path, not a task's name
+        raise UserError(f"task file {name_or_path} does not exist")
+    if not path.exists():
+        path = TASKS_DIR / f"{name_or_path}.toml"
+    if not path.exists():
+        from extrapolate.core.registry import unknown_name_message
+
+        raise UserError(unknown_name_message("task", name_or_path, list_task_names() + ["perplexity"]))
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"task file {path.name} is not valid TOML or cannot be read: {' '.join(str(exc).split())}") from None
+    return _check(data, path.name)
+
+
+def list_task_names() -> list[str]:
+    return sorted(p.stem for p in TASKS_DIR.glob("*.toml")) if TASKS_DIR.exists() else []

@@ -1,0 +1,92 @@
+"""Checkpoints: weights as safetensors, the config as JSON, optimizer and progress as a torch file.
+Every file is written atomically, so a kill at any moment leaves the previous checkpoint intact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from extrapolate.core.atomic import atomic_path, write_text
+from extrapolate.core.config import TrainConfig, canonical_json, train_config_from_dict
+from extrapolate.core.errors import UserError
+from extrapolate.model import TransformerLM
+from extrapolate.core.readers import read_json, reading
+
+WEIGHTS, CONFIG, STATE, COMPLETE = "model.safetensors", "config.json", "state.pt", "complete.json"
+RETRAIN = "delete its folder to train it again"
+
+
+def weights_dict(model: TransformerLM) -> dict[str, torch.Tensor]:
+    # tied embeddings share storage: store the head only when it is a separate tensor
+    return {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()
+            if model.config.stored(k)}
+
+
+def save_checkpoint(folder: Path, config: TrainConfig, model: TransformerLM, state: dict | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text(folder / CONFIG, json.dumps(json.loads(canonical_json(config)), indent=2))
+    with atomic_path(folder / WEIGHTS) as tmp:
+        save_file(weights_dict(model), str(tmp), metadata={"config": canonical_json(config)})
+    if state is not None:
+        with atomic_path(folder / STATE) as tmp:
+            torch.save(state, tmp)
+
+
+def read_config(folder: Path) -> TrainConfig:
+    path = folder / CONFIG
+    if not path.exists():
+        raise UserError(f"{folder} is not a checkpoint (no {CONFIG})")
+    data = read_json(path, "checkpoint config", fields=("model",), hint=RETRAIN)
+    with reading(path, "checkpoint config", RETRAIN):
+        return train_config_from_dict(data)
+
+
+def load_weights(folder: Path, model: TransformerLM, expected: TrainConfig | None = None) -> None:
+    path = folder / WEIGHTS
+    if not path.exists():
+        raise UserError(f"checkpoint {folder} has no {WEIGHTS}")
+    with reading(path, "checkpoint weights", RETRAIN):
+        tensors = load_file(str(path))
+    if expected is not None:
+        from safetensors import safe_open
+
+        with safe_open(str(path), "pt") as handle:
+            stored = (handle.metadata() or {}).get("config")
+        if stored is not None and stored != canonical_json(expected):
+            raise UserError(f"checkpoint {folder} was trained with a different config than its config.json")
+    with reading(path, "checkpoint weights", RETRAIN):  # a tensor of the wrong shape: not this model's weights
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
+    missing = [k for k in missing if model.config.stored(k)]
+    if missing or unexpected:
+        raise UserError(f"checkpoint {folder} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+STATE_FIELDS = ("optimizer", "step", "losses", "elapsed", "config_hash")
+
+
+def load_state(folder: Path) -> dict | None:
+    path = folder / STATE
+    if not path.exists():
+        return None
+    with reading(path, "training state", "delete it to restart"):
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(state, dict) or not set(STATE_FIELDS) <= set(state):
+            raise ValueError(f"not a training state: it needs {', '.join(STATE_FIELDS)}")
+        if not isinstance(state["optimizer"], dict) or not {"state", "param_groups"} <= set(state["optimizer"]):
+            raise ValueError("its optimizer entry is not an optimizer state")
+    return state
+
+
+def mark_complete(folder: Path, summary: dict) -> None:
+    write_text(folder / COMPLETE, json.dumps(summary, indent=2))
+
+
+def is_complete(folder: Path) -> bool:
+    return (folder / COMPLETE).exists() and (folder / WEIGHTS).exists()
+
+
+def read_summary(folder: Path) -> dict:
+    return read_json(folder / COMPLETE, "checkpoint summary", hint=RETRAIN)

@@ -1,0 +1,145 @@
+"""Fine-tuning at an extended length L' = s·L, the way PI, NTK and YaRN are used: start from the cached base model
+trained at L, set the encoding for L' (a RoPE scaling with factor s; the model's own encoding otherwise, a
+learned table stretched to L' rows), continue training at L' for N steps, evaluate.
+
+The schedule is a short linear warmup, then a constant learning rate (as in the PI and YaRN papers), and batches
+depend on (seed, step) alone, so the first N steps of a longer fine-tune are exactly the N-step fine-tune: a
+fine-tune continues from the longest finished shorter one of the same kind instead of starting again, and a
+sweep over 0, 25, 100, 400 steps costs 400 steps. Fine-tuned models are cached by (base model, fine-tune
+config), resumable after a kill, and carry their lineage (`finetune.json`, run.json, results rows)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from extrapolate.training import checkpoint as ckpt
+from extrapolate.core.atomic import write_text
+from extrapolate.core.config import TrainConfig, config_hash
+from extrapolate.encodings import encoding_for, get_spec
+from extrapolate.model import TransformerLM
+from extrapolate.core.paths import cache_dir
+from extrapolate.training.train import TrainedModel, train
+
+LINEAGE = "finetune.json"
+WARMUP_STEPS = 10  # fixed, not a share of N: a fine-tune of N steps must be the first N steps of a longer one
+CHECKPOINT_EVERY = 25
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    base: str  # config hash of the base model (trained at L)
+    encoding: str  # what the model is fine-tuned with: a RoPE scaling, or the base model's own encoding
+    factor: float  # a RoPE scaling's s = L'/L; 1.0 for encodings that train their own model
+    original_len: int  # L
+    phase: TrainConfig  # the training at L': seq_len = L', steps = N, constant rate after warmup
+
+    @property
+    def steps(self) -> int:
+        return self.phase.steps
+
+    @property
+    def length(self) -> int:
+        return self.phase.seq_len
+
+
+def finetune_config(base: TrainConfig, encoding: str, factor: float, length: int, steps: int,
+                    lr: float | None = None, batch_size: int | None = None, base_hash: str | None = None) -> FinetuneConfig:
+    """The fine-tune of `base` with `encoding` at `length` for `steps` steps. Defaults: a tenth of the base
+    model's peak rate, and as many tokens per step as the base training (batch·L / L' rows, at least 1).
+    `base_hash` names a base model not trained here (a pretrained checkpoint); default the hash of `base`."""
+    model = dataclasses.replace(base.model, max_len=length)
+    phase = dataclasses.replace(
+        base, model=model, seq_len=length, steps=steps, lr=lr if lr is not None else base.lr / 10,
+        batch_size=batch_size or max(1, base.batch_size * base.seq_len // length),
+        warmup_steps=WARMUP_STEPS, min_lr_ratio=1.0, checkpoint_every=CHECKPOINT_EVERY)  # constant after warmup
+    return FinetuneConfig(base_hash or config_hash(base), get_spec(encoding).name, factor, base.seq_len, phase)
+
+
+def finetune_folder(config: FinetuneConfig, root: Path | None = None) -> Path:
+    return (root or cache_dir() / "models") / (
+        f"{config.encoding}-L{config.original_len}-ft{config.length}x{config.steps}-{config_hash(config)}")
+
+
+def finetune(config: FinetuneConfig, base: TransformerLM, source, device: torch.device, on_step=None,
+             stop_after: int | None = None, checkpointing: bool = False) -> TrainedModel:
+    """The fine-tuned model: cached, resumed after a kill, or continued from a shorter finished fine-tune."""
+    folder = finetune_folder(config)
+    if not ckpt.is_complete(folder) and ckpt.load_state(folder) is None:
+        shorter = shorter_finished(config)
+        if shorter is not None:
+            continue_from(shorter, folder, config)
+    write_lineage(folder, config)
+    return train(config.phase, source, device, folder=folder, on_step=on_step, stop_after=stop_after,
+                 start=lambda: starting_model(config, base, device, checkpointing))
+
+
+def starting_model(config: FinetuneConfig, base: TransformerLM, device: torch.device,
+                   checkpointing: bool = False) -> TransformerLM:
+    """A model of the fine-tune's shape holding the base model's weights, with the encoding it trains under
+    at L': a RoPE scaling with the fine-tune's factor, or the base model's own encoding (a learned table
+    stretched to L' rows by linear interpolation, so row p·L'/L starts where row p was)."""
+    torch.manual_seed(config.phase.seed)
+    model = TransformerLM(config.phase.model)
+    weights = {k: v for k, v in base.state_dict().items()}
+    table = "encoding.table.weight"
+    if table in weights and config.phase.model.encoding == "learned":
+        rows = weights[table]  # (L, D)
+        weights[table] = F.interpolate(rows.T[None], size=config.length, mode="linear", align_corners=True)[0].T
+    model.load_state_dict(weights, strict=False)
+    model = model.to(device)
+    model.checkpointing = checkpointing  # activations recomputed in the backward pass (long L')
+    return with_training_encoding(model, config)
+
+
+def with_training_encoding(model: TransformerLM, config: FinetuneConfig) -> TransformerLM:
+    spec = get_spec(config.encoding)
+    if not spec.trains_own_model:  # a RoPE scaling, parameter-free: set for L'
+        encoding = encoding_for(model.config, spec.name, factor=config.factor, original_len=config.original_len)
+        model.set_encoding(encoding.to(next(model.parameters()).device))
+    return model
+
+
+def shorter_finished(config: FinetuneConfig, root: Path | None = None) -> Path | None:
+    """The finished fine-tune of the same kind with the most steps below this one's, if any is cached."""
+    folders = (root or cache_dir() / "models").glob(f"{config.encoding}-L{config.original_len}-ft{config.length}x*-*")
+    best, best_steps = None, 0
+    for folder in folders:
+        lineage = read_lineage(folder)
+        if lineage is None or not ckpt.is_complete(folder):
+            continue
+        steps = lineage["phase"]["steps"]
+        same_kind = lineage == as_json(dataclasses.replace(config, phase=dataclasses.replace(config.phase, steps=steps)))
+        if same_kind and best_steps < steps < config.steps:
+            best, best_steps = folder, steps
+    return best
+
+
+def continue_from(shorter: Path, folder: Path, config: FinetuneConfig) -> None:
+    """Seed `folder` with a shorter fine-tune's weights and optimizer: its steps are this run's first steps."""
+    state = ckpt.load_state(shorter)
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shorter / ckpt.WEIGHTS, folder / ckpt.WEIGHTS)
+    torch.save({**state, "config_hash": config_hash(config.phase)}, folder / ckpt.STATE)
+
+
+def read_lineage(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / LINEAGE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def as_json(config: FinetuneConfig) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def write_lineage(folder: Path, config: FinetuneConfig) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text(folder / LINEAGE, json.dumps(as_json(config), indent=2))
