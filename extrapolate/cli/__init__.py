@@ -1,2 +1,9 @@
 """The command line: options parsed into the library's request (`options`), one call per command
 (`app`), rendering and progress (`render`), one-line errors and exit codes (`util`). Nothing else imports it."""
+
+
+def main() -> None:
+    """The `extrapolate` command (the entry point installs name `extrapolate.cli:main`)."""
+    from extrapolate.cli.app import main as run_app
+
+    run_app()
