@@ -2,6 +2,7 @@
 # Both ends of every dependency range in pyproject.toml, each in a fresh virtual environment, then the fast
 # tests: `newest` installs the newest releases the ranges allow, `lowest` every direct dependency at its lower
 # bound (uv's lowest-direct resolution; what they need in turn at its newest). Prints what each installed.
+# A failing end keeps its whole test log (the path is printed).
 #
 #   bash scripts/check_ranges.sh            # both
 #   bash scripts/check_ranges.sh lowest     # one
@@ -31,13 +32,15 @@ for end in ${ends[*]}; do
     echo "== $end: installed"
     "$uv" pip freeze -q --python "$venv/bin/python" | grep -v '^-e' | tr '\n' ' '
     echo
-    log="$work/$end.log"
+    log=$(mktemp "${TMPDIR:-/tmp}/check_ranges-$end-XXXXXX.log")  # outside $work: a failing end's log is kept
     if HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider >"$log" 2>&1; then
-        result=passed
+        tail -n 1 "$log"
+        rm -f "$log"
+        echo "== $end: tests passed"
     else
-        result=FAILED; status=1
+        status=1
+        tail -n 15 "$log"
+        echo "== $end: tests FAILED; the whole log: $log"
     fi
-    tail -n 15 "$log"
-    echo "== $end: tests $result"
 done
 exit $status
