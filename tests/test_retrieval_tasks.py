@@ -293,7 +293,9 @@ def test_probes_during_training_survive_a_resume(tmp_path):
     config = TrainConfig(model=ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="rope", max_len=32),
                          seq_len=32, batch_size=2, steps=12, warmup_steps=2, checkpoint_every=4, dtype="float32")
     stream = torch.arange(2000) % 251
-    probe = Probe(every=3, measure=lambda model: float(model.embed.weight.sum()))  # any function of the weights
+    # any functions of the weights
+    probe = Probe(every=3, retrieval=lambda model: float(model.embed.weight.sum()),
+                  heldout=lambda model: float(model.embed.weight.abs().sum()))
 
     def source():
         return BatchSource(stream, 32, 2, 0)
@@ -301,8 +303,9 @@ def test_probes_during_training_survive_a_resume(tmp_path):
     whole = train(config, source(), torch.device("cpu"), folder=tmp_path / "a", probe=probe)
     train(config, source(), torch.device("cpu"), folder=tmp_path / "b", probe=probe, stop_after=6)
     resumed = train(config, source(), torch.device("cpu"), folder=tmp_path / "b", probe=probe)
-    assert [s for s, _ in whole.summary["probes"]] == [3, 6, 9, 12]
+    assert [s for s, _, _ in whole.summary["probes"]] == [3, 6, 9, 12]
     assert resumed.summary["probes"] == whole.summary["probes"]
+    assert all(heldout > 0 for _, _, heldout in whole.summary["probes"])
 
 
 def test_every_word_key_is_one_token_of_the_default_tokenizer(tmp_path, monkeypatch):

@@ -50,7 +50,11 @@ print(int(peak_rss_mb() - before))
 """
     grown = {how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
                                      check=True).stdout) for how in ("whole", "chunked")}
-    assert grown["whole"] > 1000 and grown["chunked"] < grown["whole"] / 3, grown
+    logits_mib = 16 * 4096 * 2048 * 4 / 2**20  # 512
+    # whole: the logits and cross-entropy's gradient of them (2 × 512 MiB) at once; chunked: neither is ever
+    # whole, so at least most of both is saved (torch releases differ in what else the step keeps: 500 MiB
+    # for the chunked step with torch 2.13, 621 MiB with the newest release on 2026-11-26)
+    assert grown["whole"] > 2 * logits_mib and grown["chunked"] < grown["whole"] - 1.8 * logits_mib, grown
 
 
 def test_compiled_training_is_its_own_model_and_compiles_only_the_training_forward(monkeypatch):

@@ -94,17 +94,51 @@ def ensure_shakespeare() -> Path:
 FORMATS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
+HELDOUT_FOLDERS = ("test", "validation", "valid", "heldout")  # the first one a split corpus has is held out
+
+
 def local_corpus(path: Path) -> Corpus:
+    """A file, or a folder of files of one format. A folder with a `train/` folder and a held-out one
+    (`test/`, else `validation/`, `valid/` or `heldout/`), as PG-19 is laid out, keeps that split; any other
+    corpus holds out its last documents (`split_documents`)."""
+    if path.is_dir() and (path / "train").is_dir():
+        held = next((path / name for name in HELDOUT_FOLDERS if (path / name).is_dir()), None)
+        if held is not None:
+            train, heldout = corpus_files(path / "train"), corpus_files(held)
+            if len(train.kinds | heldout.kinds) != 1:
+                raise UserError(f"corpus {path}: use one format of .txt, .jsonl/.json or .parquet")
+            train_docs, heldout_docs = train.documents(), heldout.documents()
+            return Corpus(f"local:{path.name}:{digest_documents(train_docs + ['', *heldout_docs])}:{held.name}",
+                          tuple(train_docs), tuple(heldout_docs), tuple(p.name for p in heldout.files))
+    docs = corpus_files(path).documents()
+    return split_documents(f"local:{path.name}:{digest_documents(docs)}", docs)
+
+
+@dataclass(frozen=True)
+class CorpusFiles:
+    where: Path
+    files: tuple[Path, ...]
+    kinds: frozenset  # the reader of each file's format
+
+    def documents(self) -> list[str]:
+        """The non-empty documents of the files, in file order (a file with one document each for text, one
+        per record for JSON Lines and Parquet)."""
+        if len(self.kinds) != 1:
+            raise UserError(f"corpus {self.where}: use one format of .txt, .jsonl/.json or .parquet")
+        docs = [d for d in read_documents(list(self.files), next(iter(self.kinds))) if d.strip()]
+        if not docs:
+            raise UserError(f"corpus {self.where} is empty")
+        return docs
+
+
+def corpus_files(path: Path) -> CorpusFiles:
     files = sorted(p for p in path.rglob("*") if p.suffix.lower() in FORMATS) if path.is_dir() else [path]
     if not files:
         raise UserError(f"corpus folder {path} holds no .txt, .jsonl or .parquet files")
-    kinds = {FORMATS.get(p.suffix.lower()) for p in files}
-    if None in kinds or len(kinds) != 1:
+    kinds = frozenset(FORMATS.get(p.suffix.lower()) for p in files)
+    if None in kinds:
         raise UserError(f"corpus {path}: use one format of .txt, .jsonl/.json or .parquet")
-    docs = [d for d in read_documents(files, kinds.pop()) if d.strip()]
-    if not docs:
-        raise UserError(f"corpus {path} is empty")
-    return split_documents(f"local:{path.name}:{digest_documents(docs)}", docs)
+    return CorpusFiles(path, tuple(files), kinds)
 
 
 def hub_corpus(name: str) -> Corpus:

@@ -11,7 +11,7 @@ import pandas as pd
 from extrapolate.core.atomic import write_text
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import check_output_names
-from extrapolate.report.training_log import load_training
+from extrapolate.report.training_log import heldout_section, load_training
 from extrapolate.report.table import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_variants, load_results, read_table
 
 if TYPE_CHECKING:
@@ -244,6 +244,7 @@ def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, tab
     """`rule`: the retrieval task's "retrieves at this length" (`report.retrieval.task_rule`)."""
     from extrapolate.report.finetune import finetune_section
     from extrapolate.report.retrieval import base_encodings, pretrained_encodings, retrieval_length, retrieval_section
+    from extrapolate.report.shapes import shapes_section
 
     bases, pretrained = base_encodings(table), pretrained_encodings(table)
     lines = []
@@ -263,6 +264,8 @@ def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, tab
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
     lines.append("")
+    lines += shapes_section(table)
+    lines += heldout_section(training, bases)
     captions = {"perplexity": "perplexity vs length", "ratio": "ratio to the base model at L", "positions": "loss by position",
                 "passkey": "passkey accuracy", "finetune": "perplexity at L' vs fine-tuning steps", "frequencies": "RoPE scalings: inv_freq / θ per pair"}
     for key, name in figures.items():

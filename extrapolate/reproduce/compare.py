@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from extrapolate.report.table import KEY
+from extrapolate.report.shapes import claim_holds, perplexity_means
 from extrapolate.report.stats import normal_quantile, student_t_quantile
 from extrapolate.reproduce.quantities import QUANTITY_KEY, quantities
-from extrapolate.reproduce.suite import Claim, Suite
+from extrapolate.reproduce.suite import Suite
 
 CELL_KEY = [k for k in KEY if k != "run_id"]
 
@@ -127,24 +128,8 @@ def changed_cells(reference: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_claims(table: pd.DataFrame, suite: Suite) -> list[tuple[str, bool, str]]:
-    ppl = table[(table["task"] == "perplexity") & (table["metric"] == "ppl") & (table["status"] == "ok")]
-    means = ppl.groupby(["encoding", "eval_len"])["value"].mean()
+    means = perplexity_means(table)
     return [claim_holds(claim, means, suite.request.train_len) for claim in suite.claims]
-
-
-def claim_holds(claim: Claim, means: pd.Series, L: int) -> tuple[str, bool, str]:
-    length = claim.times_L * L
-    try:
-        value = means[(claim.encoding, length)]
-        if claim.kind == "lower_than":
-            other = means[(claim.other, length)]
-            return claim.text, bool(value < other), f"{claim.encoding} {value:.3f} vs {claim.other} {other:.3f} at {length}"
-        ratio = value / means[(claim.encoding, L)]
-        holds = ratio >= claim.value if claim.kind == "ratio_at_least" else ratio <= claim.value
-        sign = "≥" if claim.kind == "ratio_at_least" else "≤"
-        return claim.text, bool(holds), f"{claim.encoding} ratio {ratio:.3f} at {length} ({sign} {claim.value:g})"
-    except KeyError:
-        return claim.text, False, f"no ok perplexity cell for {claim.encoding} at {length}"
 
 
 def claims_over_seeds(tables: list[pd.DataFrame], suite: Suite) -> list[tuple[str, bool, str]]:

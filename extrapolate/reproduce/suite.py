@@ -8,21 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extrapolate.core.errors import UserError
+from extrapolate.report.shapes import CLAIM_KINDS, Claim
 from extrapolate.run import RunRequest
 from extrapolate.tasks.files import TASKS_DIR, tomllib
 
 SUITES_DIR = TASKS_DIR / "suites"
-CLAIM_KINDS = ("ratio_at_least", "ratio_at_most", "lower_than")
-
-
-@dataclass(frozen=True)
-class Claim:
-    text: str
-    kind: str  # one of CLAIM_KINDS
-    encoding: str
-    times_L: int
-    value: float | None = None  # the bound of a ratio claim
-    other: str | None = None  # the encoding a lower_than claim compares with
 
 
 @dataclass(frozen=True)

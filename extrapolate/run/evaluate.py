@@ -30,6 +30,7 @@ from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import ResolvedRun
 
 PROBE_PROMPTS = 40  # prompts per retrieval probe during training: a 95% interval of about ±15% at 50%
+PROBE_HELDOUT_TOKENS = 8192  # held-out tokens scored per probe, the same ones every time
 
 
 @dataclass
@@ -54,7 +55,7 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
     rows = prepared.passkey_builder.training_row if prepared.passkey_builder is not None else None
     source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed, config.passkey_fraction, rows)
     callback = reporter.training(config.steps, ckpt.is_complete(model_folder(config)))
-    result = train(config, source, prepared.device, on_step=callback, probe=retrieval_probe(resolved, prepared))
+    result = train(config, source, prepared.device, on_step=callback, probe=training_probe(resolved, prepared))
     if current().main:  # rank 0 writes the cache entry
         keep_with_model(prepared.tokenizer, result.folder)
     reporter.done_training()
@@ -74,21 +75,43 @@ def finetuned(resolved: ResolvedRun, prepared: Prepared, base, reporter: Reporte
     return tuned
 
 
-def retrieval_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe | None:
-    """Greedy retrieval accuracy at L on a few dozen prompts, every ~1/30 of training, when the model trains
-    on retrieval prompts: the step at which retrieval forms is itself a comparison between encodings."""
-    builder, config = prepared.passkey_builder, resolved.train_config
-    if builder is None or config.passkey_fraction <= 0:
-        return None
-    task = builder.task
-    small = PromptBuilder(dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer)
+def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
+    """Every ~1/30 of training: the held-out loss at L on a fixed sample (it falls while the model learns the
+    language and rises once it memorises its corpus), and, when the model trains on retrieval prompts, greedy
+    retrieval accuracy at L on a few dozen prompts (the step at which retrieval forms is itself a comparison
+    between encodings)."""
+    config, kernel = resolved.train_config, resolved.request.kernel
+    windows = heldout_windows(prepared.heldout, resolved.request.train_len)  # (W, L + 1)
 
-    def measure(model) -> float:
-        model.kernel = resolved.request.kernel
-        cells = evaluate_passkey(model, small, resolved.request.train_len, prepared.device, "float32", rank=False)
-        return sum(c.accuracy for c in cells) / len(cells)
+    def heldout(model) -> float:
+        model.kernel = kernel
+        total = sum(float(model.token_nll(w[None, :-1], w[None, 1:]).sum()) for w in windows.to(prepared.device))
+        return total / (windows.shape[0] * (windows.shape[1] - 1))
 
-    return Probe(every=max(10, config.steps // 30), measure=measure)
+    retrieval = None
+    builder = prepared.passkey_builder
+    if builder is not None and config.passkey_fraction > 0:
+        task = builder.task
+        small = PromptBuilder(dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer)
+
+        def retrieval(model) -> float:
+            model.kernel = kernel
+            cells = evaluate_passkey(model, small, resolved.request.train_len, prepared.device, "float32", rank=False)
+            return sum(c.accuracy for c in cells) / len(cells)
+
+    return Probe(every=max(10, config.steps // 30), retrieval=retrieval, heldout=heldout)
+
+
+def heldout_windows(documents: list[torch.Tensor], length: int) -> torch.Tensor:
+    """The held-out probe's fixed sample: consecutive windows of length + 1 tokens from the held-out documents
+    in order, PROBE_HELDOUT_TOKENS scored tokens in all (fewer when the documents hold fewer). (W, length + 1)"""
+    windows = []
+    for document in documents:  # each is longer than the longest evaluation length, so one window fits
+        for start in range(0, document.numel() - length, length):
+            windows.append(document[start:start + length + 1])
+            if len(windows) * length >= PROBE_HELDOUT_TOKENS:
+                return torch.stack(windows)
+    return torch.stack(windows)
 
 
 def evaluation_encoding(resolved: ResolvedRun, model):

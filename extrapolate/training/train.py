@@ -47,21 +47,26 @@ StepCallback = Callable[[int, int, float, float], None]
 
 @dataclass(frozen=True)
 class Probe:
-    """A cheap measurement taken every `every` steps during training (retrieval accuracy at L on a few dozen
-    prompts). It only observes: batches depend on (seed, step) alone, so the weights are the same with or
-    without it; its values are kept in the checkpoint state, so a resumed run has the whole curve."""
+    """Cheap measurements taken every `every` steps during training: retrieval accuracy at L on a few dozen
+    prompts (when the model trains on retrieval prompts) and the held-out loss at L on a fixed sample (whether
+    the model still generalises, or has started to memorise its corpus). They only observe: batches depend on
+    (seed, step) alone, so the weights are the same with or without them; their values are kept in the
+    checkpoint state, so a resumed run has the whole curve."""
 
     every: int
-    measure: Callable[[TransformerLM], float]
+    retrieval: Callable[[TransformerLM], float] | None = None  # greedy accuracy at L
+    heldout: Callable[[TransformerLM], float] | None = None  # mean NLL per held-out token at L
 
     def due(self, step: int, total: int) -> bool:
         return step % self.every == 0 or step == total
 
     @torch.no_grad()
-    def take(self, model: TransformerLM) -> float:
+    def take(self, model: TransformerLM) -> list[float | None]:
+        """[retrieval accuracy, held-out NLL], None for a measure this probe does not take."""
         model.eval()
         try:
-            return round(float(self.measure(model)), 6)
+            return [None if measure is None else round(float(measure(model)), 6)
+                    for measure in (self.retrieval, self.heldout)]
         finally:
             model.train()
 
@@ -216,7 +221,7 @@ def train(
             run_time = elapsed + now - start
             on_step(step, config.steps, losses[-1], (step * tokens_per_step) / max(run_time, 1e-9))
         if probe is not None and world.main and probe.due(step, config.steps):
-            probes.append([step, probe.take(model)])
+            probes.append([step, *probe.take(model)])
         if world.main and (step % config.checkpoint_every == 0 or step == config.steps):
             state = {"optimizer": optimizer.state_dict(), "step": step, "losses": losses, "probes": probes,
                      "elapsed": elapsed + now - start, "config_hash": config_hash(config)}
@@ -228,7 +233,8 @@ def train(
         "steps": step, "tokens": step * tokens_per_step, "final_loss": losses[-1] if losses else None,
         "train_seconds": round(elapsed, 2), "tokens_per_second": round(step * tokens_per_step / max(elapsed, 1e-9), 1),
         "params": model.num_parameters(), "config_hash": config_hash(config), "losses": losses,
-        "probes": probes,  # [step, retrieval accuracy at L] during training
+        "probes": probes,  # [step, retrieval accuracy at L, held-out NLL at L] during training ([step, accuracy]
+        # before the held-out probe existed)
     }
     if step >= config.steps and world.main:
         ckpt.mark_complete(folder, summary)

@@ -1,0 +1,105 @@
+"""Claims about perplexity curves, and the published shapes every report checks.
+
+A claim compares mean perplexities of the results table: an encoding's ratio to its own value at L (at least
+or at most a bound), or one encoding below another at a length. Reproduce suites state theirs at a fixed
+multiple of L; a report checks the shapes the literature reports for the classic encodings at the longest
+length its table measured for them, so a sweep at any scale says at once whether it shows the field's picture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+CLAIM_KINDS = ("ratio_at_least", "ratio_at_most", "lower_than")
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    kind: str  # one of CLAIM_KINDS
+    encoding: str
+    times_L: int  # the length compared, as a multiple of L; 0: the longest length measured (reports)
+    value: float | None = None  # the bound of a ratio claim
+    other: str | None = None  # the encoding a lower_than claim compares with
+
+
+# What the papers show for models trained at L and evaluated past it, zero-shot: the sinusoidal Transformer
+# and RoPE degrade and ALiBi and T5's bias stay flat (Press et al. 2022, fig. 1 and table 2); NTK-aware and
+# YaRN scalings of RoPE beat plain RoPE past L, while PI's compression costs perplexity at L itself (Chen et
+# al. 2023, Peng et al. 2023). The bounds are this tool's reading of "degrades" and "flat": a 10% band for
+# flat, at least 1.2× (1.5× for RoPE, which falls apart) for degrades.
+PUBLISHED_SHAPES = (
+    Claim("sinusoidal degrades past L", "ratio_at_least", "sinusoidal", 0, value=1.2),
+    Claim("RoPE degrades past L", "ratio_at_least", "rope", 0, value=1.5),
+    Claim("ALiBi stays flat past L", "ratio_at_most", "alibi", 0, value=1.1),
+    Claim("T5's bias stays flat past L", "ratio_at_most", "t5", 0, value=1.1),
+    Claim("NTK (zero-shot) beats RoPE past L", "lower_than", "ntk", 0, other="rope"),
+    Claim("YaRN (zero-shot) beats RoPE past L", "lower_than", "yarn", 0, other="rope"),
+    Claim("PI (zero-shot) costs perplexity at L: RoPE is lower there", "lower_than", "rope", 1, other="pi"),
+)
+
+
+def perplexity_means(table: pd.DataFrame) -> pd.Series:
+    """Mean perplexity over seeds per (encoding, eval_len), ok rows of a raw results table only."""
+    ppl = table[(table["task"] == "perplexity") & (table["metric"] == "ppl") & (table["status"] == "ok")]
+    return ppl.groupby(["encoding", "eval_len"])["value"].mean()
+
+
+def claim_holds(claim: Claim, means: pd.Series, L: int, length: int | None = None) -> tuple[str, bool, str]:
+    """(text, holds, detail) of `claim` on `means` (`perplexity_means`), at `length` (default times_L · L)."""
+    length = length or claim.times_L * L
+    try:
+        value = means[(claim.encoding, length)]
+        if claim.kind == "lower_than":
+            other = means[(claim.other, length)]
+            return claim.text, bool(value < other), f"{claim.encoding} {value:.3f} vs {claim.other} {other:.3f} at {length}"
+        ratio = value / means[(claim.encoding, L)]
+        holds = ratio >= claim.value if claim.kind == "ratio_at_least" else ratio <= claim.value
+        sign = "≥" if claim.kind == "ratio_at_least" else "≤"
+        return claim.text, bool(holds), f"{claim.encoding} ratio {ratio:.3f} at {length} ({sign} {claim.value:g})"
+    except KeyError:
+        return claim.text, False, f"no ok perplexity cell for {claim.encoding} at {length}"
+
+
+def published_shapes(table: pd.DataFrame) -> list[tuple[str, bool, str]]:
+    """Each published shape whose encodings this table measured at one training length L, checked at the
+    longest length past L where they all have a perplexity (the PI claim: at L). Shapes it cannot check (an
+    encoding absent, nothing measured past L) are left out, not failed."""
+    lengths = table["train_len"].dropna().unique()
+    if len(lengths) != 1:  # a table mixing training lengths has no single L to read the shapes at
+        return []
+    L = int(lengths[0])
+    means = perplexity_means(table)
+    measured = {e: set(means[e].index.astype(int)) for e in means.index.get_level_values(0).unique()}
+    out = []
+    for claim in PUBLISHED_SHAPES:
+        names = [claim.encoding] + ([claim.other] if claim.other else [])
+        if not all(name in measured for name in names):
+            continue
+        common = set.intersection(*(measured[name] for name in names))
+        if claim.times_L:
+            length = claim.times_L * L
+            if length not in common:
+                continue
+        else:
+            past = [n for n in common if n > L]
+            if not past or (claim.kind != "lower_than" and L not in common):
+                continue
+            length = max(past)
+        out.append(claim_holds(claim, means, L, length))
+    return out
+
+
+def shapes_section(table: pd.DataFrame) -> list[str]:
+    """The report's lines on the published shapes (none when the table can check none of them)."""
+    checked = published_shapes(table)
+    if not checked:
+        return []
+    lines = ["## The published shapes", "",
+             "What the literature reports for these encodings, checked at the longest length measured past L "
+             "(zero-shot; \"flat\": within 10% of the value at L; \"degrades\": at least 1.2×, RoPE 1.5×).", "",
+             "| shape | holds | measured |", "|---|---|---|"]
+    lines += [f"| {text} | {'yes' if holds else '**no**'} | {detail} |" for text, holds, detail in checked]
+    return lines + [""]
