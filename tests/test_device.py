@@ -50,7 +50,7 @@ def test_unknown_dtype_is_a_user_error(bad):
 def test_resolved_dtype_is_part_of_the_model_identity(cpu_bf16, tmp_path, monkeypatch):
     """The same request gives a bf16 model on a CPU with fast bf16 and a float32 one without: two hashes."""
     from extrapolate.core.config import config_hash
-    from extrapolate.run import RunRequest
+    from extrapolate.run import RunRequest, resolve
     from extrapolate.run.resolved import train_config
 
     class Prepared:  # what train_config reads of a prepared run
@@ -59,14 +59,15 @@ def test_resolved_dtype_is_part_of_the_model_identity(cpu_bf16, tmp_path, monkey
         tokenizer = type("T", (), {"identity": "bytes", "vocab_size": 256})()
         passkey_fraction, passkey_identity = 0.0, None
 
-    request = RunRequest(encoding="rope", model="tiny", train_len=32)
-    config = train_config(request, Prepared(), "rope")
+    def config_for(**fields):
+        return train_config(resolve(RunRequest(encoding="rope", model="tiny", train_len=32, **fields)), Prepared())
+
+    config = config_for()
     assert config.dtype == ("bfloat16" if cpu_bf16 else "float32")
-    explicit = train_config(RunRequest(encoding="rope", model="tiny", train_len=32, train_dtype=config.dtype),
-                            Prepared(), "rope")
+    explicit = config_for(train_dtype=config.dtype)
     assert config_hash(explicit) == config_hash(config)
     other = "float32" if cpu_bf16 else "bfloat16"
-    flipped = train_config(RunRequest(encoding="rope", model="tiny", train_len=32, train_dtype=other), Prepared(), "rope")
+    flipped = config_for(train_dtype=other)
     assert config_hash(flipped) != config_hash(config)
 
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from extrapolate.encodings import ENCODINGS
-from extrapolate.run import RunRequest, resolve_request, resolve_run
+from extrapolate.run import RunRequest, resolve, resolve_run
 from extrapolate.run import prepare
 
 from .helpers import make_corpus
@@ -35,7 +35,7 @@ def identities(tmp_path) -> dict:
     corpus = make_corpus(tmp_path / "corpus")
     out = {}
     for label, fields in cells():
-        request = resolve_request(RunRequest(corpus=str(corpus), out=tmp_path / label, **fields))
+        request = resolve(RunRequest(corpus=str(corpus), out=tmp_path / label, **fields))
         resolved = resolve_run(request, prepare(request))
         out[label] = {"run_id": resolved.run_id, "model": resolved.model_folder.name}
     return out

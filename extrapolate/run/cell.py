@@ -20,7 +20,7 @@ from extrapolate.training.train import TrainingDiverged
 from extrapolate.run.evaluate import evaluate, trained_model
 from extrapolate.run.prepare import Prepared, prepare
 from extrapolate.run.reporter import Reporter
-from extrapolate.run.request import RunRequest, ignored_options, output_folder, resolve_request
+from extrapolate.run.request import RunRequest, ignored_options, output_folder, resolve
 from extrapolate.run.resolved import ResolvedRun, resolve_run
 from extrapolate.run.rows import diverged_rows, measurement_rows
 
@@ -56,17 +56,18 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
 
     check_used([get_spec(request.encoding)], request.encoding_options)
     ignored = ignored_options(request, [request.encoding])  # before resolution fills a checkpoint's tokenizer
-    request = resolve_request(request)
+    resolved_request = resolve(request)
+    request = resolved_request.request
     folder = output_folder(request)
     with process_group(request.device) as world:
         reporter = (reporter or Reporter()) if world.main else Reporter()
         if world.main:
             check_tables(folder)  # a damaged table in the output folder is refused before training, not after
         with main_first(world):  # rank 0 fills the corpus and tokenizer caches, the others read them
-            prepared = prepare(request)
+            prepared = prepare(resolved_request)
         for note in ignored:
             reporter.warn(note)
-        resolved = resolve_run(request, prepared)
+        resolved = resolve_run(resolved_request, prepared)
         with contextlib.ExitStack() as stack:
             if world.main:
                 stack.enter_context(new_folder_guard(folder))

@@ -48,11 +48,11 @@ class Submission:
 
 def cell_job(request, folder: Path) -> str:
     """One cell on a node: train or reuse its model, evaluate, append its rows under the table lock."""
-    from extrapolate.run import Reporter, resolve_run, run_cell
-    from extrapolate.run import prepare
+    from extrapolate.run import Reporter, prepare, resolve, resolve_run, run_cell
 
-    prepared = prepare(request)
-    resolved = resolve_run(request, prepared)
+    planned = resolve(request)  # the cell's request, resolved where it was submitted: the same again here
+    prepared = prepare(planned)
+    resolved = resolve_run(planned, prepared)
     if resolved.run_id in finished(folder):  # a resubmitted job whose cell another job already wrote
         return "done"
     diverged = run_cell(resolved, prepared, folder, Reporter())

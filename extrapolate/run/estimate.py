@@ -10,7 +10,6 @@ import torch
 from extrapolate.data.batches import BatchSource
 from extrapolate.run import Prepared, ResolvedRun
 from extrapolate.run.reporter import Reporter
-from extrapolate.run.resolved import train_config
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import build_model, make_optimizer, model_folder, training_step
 
@@ -41,7 +40,8 @@ def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepa
         rate = forward_tokens_per_second(prepared, n)
         reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {rate:,.0f} tokens/s")
         return len(pending) * per_cell_tokens / rate
-    config = train_config(first.request, prepared, "rope")
+    # a RoPE model's steps where one is planned (the others cost about as much), else the first cell's own
+    config = next((c.train_config for c in pending if c.train_config.model.encoding == "rope"), first.train_config)
     # a step's time grows with its rows: a share of the batch is timed and scaled, so that a dry run at long
     # L answers in seconds (on a GPU a smaller batch loads the card less: the estimate errs long there)
     rows = max(1, min(config.batch_size, TIMED_TOKENS // config.seq_len))

@@ -12,9 +12,8 @@ from extrapolate.core.defaults import DEFAULT_PASSKEY_FRACTION
 from extrapolate.core.device import resolve_device
 from extrapolate.core.errors import UserError
 from extrapolate.tasks.prompt import PromptBuilder
-from extrapolate.tasks.files import load_task
 from extrapolate.data.tokenizers import load_tokenizer
-from extrapolate.run.request import RunRequest, is_pretrained, lengths_for, load_pretrained_once
+from extrapolate.run.request import ResolvedRequest
 
 
 @dataclass(frozen=True)
@@ -31,12 +30,12 @@ class Prepared:
     pretrained: object | None  # the loaded checkpoint of a pretrained model
 
 
-def prepare(request: RunRequest) -> Prepared:
-    """`request` is resolved (`resolve_request`)."""
+def prepare(resolved: ResolvedRequest) -> Prepared:
+    """The job's data, read and checked against the resolved request (`resolve`)."""
+    request, lengths = resolved.request, resolved.lengths
     device = resolve_device(request.device)
-    lengths = tuple(lengths_for(request))
     corpus = load_corpus(request.corpus)
-    pretrained = load_pretrained_once(request.model) if is_pretrained(request.model) else None
+    pretrained = resolved.checkpoint
     tokenizer = pretrained.tokenizer if pretrained else load_tokenizer(request.tokenizer, corpus)
     longest = max(lengths)
     heldout = [t for t in (tokenizer.encode_tensor(d) for d in corpus.heldout) if t.numel() > longest]
@@ -48,14 +47,10 @@ def prepare(request: RunRequest) -> Prepared:
               else torch.zeros(request.train_len + 2, dtype=torch.int64))
     if stream.numel() < request.train_len + 2:
         raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
-    if request.finetune_steps > 0:  # refused now, not after the base model has trained
-        from extrapolate.run.request import extended_length
-
-        tuned_len = extended_length(request, lengths)
-        if stream.numel() < tuned_len + 2:
-            raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for the fine-tune "
-                            f"length L' = {tuned_len}")
-    builder = PromptBuilder(load_task(request.passkey_task), tokenizer)
+    if request.finetune_steps > 0 and stream.numel() < resolved.tuned_len + 2:  # refused now, not after training
+        raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for the fine-tune "
+                        f"length L' = {resolved.tuned_len}")
+    builder = PromptBuilder(resolved.task, tokenizer)
     need = builder.fixed_tokens() + 32  # room for some filler
     fraction = request.passkey_fraction if pretrained is None else 0.0
     if fraction is None:

@@ -1,5 +1,7 @@
-"""What a user asks for (`RunRequest`) and its resolution: every check and every default that depends on
-the model, made once, at the edge. Later stages read the resolved request and never re-derive it."""
+"""What a user asks for (`RunRequest`) and its resolution (`resolve`): every check, every default that
+depends on the model, and everything that follows from the request alone (the encoding's spec, the lengths,
+L', the RoPE factor, the architecture), made once, at the edge. Later stages read the `ResolvedRequest` and
+never re-derive or look up any of it."""
 
 from __future__ import annotations
 
@@ -11,12 +13,12 @@ from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.core.config import PRESETS, ModelConfig
 from extrapolate.core.device import DTYPES, TRAIN_DTYPES
 from extrapolate.core.defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD
-from extrapolate.encodings import build_encoding, get_spec
+from extrapolate.encodings import EncodingSpec, build_encoding, get_spec
 from extrapolate.encodings.options import options_for
 from extrapolate.encodings.catalog import validate_shape
 from extrapolate.core.errors import UserError
 from extrapolate.core.registry import require_known
-from extrapolate.tasks.files import list_task_names
+from extrapolate.tasks.files import PasskeyTask, list_task_names, load_task
 from extrapolate.tasks.perplexity import PROTOCOLS
 from extrapolate.data.tokenizers import parse_spec
 
@@ -109,6 +111,38 @@ def resolve_request(request: RunRequest) -> RunRequest:
         config = model_config(request, spec.base_encoding)
         validate_shape(spec, n_heads=config.n_heads, head_dim=config.head_dim, factor=request.factor or 1.0)
     return request
+
+
+@dataclass(frozen=True)
+class ResolvedRequest:
+    """A request resolved once, at the edge (`resolve`): the request with every default filled and checked,
+    and what follows from it alone. The job's data (`prepare`) and each cell's plan (`resolve_run`) read these
+    fields; neither looks anything up again."""
+
+    request: RunRequest  # every default filled (`resolve_request`)
+    spec: EncodingSpec
+    lengths: tuple[int, ...]  # the evaluation lengths, ascending
+    tuned_len: int | None  # L' of a run at an extended length (fine-tuned, or its zero-shot point); else None
+    factor: float  # a RoPE scaling's s (default: the longest length, or L', over L); 1.0 for the others
+    pretrained: bool  # a known pretrained model, a checkpoint or a hub id, not a size preset
+    architecture: ModelConfig | None  # a model trained here, before the tokenizer sets its vocabulary
+    checkpoint: object | None  # the loaded pretrained model (once per process), else None
+    task: PasskeyTask  # the retrieval task file, loaded and validated
+
+
+def resolve(request: RunRequest) -> ResolvedRequest:
+    """The user's request resolved in one pass: a mistake is one UserError line, before any data is read."""
+    request = resolve_request(request)
+    spec = get_spec(request.encoding)
+    lengths = tuple(lengths_for(request))
+    tuned = extended_length(request, lengths) if request.extended else None
+    # s = L'/L, never below 1: evaluated only inside L, a scaling is plain RoPE (s = 1), not a compression
+    factor = 1.0 if spec.trains_own_model else (request.factor or max(1.0, (tuned or max(lengths)) / request.train_len))
+    pretrained = is_pretrained(request.model)
+    architecture = None if pretrained else model_config(request, spec.base_encoding)
+    checkpoint = load_pretrained_once(request.model) if pretrained else None  # loaded by resolve_request already
+    return ResolvedRequest(request, spec, lengths, tuned, factor, pretrained, architecture, checkpoint,
+                           load_task(request.passkey_task))
 
 
 def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:

@@ -10,23 +10,23 @@ from pathlib import Path
 
 from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.device import training_dtype
-from extrapolate.encodings import EncodingSpec, encoding_for, get_spec
+from extrapolate.encodings import EncodingSpec, encoding_for
 from extrapolate.core.errors import UserError
 from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
 from extrapolate.tasks.passkey import attention_shapes
 from extrapolate.training.train import model_folder
 from extrapolate.run.prepare import Prepared
-from extrapolate.run.request import extended_length  # noqa: F401  (re-exported for callers)
-from extrapolate.run.request import RunRequest, default_steps, model_config
+from extrapolate.run.request import ResolvedRequest, RunRequest
 
 Shapes = tuple[tuple[int, int], ...]  # (queries, keys) of each attention call a measurement makes
 
 
 @dataclass(frozen=True)
 class ResolvedRun:
-    request: RunRequest  # resolved (`resolve_request`)
+    request: RunRequest  # resolved (`resolve`)
     spec: EncodingSpec
     lengths: tuple[int, ...]
+    tuned_len: int | None  # L' of a run at an extended length, else None
     factor: float  # 1.0 for encodings that train their own model; a RoPE scaling's s
     train_config: TrainConfig | None  # the base model's training; None: a pretrained model
     finetune: FinetuneConfig | None  # its fine-tune at L' (model_hash and model_folder are then the fine-tune's)
@@ -48,46 +48,41 @@ class ResolvedRun:
     @property
     def finetune_len(self) -> int | None:
         """L' of a run at an extended length (fine-tuned, or its zero-shot point), else None."""
-        if not self.request.extended:
-            return None
-        return self.finetune.length if self.finetune else extended_length(self.request, self.lengths)
+        return self.finetune.length if self.finetune else self.tuned_len
 
     @property
     def bucket_width(self) -> int:  # loss by position: four buckets per training window
         return max(1, self.request.train_len // 4)
 
 
-def resolve_run(request: RunRequest, prepared: Prepared) -> ResolvedRun:
-    """`request` is resolved; `prepared` is the job's shared data."""
-    spec = get_spec(request.encoding)
-    lengths = prepared.lengths
-    longest = extended_length(request, lengths) if request.extended else max(lengths)
-    # s = L'/L, never below 1: evaluated only inside L, a scaling is plain RoPE (s = 1), not a compression
-    factor = 1.0 if spec.trains_own_model else (request.factor or max(1.0, longest / request.train_len))
+def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
+    """One cell's plan from its resolved request and the job's shared data (the tokenizer's identity and
+    vocabulary complete the model's identity)."""
+    request, spec, factor, tuned = resolved.request, resolved.spec, resolved.factor, resolved.tuned_len
     finetune = None
     if prepared.pretrained is not None:
         config, model_hash, folder = None, config_hash({"pretrained": request.model}), Path(request.model)
         if request.finetune_steps > 0:
-            finetune = pretrained_finetune(request, prepared, spec.name, factor, longest, model_hash)
+            finetune = pretrained_finetune(request, prepared, spec.name, factor, tuned, model_hash)
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     else:
-        config = train_config(request, prepared, spec.base_encoding)
+        config = train_config(resolved, prepared)
         model_hash, folder = config_hash(config), model_folder(config)
         if request.finetune_steps > 0:
-            finetune = finetune_config(config, spec.name, factor, longest, request.finetune_steps, request.finetune_lr)
+            finetune = finetune_config(config, spec.name, factor, tuned, request.finetune_steps, request.finetune_lr)
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     if request.encoding_options:  # a bad value fails now, not after training
         model_config = prepared.pretrained.model.config if prepared.pretrained is not None else config.model
         encoding_for(model_config, spec.name, factor=factor, original_len=request.train_len,
                      options=dict(request.encoding_options))
     attention: dict[tuple[str, int], Shapes] = {}
-    for length in lengths:
+    for length in resolved.lengths:
         if "perplexity" in request.tasks:
             attention["perplexity", length] = ((length, length),)  # full windows, no cache
         if "passkey" in request.tasks:
             attention["passkey", length] = tuple(attention_shapes(prepared.passkey_builder, length))
-    return ResolvedRun(request, spec, lengths, factor, config, finetune, model_hash, folder,
-                       run_id(request, model_hash, factor), max(request.eval_tokens, max(lengths)), attention)
+    return ResolvedRun(request, spec, resolved.lengths, tuned, factor, config, finetune, model_hash, folder,
+                       run_id(request, model_hash, factor), max(request.eval_tokens, max(resolved.lengths)), attention)
 
 
 PRETRAINED_FINETUNE_LR = 2e-5  # the PI and YaRN papers' rate for Llama models
@@ -105,10 +100,11 @@ def pretrained_finetune(request: RunRequest, prepared: Prepared, encoding: str, 
                            base_hash=checkpoint_hash)
 
 
-def train_config(request: RunRequest, prepared: Prepared, base_encoding: str) -> TrainConfig:
-    steps = request.steps if request.steps is not None else default_steps(base_encoding)
-    # one embedding row (and one output logit) per id of the tokenizer the model is trained with
-    model = dataclasses.replace(model_config(request, base_encoding), vocab_size=prepared.tokenizer.vocab_size)
+def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:
+    """The training of a model trained here: the resolved architecture with one embedding row (and one output
+    logit) per id of the tokenizer it trains with, and the request's budget."""
+    request, steps = resolved.request, resolved.request.steps
+    model = dataclasses.replace(resolved.architecture, vocab_size=prepared.tokenizer.vocab_size)
     return TrainConfig(
         model=model, corpus=prepared.corpus.name, tokenizer=prepared.tokenizer.identity, seq_len=request.train_len,
         batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),

@@ -21,11 +21,10 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.lock import folder_lock
 from extrapolate.report.folder import check_tables
 from extrapolate.report.table import load_results
-from extrapolate.run import Prepared, Reporter, ResolvedRun, RunRequest, resolve_request, resolve_run, run_cell
+from extrapolate.run import Prepared, Reporter, ResolvedRequest, ResolvedRun, RunRequest, resolve, resolve_run, run_cell
 from extrapolate.run import prepare
 from extrapolate.run.cell import new_folder_guard
-from extrapolate.run.request import ignored_options, lengths_for
-from extrapolate.run.resolved import extended_length
+from extrapolate.run.request import ignored_options
 
 
 def resolve_encodings(spec: str) -> list[str]:
@@ -57,7 +56,7 @@ class Cell:
         return self.resolved.model_folder
 
 
-def plan(requests: list[RunRequest], folder: Path, prepared: Prepared) -> list[Cell]:
+def plan(requests: list[ResolvedRequest], folder: Path, prepared: Prepared) -> list[Cell]:
     table = load_results(folder)
     cells = []
     for request in requests:
@@ -91,7 +90,7 @@ def models_of(cells: list[Cell]) -> dict[Path, bool]:
 
 
 def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
-                  finetune_steps: list[int] | None = None) -> list[RunRequest]:
+                  finetune_steps: list[int] | None = None) -> list[ResolvedRequest]:
     """Each cell's request, resolved; cells grouped by the model they need, so each model is trained right
     before its users. With `finetune_steps`, each encoding once per step count, in increasing order (a longer
     fine-tune continues the shorter one), all at the same L' (the 0-step cell is the zero-shot point there)."""
@@ -100,15 +99,11 @@ def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
     # a name or seed given twice is one cell, not two rows of the same measurement
     order = sorted(set(encodings), key=lambda e: (get_spec(e).base_encoding, e))
     steps = sorted(set(finetune_steps)) if finetune_steps else [template.finetune_steps]
-    requests = []
-    for seed in dict.fromkeys(seeds):
-        for encoding in order:
-            for n in steps:
-                request = resolve_request(dataclasses.replace(template, encoding=encoding, seed=seed, finetune_steps=n))
-                if finetune_steps and request.finetune_len is None:
-                    request = dataclasses.replace(request, finetune_len=extended_length(request, lengths_for(request)))
-                requests.append(request)
-    return requests
+    if finetune_steps and template.finetune_len is None:  # the L' the longest fine-tune resolves to, for all
+        template = dataclasses.replace(template, finetune_len=resolve(dataclasses.replace(
+            template, encoding=order[0], finetune_steps=max(steps))).tuned_len)
+    return [resolve(dataclasses.replace(template, encoding=encoding, seed=seed, finetune_steps=n))
+            for seed in dict.fromkeys(seeds) for encoding in order for n in steps]
 
 
 def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: Path,
