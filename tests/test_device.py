@@ -4,7 +4,6 @@ of the model's identity (a float32-trained model is never mistaken for a bf16 on
 import pytest
 import torch
 
-from extrapolate.core import device as device_module
 from extrapolate.core.device import fast_bf16, training_dtype
 from extrapolate.core.errors import UserError
 

@@ -4,7 +4,6 @@ spread of cells — every encoding, a fine-tune, options, a pretrained-style tok
 generated corpus; `UPDATE_IDENTITIES=1 pytest tests/test_identities.py` rewrites it, only for a change that
 means to change them (a new model field, a new task version)."""
 
-import dataclasses
 import json
 import os
 from pathlib import Path

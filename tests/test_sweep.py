@@ -45,7 +45,6 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
 
     # an interrupted sweep: only part of the cells finished
     assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", "alibi,rope")).exit_code == 0
-    from extrapolate.tasks.files import load_task
 
     evaluated = []
     original = cell_module.evaluate

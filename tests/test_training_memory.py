@@ -88,7 +88,6 @@ def test_compiled_training_is_its_own_model_and_compiles_only_the_training_forwa
 def test_a_batch_in_several_passes_steps_as_the_whole_batch(monkeypatch):
     """Rows in passes of PASS_TOKENS tokens, gradients added up: the same loss and the same step (to float
     summation order) as the whole batch at once, for both loss weightings."""
-    import dataclasses
 
     from extrapolate.training import train as train_module
     from extrapolate.data.batches import Batch

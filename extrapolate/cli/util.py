@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
-from dataclasses import dataclass
-from typing import Callable
 
 import typer
 from rich.console import Console

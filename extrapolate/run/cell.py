@@ -11,7 +11,6 @@ from pathlib import Path
 from extrapolate.core.distributed import current, main_first, process_group
 from extrapolate.encodings.options import check_used
 from extrapolate.encodings import get_spec
-from extrapolate.core.errors import UserError
 from extrapolate.core.paths import RUNS_FOLDER, writable_folder
 from extrapolate.report.folder import check_tables
 from extrapolate.report.table import append_positions, append_results, provenance

@@ -11,7 +11,6 @@ from pathlib import Path
 from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.device import training_dtype
 from extrapolate.encodings import EncodingSpec, encoding_for
-from extrapolate.core.errors import UserError
 from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
 from extrapolate.tasks.passkey import attention_shapes
 from extrapolate.training.train import model_folder
