@@ -105,7 +105,7 @@ def local_corpus(path: Path) -> Corpus:
         held = next((path / name for name in HELDOUT_FOLDERS if (path / name).is_dir()), None)
         if held is not None:
             train, heldout = corpus_files(path / "train"), corpus_files(held)
-            if len(train.kinds | heldout.kinds) != 1:
+            if train.kind != heldout.kind:
                 raise UserError(f"corpus {path}: use one format of .txt, .jsonl/.json or .parquet")
             train_docs, heldout_docs = train.documents(), heldout.documents()
             return Corpus(f"local:{path.name}:{digest_documents(train_docs + ['', *heldout_docs])}:{held.name}",
@@ -118,14 +118,12 @@ def local_corpus(path: Path) -> Corpus:
 class CorpusFiles:
     where: Path
     files: tuple[Path, ...]
-    kinds: frozenset  # the reader of each file's format
+    kind: str  # the `datasets` builder of their one format
 
     def documents(self) -> list[str]:
         """The non-empty documents of the files, in file order (a file with one document each for text, one
         per record for JSON Lines and Parquet)."""
-        if len(self.kinds) != 1:
-            raise UserError(f"corpus {self.where}: use one format of .txt, .jsonl/.json or .parquet")
-        docs = [d for d in read_documents(list(self.files), next(iter(self.kinds))) if d.strip()]
+        docs = [d for d in read_documents(list(self.files), self.kind) if d.strip()]
         if not docs:
             raise UserError(f"corpus {self.where} is empty")
         return docs
@@ -135,10 +133,10 @@ def corpus_files(path: Path) -> CorpusFiles:
     files = sorted(p for p in path.rglob("*") if p.suffix.lower() in FORMATS) if path.is_dir() else [path]
     if not files:
         raise UserError(f"corpus folder {path} holds no .txt, .jsonl or .parquet files")
-    kinds = frozenset(FORMATS.get(p.suffix.lower()) for p in files)
-    if None in kinds:
+    kinds = {FORMATS.get(p.suffix.lower()) for p in files}
+    if None in kinds or len(kinds) != 1:
         raise UserError(f"corpus {path}: use one format of .txt, .jsonl/.json or .parquet")
-    return CorpusFiles(path, tuple(files), kinds)
+    return CorpusFiles(path, tuple(files), kinds.pop())
 
 
 def hub_corpus(name: str) -> Corpus:
