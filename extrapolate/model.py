@@ -13,6 +13,7 @@ from torch.utils.checkpoint import checkpoint
 
 from extrapolate.kernels.attention import causal_attention
 from extrapolate.core.config import ModelConfig
+from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings import PositionalEncoding, encoding_for
 from extrapolate.kernels.linear import Linear
 
@@ -110,7 +111,7 @@ class TransformerLM(nn.Module):
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
-        self.kernel = "auto"
+        self._kernel = "auto"  # the requested attention kernel: `use_kernel`
         self.training_forward = None  # a compiled `hidden_states` for training steps (`compile_training`)
         # recompute each block's activations in the backward pass instead of keeping them: training at long
         # lengths (a pretrained model fine-tuned at 16k) then holds one block's activations, not all of them
@@ -123,7 +124,17 @@ class TransformerLM(nn.Module):
     @staticmethod
     def _init_weights(module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
+            nn.init.normal_(module.weight, std=GPT2_INIT_STD)
+
+    @property
+    def kernel(self) -> str:
+        """The requested attention kernel (one of `kernels.attention.KERNELS`); `causal_attention` plans what
+        runs from it for each call's shapes, device and dtype."""
+        return self._kernel
+
+    def use_kernel(self, requested: str) -> None:
+        """Request an attention kernel by name (`--kernel`): the one way the model is given one."""
+        self._kernel = requested
 
     def set_encoding(self, encoding: PositionalEncoding) -> None:
         """Swap the positional encoding (e.g. a RoPE scaling at evaluation); encodings with their own

@@ -66,7 +66,7 @@ def cuda_vs_cpu(names, lengths, device) -> None:
             cpu, gpu = model_for(name, n, "cpu").eval(), model_for(name, n, device).eval()
             with torch.no_grad():
                 diff = (gpu.hidden_states(tokens.to(device)).cpu() - cpu.hidden_states(tokens)).abs().max()
-            plan = attention_plan(gpu.encoding, "auto", device, torch.float32, n, n)
+            plan = attention_plan(gpu.encoding, "auto", device, torch.float32, n, n).name
             record("cuda-vs-cpu", name, n, plan, diff, 5e-4)
         tokens = torch.randint(0, 2048, (2, 257), generator=torch.Generator().manual_seed(1))
         grads = []
@@ -76,8 +76,8 @@ def cuda_vs_cpu(names, lengths, device) -> None:
             grads.append({k: p.grad.cpu() for k, p in model.named_parameters() if p.grad is not None})
         # relative to each parameter's gradient scale; a gradient that is zero in truth compares absolutely
         worst = max(((grads[1][k] - g).abs().max() / max(g.abs().max().item(), 1e-3)).item() for k, g in grads[0].items())
-        record("cuda-vs-cpu grads", name, 256, attention_plan(model.encoding, "auto", device, torch.float32, 256, 256,
-                                                               backward=True), worst, 1e-3)
+        plan = attention_plan(model.encoding, "auto", device, torch.float32, 256, 256, backward=True).name
+        record("cuda-vs-cpu grads", name, 256, plan, worst, 1e-3)
 
 
 def kernels_vs_reference(names, device) -> None:
@@ -92,7 +92,7 @@ def kernels_vs_reference(names, device) -> None:
             k, v = (torch.randn(1, 2, keys, 64, device=device, requires_grad=True) for _ in range(2))
             got = causal_attention(q, k, v, encoding, "auto")
             want = causal_attention(q, k, v, encoding, "reference")
-            plan = attention_plan(encoding, "auto", device, torch.float32, queries, keys, backward=True)
+            plan = attention_plan(encoding, "auto", device, torch.float32, queries, keys, backward=True).name
             record("kernel-vs-reference", name, keys, f"{plan} ({what})", (got - want).abs().max(), 1e-4)
             grad_got = torch.autograd.grad(got.square().sum(), (q, k, v))
             grad_want = torch.autograd.grad(want.square().sum(), (q, k, v))
@@ -108,7 +108,7 @@ def speed(names, lengths, device, repeats: int) -> None:
         for name in ["rope", *[x for x in names if x != "rope"]]:
             model = model_for(name, n, device).eval()
             tokens = torch.randint(0, 2048, (1, n), device=device)
-            plan = attention_plan(model.encoding, "auto", device, torch.bfloat16, n, n)
+            plan = attention_plan(model.encoding, "auto", device, torch.bfloat16, n, n).name
             try:
                 with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
                     model.hidden_states(tokens)  # warm-up and compile

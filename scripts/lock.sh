@@ -12,6 +12,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q "pip==26.3" "pip-tools==7.6.2"
+# the current lock seeds the output: pip-compile keeps its pins where the ranges still allow them, so a
+# refresh after one change moves only what that change needs (add --upgrade to move everything on purpose)
+grep -v '^#' .ci/lock.txt > "$work/lock.txt"
 "$work/venv/bin/pip-compile" --quiet --extra test --strip-extras --allow-unsafe --no-header \
     --no-emit-index-url --no-emit-find-links --output-file "$work/lock.txt" pyproject.toml .ci/torch-cpu.in
 {

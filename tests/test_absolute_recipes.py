@@ -12,7 +12,7 @@ from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig, config_ha
 from extrapolate.core.defaults import DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD, SINUSOIDAL_STEPS
 from extrapolate.core.errors import UserError
 from extrapolate.model import TransformerLM
-from extrapolate.run.request import RunRequest, model_config, resolve_request
+from extrapolate.run.request import RunRequest, architecture_for, resolve_request
 from extrapolate.training.train import build_model, learning_rate, make_optimizer, train
 
 
@@ -21,20 +21,21 @@ def tiny(**table) -> ModelConfig:
 
 
 def test_the_default_learned_recipe_is_a_zero_table_at_a_tenth_of_the_rate():
-    config = model_config(RunRequest(encoding="learned", train_len=256), "learned")
+    config = architecture_for(RunRequest(encoding="learned", train_len=256), "learned")
     assert (config.position_std, config.position_lr_scale) == (LEARNED_TABLE_STD, LEARNED_TABLE_LR_SCALE) == (0.0, 0.1)
     model = TransformerLM(config)
     assert torch.count_nonzero(model.encoding.table.weight) == 0
     # the other encodings carry no table recipe: their configs (and cached models) are what they were
-    assert model_config(RunRequest(encoding="rope", train_len=256), "rope").position_std is None
+    assert architecture_for(RunRequest(encoding="rope", train_len=256), "rope").position_std is None
 
 
 def test_gpt2_recipe_keeps_the_identity_models_had_before_the_recipe_was_a_field():
-    gpt2 = model_config(RunRequest(encoding="learned", train_len=256, position_std=0.02, position_lr_scale=1.0), "learned")
+    gpt2 = architecture_for(RunRequest(encoding="learned", train_len=256, position_std=0.02, position_lr_scale=1.0), "learned")
     assert (gpt2.position_std, gpt2.position_lr_scale) == (None, None)
     legacy = ModelConfig(**PRESETS["small"], encoding="learned", max_len=256)
     assert config_hash(gpt2) == config_hash(legacy)
-    assert config_hash(model_config(RunRequest(encoding="learned", train_len=256), "learned")) != config_hash(legacy)
+    default = architecture_for(RunRequest(encoding="learned", train_len=256), "learned")
+    assert config_hash(default) != config_hash(legacy)
     torch.manual_seed(0)
     table = TransformerLM(tiny()).encoding.table.weight
     assert abs(float(table.detach().std()) - 0.02) < 0.002  # unset: GPT-2's std
@@ -83,7 +84,7 @@ def test_the_reference_suite_pins_gpt2s_recipe_so_its_committed_learned_model_is
     from extrapolate.reproduce import load_suite
 
     request = dataclasses.replace(load_suite("reference").request, encoding="learned")
-    config = model_config(request, "learned")
+    config = architecture_for(request, "learned")
     assert (config.position_std, config.position_lr_scale) == (None, None)
     assert config_hash(config) == config_hash(ModelConfig(**PRESETS["tiny"], encoding="learned", max_len=128))
 
@@ -98,7 +99,7 @@ def test_each_encoding_trains_its_own_default_budget_unless_steps_is_given(encod
 
 @pytest.mark.parametrize("width", [None, 64, 200])
 def test_sinusoidal_token_embeddings_start_at_the_inverse_square_root_of_the_width(width):
-    config = model_config(RunRequest(encoding="sinusoidal", train_len=256, width=width, heads=4), "sinusoidal")
+    config = architecture_for(RunRequest(encoding="sinusoidal", train_len=256, width=width, heads=4), "sinusoidal")
     assert config.embed_std == config.d_model**-0.5 == (width or PRESETS["small"]["d_model"]) ** -0.5
     torch.manual_seed(0)
     model = TransformerLM(config)
@@ -109,7 +110,7 @@ def test_sinusoidal_token_embeddings_start_at_the_inverse_square_root_of_the_wid
     # an explicit --embed-std wins; GPT-2's 0.02 is the sinusoidal model every earlier release trained
     legacy = ModelConfig(**{**PRESETS["small"], **({"d_model": width, "n_heads": 4} if width else {"n_heads": 4})},
                          encoding="sinusoidal", max_len=256)
-    gpt2 = model_config(RunRequest(encoding="sinusoidal", train_len=256, width=width, heads=4, embed_std=0.02), "sinusoidal")
+    gpt2 = architecture_for(RunRequest(encoding="sinusoidal", train_len=256, width=width, heads=4, embed_std=0.02), "sinusoidal")
     assert gpt2.embed_std is None and config_hash(gpt2) == config_hash(legacy) != config_hash(config)
 
 
@@ -117,13 +118,13 @@ def test_sinusoidal_token_embeddings_start_at_the_inverse_square_root_of_the_wid
 def test_only_sinusoidal_changes_the_token_embeddings_default(encoding):
     from extrapolate.encodings import get_spec
 
-    assert model_config(RunRequest(encoding=encoding, train_len=256), get_spec(encoding).base_encoding).embed_std is None
+    assert architecture_for(RunRequest(encoding=encoding, train_len=256), get_spec(encoding).base_encoding).embed_std is None
 
 
 def test_the_reference_suite_keeps_its_sinusoidal_model():
     from extrapolate.reproduce import load_suite
 
     request = dataclasses.replace(load_suite("reference").request, encoding="sinusoidal")
-    config = model_config(request, "sinusoidal")
+    config = architecture_for(request, "sinusoidal")
     assert config.embed_std is None
     assert config_hash(config) == config_hash(ModelConfig(**PRESETS["tiny"], encoding="sinusoidal", max_len=128))

@@ -1,7 +1,10 @@
 """Atomic writes: all or nothing, and the file ends with the mode an ordinary write would give it."""
 
+import errno
 import os
+import shutil
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +100,65 @@ def test_a_folder_appears_whole_with_ordinary_modes_or_not_at_all(tmp_path, umas
     assert mode(target) == 0o755 and mode(target / "sub") == 0o755
     assert mode(target / "sub" / "model.safetensors") == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["hf"]
+
+
+def no_space(path, *args, **kwargs):
+    """A write that finds the disk full: the system's error names no file."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
+    """A failed write carries no file name; the atomic writers add the one they were writing, for a full disk
+    or quota only (any other error keeps what the system said)."""
+    from extrapolate.core.errors import exhaustion_line
+
+    path = tmp_path / "results.csv"
+    monkeypatch.setattr(Path, "write_text", no_space)
+    with pytest.raises(OSError) as raised:
+        write_text(path, "a,b\n")
+    assert exhaustion_line(raised.value) == f"{path}: No space left on device"
+    assert list(tmp_path.iterdir()) == []  # no temporary left behind
+    with pytest.raises(OSError) as raised, atomic_folder(tmp_path / "hf"):
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))
+    assert exhaustion_line(raised.value) == f"{tmp_path / 'hf'}: {os.strerror(errno.EDQUOT)}"
+    with pytest.raises(OSError) as raised, atomic_path(path):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    assert raised.value.filename is None and exhaustion_line(raised.value) is None
+
+
+def test_a_full_disk_under_a_results_folder_is_one_line_naming_the_path(tmp_path, monkeypatch):
+    """`extrapolate report` on a disk that fills up: one line naming the file it was writing, exit code 2 (as
+    for any file operation the system refuses), no traceback."""
+    from typer.testing import CliRunner
+
+    from extrapolate.cli.app import app
+
+    folder = tmp_path / "results"
+    shutil.copytree(Path(__file__).parents[1] / "results" / "smollm2-finetune", folder)
+    written = Path.write_text
+
+    def full_for_atomic_writes(path, *args, **kwargs):  # the temporary files of core/atomic.py
+        return (no_space if path.name.startswith(".tmp-") else written)(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_for_atomic_writes)
+    result = CliRunner().invoke(app, ["report", str(folder)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert lines == [f"error: {folder / 'report.md'}: No space left on device"]
+
+
+def test_out_of_memory_is_one_rule_for_host_and_device():
+    """The CLI's one line and an evaluation cell's `oom` row ask the same question."""
+    import torch
+
+    from extrapolate.core.errors import exhaustion_line, is_out_of_memory
+
+    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried "
+                       "to allocate 17179869184 bytes. Error code 12 (Cannot allocate memory)")
+    cuda = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    for exc, owner in ((MemoryError(), "the host"), (cuda, "the CUDA device"), (cpu, "the host"),
+                       (RuntimeError("MPS backend out of memory"), "the MPS device")):
+        assert is_out_of_memory(exc)
+        assert exhaustion_line(exc).startswith(f"out of memory on {owner}: a smaller --batch-size, width or length")
+    for exc in (RuntimeError("shape mismatch"), ValueError("out of memory"), OSError(errno.ENOMEM, "no memory")):
+        assert not is_out_of_memory(exc) and exhaustion_line(exc) is None

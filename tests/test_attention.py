@@ -81,7 +81,7 @@ def test_blocked_handles_grouped_query_attention():
 @pytest.mark.parametrize("name", ["rope", "nope", "sinusoidal"])
 def test_sdpa_equals_reference_without_bias(name):
     enc = make(name)
-    assert kernel_for(enc) == "sdpa"
+    assert kernel_for(enc).name == "sdpa"
     q, k, v = torch.randn(3, 1, 4, 70, 16).unbind(0)
     assert torch.allclose(causal_attention(q, k, v, enc), causal_attention(q, k, v, enc, "reference"), atol=1e-5)
 
@@ -98,19 +98,24 @@ def test_toeplitz_block_matches_explicit_bias():
 
 
 def test_bias_kinds_use_a_bias_kernel():
-    assert kernel_for(make("alibi")) == "fused-bias" and kernel_for(make("t5"), "sdpa") == "fused-bias"
-    assert kernel_for(make("alibi"), "blocked") == "blocked"
+    assert kernel_for(make("alibi")).name == "fused-bias" and kernel_for(make("t5"), "sdpa").name == "fused-bias"
+    assert kernel_for(make("alibi"), "blocked").name == "blocked"
+
+
+def test_every_plan_has_one_kernel_and_its_own_name():
+    """`causal_attention` finds every plan's kernel in the table, and each plan records a distinct name."""
+    from extrapolate.kernels import attention
+
+    assert set(attention.KERNEL_FUNCTIONS) == set(attention.PLANS)
+    assert len({plan.name for plan in attention.PLANS}) == len(attention.PLANS)
 
 
 def test_flex_kernel_is_what_flex_runs_on_the_cpu():
     """`--kernel flex` routes a bias encoding to flex_attention on the CPU too (evaluation only); every
     encoding's flex path against the reference: tests/test_flex.py."""
     from extrapolate.kernels import attention
-    from extrapolate.kernels import flex
     from extrapolate.kernels.attention import flex_attention_of
 
-    if not flex.available():
-        pytest.skip("this torch has no flex_attention")
     enc = make("alibi")
     q = torch.randn(1, 4, 200, 16)
     k, v = torch.randn(2, 1, 2, 256, 16).unbind(0)  # grouped-query, 56 cached positions before the queries
@@ -118,7 +123,7 @@ def test_flex_kernel_is_what_flex_runs_on_the_cpu():
         flex_out = flex_attention_of(q, k, v, enc)  # compiles: a few seconds on a CPU
         assert torch.allclose(flex_out, causal_attention(q, k, v, enc, "reference"), atol=1e-5)
         assert torch.equal(causal_attention(q, k, v, enc, "flex"), flex_out)  # the kernel choice routes to it
-    assert not attention._FLEX_FAILED
+    assert attention.FLEX_STATUS.failed is None
 
 
 def test_flex_requested_while_training_on_cpu_falls_back_to_blocked():
@@ -130,10 +135,11 @@ def test_flex_requested_while_training_on_cpu_falls_back_to_blocked():
     out = causal_attention(q, k, v, enc, "flex")  # the CPU build has no flex backward
     assert torch.allclose(out, causal_attention(q, k, v, enc, "reference"), atol=1e-5)
     (grad,) = torch.autograd.grad(out.sum(), q)
-    assert torch.isfinite(grad).all() and not attention._FLEX_FAILED
+    assert torch.isfinite(grad).all() and attention.FLEX_STATUS.failed is None
 
 
 def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
+    from extrapolate.kernels import attention
     from extrapolate.kernels.attention import recorded_kernel
 
     cpu, cuda, f32, bf16 = torch.device("cpu"), torch.device("cuda"), torch.float32, torch.bfloat16
@@ -145,12 +151,11 @@ def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
     assert recorded_kernel(alibi, "flex", cpu, f32, full(64)) == "blocked"  # too few queries to compile for
     assert recorded_kernel(rope, "auto", cpu, f32, [(4090, 4090), (1, 4091)]) == "sdpa+sdpa-cache"  # a cache continued
     assert recorded_kernel(rope, "auto", cuda, f32, [(4090, 4090), (1, 4091)]) == "sdpa+sdpa-lower-right"
-    monkeypatch.setattr("extrapolate.kernels.flex.available", lambda: True)
     assert recorded_kernel(alibi, "auto", cuda, f32, full(256)) == "flex"
     assert recorded_kernel(alibi, "auto", cuda, f32, full(4096)) == "flex"
     assert recorded_kernel(alibi, "auto", cuda, f32, [(4090, 4090), (1, 4091)]) == "flex+sdpa-rows"
     assert recorded_kernel(alibi, "blocked", cuda, f32, full(4096)) == "blocked"  # asked for by name
-    monkeypatch.setattr("extrapolate.kernels.attention._FLEX_FAILED", ["no compiler"])
+    monkeypatch.setattr(attention, "FLEX_STATUS", attention.FlexStatus(failed="no compiler"))
     assert recorded_kernel(alibi, "auto", cuda, f32, full(4096)) == "blocked"  # what a failed compile fell back to
 
 
@@ -177,7 +182,6 @@ def spy_kernels(monkeypatch) -> list[str]:
     reference = attention.reference_attention  # flex is faked by the reference kernel, not counted as one
     spy("flex", "_try_flex", fn=lambda q, k, v, encoding, backward=False: reference(q, k, v, encoding))
     spy("reference", "reference_attention")
-    monkeypatch.setattr("extrapolate.kernels.flex.available", lambda: True)
     return ran
 
 
@@ -197,7 +201,7 @@ def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dty
     torch.manual_seed(0)
     builder = PromptBuilder(dataclasses.replace(load_task("passkey"), trials=2, depths=(0.5,)), ByteTokenizer())
     model = TransformerLM(ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding=name))
-    model.kernel = kernel
+    model.use_kernel(kernel)
     ran = spy_kernels(monkeypatch)
     evaluate_passkey(model, builder, 300, torch.device("cpu"), dtype)
     from extrapolate.kernels.attention import recorded_kernel

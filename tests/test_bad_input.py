@@ -106,6 +106,30 @@ def test_damaged_training_state(work, kind):
     assert not out.exists()
 
 
+class Planted:
+    """An object whose unpickling runs code: here it only creates a marker file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def test_a_training_state_that_would_run_code_is_refused_unread(work, tmp_path):
+    """A state file is read as plain data only: a pickle that would build another object (and so run code)
+    is refused in one line naming the file, and its code never runs."""
+    marker = tmp_path / "ran"
+    state = checkpoint(work) / "state.pt"
+    plain = torch.load(state, weights_only=True)
+    torch.save({**plain, "optimizer": {"state": {}, "param_groups": [], "planted": Planted(marker)}}, state)
+    (checkpoint(work) / "complete.json").unlink()  # an interrupted training: the next run resumes from state.pt
+    out = work / "again"
+    result = cli.invoke(app, run_args(work, out))
+    assert_one_line_error(result, f"training state {state} is corrupt or unreadable (not plain data")
+    assert not marker.exists() and not out.exists()
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_damaged_run_record(work, kind):
     damage(work / "run" / "run.json", kind)

@@ -11,7 +11,7 @@ import torch
 from extrapolate.core.config import ModelConfig, config_hash, model_config_from_dict, to_dict
 from extrapolate.model import TransformerLM
 from extrapolate.run import RunRequest
-from extrapolate.run.request import model_config
+from extrapolate.run.request import architecture_for
 
 
 def legacy_hash(config: ModelConfig) -> str:
@@ -27,7 +27,7 @@ def legacy_hash(config: ModelConfig) -> str:
                                                              "sinusoidal-randomized"] for a in (None, 0.02)]
                          + [("sinusoidal", 0.02)])  # sinusoidal's own default is D^-1/2 (test_absolute_recipes)
 def test_default_scale_keeps_every_hash(encoding, asked):
-    config = model_config(RunRequest(encoding=encoding, train_len=256, embed_std=asked), encoding)
+    config = architecture_for(RunRequest(encoding=encoding, train_len=256, embed_std=asked), encoding)
     assert config.embed_std is None
     assert config_hash(config) == legacy_hash(config)
     torch.manual_seed(0)
@@ -36,7 +36,7 @@ def test_default_scale_keeps_every_hash(encoding, asked):
 
 @pytest.mark.parametrize("std", [0.005, 128**-0.5, 0.3])
 def test_explicit_scale_sets_the_embeddings_only(std):
-    config = model_config(RunRequest(encoding="sinusoidal", train_len=256, embed_std=std), "sinusoidal")
+    config = architecture_for(RunRequest(encoding="sinusoidal", train_len=256, embed_std=std), "sinusoidal")
     assert config.embed_std == std
     assert config_hash(config) != legacy_hash(config)  # a new recipe is a new model, never a cached old one
     torch.manual_seed(0)
@@ -48,7 +48,7 @@ def test_explicit_scale_sets_the_embeddings_only(std):
 
 
 def test_config_round_trips_with_and_without_the_field():
-    config = model_config(RunRequest(encoding="rope", train_len=256, embed_std=0.05), "rope")
+    config = architecture_for(RunRequest(encoding="rope", train_len=256, embed_std=0.05), "rope")
     assert model_config_from_dict(to_dict(config)) == config
     old_file = {k: v for k, v in to_dict(config).items() if k != "embed_std"}  # a config.json written before it
     assert model_config_from_dict(old_file) == dataclasses.replace(config, embed_std=None)

@@ -57,12 +57,11 @@ def test_the_ratio_figure_is_left_out_without_a_value_at_L(tmp_path):
     empty frame), the perplexity and fine-tuning figures still drawn."""
     from extrapolate.report.pages import draw_figures, with_unrecorded
     from extrapolate.report.table import aggregate, label_variants
-    from extrapolate.report.retrieval import Rule
 
     table = label_variants(pd.DataFrame(ppl_rows("yarn", "rope", 2, {1024: 31.6})).assign(factor=2.0, model="small"))
     table = with_unrecorded(table.reindex(columns=[*table.columns, "protocol", "corpus", "tokenizer", "device",
                                                    "dtype", "kernel", "git_sha", "package_version"]))
-    figures = draw_figures(tmp_path, table, aggregate(table), Rule())
+    figures = draw_figures(tmp_path, table, aggregate(table), {})  # no retrieval rows: no verdicts
     names = sorted(figures)
     for figure in figures.values():
         plt.close(figure)

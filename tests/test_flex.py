@@ -18,8 +18,6 @@ from extrapolate.kernels import flex
 from extrapolate.kernels.attention import attention_plan, causal_attention, flex_attention_of, lower_right_sdpa, rows_attention
 from extrapolate.encodings import ENCODINGS, build_encoding
 
-pytestmark = pytest.mark.skipif(not flex.available(), reason="this torch has no flex_attention")
-
 OPTIONS = {"self-extend": {"window": 40, "group": 3}, "rerope": {"window": 33}}
 FLEXED = ["alibi", "t5", "kerple-log", "kerple-power", "fire", "self-extend", "rerope"]
 
@@ -144,10 +142,11 @@ def test_cuda_runs_every_encoding_and_shape_on_a_fused_kernel(name):
               "continued prompt": (300, 4096, False), "decoding": (1, 4097, False), "rank scoring": (6, 4096, False)}
     for what, (queries, keys, backward) in shapes.items():
         for dtype in (torch.bfloat16, torch.float32):
-            plan = attention_plan(encoding, "auto", "cuda", dtype, queries, keys, backward)
+            plan = attention_plan(encoding, "auto", "cuda", dtype, queries, keys, backward).name
             assert plan not in ("blocked", "reference"), f"{name}: {what} plans {plan}"
     # the portable kernels stay reachable by name
-    assert attention_plan(encoding, "blocked", "cuda", torch.float32, 256, 256) in ("blocked", "sdpa", "sdpa-cache")
+    portable = attention_plan(encoding, "blocked", "cuda", torch.float32, 256, 256).name
+    assert portable in ("blocked", "sdpa", "sdpa-cache")
 
 
 def test_a_flex_backend_that_cannot_differentiate_falls_back_before_training(monkeypatch):
@@ -158,23 +157,23 @@ def test_a_flex_backend_that_cannot_differentiate_falls_back_before_training(mon
     def no_backward(*args, **kwargs):
         raise RuntimeError("score_mod gradients are not supported")
 
-    monkeypatch.setattr(attention, "_FLEX_FAILED", [])
+    monkeypatch.setattr(attention, "FLEX_STATUS", attention.FlexStatus())
     monkeypatch.setattr(attention, "_check_backward", no_backward)
     q, k, v = inputs(200, 200)
     with pytest.warns(UserWarning, match="blocked kernel"):
         assert attention._try_flex(q, k, v, encoding, backward=True) is None
-    assert attention._FLEX_FAILED == ["score_mod gradients are not supported"]
+    assert attention.FLEX_STATUS.failed == "score_mod gradients are not supported"
 
 
 def test_the_backward_check_touches_no_gradient(monkeypatch):
-    monkeypatch.setattr(attention, "_BACKWARD_CHECKED", set())
+    monkeypatch.setattr(attention, "FLEX_STATUS", attention.FlexStatus())
     # the CPU build has no flex backward: the reference kernel stands in for flex, through the same check
     monkeypatch.setattr(attention, "flex_attention_of",
                         lambda q, k, v, encoding, compiled=True: causal_attention(q, k, v, encoding, "reference"))
     encoding = make("fire")
     attention._check_backward(torch.zeros(1, 4, 8, 16), encoding)
     assert all(p.grad is None for p in encoding.parameters())
-    assert ("fire", "cpu") in attention._BACKWARD_CHECKED
+    assert ("fire", "cpu") in attention.FLEX_STATUS.backward_checked
 
 
 def compiled_equals_reference(name, queries, keys):
@@ -183,7 +182,7 @@ def compiled_equals_reference(name, queries, keys):
     with torch.no_grad():
         got = flex_attention_of(q, k, v, encoding)  # compiles for this shape
         torch.testing.assert_close(got, causal_attention(q, k, v, encoding, "reference"), atol=2e-5, rtol=0)
-    assert not attention._FLEX_FAILED
+    assert attention.FLEX_STATUS.failed is None
 
 
 @pytest.mark.parametrize("name", ["kerple-log", "self-extend"])

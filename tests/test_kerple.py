@@ -63,7 +63,7 @@ def test_bad_coefficients_are_user_errors():
 def test_blocked_kernel_equals_the_reference(variant):
     torch.manual_seed(2)
     encoding = Kerple(4, variant)
-    assert kernel_for(encoding) == "blocked"  # neither linear nor saturating: no fused form
+    assert kernel_for(encoding).name == "blocked"  # neither linear nor saturating: no fused form
     q, k, v = torch.randn(3, 2, 4, 333, 16).unbind(0)
     with torch.no_grad():
         blocked = causal_attention(q, k, v, encoding, "blocked", block_elements=2 * 4 * 333 * 48)

@@ -13,8 +13,9 @@ from torch import nn
 
 from extrapolate.core.config import ModelConfig
 from extrapolate.tasks.prompt import PromptBuilder
-from extrapolate.report.retrieval import (BELOW_L, FAILS, NOT_LEARNED, NOT_MEASURED, Rule, pretrained_encodings,
-                                          retrieval_length, retrieval_matrix, retrieves_at_L, verdicts)
+from extrapolate.report.retrieval import (BELOW_L, FAILS, NOT_LEARNED, NOT_MEASURED, RETRIEVES, Rule, Verdict,
+                                          pretrained_encodings, retrieval_length, retrieval_matrix, retrieves_at_L,
+                                          verdicts)
 from extrapolate.tasks.files import TASKS_DIR, list_task_names, load_task
 from extrapolate.tasks.passkey import evaluate_passkey, prompt_length
 from extrapolate.data.tokenizers import ByteTokenizer
@@ -148,12 +149,13 @@ def test_a_model_retrieves_by_the_mean_over_depths():
                     "alibi": {128: [0.9, 0.7, 0.6], 256: [1.0, 1.0, 1.0]},
                     "t5": {128: [0.6, 0.9, 0.9]}})
     assert retrieves_at_L(agg) == {"rope": True, "alibi": False, "t5": True}
-    assert retrieval_length(agg) == {"rope": 256, "alibi": NOT_LEARNED, "t5": 128}
+    assert retrieval_length(agg, verdicts(agg)) == {"rope": 256, "alibi": NOT_LEARNED, "t5": 128}
     floor = Rule(depth_floor=0.5)
     assert retrieves_at_L(agg, rule=floor) == {"rope": False, "alibi": False, "t5": True}
-    assert verdicts(agg, rule=floor)["rope"] == NOT_LEARNED
-    assert verdicts(agg, rule=floor, pretrained=frozenset({"rope"}))["rope"] == "fails at L: depth 1 at 40%"
-    assert verdicts(agg, pretrained=frozenset({"alibi"}))["alibi"] == "fails at L: mean 73%"
+    assert verdicts(agg, rule=floor)["rope"] == Verdict(NOT_LEARNED, shortfall="depth 1 at 40%")
+    assert verdicts(agg, rule=floor)["rope"].text == NOT_LEARNED
+    assert verdicts(agg, rule=floor, pretrained=frozenset({"rope"}))["rope"].text == "fails at L: depth 1 at 40%"
+    assert verdicts(agg, pretrained=frozenset({"alibi"}))["alibi"].text == "fails at L: mean 73%"
     at_256 = agg[(agg["encoding"] == "rope") & (agg["eval_len"] == 256) & (agg["metric"] == "accuracy")]
     assert Rule().retrieves(at_256) and Rule(depth_floor=0.5).retrieves(at_256)
     assert Rule(depth_floor=0.6).shortfall(at_256) == "depth 1 at 50%" and Rule(0.85).shortfall(at_256) == "mean 80%"
@@ -166,21 +168,20 @@ def test_a_cell_past_L_without_retrieval_at_L_is_shown_and_not_a_finding():
     pretrained."""
     agg = agg_with({"rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
                     "alibi": {128: [1.0, 0.3, 0.9], 256: [0.9, 0.9, 0.9], 512: [0.9, 0.9, 0.9]}})
-    valid = retrieves_at_L(agg)
-    assert valid == {"rope": True, "alibi": False}  # alibi: 73% at L
-    table = retrieval_matrix(agg, "accuracy", valid)
+    assert retrieves_at_L(agg) == {"rope": True, "alibi": False}  # alibi: 73% at L
+    table = retrieval_matrix(agg, "accuracy", verdicts(agg))
     alibi = next(line for line in table.splitlines() if line.startswith("| alibi"))
     assert alibi.count("*90%*") == 2 and "| 73% |" in alibi and "**not learned at L**" in alibi
     assert "| 30% at depth 0.5 |" in alibi  # the worst depth at L is named
     rope = next(line for line in table.splitlines() if line.startswith("| rope"))
     assert "| 85% at depth 1 |" in rope and "| 10% |" in rope and "*" not in rope
     even = agg_with({"t5": {128: [1.0, 1.0, 1.0]}, "xpos": {128: [0.5, 1.0, 0.5]}})
-    lines = retrieval_matrix(even, "accuracy", retrieves_at_L(even)).splitlines()
+    lines = retrieval_matrix(even, "accuracy", verdicts(even)).splitlines()
     assert "| 100% at every depth |" in lines[2] and "| 50% at depths 0, 1 |" in lines[3]
-    assert retrieval_length(agg) == {"rope": 256, "alibi": NOT_LEARNED}
-    pretrained = frozenset({"alibi"})
-    assert retrieval_length(agg, pretrained=pretrained) == {"rope": 256, "alibi": FAILS}
-    assert "**fails at L: mean 73%**" in retrieval_matrix(agg, "accuracy", valid, pretrained=pretrained)
+    assert retrieval_length(agg, verdicts(agg)) == {"rope": 256, "alibi": NOT_LEARNED}
+    said = verdicts(agg, pretrained=frozenset({"alibi"}))
+    assert retrieval_length(agg, said) == {"rope": 256, "alibi": FAILS}
+    assert "**fails at L: mean 73%**" in retrieval_matrix(agg, "accuracy", said)
 
 
 def test_pretrained_models_are_told_apart_by_the_recorded_model():
@@ -222,21 +223,24 @@ def test_a_scaling_is_judged_on_the_model_it_scales():
                     "yarn": {256: [0.7, 0.6, 0.9], 512: [0.8, 0.7, 0.8]},
                     "alibi": {256: [0.2, 0.1, 0.0], 512: [0.0, 0.0, 0.0]}}, L=256)
     bases = {"rope": "rope", "yarn": "rope", "alibi": "alibi"}
-    valid = retrieves_at_L(agg, bases)
-    assert valid == {"rope": True, "yarn": True, "alibi": False}
-    yarn = next(line for line in retrieval_matrix(agg, "accuracy", valid, bases).splitlines() if line.startswith("| yarn"))
+    said = verdicts(agg, bases)
+    assert retrieves_at_L(agg, bases) == {"rope": True, "yarn": True, "alibi": False}
+    assert said["yarn"] == Verdict(RETRIEVES, judge="rope") and said["yarn"].text == "yes (rope)"
+    yarn = next(line for line in retrieval_matrix(agg, "accuracy", said).splitlines() if line.startswith("| yarn"))
     assert "yes (rope)" in yarn and "77%" in yarn and "| 60% at depth 0.5 |" in yarn  # its own cells at L
-    assert retrieval_length(agg, bases) == {"rope": 256, "yarn": BELOW_L, "alibi": NOT_LEARNED}
+    assert retrieval_length(agg, said) == {"rope": 256, "yarn": BELOW_L, "alibi": NOT_LEARNED}
     later = pd.concat([agg, agg_with({"rerope": {512: [0.9, 0.3, 0.3]}, "self-extend": {512: [0.9, 0.8, 0.8]}}, L=256)])
-    lengths = retrieval_length(later, {**bases, "rerope": "rope", "self-extend": "rope"})
+    lengths = retrieval_length(later, verdicts(later, {**bases, "rerope": "rope", "self-extend": "rope"}))
     assert lengths["rerope"] == "below 512" and lengths["self-extend"] == 512  # no cell at L: from its first length
     failing = agg[agg["encoding"] != "rope"].assign(encoding=lambda f: f["encoding"].replace("alibi", "rope"))
-    assert verdicts(failing, bases, pretrained=frozenset({"rope", "yarn"}))["yarn"] == "fails at L (rope): mean 10%"
+    failed = verdicts(failing, bases, pretrained=frozenset({"rope", "yarn"}))["yarn"]
+    assert failed == Verdict(FAILS, judge="rope", shortfall="mean 10%") and failed.text == "fails at L (rope): mean 10%"
     alone = agg[agg["encoding"] == "yarn"]
     assert retrieves_at_L(alone, bases) == {"yarn": False}
     past_L = agg[agg["eval_len"] > 256]  # nothing measured at L: unknown, not "not learned"
-    assert retrieval_length(past_L, bases) == {"rope": NOT_MEASURED, "yarn": NOT_MEASURED, "alibi": NOT_MEASURED}
-    assert "**not measured at L**" in retrieval_matrix(past_L, "accuracy", retrieves_at_L(past_L, bases), bases)
+    unknown = verdicts(past_L, bases)
+    assert retrieval_length(past_L, unknown) == {"rope": NOT_MEASURED, "yarn": NOT_MEASURED, "alibi": NOT_MEASURED}
+    assert "**not measured at L**" in retrieval_matrix(past_L, "accuracy", unknown)
 
 
 def test_the_validity_rule_is_the_task_files(tmp_path):
@@ -265,7 +269,7 @@ def test_the_validity_rule_is_the_task_files(tmp_path):
     assert task_rule(folder, table("passkey-word-v9-compact-00000000")) == Rule()  # no file has it
     agg = agg_with({"rope": {128: [1.0, 0.9, 0.9], 256: [0.9, 0.9, 0.9]}})
     assert retrieves_at_L(agg) == {"rope": True} and retrieves_at_L(agg, rule=Rule(0.95)) == {"rope": False}
-    section = "\n".join(retrieval_section(agg, pd.DataFrame(), rule=Rule(0.95)))
+    section = "\n".join(retrieval_section(agg, pd.DataFrame(), verdicts(agg, rule=Rule(0.95)), Rule(0.95)))
     assert "mean greedy accuracy over depths ≥ 95%" in section
     assert "| rope | 128 | **not learned at L** | 90% at depths 0.5, 1 | 93% | *90%* |" in section
 

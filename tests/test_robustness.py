@@ -129,6 +129,19 @@ def test_divergence_is_recorded(tmp_path, corpus):
     assert set(table.status) == {"diverged"}
 
 
+def test_a_diverged_cell_of_a_sweep_is_recorded_and_the_others_go_on(tmp_path, corpus):
+    """In a sweep a diverged training is one warning and its `diverged` rows; the next cell still runs and the
+    report is written."""
+    args = base(corpus, tmp_path / "s", "--lr", "1e30", "--steps", "20", "--tasks", "perplexity")[1:]
+    result = cli.invoke(app, ["sweep", "--encodings", "nope,alibi", *args])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    warned = [line for line in result.output.splitlines() if "recorded as diverged" in line]
+    assert sorted(line.split(":")[1].strip() for line in warned) == ["alibi seed 0", "nope seed 0"], result.output
+    table = pd.read_csv(tmp_path / "s" / "results.csv")
+    assert set(table.status) == {"diverged"} and set(table.encoding) == {"nope", "alibi"}
+    assert (tmp_path / "s" / "report.md").exists()
+
+
 def test_divergence_and_report_of_a_folder_with_no_measurement(tmp_path, corpus):
     """Every row failed (no parameter count, no value): the report still renders, from the table alone."""
     cli.invoke(app, base(corpus, tmp_path / "d", "--lr", "1e30", "--steps", "20"))

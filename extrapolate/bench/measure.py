@@ -113,8 +113,9 @@ def eval_step(implementation: str, preset: str, encoding: str, length: int, devi
         theirs = TokenNLL(hf_llama(config)).to(device).eval()
         return (lambda tokens: theirs.token_nll(tokens[:, :-1], tokens[:, 1:])), "transformers-sdpa", config
     model, config = eval_model(preset, encoding, length, device, train_len, longest)
-    model.kernel = kernel_choice
-    kernel = attention_plan(model.encoding, kernel_choice, device, activation_dtype(device, dtype), length, length)
+    model.use_kernel(kernel_choice)
+    plan = attention_plan(model.encoding, kernel_choice, device, activation_dtype(device, dtype), length, length)
+    kernel = plan.name
 
     def run_nll(tokens):  # tokens (1, n + 1): one window of n tokens, every token scored
         n = tokens.shape[1] - 1

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from extrapolate.cli.options import DeviceOpt, KernelOpt, with_request
+from extrapolate.cli.options import DeviceOpt, KernelOpt, with_encoding_options, with_request
 from extrapolate.cli.render import (RichReporter, render_bench, render_bench_row, render_comparison, render_submission,
                          render_sweep_plan)
 from extrapolate.cli.util import OneLineErrors, fail, stdout, warn
@@ -43,6 +43,7 @@ def encodings_list(ctx: typer.Context) -> None:
 
 
 @encodings_app.command("show")
+@with_encoding_options
 def encodings_show(
     name: Annotated[str, typer.Argument(help="encoding name, e.g. yarn")],
     head_dim: Annotated[int, typer.Option(help="rotary dimension per head")] = 64,
@@ -54,34 +55,14 @@ def encodings_show(
     distances: Annotated[str, typer.Option(help="how far back the key is (t5), comma-separated")] = "0,1,5,20,200,1000",
     position: Annotated[Optional[int], typer.Option(help="query position (sinusoidal: default 1; fire: default the largest of --distances)")] = None,
     width: Annotated[int, typer.Option(help="model width (sinusoidal)")] = 8,
-    beta_fast: Annotated[Optional[float], typer.Option(help="YaRN β_fast")] = None,
-    beta_slow: Annotated[Optional[float], typer.Option(help="YaRN β_slow")] = None,
-    truncate: Annotated[Optional[bool], typer.Option("--truncate/--no-truncate", help="YaRN: floor/ceil the range")] = None,
-    short_factor: Annotated[Optional[str], typer.Option(help="LongRoPE per-pair factors for n ≤ L, comma-separated (default all 1)")] = None,
-    long_factor: Annotated[Optional[str], typer.Option(help="LongRoPE per-pair factors for n > L, comma-separated (default YaRN's ramp)")] = None,
-    window: Annotated[Optional[int], typer.Option(help="Self-Extend neighbour window / ReRoPE window w (default L/4, L/8)")] = None,
-    group: Annotated[Optional[int], typer.Option(help="Self-Extend group size G (default: the smallest that fits s·L)")] = None,
-    leak: Annotated[Optional[float], typer.Option(help="leaky ReRoPE: slope 1/k past the window (default: none, pure ReRoPE)")] = None,
-    fraction: Annotated[Optional[float], typer.Option(help="p-rope: fraction p of the pairs that rotate, in (0, 1]")] = None,
-    scale_base: Annotated[Optional[float], typer.Option(help="xpos: γ of the decay ζ^((n-m)/γ)")] = None,
-    max_position: Annotated[Optional[int], typer.Option(help="randomized kinds: L_max (default 8 × --original-len)")] = None,
-    r1: Annotated[Optional[float], typer.Option(help="kerple: coefficient r1 > 0")] = None,
-    r2: Annotated[Optional[float], typer.Option(help="kerple: r2 > 0 (power: ≤ 2)")] = None,
-    fire_c: Annotated[Optional[float], typer.Option(help="fire: c of ψ(x) = log(c·x + 1)")] = None,
-    threshold: Annotated[Optional[float], typer.Option(help="fire: L_thr of ψ(max(L_thr, i))")] = None,
+    options: dict | None = None,  # the flags of the encodings' own options (--beta-fast …), from their declarations
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object and nothing else")] = False,
     plot: Annotated[Optional[Path], typer.Option(help="draw every scaling's inv_freq/θ per pair index to FILE")] = None,
 ) -> None:
     """Print what an encoding computes: inv_freq and attention factor, slopes, buckets, or a vector."""
-    from extrapolate.cli.util import parse_float_list, parse_int_list
+    from extrapolate.cli.util import parse_int_list
     from extrapolate.encodings.inspect import describe_encoding, unused_inputs
 
-    options = dict(beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate, window=window, group=group, leak=leak,
-                   short_factor=parse_float_list(short_factor, "--short-factor") if short_factor is not None else None,
-                   long_factor=parse_float_list(long_factor, "--long-factor") if long_factor is not None else None,
-                   fraction=fraction, scale_base=scale_base, max_position=max_position, r1=r1, r2=r2, fire_c=fire_c,
-                   threshold=threshold)
-    options = {k: v for k, v in options.items() if v is not None}
     if plot is not None:
         from extrapolate.core.paths import figure_file
 

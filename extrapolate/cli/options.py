@@ -1,5 +1,7 @@
 """The options `run` and `sweep` share, declared once, and the decorator that adds them to a command and
-hands it one parsed `RunRequest` (no option is listed twice, and nothing is collected from `locals()`)."""
+hands it one parsed `RunRequest` (no option is listed twice, and nothing is collected from `locals()`); their
+defaults are the request's own. Also the flags `encodings show` takes for the encodings' options, made from
+their declarations (encodings/options.py)."""
 
 from __future__ import annotations
 
@@ -10,50 +12,142 @@ from typing import Annotated, Optional
 
 import typer
 
-from extrapolate.cli.util import parse_int_list, parse_name_list
-from extrapolate.encodings.options import parse_encoding_options
-from extrapolate.core.defaults import DEFAULT_STEPS, SINUSOIDAL_STEPS
+from extrapolate.cli.util import parse_float_list, parse_int_list, parse_name_list
+from extrapolate.core.defaults import (
+    DEFAULT_PASSKEY_FRACTION,
+    DEFAULT_RETRIEVAL_TASK,
+    DEFAULT_STEPS,
+    DEFAULT_TRAIN_LEN,
+    LEARNED_TABLE_LR_SCALE,
+    LEARNED_TABLE_STD,
+    SINUSOIDAL_STEPS,
+)
+from extrapolate.core.identity import GPT2_INIT_STD
+from extrapolate.data.tokenizers import DEFAULT_BPE_VOCAB
+from extrapolate.encodings.options import SHOWN, TRAINING_FREE, OptionSpec, parse_encoding_options
 from extrapolate.run import RunRequest
+from extrapolate.training.finetune import WARMUP_STEPS
+
+DEFAULT = RunRequest()  # every default of the options below
+
+
+def listed_names(options) -> str:
+    """The options' names, comma-separated, each run of list-valued ones marked as comma lists."""
+    options = list(options)
+    names = []
+    for index, option in enumerate(options):
+        ends_lists = option.type is list and (index + 1 == len(options) or options[index + 1].type is not list)
+        names.append(option.name + (" (comma lists)" if ends_lists else ""))
+    return ", ".join(names)
+
+
+def shared(kind, default, help: str, *flags: str) -> tuple:
+    """One shared option: its annotation (type, help, and its flag where not the parameter's name) and default."""
+    return Annotated[kind, typer.Option(*flags, help=help)], default
+
 
 # option name -> (annotation, default); a command may override a default (sweep's tasks) or the help (out)
 SHARED = {
-    "train_len": (Annotated[Optional[int], typer.Option(help="training length L (default 256; a pretrained model's own context)")], None),
-    "eval_len": (Annotated[Optional[int], typer.Option(help="longest evaluation length; lengths double from L (default 8·L)")], None),
-    "eval_lens": (Annotated[Optional[str], typer.Option(help="explicit evaluation lengths, e.g. 256,512,1k")], None),
-    "factor": (Annotated[Optional[float], typer.Option(help="RoPE scaling factor s (default: longest length / L)")], None),
-    "model": (Annotated[str, typer.Option(help="size preset (tiny, small = CPU default, base = GPU), a known pretrained model (see `extrapolate models`), a checkpoint folder, a .gguf file, or a hub id")], "small"),
-    "width": (Annotated[Optional[int], typer.Option(help="model width (overrides the preset)")], None),
-    "layers": (Annotated[Optional[int], typer.Option(help="layers (overrides the preset)")], None),
-    "heads": (Annotated[Optional[int], typer.Option(help="attention heads (overrides the preset)")], None),
-    "embed_std": (Annotated[Optional[float], typer.Option(help="token-embedding init std (default 0.02, as every weight; sinusoidal D^-1/2; the tied head shares it)")], None),
-    "position_std": (Annotated[Optional[float], typer.Option(help="learned: init std of the position table (default 0: zeros; GPT-2: 0.02)")], None),
-    "position_lr_scale": (Annotated[Optional[float], typer.Option(help="learned: the table's learning rate as a multiple of --lr (default 0.1; GPT-2: 1)")], None),
-    "corpus": (Annotated[str, typer.Option(help="built-in name, local text/JSONL/Parquet path, or hub dataset")], "shakespeare"),
-    "tokenizer": (Annotated[str, typer.Option(help="tokenizer of models trained here: bpe (2048 ids, learned from the corpus) | bpe:N | bytes; a pretrained model uses its own")], "bpe"),
-    "tasks": (Annotated[str, typer.Option(help="comma-separated tasks: perplexity, passkey")], "perplexity"),
-    "steps": (Annotated[Optional[int], typer.Option(help=f"training steps (default {DEFAULT_STEPS}; sinusoidal {SINUSOIDAL_STEPS}: its retrieval at L forms later)")], None),
-    "batch_size": (Annotated[int, typer.Option(help="sequences per training step")], 32),
-    "lr": (Annotated[float, typer.Option("--lr", help="peak learning rate")], 3e-3),
-    "device": (Annotated[str, typer.Option(help="auto | cpu | cuda | mps")], "auto"),
-    "dtype": (Annotated[str, typer.Option(help="evaluation precision: float32 | bfloat16")], "float32"),
-    "train_dtype": (Annotated[str, typer.Option(help="training autocast: auto (bfloat16 where the device has fast bf16 matmuls, else float32) | bfloat16 | float32")], "auto"),
-    "compile": (Annotated[bool, typer.Option(help="torch.compile the training forward: a minute or so of compiling, then faster steps (recorded in the model's config and so in its identity)")], False),
-    "protocol": (Annotated[str, typer.Option(help="perplexity protocol: full (one window per chunk) | sliding")], "full"),
-    "stride": (Annotated[int, typer.Option(help="stride of the sliding protocol")], 256),
-    "eval_tokens": (Annotated[int, typer.Option(help="tokens scored per held-out document at every length")], 8192),
-    "eval_docs": (Annotated[Optional[int], typer.Option(help="at most this many held-out documents (default all)")], None),
-    "learned_policy": (Annotated[str, typer.Option(help="learned table past its rows: error (unsupported) | clamp")], "error"),
-    "kernel": (Annotated[str, typer.Option(help="attention kernel: auto | sdpa | fused-bias | flex | blocked | reference")], "auto"),
-    "passkey_fraction": (Annotated[Optional[float], typer.Option(help="share of training rows that are passkey prompts (default 0.5 when L leaves room for a prompt, else 0)")], None),
-    "passkey_task": (Annotated[Optional[str], typer.Option(
-        help="retrieval task file: a name under tasks/ or a TOML path (default: passkey-word, a one-token key, for "
-             "models trained here; the 5-digit passkey for pretrained models)")], None),
-    "finetune_len": (Annotated[Optional[int], typer.Option(help="fine-tune length L' (default s·L with --factor, else the longest evaluation length)")], None),
-    "finetune_lr": (Annotated[Optional[float], typer.Option(help="fine-tune learning rate, constant after 10 warmup steps (default --lr / 10)")], None),
-    "encoding_option": (Annotated[Optional[list[str]], typer.Option(
-        help="NAME=VALUE of a training-free encoding, repeatable: beta_fast, beta_slow, truncate, attention_factor, "
-             "low_freq_factor, high_freq_factor, short_factor, long_factor (comma lists), window, group, leak")], None),
-    "out": (Annotated[Optional[Path], typer.Option(help="output folder (default results/<encoding>-L<L>)")], None),
+    "train_len": shared(
+        Optional[int],
+        DEFAULT.train_len,
+        f"training length L (default {DEFAULT_TRAIN_LEN}; a pretrained model's own context)",
+    ),
+    "eval_len": shared(
+        Optional[int], DEFAULT.eval_len, "longest evaluation length; lengths double from L (default 8·L)"
+    ),
+    # a comma list, parsed into the request's tuple (not given: L, 2L, … up to --eval-len)
+    "eval_lens": shared(Optional[str], None, "explicit evaluation lengths, e.g. 256,512,1k"),
+    "factor": shared(Optional[float], DEFAULT.factor, "RoPE scaling factor s (default: longest length / L)"),
+    "model": shared(
+        str,
+        DEFAULT.model,
+        "size preset (tiny, small = CPU default, base = GPU), a known pretrained model (see "
+        "`extrapolate models`), a checkpoint folder, a .gguf file, or a hub id",
+    ),
+    "width": shared(Optional[int], DEFAULT.width, "model width (overrides the preset)"),
+    "layers": shared(Optional[int], DEFAULT.layers, "layers (overrides the preset)"),
+    "heads": shared(Optional[int], DEFAULT.heads, "attention heads (overrides the preset)"),
+    "embed_std": shared(
+        Optional[float],
+        DEFAULT.embed_std,
+        f"token-embedding init std (default {GPT2_INIT_STD}, as every weight; sinusoidal D^-1/2; "
+        "the tied head shares it)",
+    ),
+    "position_std": shared(
+        Optional[float],
+        DEFAULT.position_std,
+        f"learned: init std of the position table (default {LEARNED_TABLE_STD:g}: zeros; GPT-2: {GPT2_INIT_STD})",
+    ),
+    "position_lr_scale": shared(
+        Optional[float],
+        DEFAULT.position_lr_scale,
+        f"learned: the table's learning rate as a multiple of --lr (default {LEARNED_TABLE_LR_SCALE:g}; GPT-2: 1)",
+    ),
+    "corpus": shared(str, DEFAULT.corpus, "built-in name, local text/JSONL/Parquet path, or hub dataset"),
+    "tokenizer": shared(
+        str,
+        DEFAULT.tokenizer,
+        f"tokenizer of models trained here: bpe ({DEFAULT_BPE_VOCAB} ids, learned from the corpus) "
+        "| bpe:N | bytes; a pretrained model uses its own",
+    ),
+    "tasks": shared(str, ",".join(DEFAULT.tasks), "comma-separated tasks: perplexity, passkey"),
+    "steps": shared(
+        Optional[int],
+        DEFAULT.steps,
+        f"training steps (default {DEFAULT_STEPS}; sinusoidal {SINUSOIDAL_STEPS}: its retrieval at L forms later)",
+    ),
+    "batch_size": shared(int, DEFAULT.batch_size, "sequences per training step"),
+    "lr": shared(float, DEFAULT.lr, "peak learning rate", "--lr"),
+    "device": shared(str, DEFAULT.device, "auto | cpu | cuda | mps"),
+    "dtype": shared(str, DEFAULT.dtype, "evaluation precision: float32 | bfloat16"),
+    "train_dtype": shared(
+        str,
+        DEFAULT.train_dtype,
+        "training autocast: auto (bfloat16 where the device has fast bf16 matmuls, else float32) | bfloat16 | float32",
+    ),
+    "compile": shared(
+        bool,
+        DEFAULT.compile,
+        "torch.compile the training forward: a minute or so of compiling, then faster steps "
+        "(recorded in the model's config and so in its identity)",
+    ),
+    "protocol": shared(str, DEFAULT.protocol, "perplexity protocol: full (one window per chunk) | sliding"),
+    "stride": shared(int, DEFAULT.stride, "stride of the sliding protocol"),
+    "eval_tokens": shared(int, DEFAULT.eval_tokens, "tokens scored per held-out document at every length"),
+    "eval_docs": shared(Optional[int], DEFAULT.eval_docs, "at most this many held-out documents (default all)"),
+    "learned_policy": shared(str, DEFAULT.learned_policy, "learned table past its rows: error (unsupported) | clamp"),
+    "kernel": shared(str, DEFAULT.kernel, "attention kernel: auto | sdpa | fused-bias | flex | blocked | reference"),
+    "passkey_fraction": shared(
+        Optional[float],
+        DEFAULT.passkey_fraction,
+        "share of training rows that are passkey prompts "
+        f"(default {DEFAULT_PASSKEY_FRACTION:g} when L leaves room for a prompt, else 0)",
+    ),
+    "passkey_task": shared(
+        Optional[str],
+        DEFAULT.passkey_task,
+        "retrieval task file: a name under tasks/ or a TOML path "
+        f"(default: {DEFAULT_RETRIEVAL_TASK['trained']}, a one-token key, for models trained here; "
+        "the 5-digit passkey for pretrained models)",
+    ),
+    "finetune_len": shared(
+        Optional[int],
+        DEFAULT.finetune_len,
+        "fine-tune length L' (default s·L with --factor, else the longest evaluation length)",
+    ),
+    "finetune_lr": shared(
+        Optional[float],
+        DEFAULT.finetune_lr,
+        f"fine-tune learning rate, constant after {WARMUP_STEPS} warmup steps (default --lr / 10)",
+    ),
+    # NAME=VALUE items, parsed into the request's sorted (name, value) pairs
+    "encoding_option": shared(
+        Optional[list[str]],
+        None,
+        f"NAME=VALUE of a training-free encoding, repeatable: {listed_names(TRAINING_FREE.values())}",
+    ),
+    "out": shared(Optional[Path], DEFAULT.out, "output folder (default results/<encoding>-L<L>)"),
 }
 KernelOpt = SHARED["kernel"][0]
 DeviceOpt = SHARED["device"][0]
@@ -74,22 +168,66 @@ def with_request(out_help: str | None = None, **defaults):
 
     def decorate(body):
         own = [p for p in inspect.signature(body, eval_str=True).parameters.values() if p.name != "request"]
-        shared = []
+        added = []
         for name, (annotation, default) in SHARED.items():
             if name == "out" and out_help:
                 annotation = Annotated[Optional[Path], typer.Option(help=out_help)]
-            shared.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                            default=defaults.get(name, default)))
+            added.append(
+                inspect.Parameter(
+                    name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=defaults.get(name, default)
+                )
+            )
 
         @functools.wraps(body)
         def command(**values):
             request = to_request({name: values.pop(name) for name in SHARED})
             return body(request=request, **values)
 
-        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + shared
+        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added
         command.__signature__ = inspect.Signature(parameters)
         command.__annotations__ = {p.name: p.annotation for p in parameters}
         del command.__wrapped__  # typer must read the signature above, not the body's
         return command
 
     return decorate
+
+
+def show_flag(option: OptionSpec):
+    """The `encodings show` flag of a declared option: its help; not given by default (the encoding's own
+    default applies). A list is given as comma-separated text, a yes/no as --name/--no-name."""
+    if option.type is bool:
+        flag = option.flag
+        return Annotated[Optional[bool], typer.Option(f"{flag}/--no-{flag[2:]}", help=option.help)]
+    return Annotated[Optional[str if option.type is list else option.type], typer.Option(help=option.help)]
+
+
+def with_encoding_options(body):
+    """Put the flags of every option `encodings show` takes (`SHOWN`) where the command's `options` parameter
+    stands; the command is called with the options given, as {name: value} (comma lists parsed)."""
+    signature = inspect.signature(body, eval_str=True)
+    parameters = []
+    for parameter in signature.parameters.values():
+        if parameter.name == "options":
+            parameters += [
+                inspect.Parameter(
+                    option.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=show_flag(option), default=None
+                )
+                for option in SHOWN
+            ]
+        else:
+            parameters.append(parameter)
+
+    @functools.wraps(body)
+    def command(**values):
+        given = {option: values.pop(option.name) for option in SHOWN}
+        options = {
+            option.name: parse_float_list(value, option.flag) if option.type is list else value
+            for option, value in given.items()
+            if value is not None
+        }
+        return body(options=options, **values)
+
+    command.__signature__ = signature.replace(parameters=parameters)
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    del command.__wrapped__  # typer must read the signature above, not the body's
+    return command

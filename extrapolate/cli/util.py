@@ -1,4 +1,5 @@
-"""What every CLI command shares: one-line errors (exit code 2), number bounds by flag, list parsing."""
+"""What every CLI command shares: one-line errors (exit code 2, the policy of `core.errors`), number bounds by
+flag, list parsing."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from extrapolate.core.errors import UserError
-from extrapolate.core.numbers import (OPTION_BOUNDS, check_number, parse_float_list,  # noqa: F401
-                                       parse_int_list, parse_name_list)
+from extrapolate.core.errors import UserError, exhaustion_line, is_out_of_memory, os_error_line
+from extrapolate.core.numbers import FLAG_BOUNDS, check_number, parse_float_list, parse_int_list, parse_name_list  # noqa: F401
+from extrapolate.encodings.options import flag_bounds
 
 try:  # typer ≥ 0.20 vendors its own click; older releases use the click package
     from typer._click import exceptions as click_exceptions
@@ -20,6 +21,8 @@ except ImportError:  # pragma: no cover
 
 stdout = Console()
 stderr = Console(stderr=True)
+# the range of every numeric flag: the commands' own, and those of the encodings' options (`encodings show`)
+OPTION_BOUNDS = {**FLAG_BOUNDS, **flag_bounds()}
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -59,12 +62,11 @@ class OneLineErrors(TyperGroup):
         except (KeyboardInterrupt, typer.Abort):
             interrupted()
         except (MemoryError, RuntimeError) as exc:
-            if not out_of_memory(exc):
-                raise
-            detail = " ".join(str(exc).split())[:160]
-            fail(f"out of memory: a smaller --batch-size, width or length fits; finished work is kept ({detail})")
-        except OSError as exc:  # the system refused a path the checks could not foresee (a read-only mount, /proc)
-            fail(os_error_line(exc))
+            if not is_out_of_memory(exc):
+                raise  # a bug: its traceback
+            fail(exhaustion_line(exc))
+        except OSError as exc:  # a full disk, or the system refused a path no check foresees (read-only, /proc)
+            fail(exhaustion_line(exc) or os_error_line(exc))
         if code == INTERRUPTED:  # typer turns Ctrl-C inside a command into this exit code, silently
             interrupted()
         if isinstance(code, int) and code:
@@ -72,24 +74,11 @@ class OneLineErrors(TyperGroup):
         return code
 
 
-def os_error_line(exc: OSError) -> str:
-    """'<path>: <reason>' for a refused file operation, the way the shell's tools say it."""
-    reason = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
-    return f"{exc.filename}: {reason}" if exc.filename else reason
-
-
 INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
 def interrupted() -> None:
     fail("interrupted; finished work is kept, run the same command again to resume", INTERRUPTED)
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """An allocation the machine cannot satisfy (host or device): the request is too big, not a bug."""
-    text = str(exc).lower()
-    return (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
-            or "out of memory" in text or "can't allocate memory" in text)
 
 
 def check_inputs(command) -> None:
@@ -125,7 +114,7 @@ def non_empty_path(process_value, param):
 
 def number_checked(callback):
     def check(ctx, param, value):
-        check_number(param.opts[0], value)
+        check_number(param.opts[0], value, OPTION_BOUNDS.get(param.opts[0]))
         return value if callback is None else callback(ctx, param, value)
 
     return check

@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from extrapolate.core.errors import naming_path
+
 
 def default_mode(folder: bool = False) -> int:
     """The mode `open()` (or `mkdir`) would give a new file (folder): 0o666 (0o777) less the umask; mkstemp's
@@ -20,13 +22,15 @@ def default_mode(folder: bool = False) -> int:
 
 @contextlib.contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
-    """Yield a temporary path next to `path`; on success it replaces `path`, on failure it is removed."""
+    """Yield a temporary path next to `path`; on success it replaces `path`, on failure it is removed. A full
+    disk while writing names `path` (`core.errors.naming_path`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
     os.close(fd)
     try:
-        yield Path(tmp)
+        with naming_path(path):
+            yield Path(tmp)
         # an existing file keeps its mode, as an in-place write would
         os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else default_mode())
         os.replace(tmp, path)
@@ -44,12 +48,13 @@ def write_text(path: Path | str, text: str) -> None:
 def atomic_folder(path: Path | str) -> Iterator[Path]:
     """Yield a staging folder next to `path`; on success it becomes `path` (which may exist only as an empty
     folder), on failure it is removed: a reader never sees half a folder. What is in it gets the modes `open()`
-    and `mkdir` would give."""
+    and `mkdir` would give. A full disk while filling it names `path` (`core.errors.naming_path`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".staging-{path.name}-"))
     try:
-        yield staging
+        with naming_path(path):
+            yield staging
         for item in [staging, *staging.rglob("*")]:
             os.chmod(item, default_mode(folder=item.is_dir()))
         if path.exists():

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from extrapolate.core.defaults import DEFAULT_BATCH_SIZE, DEFAULT_CORPUS, DEFAULT_LR, DEFAULT_STEPS, DEFAULT_TRAIN_LEN
 from extrapolate.core.errors import UserError
+from extrapolate.core.identity import omit_unset
 
 
 @dataclass(frozen=True)
@@ -25,11 +27,12 @@ class ModelConfig:
     norm_eps: float = 1e-5
     encoding: str = "rope"  # the encoding the model is trained with
     rope_base: float = 10000.0
-    max_len: int = 256  # training length: rows of a learned table, original length of RoPE scalings
+    max_len: int = DEFAULT_TRAIN_LEN  # training length: rows of a learned table, original length of RoPE scalings
+    # The optional fields: None is what identity.UNSET_MEANS says, and an unset field is left out of the hash.
     # token-embedding init std; None: GPT-2's 0.02, as every other weight (`--embed-std`)
     embed_std: float | None = None
     # the learned position table's init std and learning-rate multiplier; None: GPT-2's recipe, the 0.02 of
-    # every weight and the model's own rate (what every learned model before these fields was trained with)
+    # every weight and the model's own rate
     position_std: float | None = None
     position_lr_scale: float | None = None
     # biases on the query, key and value projections (Qwen2 checkpoints); None: none, as every model trained here
@@ -88,12 +91,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 @dataclass(frozen=True)
 class TrainConfig:
     model: ModelConfig
-    corpus: str = "shakespeare"
+    corpus: str = DEFAULT_CORPUS
     tokenizer: str = "bytes"  # identity of the tokenizer: token ids mean nothing without it
-    seq_len: int = 256
-    batch_size: int = 32
-    steps: int = 1200
-    lr: float = 3e-3
+    seq_len: int = DEFAULT_TRAIN_LEN
+    batch_size: int = DEFAULT_BATCH_SIZE
+    steps: int = DEFAULT_STEPS
+    lr: float = DEFAULT_LR
     min_lr_ratio: float = 0.1
     warmup_steps: int = 60
     weight_decay: float = 0.1
@@ -108,32 +111,16 @@ class TrainConfig:
     checkpoint_every: int = 200
     compile: bool | None = None  # True: the training forward ran through torch.compile (None: eager)
 
-    @property
-    def tokens(self) -> int:
-        return self.steps * self.batch_size * self.seq_len
-
 
 def to_dict(config: Any) -> dict:
     return dataclasses.asdict(config)
 
 
-# fields added after models were cached and results committed: left out of the canonical form while unset,
-# so every model made before them keeps its hash (its cache folder and its run ids)
-OMITTED_WHILE_UNSET = frozenset({"embed_std", "position_std", "position_lr_scale", "qkv_bias", "compile"})
-
-
-def _without_unset(data: Any) -> Any:
-    if isinstance(data, dict):
-        return {k: _without_unset(v) for k, v in data.items() if not (k in OMITTED_WHILE_UNSET and v is None)}
-    if isinstance(data, (list, tuple)):
-        return [_without_unset(v) for v in data]
-    return data
-
-
 def canonical_json(data: Any) -> str:
+    """The JSON a config is hashed as: sorted keys, no spaces, the unset optional fields left out (identity.py)."""
     if dataclasses.is_dataclass(data):
         data = to_dict(data)
-    return json.dumps(_without_unset(data), sort_keys=True, separators=(",", ":"), default=str)
+    return json.dumps(omit_unset(data), sort_keys=True, separators=(",", ":"), default=str)
 
 
 def config_hash(data: Any, length: int = 12) -> str:
@@ -151,8 +138,4 @@ def train_config_from_dict(data: dict) -> TrainConfig:
     return TrainConfig(model=model_config_from_dict(data["model"]), **values)
 
 
-def replace(config, **changes):
-    return dataclasses.replace(config, **changes)
-
-
-__all__ = ["ModelConfig", "TrainConfig", "PRESETS", "canonical_json", "config_hash", "field"]
+__all__ = ["ModelConfig", "TrainConfig", "PRESETS", "canonical_json", "config_hash"]

@@ -1,5 +1,13 @@
 """Defaults shared by the command line and the library (no heavy imports: the CLI reads them at start-up)."""
 
+# A model trained here when nothing else is asked for: its training length L (a pretrained model's default is
+# its own context), sequences per step, peak learning rate and corpus. `RunRequest` (what the command line
+# offers) and `TrainConfig` (what a training run records) both take these.
+DEFAULT_TRAIN_LEN = 256
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_LR = 3e-3
+DEFAULT_CORPUS = "shakespeare"
+
 # Half of the training rows are retrieval prompts and training runs 1200 steps: the budget in which the
 # one-token-key task forms at L for the encodings of the default sweep (results/showcase/NOTES.md).
 DEFAULT_PASSKEY_FRACTION = 0.5

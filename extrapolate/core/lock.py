@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from extrapolate.core.errors import UserError
+from extrapolate.core.errors import UserError, naming_path
 
 LOCK = ".lock"
 
@@ -51,7 +51,7 @@ def folder_lock(folder: Path) -> Iterator[None]:
             path.unlink(missing_ok=True)  # a stale lock from a killed process
     else:
         raise UserError(f"could not lock {folder}")
-    with os.fdopen(fd, "w") as handle:
+    with naming_path(path), os.fdopen(fd, "w") as handle:  # often the first write into a results folder
         handle.write(str(os.getpid()))
     try:
         yield

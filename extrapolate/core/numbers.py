@@ -1,6 +1,7 @@
 """Numeric inputs: comma lists parsed into numbers, and the range in which each numeric option means
 something. Shared by the command line (which checks every option as it is parsed) and the library's own
-validation (a training-free encoding's --encoding-option values take the bounds of the matching flag)."""
+validation. The ranges of the commands' own flags are here; an encoding's options declare theirs with the
+option (encodings/options.py, in `Bound`s from here), and the command line checks its flags against both."""
 
 from __future__ import annotations
 
@@ -67,31 +68,29 @@ def at_least(minimum: int) -> Bound:
 
 
 POSITIVE = Bound(lambda v: v > 0, "> 0")
-# The range in which each numeric option means something, by its flag; every command shares these names.
+# The range in which each numeric flag of the commands means something; every command shares these names.
 # Floats are also checked to be finite, whether listed here or not (NaN passes every comparison).
-OPTION_BOUNDS = {
+FLAG_BOUNDS = {
     "--train-len": at_least(2), "--eval-len": at_least(1), "--factor": POSITIVE, "--width": at_least(1),
     "--layers": at_least(1), "--heads": at_least(1), "--embed-std": POSITIVE,
-    "--position-std": Bound(lambda v: v >= 0, "≥ 0 (0: zeros)"), "--position-lr-scale": POSITIVE, "--steps": at_least(1), "--batch-size": at_least(1),
+    "--position-std": Bound(lambda v: v >= 0, "≥ 0 (0: zeros)"), "--position-lr-scale": POSITIVE,
+    "--steps": at_least(1), "--batch-size": at_least(1),
     "--lr": POSITIVE, "--seed": at_least(0), "--stride": at_least(1), "--eval-tokens": at_least(1),
     "--eval-docs": at_least(1), "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),
     "--finetune-steps": at_least(0), "--finetune-len": at_least(2), "--finetune-lr": POSITIVE,
     "--gpus-per-task": at_least(0), "--cpus-per-task": at_least(1), "--time-min": at_least(1),  # sweep on SLURM
-    # encodings show
+    # encodings show (the encodings' own options, --beta-fast …, bring theirs: encodings/options.py)
     "--head-dim": at_least(2), "--base": Bound(lambda v: v > 1, "> 1"), "--original-len": at_least(1),
-    "--seq-len": at_least(1), "--position": at_least(0), "--beta-fast": POSITIVE, "--beta-slow": POSITIVE,
-    "--window": at_least(1), "--group": at_least(1), "--leak": Bound(lambda v: v >= 1, "≥ 1 (1 is plain RoPE)"),
-    "--fraction": Bound(lambda v: 0 < v <= 1, "in (0, 1]"), "--scale-base": POSITIVE, "--max-position": at_least(1),
-    "--r1": POSITIVE, "--r2": POSITIVE, "--fire-c": POSITIVE, "--threshold": POSITIVE,
+    "--seq-len": at_least(1), "--position": at_least(0),
 }
 
 
-def check_number(flag: str, value) -> None:
-    """One line naming `flag` when a numeric option's value is not finite or outside its meaningful range."""
+def check_number(flag: str, value, bound: Bound | None) -> None:
+    """One line naming `flag` when a numeric option's value is not finite or outside `bound`, its meaningful
+    range (None: any finite number); values that are not numbers (text, lists, booleans) pass."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     if not math.isfinite(value):
         raise UserError(f"{flag} must be a finite number, got {value}")
-    bound = OPTION_BOUNDS.get(flag)
     if bound is not None and not bound.holds(value):
         raise UserError(f"{flag} must be {bound.text}, got {value:g}")

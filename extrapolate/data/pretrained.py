@@ -18,6 +18,7 @@ import torch
 
 from extrapolate.core.config import ModelConfig
 from extrapolate.core.errors import UserError
+from extrapolate.core.identity import stored
 from extrapolate.model import TransformerLM
 from extrapolate.core.paths import cache_dir
 from extrapolate.core.readers import first_line, read_json, reading
@@ -55,7 +56,10 @@ def require_transformers():
 
 
 @dataclass
-class Pretrained:
+class PretrainedModel:
+    """A loaded checkpoint: the project's model holding its weights, its own tokenizer, the name it was asked
+    for by, and its original context."""
+
     model: TransformerLM
     tokenizer: object
     name: str
@@ -114,7 +118,7 @@ def config_from_hf(hf) -> ModelConfig:
         n_kv_heads=getattr(hf, "num_key_value_heads", heads), d_ff=hf.intermediate_size, norm="rmsnorm",
         mlp="swiglu", tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
         norm_eps=float(hf.rms_norm_eps), encoding="rope", rope_base=float(base),
-        max_len=int(original_context(hf)), qkv_bias=True if family == "qwen2" else None,
+        max_len=int(original_context(hf)), qkv_bias=stored("qkv_bias", family == "qwen2"),
     )
 
 
@@ -209,7 +213,7 @@ def from_hf_model(hf_model) -> TransformerLM:
     return model.eval()
 
 
-def load_pretrained(spec: str) -> Pretrained:
+def load_pretrained(spec: str) -> PretrainedModel:
     """`spec`: a known name (see `extrapolate models`), a folder with config.json, a .gguf file, or a hub id."""
     local = Path(spec).expanduser()
     if spec.endswith(".gguf") and not local.exists():
@@ -236,7 +240,7 @@ def load_pretrained(spec: str) -> Pretrained:
     except Exception as exc:  # transformers raises many types for a model it cannot use; none is a bug of ours
         raise UserError(f"could not load model {spec!r}: {first_line(exc)}") from None
     model = from_hf_model(hf_model)
-    return Pretrained(model, HFTokenizer(tokenizer, spec), spec, original_context(hf_model.config))
+    return PretrainedModel(model, HFTokenizer(tokenizer, spec), spec, original_context(hf_model.config))
 
 
 def check_gguf(path: Path) -> None:
@@ -287,33 +291,25 @@ def fetch_known(name: str) -> Path:
 
 def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: int, options: dict | None = None,
                        head_dim: int | None = None) -> dict:
-    """The `rope_parameters` a transformers Llama needs to compute what `encoding` computes here (`head_dim`:
-    for LongRoPE, whose default factor lists depend on it)."""
-    options = options or {}
-    if encoding == "rope":
-        return {"rope_type": "default", "rope_theta": base}
-    if encoding == "pi":
-        return {"rope_type": "linear", "rope_theta": base, "factor": factor}
-    if encoding == "ntk" and head_dim is not None:  # static NTK-aware is plain RoPE with a larger base
-        from extrapolate.encodings.frequencies import ntk_base
+    """The `rope_parameters` a transformers Llama needs to compute what `encoding` computes here, as its scaling
+    declares them (`TransformersRope`, frequencies.py) with each option under its declared key (`head_dim`: for
+    static NTK's base and LongRoPE's default factor lists, which depend on it)."""
+    from extrapolate.encodings.frequencies import SCALINGS
+    from extrapolate.encodings.options import OPTIONS
 
-        return {"rope_type": "default", "rope_theta": ntk_base(head_dim, base, factor)}
-    if encoding == "dynamic-ntk":
-        return {"rope_type": "dynamic", "rope_theta": base, "factor": factor}
-    if encoding == "yarn":
-        return {"rope_type": "yarn", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
-                **{k: v for k, v in options.items() if v is not None}}
-    if encoding == "llama3":
-        return {"rope_type": "llama3", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
-                "low_freq_factor": options.get("low_freq_factor", 1.0), "high_freq_factor": options.get("high_freq_factor", 4.0)}
-    if encoding == "longrope":
-        from extrapolate.encodings.frequencies import longrope_factors
-
-        if head_dim is None:
-            raise ValueError("longrope's rope_parameters need the head dimension")
-        short, long = longrope_factors(head_dim, base, factor, original_len, options.get("short_factor"),
-                                       options.get("long_factor"))
-        extra = {"attention_factor": options["attention_factor"]} if options.get("attention_factor") is not None else {}
-        return {"rope_type": "longrope", "rope_theta": base, "factor": factor, "original_max_position_embeddings": original_len,
-                "short_factor": short, "long_factor": long, **extra}
-    raise UserError(f"{encoding} has no transformers equivalent (a Llama checkpoint cannot compute it)")
+    scaling = SCALINGS.get(encoding)
+    rope = scaling.transformers if scaling is not None else None
+    if rope is None or (rope.theta is not None and head_dim is None):
+        raise UserError(f"{encoding} has no transformers equivalent (a Llama checkpoint cannot compute it)")
+    if rope.resolved is not None and head_dim is None:
+        raise ValueError(f"{encoding}'s rope_parameters need the head dimension")
+    given = options or {}
+    lengths = {"factor": factor, "original_max_position_embeddings": original_len}
+    theta = base if rope.theta is None else rope.theta(head_dim, base, factor)
+    params = {"rope_type": rope.rope_type, "rope_theta": theta, **{key: lengths[key] for key in rope.reads}}
+    computed = rope.resolved(head_dim, base, factor, original_len, given) if rope.resolved is not None else {}
+    for name, default in scaling.options.items():
+        value = computed.get(name, given.get(name, default if rope.all_options else None))
+        if value is not None:
+            params[OPTIONS[name].hf_key] = value
+    return params

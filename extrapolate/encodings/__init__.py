@@ -1,6 +1,6 @@
 """Positional encodings behind one three-hook interface (see base.py), their specs and registry
-(`catalog`), RoPE's scalings as pure frequency functions (`frequencies`), and the options of the training-free
-ones (`options`). A new encoding is one file here and one line in `catalog`. May import `core` only."""
+(`catalog`), RoPE's scalings as pure frequency functions (`frequencies`), and every encoding option, declared
+once (`options`). A new encoding is one file here and one line in `catalog`. May import `core` only."""
 
 from extrapolate.encodings.absolute import Learned, NoPE, Sinusoidal, sinusoidal_table
 from extrapolate.encodings.base import PositionalEncoding

@@ -7,6 +7,7 @@ from torch import nn
 
 from extrapolate.core.defaults import SINUSOIDAL_STEPS
 from extrapolate.core.errors import PositionOutOfRange, UserError
+from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
@@ -47,7 +48,8 @@ class Learned(PositionalEncoding):
     name, kind = "learned", "absolute"
     POLICIES = ("error", "clamp")
 
-    def __init__(self, d_model: int, max_len: int, policy: str = "error", std: float = 0.02, lr_scale: float = 1.0):
+    def __init__(self, d_model: int, max_len: int, policy: str = "error", std: float = GPT2_INIT_STD,
+                 lr_scale: float = 1.0):
         super().__init__()
         if policy not in self.POLICIES:
             raise ValueError(f"learned position policy must be one of {self.POLICIES}, not {policy!r}")

@@ -100,8 +100,8 @@ class PositionalEncoding(nn.Module):
             return None
         return lambda h, i, d: table[h, d]
 
-    def bias_block(self, q0: int, q1: int, k0: int = 0, device: torch.device | None = None) -> torch.Tensor | None:
-        """(H, q1-q0, q1-k0) float32 bias of queries at absolute positions q0 … q1-1 against keys k0 … q1-1, with
+    def bias_block(self, q0: int, q1: int, device: torch.device | None = None) -> torch.Tensor | None:
+        """(H, q1-q0, q1) float32 bias of queries at absolute positions q0 … q1-1 against keys 0 … q1-1, with
         -inf above the diagonal; only for `toeplitz = False` kinds, whose bias no distance table can hold."""
         return None
 

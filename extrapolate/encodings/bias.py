@@ -11,6 +11,10 @@ from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import LinearBias, PositionalEncoding, SaturatingBias
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
+# T5's relative buckets: 16 exact distances, then 16 log-spaced ones up to 128 tokens (the released T5)
+T5_NUM_BUCKETS = 32
+T5_MAX_DISTANCE = 128
+
 
 def alibi_slopes(n_heads: int) -> list[float]:
     """m_h = 2^(-8h/n) for n a power of two; otherwise the 2^k list plus every other slope of the 2^(k+1) list."""
@@ -45,7 +49,8 @@ class ALiBi(PositionalEncoding):
 
 
 def t5_bucket(
-    relative_position: torch.Tensor, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = False
+    relative_position: torch.Tensor, num_buckets: int = T5_NUM_BUCKETS, max_distance: int = T5_MAX_DISTANCE,
+    bidirectional: bool = False,
 ) -> torch.Tensor:
     """Bucket of `rp = j - i` (keys behind the query are negative). Log-spaced past num_buckets/2 exact ones."""
     bucket = torch.zeros_like(relative_position)
@@ -69,7 +74,7 @@ class T5Bias(PositionalEncoding):
 
     name, kind, has_bias = "t5", "bias", True
 
-    def __init__(self, n_heads: int, num_buckets: int = 32, max_distance: int = 128):
+    def __init__(self, n_heads: int, num_buckets: int = T5_NUM_BUCKETS, max_distance: int = T5_MAX_DISTANCE):
         super().__init__()
         self.num_buckets, self.max_distance = num_buckets, max_distance
         # the first distance from which every key falls in the last bucket (113 for 32 buckets / 128)
@@ -97,12 +102,12 @@ def show_t5(query: ShowQuery) -> dict:
     if any(d < 0 for d in distances):
         raise UserError("t5 distances are how far back the key is: use numbers ≥ 0")
     buckets = t5_bucket(-torch.tensor(distances, dtype=torch.int64)).tolist()
-    return {"distances": distances, "buckets": buckets, "num_buckets": 32, "max_distance": 128}
+    return {"distances": distances, "buckets": buckets, "num_buckets": T5_NUM_BUCKETS, "max_distance": T5_MAX_DISTANCE}
 
 
 ALIBI = EncodingSpec("alibi", "bias", "linear distance penalty per head (Press et al. 2022)",
                      lambda shape: ALiBi(shape.n_heads), {"heads": "model heads"}, colour="#d62728",
                      show=lambda query: {"heads": query.heads, "slopes": alibi_slopes(query.heads)})
 T5 = EncodingSpec("t5", "bias", "learned bias per log-spaced distance bucket (Raffel et al. 2020)",
-                  lambda shape: T5Bias(shape.n_heads), {"num_buckets": 32, "max_distance": 128}, colour="#2ca02c",
-                  show=show_t5)
+                  lambda shape: T5Bias(shape.n_heads), {"num_buckets": T5_NUM_BUCKETS, "max_distance": T5_MAX_DISTANCE},
+                  colour="#2ca02c", show=show_t5)

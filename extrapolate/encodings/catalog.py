@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from extrapolate.core.errors import UserError
+from extrapolate.core.identity import GPT2_INIT_STD, as_built
 from extrapolate.core.registry import Registry
 from extrapolate.encodings.absolute import LEARNED, NOPE, SINUSOIDAL
 from extrapolate.encodings.base import PositionalEncoding
@@ -69,7 +70,7 @@ def validate_shape(spec: EncodingSpec, *, n_heads: int, head_dim: int, factor: f
 
 def build_encoding(name: str, *, d_model: int, n_heads: int, head_dim: int, max_len: int, base: float = 10000.0,
                    factor: float = 1.0, original_len: int | None = None, options: dict | None = None,
-                   learned_policy: str = "error", position_std: float = 0.02,
+                   learned_policy: str = "error", position_std: float = GPT2_INIT_STD,
                    position_lr_scale: float = 1.0) -> PositionalEncoding:
     spec = get_spec(name)
     validate_shape(spec, n_heads=n_heads, head_dim=head_dim, factor=factor)
@@ -80,8 +81,9 @@ def build_encoding(name: str, *, d_model: int, n_heads: int, head_dim: int, max_
 def encoding_for(config, name: str | None = None, *, factor: float = 1.0, original_len: int | None = None,
                  **options) -> PositionalEncoding:
     """The encoding `name` (default: the config's own) shaped for a model config: its width, heads, head size,
-    length, RoPE base and learned-table recipe. The one place a model's encoding is built from its config."""
-    table = {k: getattr(config, k) for k in ("position_std", "position_lr_scale") if getattr(config, k, None) is not None}
+    length, RoPE base and learned-table recipe (an unset recipe field is built as the identity rules say it
+    means). The one place a model's encoding is built from its config."""
+    table = {k: as_built(k, getattr(config, k, None)) for k in ("position_std", "position_lr_scale")}
     return build_encoding(name or config.encoding, d_model=config.d_model, n_heads=config.n_heads,
                           head_dim=config.head_dim, max_len=config.max_len, base=config.rope_base, factor=factor,
                           original_len=original_len, **table, **options)

@@ -22,11 +22,10 @@ from torch import nn
 
 from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.options import FIRE_INITIAL_C, FIRE_INITIAL_THRESHOLD, option_defaults
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
 MLP_WIDTH = 32
-INITIAL_C = 0.1
-INITIAL_THRESHOLD = 512.0
 NORMALISER_EPS = 1e-6
 HIDDEN_ELEMENTS = 1 << 22  # rows × keys × width per MLP slice (16 MiB in float32)
 
@@ -41,7 +40,8 @@ def normalised_distance(q_pos: torch.Tensor, k_pos: torch.Tensor, c: torch.Tenso
 class Fire(PositionalEncoding):
     name, kind, has_bias, toeplitz = "fire", "bias", True, False
 
-    def __init__(self, n_heads: int, width: int = MLP_WIDTH, c: float = INITIAL_C, threshold: float = INITIAL_THRESHOLD):
+    def __init__(self, n_heads: int, width: int = MLP_WIDTH, c: float = FIRE_INITIAL_C,
+                 threshold: float = FIRE_INITIAL_THRESHOLD):
         super().__init__()
         check_positive(c=c, threshold=threshold)
         # PyTorch's default Linear init, as the reference: the model's std-0.02 pass runs before the encoding
@@ -64,11 +64,11 @@ class Fire(PositionalEncoding):
         c, threshold = self.c_and_threshold()
         return self.mlp(normalised_distance(q_pos, k_pos, c, threshold))
 
-    def bias_block(self, q0, q1, k0=0, device=None):
+    def bias_block(self, q0, q1, device=None):
         device = device or self.log_c.device
         c, threshold = (t.to(device) for t in self.c_and_threshold())
-        k_pos = torch.arange(k0, q1, device=device)  # (K,)
-        keys, width = q1 - k0, self.hidden.out_features
+        k_pos = torch.arange(q1, device=device)  # (K,) every key up to the block's last query
+        keys, width = q1, self.hidden.out_features
         rows = max(1, HIDDEN_ELEMENTS // max(1, keys * width))
         pieces = []
         for r0 in range(q0, q1, rows):  # a slice of rows at a time bounds the MLP's hidden layer
@@ -110,8 +110,8 @@ def check_positive(**values: float) -> None:
 
 def show_fire(query: ShowQuery) -> dict:
     """The MLP's input (learned weights have no closed form): ψ(d) / ψ(max(L_thr, i)) for query i = --position."""
-    c = float(query.options.get("fire_c", INITIAL_C))
-    threshold = float(query.options.get("threshold", INITIAL_THRESHOLD))
+    c = float(query.options.get("fire_c", FIRE_INITIAL_C))
+    threshold = float(query.options.get("threshold", FIRE_INITIAL_THRESHOLD))
     check_positive(c=c, threshold=threshold)
     distances = query.distances if query.distances is not None else [0, 1, 5, 20, 200, 1000]
     # the query sits at the farthest distance unless placed: every key it is shown against then exists
@@ -128,6 +128,6 @@ def show_fire(query: ShowQuery) -> dict:
 
 FIRE = EncodingSpec(
     "fire", "bias", "learned MLP of the log distance over the log query position (Li et al. 2023)",
-    lambda shape: Fire(shape.n_heads), {"heads": "model heads", "mlp_width": MLP_WIDTH, "fire_c": INITIAL_C,
-                                        "threshold": INITIAL_THRESHOLD},
+    lambda shape: Fire(shape.n_heads), {"heads": "model heads", "mlp_width": MLP_WIDTH,
+                                        **option_defaults("fire_c", "threshold")},
     colour="#9edae5", show=show_fire, group="newer")

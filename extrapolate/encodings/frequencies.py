@@ -13,6 +13,14 @@ from typing import Callable
 import torch
 
 from extrapolate.core.errors import UserError
+from extrapolate.encodings.options import (
+    LLAMA3_HIGH_FREQ_FACTOR,
+    LLAMA3_LOW_FREQ_FACTOR,
+    YARN_BETA_FAST,
+    YARN_BETA_SLOW,
+    YARN_TRUNCATE,
+    option_defaults,
+)
 
 # (head_dim, base, factor, original_len, seq_len, **options) -> (inv_freq (head_dim/2,) float32, attention_factor)
 FrequencyFn = Callable[..., "tuple[torch.Tensor, float]"]
@@ -75,9 +83,9 @@ def yarn(
     factor: float,
     original_len: int,
     seq_len: int,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
-    truncate: bool = True,
+    beta_fast: float = YARN_BETA_FAST,
+    beta_slow: float = YARN_BETA_SLOW,
+    truncate: bool = YARN_TRUNCATE,
     attention_factor: float | None = None,
 ) -> tuple[torch.Tensor, float]:
     """YaRN in the reference-code form: a linear ramp between extrapolated and interpolated pairs."""
@@ -109,8 +117,8 @@ def llama3(
     factor: float,
     original_len: int,
     seq_len: int,
-    low_freq_factor: float = 1.0,
-    high_freq_factor: float = 4.0,
+    low_freq_factor: float = LLAMA3_LOW_FREQ_FACTOR,
+    high_freq_factor: float = LLAMA3_HIGH_FREQ_FACTOR,
 ) -> tuple[torch.Tensor, float]:
     """Llama 3.1 scaling: short wavelengths kept, long ones divided by s, a smooth blend in between."""
     theta = rope_inv_freq(head_dim, base)
@@ -172,35 +180,97 @@ def longrope(
     return inv_freq, scale
 
 
+def longrope_resolved_factors(head_dim: int, base: float, factor: float, original_len: int, options: dict) -> dict:
+    """LongRoPE's two factor lists as its frequencies use them, the defaults filled (they depend on the head size)."""
+    short, long = longrope_factors(
+        head_dim, base, factor, original_len, options.get("short_factor"), options.get("long_factor")
+    )
+    return {"short_factor": short, "long_factor": long}
+
+
+@dataclass(frozen=True)
+class TransformersRope:
+    """How transformers' Llama computes what a scaling computes here: its `rope_type` and what its
+    `rope_parameters` hold besides `rope_theta` (data/pretrained.py writes them). Options go under the
+    `hf_key` of their declaration (options.py)."""
+
+    rope_type: str
+    reads: tuple[str, ...] = ()  # which of "factor" (s) and "original_max_position_embeddings" (L) it takes
+    # True: every option is written, its default where it is not given (transformers requires them all);
+    # False: the options given, the others left to transformers, whose defaults are the declared ones
+    all_options: bool = False
+    # (head_dim, base, factor) -> rope_theta, where transformers is given another base (static NTK)
+    theta: Callable[[int, float, float], float] | None = None
+    # (head_dim, base, factor, original_len, options) -> option values computed here that transformers takes
+    # as given (LongRoPE's factor lists, whose defaults depend on the head size)
+    resolved: Callable[..., dict] | None = None
+
+
+SCALED = ("factor",)  # what transformers reads of a scaling: s
+SCALED_FROM_L = ("factor", "original_max_position_embeddings")  # s and L
+
+
 @dataclass(frozen=True)
 class Scaling:
     fn: FrequencyFn
     dynamic: bool  # depends on the sequence length of each forward
-    options: dict  # option name -> default
+    options: dict  # option name -> default (`option_defaults`: the declared ones)
     description: str
     colour: str = "#555555"  # in every figure
     min_head_dim: int = 2  # the smallest head dimension its formula is defined for
     reads_factor: bool = True  # s is an input (not for plain RoPE, nor dynamic YaRN, which takes s = l/L)
+    transformers: TransformersRope | None = None  # None: transformers has no rope_type that computes it
 
 
 SCALINGS: dict[str, Scaling] = {
-    "rope": Scaling(rope, False, {}, "rotary position embedding (Su et al.), half-pair layout", "#9467bd",
-                    reads_factor=False),
-    "pi": Scaling(pi, False, {}, "position interpolation: inv_freq / s (Chen et al. 2023)", "#8c564b"),
-    "ntk": Scaling(ntk, False, {}, "NTK-aware: base · s^(d/(d-2)), static", "#e377c2", min_head_dim=4),
-    "dynamic-ntk": Scaling(dynamic_ntk, True, {}, "NTK base recomputed from each sequence's length", "#7f7f7f",
-                           min_head_dim=4),
+    "rope": Scaling(
+        rope,
+        False,
+        {},
+        "rotary position embedding (Su et al.), half-pair layout",
+        "#9467bd",
+        reads_factor=False,
+        transformers=TransformersRope("default"),
+    ),
+    "pi": Scaling(
+        pi,
+        False,
+        {},
+        "position interpolation: inv_freq / s (Chen et al. 2023)",
+        "#8c564b",
+        transformers=TransformersRope("linear", SCALED),
+    ),
+    # static NTK-aware is plain RoPE with a larger base
+    "ntk": Scaling(
+        ntk,
+        False,
+        {},
+        "NTK-aware: base · s^(d/(d-2)), static",
+        "#e377c2",
+        min_head_dim=4,
+        transformers=TransformersRope("default", theta=ntk_base),
+    ),
+    "dynamic-ntk": Scaling(
+        dynamic_ntk,
+        True,
+        {},
+        "NTK base recomputed from each sequence's length",
+        "#7f7f7f",
+        min_head_dim=4,
+        transformers=TransformersRope("dynamic", SCALED),
+    ),
     "yarn": Scaling(
         yarn,
         False,
-        {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None},
+        option_defaults("beta_fast", "beta_slow", "truncate", "attention_factor"),
         "YaRN ramp between kept and interpolated pairs + 0.1·ln(s)+1 attention factor (Peng et al. 2023)",
         "#bcbd22",
+        transformers=TransformersRope("yarn", SCALED_FROM_L),
     ),
     "dynamic-yarn": Scaling(
         dynamic_yarn,
         True,
-        {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None},
+        option_defaults("beta_fast", "beta_slow", "truncate", "attention_factor"),
         "YaRN with s = max(1, l/L) recomputed per forward",
         "#17becf",
         reads_factor=False,
@@ -208,16 +278,18 @@ SCALINGS: dict[str, Scaling] = {
     "llama3": Scaling(
         llama3,
         False,
-        {"low_freq_factor": 1.0, "high_freq_factor": 4.0},
+        option_defaults("low_freq_factor", "high_freq_factor"),
         "Llama 3.1 wavelength-banded scaling, no attention factor",
         "#393b79",
+        transformers=TransformersRope("llama3", SCALED_FROM_L, all_options=True),
     ),
     "longrope": Scaling(
         longrope,
         True,
-        {"short_factor": None, "long_factor": None, "attention_factor": None},
+        option_defaults("short_factor", "long_factor", "attention_factor"),
         "LongRoPE per-pair rescale factors (short ≤ L, long beyond) + √(1+ln s/ln L) attention factor",
         "#8c6d31",
+        transformers=TransformersRope("longrope", SCALED_FROM_L, resolved=longrope_resolved_factors),
     ),
 }
 

@@ -1,63 +1,221 @@
-"""`--encoding-option NAME=VALUE` of `run` and `sweep`: the own options of the training-free encodings (a RoPE
-scaling's β, LongRoPE's factor lists, Self-Extend's window and group, ReRoPE's window and leak), applied when
-the model is evaluated. They are part of a cell's identity (its run id) and recorded in run.json.
+"""Every option of an encoding, declared once (`OptionSpec`): its name, how its value is read, its default, the
+range in which it means something, its help and its key in transformers' `rope_parameters`. What reads them:
+`--encoding-option NAME=VALUE` of `run` and `sweep` (parsed and checked here, its help in cli/options.py), the
+flags of `encodings show` (their help, and their bounds in the command line's checks), the defaults each
+encoding lists (`option_defaults`) and the `rope_parameters` of a RoPE scaling (data/pretrained.py, from
+each scaling's `TransformersRope` in frequencies.py).
 
-The options of encodings that train their own model (p-RoPE's fraction, xPos's γ, …) would change the trained
-model, whose identity is its config; `encodings show` takes them, `run` and `sweep` not yet.
+The options of the training-free encodings (a RoPE scaling's β, LongRoPE's factor lists, Self-Extend's window
+and group, ReRoPE's window and leak) are applied when the model is evaluated: `--encoding-option` takes them,
+and they are part of a cell's identity (its run id) and recorded in run.json. The options of encodings that
+train their own model (p-RoPE's fraction, xPos's γ, …) would change the trained model, whose identity is its
+config; `encodings show` takes them, `run` and `sweep` not yet.
 """
 
 from __future__ import annotations
 
-from extrapolate.core.errors import UserError
+from dataclasses import dataclass
 
-# option -> how its value is read (the same names as `encodings show --beta-fast …`, with _ for -)
-KINDS = {"beta_fast": float, "beta_slow": float, "truncate": bool, "attention_factor": float,
-         "low_freq_factor": float, "high_freq_factor": float, "short_factor": list, "long_factor": list,
-         "window": int, "group": int, "leak": float}
+from extrapolate.core.errors import UserError
+from extrapolate.core.numbers import POSITIVE, Bound, at_least, check_number, parse_float_list
+
 FLAG = "--encoding-option"
+
+# YaRN's ramp runs from the pair that turns β_fast times in L (kept as it is) to the pair that turns β_slow
+# times (interpolated): the paper's values, and transformers' defaults
+YARN_BETA_FAST = 32.0
+YARN_BETA_SLOW = 1.0
+YARN_TRUNCATE = True  # the ramp's ends floored and ceiled to whole pairs, as the reference code does
+# Llama 3.1's bands: wavelengths longer than L/1 are interpolated, shorter than L/4 kept (Meta's release)
+LLAMA3_LOW_FREQ_FACTOR = 1.0
+LLAMA3_HIGH_FREQ_FACTOR = 4.0
+P_ROPE_FRACTION = 0.75  # one of the fractions the paper trains (p = 0.25 and 0.75 on Gemma 2B)
+XPOS_SCALE_BASE = 512.0  # γ in the paper and in torchscale
+# FIRE's c and L_thr are learned; these are their initial values in the paper's published code
+FIRE_INITIAL_C = 0.1
+FIRE_INITIAL_THRESHOLD = 512.0
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option of one or more encodings. `name` is how `--encoding-option` spells it (`encodings show`
+    takes it as --name, with - for _); `type` is how its value is read: float, int, bool, or list (comma-
+    separated numbers)."""
+
+    name: str
+    type: type
+    help: str  # what it sets: the help of its `encodings show` flag, where it has one
+    # what an encoding uses when the option is not given; None: nothing, or a value each encoding computes
+    # (the help and the encoding's listed parameters say how)
+    default: object = None
+    bound: Bound | None = None  # the range in which it means something (a float is checked to be finite anyway)
+    hf_key: str | None = None  # its key in transformers' rope_parameters; None: transformers has no such option
+    training_free: bool = True  # False: it shapes a model trained with it, so only `encodings show` takes it
+    shown: bool = True  # `encodings show` takes it as a flag
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+# In the order of `encodings show --help` and of the `--encoding-option` names listed in its help and errors.
+OPTIONS: dict[str, OptionSpec] = {
+    option.name: option
+    for option in (
+        # RoPE scalings (frequencies.py): YaRN, Llama 3.1, LongRoPE; transformers takes each under its own name
+        OptionSpec("beta_fast", float, "YaRN β_fast", default=YARN_BETA_FAST, bound=POSITIVE, hf_key="beta_fast"),
+        OptionSpec("beta_slow", float, "YaRN β_slow", default=YARN_BETA_SLOW, bound=POSITIVE, hf_key="beta_slow"),
+        OptionSpec("truncate", bool, "YaRN: floor/ceil the range", default=YARN_TRUNCATE, hf_key="truncate"),
+        OptionSpec(
+            "attention_factor",
+            float,
+            "YaRN, LongRoPE: the factor on cos and sin (default 0.1·ln(s)+1, √(1+ln s/ln L))",
+            hf_key="attention_factor",
+            shown=False,
+        ),
+        OptionSpec(
+            "low_freq_factor",
+            float,
+            "Llama 3.1: wavelengths longer than L/low_freq_factor are interpolated",
+            default=LLAMA3_LOW_FREQ_FACTOR,
+            hf_key="low_freq_factor",
+            shown=False,
+        ),
+        OptionSpec(
+            "high_freq_factor",
+            float,
+            "Llama 3.1: wavelengths shorter than L/high_freq_factor are kept",
+            default=LLAMA3_HIGH_FREQ_FACTOR,
+            hf_key="high_freq_factor",
+            shown=False,
+        ),
+        OptionSpec(
+            "short_factor",
+            list,
+            "LongRoPE per-pair factors for n ≤ L, comma-separated (default all 1)",
+            hf_key="short_factor",
+        ),
+        OptionSpec(
+            "long_factor",
+            list,
+            "LongRoPE per-pair factors for n > L, comma-separated (default YaRN's ramp)",
+            hf_key="long_factor",
+        ),
+        # Self-Extend and ReRoPE (two-part attention), which transformers does not compute
+        OptionSpec(
+            "window",
+            int,
+            "Self-Extend neighbour window / ReRoPE window w (default L/4, L/8)",
+            bound=at_least(1),
+        ),
+        OptionSpec(
+            "group",
+            int,
+            "Self-Extend group size G (default: the smallest that fits s·L)",
+            bound=at_least(1),
+        ),
+        OptionSpec(
+            "leak",
+            float,
+            "leaky ReRoPE: slope 1/k past the window (default: none, pure ReRoPE)",
+            bound=Bound(lambda v: v >= 1, "≥ 1 (1 is plain RoPE)"),
+        ),
+        # encodings that train their own model
+        OptionSpec(
+            "fraction",
+            float,
+            "p-rope: fraction p of the pairs that rotate, in (0, 1]",
+            default=P_ROPE_FRACTION,
+            bound=Bound(lambda v: 0 < v <= 1, "in (0, 1]"),
+            training_free=False,
+        ),
+        OptionSpec(
+            "scale_base",
+            float,
+            "xpos: γ of the decay ζ^((n-m)/γ)",
+            default=XPOS_SCALE_BASE,
+            bound=POSITIVE,
+            training_free=False,
+        ),
+        OptionSpec(
+            "max_position",
+            int,
+            "randomized kinds: L_max (default 8 × --original-len)",
+            bound=at_least(1),
+            training_free=False,
+        ),
+        OptionSpec("r1", float, "kerple: coefficient r1 > 0", bound=POSITIVE, training_free=False),
+        OptionSpec("r2", float, "kerple: r2 > 0 (power: ≤ 2)", bound=POSITIVE, training_free=False),
+        OptionSpec(
+            "fire_c",
+            float,
+            "fire: c of ψ(x) = log(c·x + 1)",
+            default=FIRE_INITIAL_C,
+            bound=POSITIVE,
+            training_free=False,
+        ),
+        OptionSpec(
+            "threshold",
+            float,
+            "fire: L_thr of ψ(max(L_thr, i))",
+            default=FIRE_INITIAL_THRESHOLD,
+            bound=POSITIVE,
+            training_free=False,
+        ),
+    )
+}
+TRAINING_FREE = {name: option for name, option in OPTIONS.items() if option.training_free}  # `--encoding-option`
+SHOWN = tuple(option for option in OPTIONS.values() if option.shown)  # the flags of `encodings show`
+
+
+def option_defaults(*names: str) -> dict:
+    """{name: declared default} of the options an encoding takes, in the order given (its listed parameters)."""
+    return {name: OPTIONS[name].default for name in names}
+
+
+def flag_bounds() -> dict[str, Bound]:
+    """The range of each `encodings show` flag of an option, by flag, for the command line's checks."""
+    return {option.flag: option.bound for option in SHOWN if option.bound is not None}
+
 
 Options = tuple[tuple[str, object], ...]  # sorted (name, value) pairs: hashable, canonical
 
 
 def parse_encoding_options(items: list[str] | None) -> Options:
-    """NAME=VALUE items (NAME with - or _) into sorted (name, typed value) pairs; each value checked like the
-    matching `encodings show` option."""
-    from extrapolate.core.numbers import check_number
-
+    """NAME=VALUE items (NAME with - or _) into sorted (name, typed value) pairs; each value read as its
+    declaration says and checked against its declared range."""
     options = {}
     for item in items or []:
         name, sep, text = item.partition("=")
         name = name.strip().replace("-", "_")
         if not sep or not text.strip():
             raise UserError(f"{FLAG}: expected NAME=VALUE, got {item!r}")
-        if name not in KINDS:
-            raise UserError(f"{FLAG}: unknown option {name!r}; options of training-free encodings: {', '.join(KINDS)}")
+        if name not in TRAINING_FREE:
+            raise UserError(
+                f"{FLAG}: unknown option {name!r}; options of training-free encodings: {', '.join(TRAINING_FREE)}"
+            )
         if name in options:
             raise UserError(f"{FLAG}: {name} given twice")
-        options[name] = value = read_value(name, text.strip())
-        if not isinstance(value, list):  # the bounds of the matching `encodings show` flag
-            flag = f"--{name.replace('_', '-')}"
-            try:
-                check_number(flag, value)
-            except UserError as exc:
-                raise UserError(str(exc).replace(flag, f"{FLAG} {name}", 1)) from None
+        option = TRAINING_FREE[name]
+        options[name] = value = read_value(option, text.strip())
+        check_number(f"{FLAG} {name}", value, option.bound)
     return tuple(sorted(options.items()))
 
 
-def read_value(name: str, text: str):
-    from extrapolate.core.numbers import parse_float_list
-
-    kind = KINDS[name]
-    if kind is list:
-        return parse_float_list(text, f"{FLAG} {name}")
-    if kind is bool:
+def read_value(option: OptionSpec, text: str):
+    """`text` as the option's declared type, or one line naming the option."""
+    what = f"{FLAG} {option.name}"
+    if option.type is list:
+        return parse_float_list(text, what)
+    if option.type is bool:
         if text.lower() not in ("true", "false"):
-            raise UserError(f"{FLAG} {name}: true or false, got {text!r}")
+            raise UserError(f"{what}: true or false, got {text!r}")
         return text.lower() == "true"
     try:
-        return kind(text)
+        return option.type(text)
     except ValueError:
-        raise UserError(f"{FLAG} {name}: {'an integer' if kind is int else 'a number'} is needed, got {text!r}") from None
+        needed = "an integer" if option.type is int else "a number"
+        raise UserError(f"{what}: {needed} is needed, got {text!r}") from None
 
 
 def options_for(spec, options: Options) -> dict:

@@ -13,10 +13,9 @@ import torch
 
 from extrapolate.core.errors import UserError
 from extrapolate.encodings.frequencies import rope_inv_freq
+from extrapolate.encodings.options import P_ROPE_FRACTION, option_defaults
 from extrapolate.encodings.rotary import Rotary
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
-
-DEFAULT_FRACTION = 0.75  # one of the fractions the paper trains (p = 0.25 and 0.75 on Gemma 2B)
 
 
 def check_fraction(fraction: float, *, allow_zero: bool = False) -> float:
@@ -41,7 +40,7 @@ def proportional_inv_freq(head_dim: int, base: float, fraction: float) -> torch.
 class PartialRotary(Rotary):
     """RoPE with the frequencies of `proportional_inv_freq`; everything else is the rotary code path."""
 
-    def __init__(self, head_dim: int, fraction: float = DEFAULT_FRACTION, base: float = 10000.0):
+    def __init__(self, head_dim: int, fraction: float = P_ROPE_FRACTION, base: float = 10000.0):
         super().__init__(head_dim, "rope", base=base)
         self.name = "p-rope"
         self.fraction = check_fraction(fraction, allow_zero=True)  # 0 is meaningful in code (NoPE), not asked for
@@ -53,7 +52,7 @@ class PartialRotary(Rotary):
 
 
 def show_prope(query: ShowQuery) -> dict:
-    fraction = check_fraction(query.options.get("fraction", DEFAULT_FRACTION))
+    fraction = check_fraction(query.options.get("fraction", P_ROPE_FRACTION))
     return {"head_dim": query.head_dim, "base": query.base, "fraction": fraction,
             "rotated_pairs": rotated_pairs(query.head_dim, fraction), "pairs": query.head_dim // 2,
             "inv_freq": proportional_inv_freq(query.head_dim, query.base, fraction).tolist()}
@@ -61,5 +60,5 @@ def show_prope(query: ShowQuery) -> dict:
 
 PROPE = EncodingSpec(
     "p-rope", "rotary", "RoPE on the fastest fraction p of the pairs only (transformers' proportional)",
-    lambda shape: PartialRotary(shape.head_dim, shape.options.get("fraction", DEFAULT_FRACTION), base=shape.base),
-    {"base": 10000.0, "fraction": DEFAULT_FRACTION}, colour="#7b4173", show=show_prope, group="newer")
+    lambda shape: PartialRotary(shape.head_dim, shape.options.get("fraction", P_ROPE_FRACTION), base=shape.base),
+    {"base": 10000.0, **option_defaults("fraction")}, colour="#7b4173", show=show_prope, group="newer")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from extrapolate.core.errors import UserError
+from extrapolate.encodings.options import option_defaults
 from extrapolate.encodings.spec import EncodingSpec, Shape
 from extrapolate.encodings.two_part import TwoPartEncoding, show_two_part
 
@@ -56,6 +57,6 @@ def build_rerope(shape: Shape) -> ReRoPE:
 REROPE = EncodingSpec(
     "rerope", "rotary",
     "ReRoPE: relative position min(i-j, w) (leaky: w+(i-j-w)/k), two parts merged by log-sum-exp (Su 2023)",
-    build_rerope, {"base": 10000.0, "window": "L/8", "leak": None}, "#637939",
+    build_rerope, {"base": 10000.0, "window": "L/8", **option_defaults("leak")}, "#637939",
     show_two_part(build_rerope), trains_own_model=False,
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings.base import PositionalEncoding
 
 
@@ -23,7 +24,7 @@ class Shape:
     original_len: int | None = None  # None: max_len
     options: dict = field(default_factory=dict)  # a RoPE scaling's own options
     learned_policy: str = "error"
-    position_std: float = 0.02  # a learned table's init std
+    position_std: float = GPT2_INIT_STD  # a learned table's init std
     position_lr_scale: float = 1.0  # a learned table's learning rate, as a multiple of the model's
 
 

@@ -19,10 +19,10 @@ import torch
 from extrapolate.core.errors import PositionOutOfRange, UserError
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.frequencies import rope_inv_freq
+from extrapolate.encodings.options import XPOS_SCALE_BASE, option_defaults
 from extrapolate.encodings.rotary import apply_rotary, rotary_cos_sin
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
-SCALE_BASE = 512.0  # γ in the paper and in torchscale
 MAX_EXPONENT = 80.0  # |ln scale| per factor: e^80 ≈ 5.5e34 leaves float32 (and bf16) headroom for q and k themselves
 
 
@@ -46,7 +46,7 @@ def longest_exact(head_dim: int, scale_base: float) -> int:
 class XPos(PositionalEncoding):
     name, kind = "xpos", "rotary"
 
-    def __init__(self, head_dim: int, base: float = 10000.0, scale_base: float = SCALE_BASE):
+    def __init__(self, head_dim: int, base: float = 10000.0, scale_base: float = XPOS_SCALE_BASE):
         super().__init__()
         if head_dim % 2:
             raise ValueError(f"xpos needs an even head dimension, got {head_dim}")
@@ -83,7 +83,7 @@ class XPos(PositionalEncoding):
 
 
 def show_xpos(query: ShowQuery) -> dict:
-    scale_base = query.options.get("scale_base", SCALE_BASE)
+    scale_base = query.options.get("scale_base", XPOS_SCALE_BASE)
     if not scale_base > 0:
         raise UserError(f"--scale-base must be > 0, got {scale_base}")
     distances = query.distances if query.distances is not None else [0, 1, 5, 20, 200, 1000]
@@ -99,5 +99,5 @@ def show_xpos(query: ShowQuery) -> dict:
 
 XPOS = EncodingSpec(
     "xpos", "rotary", "RoPE with a per-pair decay ζ_j^((n-m)/γ) (Sun et al. 2022, torchscale)",
-    lambda shape: XPos(shape.head_dim, base=shape.base, scale_base=shape.options.get("scale_base", SCALE_BASE)),
-    {"base": 10000.0, "scale_base": SCALE_BASE}, colour="#6b6ecf", show=show_xpos, group="newer")
+    lambda shape: XPos(shape.head_dim, base=shape.base, scale_base=shape.options.get("scale_base", XPOS_SCALE_BASE)),
+    {"base": 10000.0, **option_defaults("scale_base")}, colour="#6b6ecf", show=show_xpos, group="newer")

@@ -1,5 +1,7 @@
-"""Causal attention kernels, every one in memory linear in the length, and `attention_plan`, the one place
-that picks one for an (encoding, shape, dtype, device).
+"""Causal attention kernels, every one in memory linear in the length, and the attention plan: which kernel
+`causal_attention` runs for an (encoding, requested kernel, device, dtype, shape, backward). `attention_plan`
+alone decides it and names it by an `AttentionPlan` value; `KERNEL_FUNCTIONS` maps each plan to its kernel,
+and a result records that value's name (`recorded_kernel`), so the record cannot drift from what ran.
 
 On CUDA every encoding runs a fused kernel, forward and backward: SDPA without a bias (a cache continued with
 the lower-right causal alignment; one decoding query without a mask), flex_attention for bias and two-part
@@ -12,16 +14,18 @@ kernel — queries in blocks, keys past the block's end skipped (causal), the bi
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-from extrapolate.kernels import flex
-from extrapolate.kernels import two_part
-from extrapolate.kernels.flash import _FLASH_LSE, _attend, _attend_band, _merge
 from extrapolate.encodings.base import LinearBias, PositionalEncoding
+from extrapolate.kernels import flex, two_part
+from extrapolate.kernels.flash import attend, attend_band, merge
+from extrapolate.kernels.heads import expand_kv_heads
 
-KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")
+KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")  # what a request may ask for
 FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
 BAND_ROWS = 256  # query rows per T5 block; its band is rows × (rows + 113) keys (attention alone at 16k: 512 rows 4% slower)
 FLEX_MIN_QUERIES = 128  # fewer queries (decoding from a cache) skip flex: each new shape would recompile
@@ -34,91 +38,121 @@ CPU_FLOAT32_MAX_KEYS = 512
 CPU_FLOAT32_MAX_HEAD_DIM = 32
 
 
-def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> str:
-    """The kernel family a request resolves to for this encoding, before the shapes and dtype are known;
-    `attention_plan` decides what actually runs."""
+@dataclass(frozen=True)
+class AttentionPlan:
+    """One kernel `causal_attention` can run, by the name a result records in its `kernel` column."""
+
+    name: str
+
+
+SDPA = AttentionPlan("sdpa")  # fused causal SDPA over queries and keys of one length
+SDPA_CACHE = AttentionPlan("sdpa-cache")  # CPU, queries continuing a cache: two fused calls merged (`cached_sdpa`)
+SDPA_LOWER_RIGHT = AttentionPlan("sdpa-lower-right")  # CUDA, queries continuing a cache (`lower_right_sdpa`)
+SDPA_ROWS = AttentionPlan("sdpa-rows")  # CUDA, a few queries with a bias or two parts (`rows_attention`)
+FUSED_BIAS = AttentionPlan("fused-bias")  # CPU float32 evaluation of ALiBi and T5 (`fused_bias_attention`)
+FLEX = AttentionPlan("flex")  # flex_attention (`flex_attention_of`); blocked where it fails to compile
+TWO_PART = AttentionPlan("two-part")  # CPU evaluation of Self-Extend and ReRoPE (`two_part.fused_attention`)
+BLOCKED = AttentionPlan("blocked")  # query blocks against the keys up to theirs: any device, any encoding
+REFERENCE = AttentionPlan("reference")  # the full score matrix: the slow ground truth for tests
+PLANS = (SDPA, SDPA_CACHE, SDPA_LOWER_RIGHT, SDPA_ROWS, FUSED_BIAS, FLEX, TWO_PART, BLOCKED, REFERENCE)
+
+
+@dataclass
+class FlexStatus:
+    """Whether flex_attention may still be planned in this process. `failed`: the first failure's message,
+    after which every plan that would have been flex is the blocked kernel (a compiler missing here stays
+    missing, and each retry would cost a compile). `backward_checked`: the (encoding, device) pairs whose flex
+    gradients ran once here (`_check_backward`)."""
+
+    failed: str | None = None
+    backward_checked: set[tuple[str, str]] = field(default_factory=set)
+
+    def fail(self, error: Exception) -> None:
+        """Keep the first failure's first line (its type where it has no message)."""
+        if self.failed is None:
+            self.failed = str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+FLEX_STATUS = FlexStatus()  # process-wide, as the compiler and backend it reflects are
+
+
+def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> AttentionPlan:
+    """The kernel family a request resolves to for this encoding, whatever the shapes, dtype and device: the
+    first step of `attention_plan`, and what `run` names when an encoding cannot run the requested kernel."""
     if requested not in KERNELS:
         raise ValueError(f"unknown kernel {requested!r}; valid: {', '.join(KERNELS)}")
     if encoding.two_part_form() is not None:  # Self-Extend, ReRoPE: their own two-part kernels
-        return requested if requested in ("blocked", "reference") else "two-part"
+        return {"blocked": BLOCKED, "reference": REFERENCE}.get(requested, TWO_PART)
     if requested == "auto":
-        if not encoding.has_bias:
-            return "sdpa"
-        return "fused-bias" if fused_bias_supported(encoding) else "blocked"
+        return _bias_family(encoding) if encoding.has_bias else SDPA
     if requested in ("sdpa", "fused-bias") and encoding.has_bias:
-        # the fused causal call cannot take a bias: use the fused bias kernel where it applies
-        return "fused-bias" if fused_bias_supported(encoding) else "blocked"
+        return _bias_family(encoding)  # the fused causal call cannot take a bias
     if requested in ("fused-bias", "flex") and not encoding.has_bias:  # the fused causal call is the fast path
-        return "sdpa"
+        return SDPA
     if requested == "flex" and not encoding.toeplitz:  # flex reads a distance table, which this bias has not
-        return "blocked"
-    return requested
+        return BLOCKED
+    return {"sdpa": SDPA, "flex": FLEX, "blocked": BLOCKED, "reference": REFERENCE}[requested]
+
+
+def _bias_family(encoding: PositionalEncoding) -> AttentionPlan:
+    """A linear bias (ALiBi) and a bias constant past a saturation distance (T5) have a mask-free form that the
+    fused bias kernels take; every other bias runs the blocked kernel."""
+    return FUSED_BIAS if encoding.fused_form() is not None else BLOCKED
 
 
 def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
-                   queries: int, keys: int, backward: bool = False) -> str:
+                   queries: int, keys: int, backward: bool = False) -> AttentionPlan:
     """The kernel `causal_attention` runs for `queries` queries (the last of `keys` positions) in `dtype` on
-    `device`: sdpa | sdpa-cache | sdpa-lower-right | sdpa-rows | fused-bias | flex | two-part | blocked |
-    reference. `backward`: gradients will flow (training).
+    `device`; `backward`: gradients will flow (training).
 
-    The one place the choice is made: `causal_attention` executes it, and whatever records a kernel with a
-    result asks it with the same shapes, so the record cannot drift from what ran."""
-    kernel = kernel_for(encoding, requested)
+    The one place the choice is made: `causal_attention` runs `KERNEL_FUNCTIONS[plan]`, and whatever records a
+    kernel with a result asks here with the same shapes, so the record cannot drift from what ran."""
+    family = kernel_for(encoding, requested)
     device_type = torch.device(device).type
+    flex_usable = FLEX_STATUS.failed is None
     if device_type == "cuda" and requested not in ("blocked", "reference"):
-        return cuda_plan(encoding, queries, keys)
-    if kernel == "two-part":
-        return kernel if two_part.applies(device_type, backward) else "blocked"
-    if kernel == "sdpa":
-        if queries == keys:
-            return "sdpa"
+        # every encoding has a fused kernel here for every shape, forward and backward: the blocked kernel runs
+        # only when asked for, or after flex_attention failed to compile
+        if not encoding.has_bias and encoding.two_part_form() is None:
+            return SDPA if queries == keys else SDPA_LOWER_RIGHT
+        if queries < FLEX_MIN_QUERIES:  # decoding: these rows' bias (or mask) is small, and flex would recompile
+            return SDPA_ROWS
+        return FLEX if flex_usable else BLOCKED
+    # the CPU flash op with its log-sum-exp, which the two-part, cache and fused bias kernels are built from,
+    # has no backward
+    cpu_inference = device_type == "cpu" and not backward
+    if family == TWO_PART:
+        return TWO_PART if cpu_inference else BLOCKED
+    if family == SDPA:
         # fused causal SDPA aligns queries to the first keys, not the last: continuing a cache on the CPU runs
-        # the cached keys and the new ones as two fused calls (the CPU op returns their log-sum-exp)
-        cpu_inference = device_type == "cpu" and not backward
-        return "sdpa-cache" if cpu_inference and _FLASH_LSE is not None else "blocked"
-    if kernel == "reference":
-        return kernel
-    if kernel == "fused-bias" and fused_applies(device_type, dtype, backward):
-        return kernel
-    # the CPU build has no flex backward, and after a failure to compile flex is not tried again
+        # the cached keys and the new ones as two fused calls
+        if queries == keys:
+            return SDPA
+        return SDPA_CACHE if cpu_inference else BLOCKED
+    if family == REFERENCE:
+        return REFERENCE
+    if family == FUSED_BIAS and cpu_inference and dtype == torch.float32:
+        return FUSED_BIAS  # bf16 is too coarse for a bias folded into q·k
+    # flex only when asked for, never for a few queries (each new shape would recompile), and not for CPU
+    # training (the CPU build has no flex backward)
     cpu_training = device_type == "cpu" and backward
-    if not cpu_training and not _FLEX_FAILED and uses_flex(kernel, device_type, queries, keys):
-        return "flex"
-    return "blocked"
-
-
-def cuda_plan(encoding: PositionalEncoding, queries: int, keys: int) -> str:
-    """On CUDA every encoding has a fused kernel for every shape, forward and backward: the blocked kernel
-    runs there only when asked for, or after flex_attention failed to compile."""
-    if not encoding.has_bias and encoding.two_part_form() is None:
-        return "sdpa" if queries == keys else "sdpa-lower-right"
-    if queries < FLEX_MIN_QUERIES:  # decoding: these rows' bias (or mask) is small, and flex would recompile
-        return "sdpa-rows"
-    return "flex" if flex.available() and not _FLEX_FAILED else "blocked"
+    if family == FLEX and not cpu_training and queries >= FLEX_MIN_QUERIES and flex_usable:
+        return FLEX
+    return BLOCKED
 
 
 def recorded_kernel(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
                     shapes) -> str:
-    """What a measurement whose attention calls have these (queries, keys) `shapes` ran, as `attention_plan`
-    decides it for `causal_attention`. Asked after the measurement, so a flex_attention that failed to
-    compile is recorded as the blocked kernel it fell back to.
+    """What a measurement whose attention calls have these (queries, keys) `shapes` ran: the names of the plans
+    `attention_plan` makes for them. Asked after the measurement, so a flex_attention that failed to compile is
+    recorded as the blocked kernel it fell back to.
 
     Distinct kernels are joined by "+" in call order: passkey's prompt pass and its continuations from the KV
-    cache can run different kernels (RoPE on the CPU: "sdpa+sdpa-cache", as fused causal SDPA cannot continue a cache; a
-    bias encoding on CUDA: "flex+blocked", as a few queries never compile flex), and one name would hide that."""
-    kernels = [attention_plan(encoding, requested, device, dtype, queries, keys) for queries, keys in shapes]
-    return "+".join(dict.fromkeys(kernels))
-
-
-def fused_applies(device_type: str, dtype: torch.dtype, backward: bool) -> bool:
-    """The fused bias kernels serve float32 evaluation on the CPU; training (which needs gradients), bf16
-    (too coarse for a bias folded into q·k) and other devices use the blocked kernel."""
-    return device_type == "cpu" and dtype == torch.float32 and not backward
-
-
-def fused_bias_supported(encoding: PositionalEncoding) -> bool:
-    """A linear bias (ALiBi) and a bias constant past a saturation distance (T5) have a mask-free form."""
-    return _FLASH_LSE is not None and encoding.fused_form() is not None
+    cache can run different kernels (RoPE on the CPU: "sdpa+sdpa-cache", as fused causal SDPA cannot continue a
+    cache; a bias encoding on CUDA: "flex+sdpa-rows", as a few queries never compile flex), and one name would
+    hide that."""
+    plans = [attention_plan(encoding, requested, device, dtype, queries, keys) for queries, keys in shapes]
+    return "+".join(dict.fromkeys(plan.name for plan in plans))
 
 
 def causal_attention(
@@ -131,30 +165,51 @@ def causal_attention(
 ) -> torch.Tensor:
     """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh), H a multiple of Hkv, Tk ≥ Tq -> (B, H, Tq, Dh).
 
-    The queries are the last Tq of the Tk positions (Tk > Tq when earlier keys come from a cache)."""
-    plan = attention_plan(encoding, kernel, q.device, q.dtype, q.shape[2], k.shape[2], needs_backward(q, k, v, encoding))
-    if plan == "sdpa-rows":
-        return rows_attention(q, k, v, encoding)
-    if plan == "flex":
-        out = _try_flex(q, k, v, encoding, needs_backward(q, k, v, encoding))
-        if out is not None:
-            return out  # else flex is marked failed, and this and every later plan is the blocked kernel
+    The queries are the last Tq of the Tk positions (Tk > Tq when earlier keys come from a cache). `kernel`:
+    the requested kernel (one of KERNELS), which `attention_plan` resolves for these shapes."""
+    backward = needs_backward(q, k, v, encoding)
+    plan = attention_plan(encoding, kernel, q.device, q.dtype, q.shape[2], k.shape[2], backward)
+    return KERNEL_FUNCTIONS[plan](q, k, v, encoding, block_elements, backward)
+
+
+def _blocked(q, k, v, encoding, block_elements: int, backward: bool = False) -> torch.Tensor:
+    """The blocked kernel of this encoding. A two-part encoding has its own: q and k arrive unrotated, and
+    each part rotates them its own way."""
     form = encoding.two_part_form()
-    if form is not None:  # q and k arrive unrotated: each part rotates them its own way
-        if plan == "two-part":
-            return two_part.fused_attention(q, k, v, form)
-        return two_part.blocked_attention(q, k, v, form, None if plan == "reference" else block_elements)
-    if plan == "sdpa":
-        return sdpa(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
-    if plan == "sdpa-cache":
-        return cached_sdpa(q, k, v)
-    if plan == "sdpa-lower-right":
-        return lower_right_sdpa(q, k, v)
-    if plan == "reference":
-        return reference_attention(q, k, v, encoding)
-    if plan == "fused-bias":
-        return fused_bias_attention(q, k, v, encoding)
+    if form is not None:
+        return two_part.blocked_attention(q, k, v, form, block_elements)
     return blocked_attention(q, k, v, encoding, block_elements)
+
+
+def _reference(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS, backward: bool = False) -> torch.Tensor:
+    """The full-matrix reference of this encoding; a two-part encoding's is its blocked kernel in one block."""
+    form = encoding.two_part_form()
+    if form is not None:
+        return two_part.blocked_attention(q, k, v, form, None)
+    return reference_attention(q, k, v, encoding)
+
+
+def _flex_or_blocked(q, k, v, encoding, block_elements: int, backward: bool) -> torch.Tensor:
+    """flex_attention, or where it fails (then marked failed, and every later plan is blocked) the blocked
+    kernel."""
+    out = _try_flex(q, k, v, encoding, backward)
+    return out if out is not None else _blocked(q, k, v, encoding, block_elements)
+
+
+# Each plan's kernel, called as (q, k, v, encoding, block_elements, backward). The kernels are looked up by
+# name when called, so a test that replaces one (`monkeypatch`) sees every call routed to it.
+KernelFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, PositionalEncoding, int, bool], torch.Tensor]
+KERNEL_FUNCTIONS: dict[AttentionPlan, KernelFunction] = {
+    SDPA: lambda q, k, v, *_: sdpa(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1]),
+    SDPA_CACHE: lambda q, k, v, *_: cached_sdpa(q, k, v),
+    SDPA_LOWER_RIGHT: lambda q, k, v, *_: lower_right_sdpa(q, k, v),
+    SDPA_ROWS: lambda q, k, v, encoding, *_: rows_attention(q, k, v, encoding),
+    FUSED_BIAS: lambda q, k, v, encoding, *_: fused_bias_attention(q, k, v, encoding),
+    FLEX: _flex_or_blocked,
+    TWO_PART: lambda q, k, v, encoding, *_: two_part.fused_attention(q, k, v, encoding.two_part_form()),
+    BLOCKED: _blocked,
+    REFERENCE: _reference,
+}
 
 
 def needs_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, encoding: PositionalEncoding) -> bool:
@@ -181,17 +236,6 @@ def sdpa(q, k, v, **options) -> torch.Tensor:
         return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **options).to(q.dtype)
 
 
-def uses_flex(kernel: str, device_type: str, queries: int, keys: int) -> bool:
-    """Whether a bias kernel choice off CUDA runs flex_attention: only when asked for (`flex`), and never for
-    fewer than FLEX_MIN_QUERIES queries (each new shape would recompile). (The CPU build has no flex
-    backward: CPU training stays on the blocked kernel.)"""
-    return kernel == "flex" and queries >= FLEX_MIN_QUERIES and flex.available()
-
-
-_FLEX_FAILED: list[str] = []  # the first failure's message: flex is not retried in this process
-_BACKWARD_CHECKED: set[tuple[str, str]] = set()  # (encoding, device) whose flex gradients ran once here
-
-
 def flex_attention_of(q, k, v, encoding, compiled: bool = True):
     """The encoding's attention through flex_attention: its bias as a score modification, or its two parts
     side by side (q and k unrotated)."""
@@ -209,27 +253,28 @@ def _check_backward(q, encoding) -> None:
     backend that cannot differentiate a score modification fails here, where the blocked kernel can still
     take over, rather than in the middle of a training step. Gradients go nowhere (no `.grad` is touched)."""
     key = (encoding.name, str(q.device))
-    if key in _BACKWARD_CHECKED:
+    if key in FLEX_STATUS.backward_checked:
         return
     heads, dim = q.shape[1], q.shape[-1]
     probe = [torch.randn(1, heads, 2 * flex.BLOCK, dim, device=q.device, dtype=q.dtype, requires_grad=True)
              for _ in range(3)]
     inputs = probe + [p for p in encoding.parameters() if p.requires_grad]
     torch.autograd.grad(flex_attention_of(*probe, encoding).float().sum(), inputs, allow_unused=True)
-    _BACKWARD_CHECKED.add(key)
+    FLEX_STATUS.backward_checked.add(key)
 
 
 def _try_flex(q, k, v, encoding, backward: bool = False):
-    """flex_attention for this encoding, or None where it cannot compile here (then blocked)."""
-    if _FLEX_FAILED:
+    """flex_attention for this encoding, or None where it cannot compile or run here: `FLEX_STATUS` then keeps
+    why, and this and every later call run the blocked kernel."""
+    if FLEX_STATUS.failed is not None:
         return None
     try:
         if backward:
             _check_backward(q, encoding)
         return flex_attention_of(q, k, v, encoding)
     except Exception as error:  # a compiler missing or a backend without support: fall back, say it once
-        _FLEX_FAILED.append(str(error).splitlines()[0] if str(error) else type(error).__name__)
-        warnings.warn(f"flex_attention unavailable ({_FLEX_FAILED[0]}); using the blocked kernel", stacklevel=2)
+        FLEX_STATUS.fail(error)
+        warnings.warn(f"flex_attention unavailable ({FLEX_STATUS.failed}); using the blocked kernel", stacklevel=2)
         return None
 
 
@@ -258,8 +303,7 @@ def lower_right_sdpa(q, k, v):
     queries, keys = q.shape[2], k.shape[2]
     if queries == 1:
         return sdpa(q, k, v, enable_gqa=q.shape[1] != k.shape[1])
-    if q.shape[1] != k.shape[1]:
-        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+    k, v = expand_kv_heads(k, q.shape[1]), expand_kv_heads(v, q.shape[1])
     from torch.nn.attention.bias import causal_lower_right
 
     return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(queries, keys))
@@ -312,9 +356,7 @@ def bias_rows(encoding, table, q0: int, q1: int, dtype, device) -> torch.Tensor:
 def reference_attention(q, k, v, encoding):
     """Plain softmax(q·kᵀ/√d + bias + causal mask)·v with the full matrix: the slow ground truth for tests."""
     keys = k.shape[2]
-    if q.shape[1] != k.shape[1]:
-        repeat = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+    k, v = expand_kv_heads(k, q.shape[1]), expand_kv_heads(v, q.shape[1])  # (B, H, Tk, Dh)
     scores = (q.float() @ k.float().transpose(-1, -2)) / q.shape[-1] ** 0.5  # (B, H, Tq, Tk)
     k_pos = torch.arange(keys, device=q.device)
     q_pos = k_pos[keys - q.shape[2] :]
@@ -349,12 +391,10 @@ def cached_sdpa(q, k, v):
     group = heads // kv_heads
     scale = dim**-0.5
     stacked = q.reshape(batch, kv_heads, group * length, dim)  # heads h = j·g + i use key head j
-    out, lse = _attend(stacked, k[:, :, :past], v[:, :, :past], False, scale)  # (B, Hkv, g·Tq, Dh), (B, Hkv, g·Tq)
+    out, lse = attend(stacked, k[:, :, :past], v[:, :, :past], False, scale)  # (B, Hkv, g·Tq, Dh), (B, Hkv, g·Tq)
     cached = out.reshape(batch, heads, length, dim), lse.reshape(batch, heads, length)
-    k_new, v_new = k[:, :, past:], v[:, :, past:]  # (B, Hkv, Tq, Dh)
-    if group > 1:
-        k_new, v_new = k_new.repeat_interleave(group, dim=1), v_new.repeat_interleave(group, dim=1)
-    return _merge([cached, _attend(q, k_new, v_new, True, scale)])
+    k_new, v_new = expand_kv_heads(k[:, :, past:], heads), expand_kv_heads(v[:, :, past:], heads)  # (B, H, Tq, Dh)
+    return merge([cached, attend(q, k_new, v_new, True, scale)])
 
 
 def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
@@ -362,9 +402,8 @@ def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
     batch, heads, length, dim = q.shape
     keys = k.shape[2]
     offset = keys - length  # absolute position of the first query (earlier keys come from a cache)
-    if k.shape[1] != heads:  # the private fused op has no grouped-query path: expand once per call
-        k = k.repeat_interleave(heads // k.shape[1], dim=1)
-        v = v.repeat_interleave(heads // v.shape[1], dim=1)
+    # the private fused op has no grouped-query path: expand once per call
+    k, v = expand_kv_heads(k, heads), expand_kv_heads(v, heads)  # (B, H, Tk, Dh)
     scale = dim**-0.5
     out = torch.empty_like(q)
     form = encoding.fused_form()
@@ -379,10 +418,10 @@ def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
         for q0 in range(0, length, rows):
             q1, a0 = min(length, q0 + rows), offset + q0
             k_ext[..., : offset + q1, dim] = (positions[: offset + q1] - a0).to(k.dtype)
-            parts = [_attend(q_ext[:, :, q0:q1], k_ext[:, :, a0 : offset + q1], v[:, :, a0 : offset + q1], True, scale)]
+            parts = [attend(q_ext[:, :, q0:q1], k_ext[:, :, a0 : offset + q1], v[:, :, a0 : offset + q1], True, scale)]
             if a0 > 0:
-                parts.append(_attend(q_ext[:, :, q0:q1], k_ext[:, :, :a0], v[:, :, :a0], False, scale))
-            out[:, :, q0:q1] = _merge(parts)[..., :dim]
+                parts.append(attend(q_ext[:, :, q0:q1], k_ext[:, :, :a0], v[:, :, :a0], False, scale))
+            out[:, :, q0:q1] = merge(parts)[..., :dim]
         return out
     rows = rows or BAND_ROWS
     saturation = form.saturation  # keys at least this far back all get the bias of the last bucket
@@ -392,9 +431,9 @@ def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
         q1, a0 = min(length, q0 + rows), offset + q0
         near = max(0, a0 - saturation)  # keys [near, a0 + rows) form the explicit band
         band = toeplitz_bias(table, a0, offset + q1, q.dtype, k0=near)  # (H, rows, keys in the band)
-        parts = [_attend_band(q[:, :, q0:q1], k[:, :, near : offset + q1], v[:, :, near : offset + q1], band, scale)]
+        parts = [attend_band(q[:, :, q0:q1], k[:, :, near : offset + q1], v[:, :, near : offset + q1], band, scale)]
         if near > 0:
-            far_out, far_lse = _attend(q[:, :, q0:q1], k[:, :, :near], v[:, :, :near], False, scale)
+            far_out, far_lse = attend(q[:, :, q0:q1], k[:, :, :near], v[:, :, :near], False, scale)
             parts.append((far_out, far_lse + far_bias[None, :, None]))
-        out[:, :, q0:q1] = _merge(parts)
+        out[:, :, q0:q1] = merge(parts)
     return out

@@ -11,9 +11,9 @@ Fully masked blocks are skipped through a block mask built here from the mask's 
 the project is a set of key ranges, each visible at a range of distances — so creating it costs
 (queries / 128) × (keys / 128) block entries, never an n × n evaluation of the mask function.
 
-flex compiles (seconds on a GPU, tens of seconds on a CPU, per shape); `attention_plan` uses it on CUDA, and
-on other devices only when asked (`--kernel flex`; the CPU build has no backward). Where it is missing or
-fails to compile, callers fall back to the blocked kernel.
+flex compiles (seconds on a GPU, tens of seconds on a CPU, per shape); `attention.attention_plan` plans it on
+CUDA, and on other devices only when asked (`--kernel flex`; the CPU build has no backward). Where it fails to
+compile, `attention.FLEX_STATUS` keeps the reason and every later plan is the blocked kernel.
 """
 
 from __future__ import annotations
@@ -23,17 +23,9 @@ import math
 from dataclasses import dataclass
 
 import torch
-
-try:  # torch ≥ 2.5
-    from torch.nn.attention.flex_attention import BlockMask, flex_attention
-except ImportError:  # pragma: no cover - older torch
-    BlockMask = flex_attention = None
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 BLOCK = 128  # flex's block size: the unit in which fully masked key blocks are skipped
-
-
-def available() -> bool:
-    return flex_attention is not None
 
 
 @functools.cache

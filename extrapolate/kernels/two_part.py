@@ -17,15 +17,11 @@ from __future__ import annotations
 
 import torch
 
-from extrapolate.kernels import flash as fused
 from extrapolate.encodings.base import TwoPartRotary
+from extrapolate.kernels import flash as fused
+from extrapolate.kernels.heads import expand_kv_heads
 
 ROWS = 256  # query rows per block of the fused kernel: the near mask is rows × (rows + w - 1)
-
-
-def applies(device_type: str, backward: bool) -> bool:
-    """The fused kernel serves CPU evaluation (the flash-with-lse op is the CPU one and has no backward)."""
-    return fused._FLASH_LSE is not None and device_type == "cpu" and not backward
 
 
 def rotated_parts(q, k, form: TwoPartRotary):
@@ -52,11 +48,6 @@ def side_by_side(q, k, v, form: TwoPartRotary):
     return q_both, k_both, torch.cat([v, v], dim=2)
 
 
-def _expand(x: torch.Tensor, heads: int) -> torch.Tensor:
-    """(B, Hkv, T, Dh) -> (B, H, T, Dh): the kernels here have no grouped-query path."""
-    return x if x.shape[1] == heads else x.repeat_interleave(heads // x.shape[1], dim=1)
-
-
 def near_mask(a0: int, a1: int, k0: int, window: int, dtype, device) -> torch.Tensor:
     """(1, a1 - a0, a1 - k0): 0 where query i sees key j in the near part (i - window < j ≤ i), else -inf."""
     distance = torch.arange(a0, a1, device=device)[:, None] - torch.arange(k0, a1, device=device)[None, :]
@@ -69,7 +60,7 @@ def fused_attention(q, k, v, form: TwoPartRotary, rows: int = ROWS) -> torch.Ten
     batch, heads, length, dim = q.shape
     offset = k.shape[2] - length  # absolute position of the first query
     q_near, k_near, q_far, k_far = rotated_parts(q, k, form)
-    k_near, k_far, v = (_expand(t, heads) for t in (k_near, k_far, v))
+    k_near, k_far, v = (expand_kv_heads(t, heads) for t in (k_near, k_far, v))
     scale, w = dim**-0.5, form.window
     out = torch.empty_like(q)
     for q0 in range(0, length, rows):
@@ -77,21 +68,22 @@ def fused_attention(q, k, v, form: TwoPartRotary, rows: int = ROWS) -> torch.Ten
         a0, a1, block = offset + q0, offset + q1, q1 - q0
         n0 = max(0, a0 - w + 1)  # first near key of the block's first row
         mask = near_mask(a0, a1, n0, w, q.dtype, q.device)
-        parts = [fused._attend_band(q_near[:, :, q0:q1], k_near[:, :, n0:a1], v[:, :, n0:a1], mask, scale)]
+        parts = [fused.attend_band(q_near[:, :, q0:q1], k_near[:, :, n0:a1], v[:, :, n0:a1], mask, scale)]
         if a0 - w >= 0:  # keys [0, a0 - w]: far for every row of the block
-            parts.append(fused._attend(q_far[:, :, q0:q1], k_far[:, :, : a0 - w + 1], v[:, :, : a0 - w + 1], False, scale))
+            far_keys = slice(0, a0 - w + 1)
+            parts.append(fused.attend(q_far[:, :, q0:q1], k_far[:, :, far_keys], v[:, :, far_keys], False, scale))
         # keys [t0, a1 - w): row r of the block sees the first r - shift + 1 of them, rows before `shift` none
         t0 = max(0, a0 - w + 1)
         shift = t0 - (a0 - w)
         if shift < block:
             stair_keys = slice(t0, t0 + block - shift)
-            stair_out, stair_lse = fused._attend(q_far[:, :, q0 + shift : q1], k_far[:, :, stair_keys],
-                                                 v[:, :, stair_keys], True, scale)
+            stair_out, stair_lse = fused.attend(q_far[:, :, q0 + shift : q1], k_far[:, :, stair_keys],
+                                                v[:, :, stair_keys], True, scale)
             padded_out = stair_out.new_zeros(batch, heads, block, dim)  # rows without a staircase key weigh 0
             padded_lse = stair_lse.new_full((batch, heads, block), float("-inf"))
             padded_out[:, :, shift:], padded_lse[:, :, shift:] = stair_out, stair_lse
             parts.append((padded_out, padded_lse))
-        out[:, :, q0:q1] = fused._merge(parts)
+        out[:, :, q0:q1] = fused.merge(parts)
     return out
 
 
@@ -102,7 +94,7 @@ def blocked_attention(q, k, v, form: TwoPartRotary, block_elements: int | None) 
     keys = k.shape[2]
     offset = keys - length
     q_near, k_near, q_far, k_far = rotated_parts(q, k, form)
-    k_near, k_far, v = (_expand(t, heads) for t in (k_near, k_far, v))
+    k_near, k_far, v = (expand_kv_heads(t, heads) for t in (k_near, k_far, v))
     scale = q.shape[-1] ** -0.5
     rows = length if block_elements is None else max(16, min(length, block_elements // max(1, batch * heads * keys)))
     k_pos = torch.arange(keys, device=q.device)

@@ -15,7 +15,7 @@ from extrapolate.report.training_log import heldout_section, load_training
 from extrapolate.report.table import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_variants, load_results, read_table
 
 if TYPE_CHECKING:
-    from extrapolate.report.retrieval import Rule
+    from extrapolate.report.retrieval import Rule, Verdict
 
 PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
 
@@ -130,13 +130,13 @@ def save_both(fig, folder: Path, stem: str) -> None:
     save_figure(fig, folder / f"{stem}.png")
 
 
-def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, rule: Rule) -> dict[str, object]:
+def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dict[str, Verdict]) -> dict[str, object]:
     """Every figure the folder's tables call for, drawn in memory and keyed by file stem: nothing is written
     until the whole report has been computed, so a failure leaves the previous report and figures intact.
-    `rule`: the retrieval task's (`report.retrieval.task_rule`)."""
+    `said`: whether each model retrieves at L (`report.retrieval.verdicts`)."""
     from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from extrapolate.report.finetune import finetune_figure, finetune_section
-    from extrapolate.report.retrieval import base_encodings, pretrained_encodings, verdicts
+    from extrapolate.report.retrieval import base_encodings
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
@@ -154,7 +154,6 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, rule: Rul
         if len(positions):
             figures["positions"] = position_figure(positions)
         if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
-            said = verdicts(agg, base_encodings(table), rule, pretrained_encodings(table))
             figures["passkey"] = passkey_figure(agg, verdicts=said)
         # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
         rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
@@ -224,14 +223,16 @@ def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
 
 def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]) -> None:
     """A report page and its figures: every figure drawn and every line computed before anything is written."""
-    from extrapolate.report.retrieval import task_rule
+    from extrapolate.report.retrieval import base_encodings, pretrained_encodings, task_rule, verdicts
 
     table = with_unrecorded(table)
     agg, rule = aggregate(table), task_rule(folder, table)  # the task files are read once
-    figures = draw_figures(folder, table, agg, rule)
+    # whether each model retrieves at L, decided once: the tables, the effective length and the figure read it
+    said = verdicts(agg, base_encodings(table), rule, pretrained_encodings(table))
+    figures = draw_figures(folder, table, agg, said)
     try:
         lines = heading + [*setup_lines(table), ""] + body(agg, figure_links(figures), load_training(folder), table,
-                                                               rule)
+                                                               rule, said)
     except BaseException:
         close_figures(figures)
         raise
@@ -240,13 +241,14 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]
 
 
 def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame,
-         rule: Rule) -> list[str]:
-    """`rule`: the retrieval task's "retrieves at this length" (`report.retrieval.task_rule`)."""
+         rule: Rule, said: dict[str, Verdict]) -> list[str]:
+    """`rule`: the retrieval task's "retrieves at this length" (`report.retrieval.task_rule`); `said`: what it
+    says of each model at L (`report.retrieval.verdicts`)."""
     from extrapolate.report.finetune import finetune_section
-    from extrapolate.report.retrieval import base_encodings, pretrained_encodings, retrieval_length, retrieval_section
+    from extrapolate.report.retrieval import base_encodings, retrieval_length, retrieval_section
     from extrapolate.report.shapes import shapes_section
 
-    bases, pretrained = base_encodings(table), pretrained_encodings(table)
+    bases = base_encodings(table)
     lines = []
     if ((agg["task"] == "perplexity")).any():
         lines += ["## Perplexity (mean ± 95% interval over seeds)", "", perplexity_matrix(agg), "",
@@ -254,8 +256,8 @@ def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, tab
                   "Each row divided by its base model's perplexity at L (a RoPE scaling or fine-tune: plain RoPE's), "
                   "so a scaling's cost at L shows.", "", perplexity_matrix(agg, ratio=True, bases=bases), ""]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
-    lines += retrieval_section(agg, training, bases, rule, pretrained)
-    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, bases, rule, pretrained)
+    lines += retrieval_section(agg, training, said, rule)
+    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, said, rule)
     lines += ["## Effective length", "",
               f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
               f"length at which the model retrieves ({rule.describe()}), every length from L on included in both "

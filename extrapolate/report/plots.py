@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -11,6 +12,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from extrapolate.core.atomic import atomic_path  # noqa: E402
 from extrapolate.encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
+
+if TYPE_CHECKING:
+    from extrapolate.report.retrieval import Verdict
+
 
 def encoding_of(label: str) -> str:
     """The encoding a table label names: "yarn s=4+ft100" -> "yarn" (`results.label_variants`)."""
@@ -191,12 +196,12 @@ def position_figure(positions, eval_len: int | None = None):
 MUTED = "hatched: measured past L, not a finding (the model does not retrieve at L)"
 
 
-def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, str] | None = None):
+def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] | None = None):
     """One small heatmap per encoding: depth (rows) × evaluation length (columns), accuracy 0…1. Every measured
-    cell is drawn with its value. `verdicts` (encoding -> `report.retrieval.verdicts`): a model that does not
-    retrieve at L says why under its name, and its cells past L are hatched over (measured, not a finding;
-    italics in the tables). A cell the encoding cannot evaluate (learned positions past L) says "n/a"; a cell
-    never measured is blank."""
+    cell is drawn with its value. `verdicts` (`report.retrieval.verdicts`; none: every model counts as
+    retrieving at L): a model that does not retrieve at L says why under its name, and its cells past L are
+    hatched over (measured, not a finding; italics in the tables). A cell the encoding cannot evaluate
+    (learned positions past L) says "n/a"; a cell never measured is blank."""
     import numpy as np
     from matplotlib.patches import Rectangle
 
@@ -221,7 +226,8 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, str] | Non
         group = cells[cells["encoding"] == encoding]
         grid = np.full((len(depths), len(lengths)), np.nan)  # (depths, lengths), percent; NaN = nothing drawn
         labels = np.full(grid.shape, "", dtype=object)  # what an empty cell says
-        verdict = "yes" if verdicts is None else verdicts.get(encoding, "yes")
+        verdict = (verdicts or {}).get(encoding)
+        retrieves = verdict is None or verdict.retrieves
         muted = []  # cells past L of a model that does not retrieve at L
         for r in group.itertuples():
             cell = depths.index(r.depth), lengths.index(r.eval_len)
@@ -229,7 +235,7 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, str] | Non
                 labels[cell] = "n/a"
                 continue
             grid[cell] = 100 * r.mean
-            if r.eval_len > r.train_len and not verdict.startswith("yes"):
+            if r.eval_len > r.train_len and not retrieves:
                 muted.append(cell)
         image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto", origin="lower")
         for i, j in muted:
@@ -241,7 +247,7 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, str] | Non
             light = np.isnan(value) or value >= 60 or (i, j) in muted
             ax.text(j, i, label, ha="center", va="center", fontsize=7, color="black" if light else "white", zorder=4)
         # two lines when the model does not retrieve: a long name and the reason would run into the next title
-        title = encoding if verdict.startswith("yes") else f"{encoding}\n{verdict}"
+        title = encoding if retrieves else f"{encoding}\n{verdict.text}"
         ax.set_title(title, fontsize=9, color=readable(colours[encoding]))
         ax.set_xticks(range(len(lengths)))
         ax.set_xticklabels([f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n) for n in lengths], fontsize=7)

@@ -30,6 +30,7 @@ from extrapolate.report.training_log import budget, formation_step
 THRESHOLD = 0.8  # "retrieves at this length" when no task file says otherwise: mean over depths ≥ 80%
 # a mean of tenths that should be 0.8 can sum to 0.7999…: a score this close to the threshold reaches it
 TOLERANCE = 1e-9
+RETRIEVES = "yes"  # the model retrieves at L
 NOT_LEARNED = "not learned at L"  # a model trained here that does not retrieve at L
 FAILS = "fails at L"  # a pretrained model that does not retrieve at its own length
 NOT_MEASURED = "not measured at L"  # no cell at L: whether the model learned the task is unknown
@@ -66,6 +67,37 @@ class Rule:
         """The rule in words, for the report: "mean greedy accuracy over depths ≥ 80%"."""
         floor = f", every depth ≥ {self.depth_floor:.0%}" if self.depth_floor > 0 else ""
         return f"mean greedy accuracy over depths ≥ {self.threshold:.0%}{floor}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an encoding's model retrieves at L, decided once from the cells at L; the tables, the effective
+    length and the figure read its fields. `reason`: RETRIEVES, NOT_LEARNED (a model trained here), FAILS (a
+    pretrained one) or NOT_MEASURED (no cell at L); `judge`: the model whose cells decided when it is not the
+    encoding's own (a scaling's base model), else empty; `shortfall`: what kept those cells from retrieving
+    (`Rule.shortfall`, e.g. "mean 60%"), empty when they retrieve."""
+
+    reason: str
+    judge: str = ""
+    shortfall: str = ""
+
+    @property
+    def retrieves(self) -> bool:
+        return self.reason == RETRIEVES
+
+    @property
+    def text(self) -> str:
+        """The verdict in the report's words: "yes", "yes (rope)", "not learned at L", "fails at L (rope): mean
+        10%", "not measured at L"."""
+        if self.reason == NOT_MEASURED:
+            return NOT_MEASURED
+        named = f" ({self.judge})" if self.judge else ""
+        if self.reason == FAILS:  # a pretrained model learned the task elsewhere: how far it falls short
+            return f"{FAILS}{named}: {self.shortfall}"
+        return self.reason + named
+
+
+UNKNOWN = Verdict(NOT_MEASURED)  # an encoding without retrieval cells at L, its own or its base model's
 
 
 def _passkey(agg: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -131,32 +163,32 @@ def judged_on(encoding: str, measured, bases: dict[str, str] | None) -> str:
 
 
 def verdicts(agg: pd.DataFrame, bases: dict[str, str] | None = None, rule: Rule = Rule(),
-             pretrained: frozenset[str] = frozenset()) -> dict[str, str]:
-    """Per encoding with retrieval cells: "yes" when its model retrieves at L ("yes (rope)" when the base model
-    decided); else why not, in the words that fit the model: NOT_LEARNED for one trained here, "fails at L:
-    mean 60%" for one in `pretrained` (the labels of pretrained models), with the deciding model in brackets
-    likewise; NOT_MEASURED when neither it nor its base model was evaluated at L."""
+             pretrained: frozenset[str] = frozenset()) -> dict[str, Verdict]:
+    """Per encoding with retrieval cells: whether its model retrieves at L, judged on its base model's cells
+    when those were measured (`judged_on`); else why not, in the words that fit the model: NOT_LEARNED for
+    one trained here, FAILS for one in `pretrained` (the labels of pretrained models); NOT_MEASURED when
+    neither it nor its base model was evaluated at L. `bases`: encoding -> base_encoding, from the table."""
     shortfalls = at_L(agg, rule)
     out = {}
     for encoding in _passkey(agg, "accuracy")["encoding"].unique():
         judge = judged_on(encoding, shortfalls, bases)
         if judge not in shortfalls:
-            out[encoding] = NOT_MEASURED
+            out[encoding] = UNKNOWN
             continue
-        named = f" ({judge})" if judge != encoding else ""
-        if not shortfalls[judge]:
-            out[encoding] = "yes" + named
+        shortfall = shortfalls[judge]
+        if not shortfall:
+            reason = RETRIEVES
         elif judge in pretrained or encoding in pretrained:
-            out[encoding] = f"{FAILS}{named}: {shortfalls[judge]}"
+            reason = FAILS
         else:
-            out[encoding] = NOT_LEARNED + named
+            reason = NOT_LEARNED
+        out[encoding] = Verdict(reason, judge if judge != encoding else "", shortfall)
     return out
 
 
 def retrieves_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None, rule: Rule = Rule()) -> dict[str, bool]:
-    """Per encoding: its model retrieves at L (see `verdicts`). `bases` (encoding -> base_encoding, from the
-    results table) sends a scaling to its base model."""
-    return {encoding: verdict.startswith("yes") for encoding, verdict in verdicts(agg, bases, rule).items()}
+    """Per encoding: its model retrieves at L (`verdicts`, read for that field alone)."""
+    return {encoding: verdict.retrieves for encoding, verdict in verdicts(agg, bases, rule).items()}
 
 
 def base_encodings(table: pd.DataFrame) -> dict[str, str]:
@@ -178,23 +210,21 @@ def worst_depth(at_L: pd.DataFrame) -> str:
     return f"{worst:.0%} at {where}"
 
 
-def counted(encoding: str, length: int, L: int, valid: dict[str, bool]) -> bool:
+def counted(length: int, L: int, verdict: Verdict) -> bool:
     """Whether a measured cell is a finding: up to L always, past L only when the model retrieves at L."""
-    return length <= L or bool(valid.get(encoding))
+    return length <= L or verdict.retrieves
 
 
-def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bases: dict[str, str] | None = None,
-                     rule: Rule = Rule(), pretrained: frozenset[str] = frozenset()) -> str:
-    """Markdown: encoding × length, mean over depths (and seeds), with the verdict and the worst depth at L.
-    Every measured cell is shown; one past L of a model that does not retrieve at L is in italics (measured,
-    not a finding), and the verdict says why (`verdicts`)."""
+def retrieval_matrix(agg: pd.DataFrame, metric: str, said: dict[str, Verdict]) -> str:
+    """Markdown: encoding × length, mean over depths (and seeds), with the verdict (`said`: `verdicts`) and the
+    worst depth at L. Every measured cell is shown; one past L of a model that does not retrieve at L is in
+    italics (measured, not a finding), and the verdict says why."""
     cells = _passkey(agg, metric)
-    said = verdicts(agg, bases, rule, pretrained)
     lengths = sorted(cells["eval_len"].unique())
     lines = ["| encoding | L | retrieves at L | worst depth at L | " + " | ".join(str(n) for n in lengths) + " |",
              "|" + "---|" * (len(lengths) + 4)]
     for encoding, group in cells.groupby("encoding", sort=False):
-        L = int(group["train_len"].iloc[0])
+        L, verdict = int(group["train_len"].iloc[0]), said.get(encoding, UNKNOWN)
         worst = worst_depth(group[(group["eval_len"] == L) & (group["status"] == "ok")])
         values = []
         for n in lengths:
@@ -206,25 +236,22 @@ def retrieval_matrix(agg: pd.DataFrame, metric: str, valid: dict[str, bool], bas
                 values.append(str(at["status"].iloc[0]))
             else:
                 value = f"{ok['mean'].mean():.0%}"
-                values.append(value if counted(encoding, int(n), L, valid) else f"*{value}*")
-        verdict = said.get(encoding, NOT_MEASURED)
-        verdict = verdict if verdict.startswith("yes") else f"**{verdict}**"
-        lines.append(f"| {encoding} | {L} | {verdict} | {worst} | " + " | ".join(values) + " |")
+                values.append(value if counted(int(n), L, verdict) else f"*{value}*")
+        shown = verdict.text if verdict.retrieves else f"**{verdict.text}**"
+        lines.append(f"| {encoding} | {L} | {shown} | {worst} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 
 
-def retrieval_length(agg: pd.DataFrame, bases: dict[str, str] | None = None, rule: Rule = Rule(),
-                     pretrained: frozenset[str] = frozenset()) -> dict[str, int | str]:
+def retrieval_length(agg: pd.DataFrame, said: dict[str, Verdict], rule: Rule = Rule()) -> dict[str, int | str]:
     """Effective retrieval length: the largest length at which the model retrieves by `rule`, every length from
-    L on included; for a model that does not retrieve at L why not (NOT_LEARNED, FAILS, or NOT_MEASURED when
-    that is unknown), BELOW_L when it does but this scaling of it falls short at L already ("below 16384"
-    when it has no cell at L and falls short at its first length, 16384)."""
-    said = verdicts(agg, bases, rule, pretrained)
+    L on included; for a model that does not retrieve at L (`said`: `verdicts`) why not (NOT_LEARNED, FAILS,
+    or NOT_MEASURED when that is unknown), BELOW_L when it does but this scaling of it falls short at L
+    already ("below 16384" when it has no cell at L and falls short at its first length, 16384)."""
     out: dict[str, int | str] = {}
     for encoding, group in _passkey(agg, "accuracy").groupby("encoding", sort=False):
         verdict = said[encoding]
-        if not verdict.startswith("yes"):
-            out[encoding] = next(word for word in (NOT_MEASURED, FAILS, NOT_LEARNED) if verdict.startswith(word))
+        if not verdict.retrieves:
+            out[encoding] = verdict.reason
             continue
         L, best = int(group["train_len"].iloc[0]), None
         measured = sorted(group[group["eval_len"] >= L].groupby("eval_len"), key=lambda item: item[0])
@@ -238,11 +265,11 @@ def retrieval_length(agg: pd.DataFrame, bases: dict[str, str] | None = None, rul
     return out
 
 
-def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, bases: dict[str, str] | None = None,
-                      rule: Rule = Rule(), pretrained: frozenset[str] = frozenset()) -> list[str]:
+def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, said: dict[str, Verdict],
+                      rule: Rule = Rule()) -> list[str]:
+    """The retrieval tables and the steps until retrieval formed; `said`: `verdicts` by `rule`."""
     if not (agg["task"] == "passkey").any():
         return []
-    valid = retrieves_at_L(agg, bases, rule)
     lines = ["## Retrieval (greedy exact match, mean over depths)", "",
              f"A model retrieves at a length when, at that length, {rule.describe()} (RULER's convention; the "
              "worst depth at L has its own column). A cell past L is a finding only when the model retrieves "
@@ -250,9 +277,9 @@ def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, bases: dict[str
              "learned at L\" for a model trained here, \"fails at L\" for a pretrained one. A training-free "
              "scaling is judged on the model it scales (named in brackets), as a static scaling moves the positions "
              "at L too; a model with no cell at L is \"not measured at L\".", "",
-             retrieval_matrix(agg, "accuracy", valid, bases, rule, pretrained), "",
+             retrieval_matrix(agg, "accuracy", said), "",
              "## Retrieval rank accuracy (true key ranked first among distractors)", "",
-             retrieval_matrix(agg, "rank_accuracy", valid, bases, rule, pretrained), ""]
+             retrieval_matrix(agg, "rank_accuracy", said), ""]
     if len(training):
         steps, trained = formation_step(training, rule.threshold), budget(training)
         lines += ["## Steps until retrieval formed", "",

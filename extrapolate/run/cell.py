@@ -24,28 +24,27 @@ from extrapolate.run.resolved import ResolvedRun, resolve_run
 from extrapolate.run.rows import diverged_rows, measurement_rows
 
 
-def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: Reporter) -> TrainingDiverged | None:
+def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: Reporter) -> None:
     """Train or reuse, evaluate, append to the folder's tables. A diverged training is recorded as
-    `status=diverged` rows (and returned) instead of stopping everything. Under torchrun every rank trains
-    and evaluates its share; rank 0 alone writes."""
+    `status=diverged` rows, then `TrainingDiverged` goes on to the caller, which decides whether the other
+    cells go on. Under torchrun every rank trains and evaluates its share; rank 0 alone writes."""
     from extrapolate.core.lock import table_lock
 
     writes = current().main
     try:
         trained = trained_model(resolved, prepared, reporter)
-    except TrainingDiverged as diverged:
+    except TrainingDiverged:
         reporter.done_training()
         if writes:
             with table_lock(folder):
                 append_results(folder, diverged_rows(resolved, prepared))
-        return diverged
+        raise
     measurements = evaluate(resolved, prepared, trained.model, reporter, folder)
     if writes:
         rows, positions = measurement_rows(resolved, prepared, trained.model.num_parameters(), measurements)
         with table_lock(folder):  # cluster jobs of one sweep append to the same tables
             write_outputs(folder, resolved, trained, rows, positions)
         clear_logs(folder, resolved.run_id)  # the cell is in the table: its depth logs are done with
-    return None
 
 
 def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
@@ -71,9 +70,7 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
             if world.main:
                 stack.enter_context(new_folder_guard(folder))
                 stack.enter_context(folder_lock(folder))
-            diverged = run_cell(resolved, prepared, folder, reporter)
-    if diverged is not None:
-        raise diverged
+            run_cell(resolved, prepared, folder, reporter)  # a diverged training ends the run with its rows written
     return folder
 
 

@@ -49,14 +49,18 @@ class Submission:
 def cell_job(request, folder: Path) -> str:
     """One cell on a node: train or reuse its model, evaluate, append its rows under the table lock."""
     from extrapolate.run import Reporter, prepare, resolve, resolve_run, run_cell
+    from extrapolate.training.train import TrainingDiverged
 
     planned = resolve(request)  # the cell's request, resolved where it was submitted: the same again here
     prepared = prepare(planned)
     resolved = resolve_run(planned, prepared)
     if resolved.run_id in finished(folder):  # a resubmitted job whose cell another job already wrote
         return "done"
-    diverged = run_cell(resolved, prepared, folder, Reporter())
-    return "diverged" if diverged is not None else "ok"
+    try:
+        run_cell(resolved, prepared, folder, Reporter())
+    except TrainingDiverged:  # its rows say so; the sweep's other jobs go on
+        return "diverged"
+    return "ok"
 
 
 def report_job(folder: Path) -> str:
@@ -170,7 +174,7 @@ def submit_sweep(cells, folder: Path, options: SlurmOptions) -> Submission:
             if run_id in done:
                 result.done.append(run_id)
                 continue
-            base = None if resolved.pretrained else model_folder(resolved.train_config)
+            base = None if resolved.is_pretrained else model_folder(resolved.train_config)
             if run_id in coming:
                 result.waiting.append(run_id)
                 if base is not None and base not in trainer and not is_complete(base):

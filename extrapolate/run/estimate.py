@@ -34,7 +34,7 @@ def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepa
     if "passkey" in first.request.tasks:
         task = prepared.passkey_builder.task
         per_cell_tokens += sum(prepared.lengths) * task.trials * len(task.depths) * 2
-    if first.pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
+    if first.is_pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
         n = min(min(prepared.lengths), FORWARD_TOKENS)
         reporter.note(f"timing two forward passes of {n} tokens for the estimate")
         rate = forward_tokens_per_second(prepared, n)
@@ -82,7 +82,7 @@ def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int
 def forward_tokens_per_second(prepared: Prepared, length: int) -> float:
     """Tokens per second of one forward pass of a pretrained model at `length` (at most FORWARD_TOKENS: a
     lower bound on the time of longer windows, whose attention costs more per token)."""
-    model, n = prepared.pretrained.model, min(length, FORWARD_TOKENS)
+    model, n = prepared.checkpoint.model, min(length, FORWARD_TOKENS)
     ids = torch.zeros(1, n, dtype=torch.int64, device=next(model.parameters()).device)  # (1, n), where it lives
     model(ids)  # warm-up
     start = time.perf_counter()

@@ -17,7 +17,7 @@ from extrapolate.data.batches import BatchSource
 from extrapolate.core.device import activation_dtype
 from extrapolate.core.distributed import current
 from extrapolate.encodings import encoding_for
-from extrapolate.core.errors import PositionOutOfRange
+from extrapolate.core.errors import PositionOutOfRange, is_out_of_memory
 from extrapolate.tasks.prompt import PromptBuilder
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.passkey import evaluate_passkey
@@ -43,8 +43,8 @@ class Measurement:
 
 
 def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter) -> TrainedModel:
-    if prepared.pretrained is not None:
-        model = prepared.pretrained.model.to(prepared.device)
+    if prepared.checkpoint is not None:
+        model = prepared.checkpoint.model.to(prepared.device)
         if resolved.finetune is not None:
             return finetuned(resolved, prepared, model, reporter, checkpointing=True)
         summary = {"config_hash": resolved.model_hash, "pretrained": resolved.request.model,
@@ -84,7 +84,7 @@ def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
     windows = heldout_windows(prepared.heldout, resolved.request.train_len)  # (W, L + 1)
 
     def heldout(model) -> float:
-        model.kernel = kernel
+        model.use_kernel(kernel)
         total = sum(float(model.token_nll(w[None, :-1], w[None, 1:]).sum()) for w in windows.to(prepared.device))
         return total / (windows.shape[0] * (windows.shape[1] - 1))
 
@@ -95,7 +95,7 @@ def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
         small = PromptBuilder(dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer)
 
         def retrieval(model) -> float:
-            model.kernel = kernel
+            model.use_kernel(kernel)
             cells = evaluate_passkey(model, small, resolved.request.train_len, prepared.device, "float32", rank=False)
             return sum(c.accuracy for c in cells) / len(cells)
 
@@ -128,10 +128,6 @@ def evaluation_encoding(resolved: ResolvedRun, model):
     return encoding.to(next(model.parameters()).device)
 
 
-def is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
-
-
 def memory_asked(exc: BaseException) -> str:
     """What an out-of-memory error says was asked for, e.g. "asked for 20.00 GiB, 3.21 GiB free of 79.19
     GiB" (CUDA's wording) or "asked for 16.00 GiB" (the CPU allocator's bytes); "" when it does not say."""
@@ -153,7 +149,7 @@ def measure(device: torch.device, evaluate, on_oom=lambda asked: None):
     except PositionOutOfRange:
         return "unsupported", None
     except (RuntimeError, MemoryError) as exc:
-        if not is_oom(exc):
+        if not is_out_of_memory(exc):
             raise
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -173,7 +169,7 @@ def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporte
         return DepthLog.for_cell(folder, resolved.run_id, prepared.passkey_builder.task.identity, length,
                                  world.rank, world.size)
 
-    model.kernel = request.kernel
+    model.use_kernel(request.kernel)
     model.set_encoding(evaluation_encoding(resolved, model))
     tasks = {
         "perplexity": lambda length: evaluate_perplexity(

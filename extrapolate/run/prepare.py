@@ -27,7 +27,7 @@ class Prepared:
     passkey_fraction: float  # share of training rows that are retrieval prompts
     passkey_identity: str  # the task identity those rows come from ("" when there are none)
     passkey_builder: PromptBuilder | None  # when the job trains or evaluates on retrieval prompts
-    pretrained: object | None  # the loaded checkpoint of a pretrained model
+    checkpoint: object | None  # the loaded PretrainedModel of a pretrained model, else None
 
 
 def prepare(resolved: ResolvedRequest) -> Prepared:
@@ -35,15 +35,15 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     request, lengths = resolved.request, resolved.lengths
     device = resolve_device(request.device)
     corpus = load_corpus(request.corpus)
-    pretrained = resolved.checkpoint
-    tokenizer = pretrained.tokenizer if pretrained else load_tokenizer(request.tokenizer, corpus)
+    checkpoint = resolved.checkpoint
+    tokenizer = checkpoint.tokenizer if checkpoint else load_tokenizer(request.tokenizer, corpus)
     longest = max(lengths)
     heldout = [t for t in (tokenizer.encode_tensor(d) for d in corpus.heldout) if t.numel() > longest]
     if not heldout:
         raise UserError(f"corpus {corpus.name} has no held-out document longer than {longest} tokens")
     heldout = heldout[: request.eval_docs]
     # a pretrained model is trained here only when fine-tuned: otherwise its training stream is never needed
-    stream = (tokenizer.encode_tensor("\n\n".join(corpus.train)) if pretrained is None or request.extended
+    stream = (tokenizer.encode_tensor("\n\n".join(corpus.train)) if checkpoint is None or request.extended
               else torch.zeros(request.train_len + 2, dtype=torch.int64))
     if stream.numel() < request.train_len + 2:
         raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
@@ -52,7 +52,7 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
                         f"length L' = {resolved.tuned_len}")
     builder = PromptBuilder(resolved.task, tokenizer)
     need = builder.fixed_tokens() + 32  # room for some filler
-    fraction = request.passkey_fraction if pretrained is None else 0.0
+    fraction = request.passkey_fraction if checkpoint is None else 0.0
     if fraction is None:
         fraction = DEFAULT_PASSKEY_FRACTION if request.train_len >= need else 0.0
     used = fraction > 0 or "passkey" in request.tasks
@@ -64,4 +64,4 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
             raise UserError(f"{builder.task.name} prompts need at least {builder.fixed_tokens() + 16} tokens; "
                             f"the shortest evaluation length is {min(lengths)}")
     return Prepared(corpus, tokenizer, heldout, stream, device, lengths, fraction,
-                    builder.task.identity if fraction > 0 else "", builder if used else None, pretrained)
+                    builder.task.identity if fraction > 0 else "", builder if used else None, checkpoint)

@@ -12,7 +12,16 @@ from pathlib import Path
 from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.core.config import PRESETS, ModelConfig
 from extrapolate.core.device import DTYPES, TRAIN_DTYPES
-from extrapolate.core.defaults import DEFAULT_RETRIEVAL_TASK, DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEARNED_TABLE_STD
+from extrapolate.core.defaults import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CORPUS,
+    DEFAULT_LR,
+    DEFAULT_RETRIEVAL_TASK,
+    DEFAULT_TRAIN_LEN,
+    LEARNED_TABLE_LR_SCALE,
+    LEARNED_TABLE_STD,
+)
+from extrapolate.core.identity import default_steps, stored
 from extrapolate.encodings import EncodingSpec, build_encoding, get_spec
 from extrapolate.encodings.options import options_for
 from extrapolate.encodings.catalog import validate_shape
@@ -23,13 +32,14 @@ from extrapolate.tasks.perplexity import PROTOCOLS
 from extrapolate.data.tokenizers import parse_spec
 
 TASKS = ("perplexity", "passkey")
-DEFAULT_TRAIN_LEN = 256  # models trained here; a pretrained model's default is its own context
 
 
 @dataclass(frozen=True)
 class RunRequest:
+    """What a user asks for: the defaults here are those of the command line's options (cli/options.py)."""
+
     encoding: str = "rope"
-    train_len: int | None = None  # None: 256 for presets, the checkpoint's own context for pretrained models
+    train_len: int | None = None  # None: DEFAULT_TRAIN_LEN for presets, a pretrained model's own context
     eval_lens: tuple[int, ...] = ()  # empty: L, 2L, … up to eval_len
     eval_len: int | None = None  # default 8·L
     factor: float | None = None  # RoPE scalings; default max eval length / L
@@ -40,12 +50,12 @@ class RunRequest:
     embed_std: float | None = None  # token-embedding init std; None: GPT-2's 0.02, as every other weight
     position_std: float | None = None  # the learned table's init std; None: LEARNED_TABLE_STD
     position_lr_scale: float | None = None  # the learned table's rate / the model's; None: LEARNED_TABLE_LR_SCALE
-    corpus: str = "shakespeare"
+    corpus: str = DEFAULT_CORPUS
     tokenizer: str = "bpe"  # models trained here: bytes | bpe | bpe:N; a pretrained model uses its own
     tasks: tuple[str, ...] = ("perplexity",)
     steps: int | None = None  # None: the encoding's default budget (DEFAULT_STEPS, or its own `default_steps`)
-    batch_size: int = 32
-    lr: float = 3e-3
+    batch_size: int = DEFAULT_BATCH_SIZE
+    lr: float = DEFAULT_LR
     seed: int = 0
     device: str = "auto"
     dtype: str = "float32"  # evaluation precision
@@ -63,7 +73,7 @@ class RunRequest:
     finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
     finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
     finetune_lr: float | None = None  # default a tenth of --lr
-    encoding_options: tuple = ()  # sorted (name, value) pairs of a training-free encoding (encoding_options.py)
+    encoding_options: tuple = ()  # sorted (name, value) pairs of a training-free encoding (encodings/options.py)
     out: Path | None = None
     name: str | None = None
 
@@ -82,11 +92,11 @@ def resolve_request(request: RunRequest) -> RunRequest:
         if own and request.finetune_steps > 0:
             raise UserError("--encoding-option with --finetune-steps: a fine-tune trains with the default options")
         request = dataclasses.replace(request, encoding_options=tuple(sorted(own.items())))
-    pretrained = is_pretrained(request.model)
+    trained_here = not is_pretrained(request.model)
     if request.passkey_task is None:
-        task = DEFAULT_RETRIEVAL_TASK["pretrained" if pretrained else "trained"]
+        task = DEFAULT_RETRIEVAL_TASK["trained" if trained_here else "pretrained"]
         request = dataclasses.replace(request, passkey_task=task)
-    if pretrained:
+    if not trained_here:
         shaping = [f"--{name.replace('_', '-')}" for name in ("width", "layers", "heads", "embed_std",
                                                                           "position_std", "position_lr_scale")
                    if getattr(request, name) is not None]
@@ -102,13 +112,14 @@ def resolve_request(request: RunRequest) -> RunRequest:
         request = dataclasses.replace(request, train_len=train_len, tokenizer=checkpoint.tokenizer.identity)
     elif request.train_len is None:
         request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
-    if request.steps is None:
-        request = dataclasses.replace(request, steps=default_steps(request.encoding))
+    if request.steps is None:  # the budget of the model it trains, RoPE's for a RoPE scaling
+        trained_spec = get_spec(get_spec(request.encoding).base_encoding)
+        request = dataclasses.replace(request, steps=default_steps(trained_spec))
     check(request)
-    if not pretrained:
+    if trained_here:
         spec = get_spec(request.encoding)
         parse_spec(request.tokenizer)  # a bad --tokenizer fails here, before the corpus is read
-        config = model_config(request, spec.base_encoding)
+        config = architecture_for(request, spec.base_encoding)
         validate_shape(spec, n_heads=config.n_heads, head_dim=config.head_dim, factor=request.factor or 1.0)
     return request
 
@@ -124,9 +135,9 @@ class ResolvedRequest:
     lengths: tuple[int, ...]  # the evaluation lengths, ascending
     tuned_len: int | None  # L' of a run at an extended length (fine-tuned, or its zero-shot point); else None
     factor: float  # a RoPE scaling's s (default: the longest length, or L', over L); 1.0 for the others
-    pretrained: bool  # a known pretrained model, a checkpoint or a hub id, not a size preset
     architecture: ModelConfig | None  # a model trained here, before the tokenizer sets its vocabulary
-    checkpoint: object | None  # the loaded pretrained model (once per process), else None
+    # the loaded PretrainedModel (once per process) of a pretrained model (`is_pretrained`), else None
+    checkpoint: object | None
     task: PasskeyTask  # the retrieval task file, loaded and validated
 
 
@@ -138,10 +149,9 @@ def resolve(request: RunRequest) -> ResolvedRequest:
     tuned = extended_length(request, lengths) if request.extended else None
     # s = L'/L, never below 1: evaluated only inside L, a scaling is plain RoPE (s = 1), not a compression
     factor = 1.0 if spec.trains_own_model else (request.factor or max(1.0, (tuned or max(lengths)) / request.train_len))
-    pretrained = is_pretrained(request.model)
-    architecture = None if pretrained else model_config(request, spec.base_encoding)
-    checkpoint = load_pretrained_once(request.model) if pretrained else None  # loaded by resolve_request already
-    return ResolvedRequest(request, spec, lengths, tuned, factor, pretrained, architecture, checkpoint,
+    checkpoint = load_pretrained_once(request.model) if is_pretrained(request.model) else None  # loaded already
+    architecture = None if checkpoint is not None else architecture_for(request, spec.base_encoding)
+    return ResolvedRequest(request, spec, lengths, tuned, factor, architecture, checkpoint,
                            load_task(request.passkey_task))
 
 
@@ -195,18 +205,12 @@ def substituted_kernels(requested: str, encodings: list[str]) -> dict[str, str]:
         scaled = 1.0 if get_spec(name).trains_own_model else 2.0
         try:
             encoding = build_encoding(name, d_model=64, n_heads=4, head_dim=16, max_len=64, factor=scaled)
-        except Exception:  # an encoding that cannot take this shape is checked with the model's own
+        except UserError:  # the shape checks refuse this stand-in shape: the model's own shape is checked later
             continue
-        family = kernel_for(encoding, requested)
+        family = kernel_for(encoding, requested).name
         if family != requested:
             swapped[name] = family
     return swapped
-
-
-def default_steps(encoding: str) -> int:
-    """The training budget of `encoding` when --steps is not given; a RoPE scaling trains (and reuses) the
-    RoPE model, so it has RoPE's."""
-    return get_spec(get_spec(encoding).base_encoding).default_steps or DEFAULT_STEPS
 
 
 def named_retrieval_task(request: RunRequest) -> RunRequest:
@@ -281,7 +285,7 @@ def lengths_for(request: RunRequest) -> list[int]:
     return lengths + [longest]
 
 
-def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
+def architecture_for(request: RunRequest, base_encoding: str) -> ModelConfig:
     """The architecture of a model trained here: the preset with the request's overrides, at L."""
     if request.model not in PRESETS:
         from extrapolate.data.pretrained import KNOWN
@@ -298,25 +302,23 @@ def model_config(request: RunRequest, base_encoding: str) -> ModelConfig:
     if std is None:
         default = get_spec(base_encoding).default_embed_std
         std = default(config.d_model) if default is not None else None
-    # GPT-2's 0.02, what every weight starts at, is stored as unset: the same model as before the option
-    std = None if std == GPT2_EMBED_STD else std
-    return dataclasses.replace(config, embed_std=std, **learned_table(request, base_encoding)).validate()
+    table = learned_table(request, base_encoding)
+    return dataclasses.replace(config, embed_std=stored("embed_std", std), **table).validate()
 
 
 def learned_table(request: RunRequest, base_encoding: str) -> dict:
-    """The learned table's recipe as ModelConfig fields; GPT-2's values are stored as unset, so a model
-    trained with them keeps the identity it had before the recipe was a field."""
+    """The learned table's recipe as ModelConfig fields (stored as the identity rules say); a model of another
+    encoding has no table, and no recipe in its config."""
     if base_encoding != "learned":
         return {}
     std = LEARNED_TABLE_STD if request.position_std is None else request.position_std
     scale = LEARNED_TABLE_LR_SCALE if request.position_lr_scale is None else request.position_lr_scale
-    return {"position_std": None if std == GPT2_EMBED_STD else std, "position_lr_scale": None if scale == 1 else scale}
-
-
-GPT2_EMBED_STD = 0.02  # what TransformerLM initialises every weight with
+    return {"position_std": stored("position_std", std), "position_lr_scale": stored("position_lr_scale", scale)}
 
 
 def is_pretrained(model: str) -> bool:
+    """Whether `model` names a pretrained model (a known name, a checkpoint file or folder, a hub id) rather
+    than a size preset of a model trained here."""
     from extrapolate.data.pretrained import KNOWN
 
     if model in PRESETS:
@@ -324,17 +326,17 @@ def is_pretrained(model: str) -> bool:
     return model in KNOWN or model.endswith(".gguf") or Path(model).expanduser().exists() or "/" in model
 
 
-_PRETRAINED: dict = {}
+_LOADED_CHECKPOINT: dict = {}  # the one PretrainedModel this process holds, by its spec
 
 
 def load_pretrained_once(spec: str):
-    """Pretrained models are loaded once per process (a sweep evaluates several scalings on one)."""
+    """The PretrainedModel of `spec`, loaded once per process (a sweep evaluates several scalings on one)."""
     from extrapolate.data.pretrained import load_pretrained
 
-    if spec not in _PRETRAINED:
-        _PRETRAINED.clear()
-        _PRETRAINED[spec] = load_pretrained(spec)
-    return _PRETRAINED[spec]
+    if spec not in _LOADED_CHECKPOINT:
+        _LOADED_CHECKPOINT.clear()
+        _LOADED_CHECKPOINT[spec] = load_pretrained(spec)
+    return _LOADED_CHECKPOINT[spec]
 
 
 def output_folder(request: RunRequest) -> Path:

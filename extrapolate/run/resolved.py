@@ -10,6 +10,7 @@ from pathlib import Path
 
 from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.device import training_dtype
+from extrapolate.core.identity import pretrained_identity, run_identity, stored
 from extrapolate.encodings import EncodingSpec, encoding_for
 from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
 from extrapolate.tasks.passkey import attention_shapes
@@ -36,7 +37,7 @@ class ResolvedRun:
     attention: dict[tuple[str, int], Shapes]  # (task, length) -> the attention calls it makes
 
     @property
-    def pretrained(self) -> bool:
+    def is_pretrained(self) -> bool:
         return self.train_config is None
 
     @property
@@ -59,8 +60,8 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
     vocabulary complete the model's identity)."""
     request, spec, factor, tuned = resolved.request, resolved.spec, resolved.factor, resolved.tuned_len
     finetune = None
-    if prepared.pretrained is not None:
-        config, model_hash, folder = None, config_hash({"pretrained": request.model}), Path(request.model)
+    if prepared.checkpoint is not None:
+        config, model_hash, folder = None, config_hash(pretrained_identity(request.model)), Path(request.model)
         if request.finetune_steps > 0:
             finetune = pretrained_finetune(request, prepared, spec.name, factor, tuned, model_hash)
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
@@ -71,8 +72,8 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
             finetune = finetune_config(config, spec.name, factor, tuned, request.finetune_steps, request.finetune_lr)
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     if request.encoding_options:  # a bad value fails now, not after training
-        model_config = prepared.pretrained.model.config if prepared.pretrained is not None else config.model
-        encoding_for(model_config, spec.name, factor=factor, original_len=request.train_len,
+        architecture = prepared.checkpoint.model.config if prepared.checkpoint is not None else config.model
+        encoding_for(architecture, spec.name, factor=factor, original_len=request.train_len,
                      options=dict(request.encoding_options))
     attention: dict[tuple[str, int], Shapes] = {}
     for length in resolved.lengths:
@@ -90,7 +91,7 @@ PRETRAINED_FINETUNE_LR = 2e-5  # the PI and YaRN papers' rate for Llama models
 def pretrained_finetune(request: RunRequest, prepared: Prepared, encoding: str, factor: float, length: int,
                         checkpoint_hash: str) -> FinetuneConfig:
     """The fine-tune of a pretrained checkpoint at L': one row per step, the papers' rate unless given."""
-    model = prepared.pretrained.model
+    model = prepared.checkpoint.model
     base = TrainConfig(model=dataclasses.replace(model.config, max_len=request.train_len), corpus=prepared.corpus.name,
                        tokenizer=prepared.tokenizer.identity, seq_len=request.train_len, batch_size=1,
                        lr=PRETRAINED_FINETUNE_LR, seed=request.seed,
@@ -109,16 +110,10 @@ def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:
         batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),
         seed=request.seed, dtype=training_dtype(prepared.device, request.train_dtype), passkey_fraction=prepared.passkey_fraction,
         passkey_task=prepared.passkey_identity, checkpoint_every=max(1, min(200, steps // 4)),
-        compile=True if request.compile else None,
+        compile=stored("compile", bool(request.compile)),
     )
 
 
 def run_id(request: RunRequest, model_hash: str, factor: float) -> str:
     """The id of a cell's rows, known before any training (a sweep skips the cells its table already has)."""
-    identity = {"model": model_hash, "encoding": request.encoding, "factor": factor, "protocol": request.protocol,
-                "stride": request.stride if request.protocol == "sliding" else None, "dtype": request.dtype,
-                "eval_tokens": request.eval_tokens, "learned_policy": request.learned_policy,
-                "passkey_task": request.passkey_task if "passkey" in request.tasks else None}
-    if request.encoding_options:  # absent when unset, so the ids of earlier results stay what they were
-        identity["options"] = dict(request.encoding_options)
-    return config_hash(identity, 10)
+    return config_hash(run_identity(request, model_hash, factor), 10)

@@ -19,6 +19,7 @@ from extrapolate.encodings.options import check_used
 from extrapolate.encodings import encoding_groups, get_spec, sweep_order
 from extrapolate.core.errors import UserError
 from extrapolate.core.lock import folder_lock
+from extrapolate.training.train import TrainingDiverged
 from extrapolate.report.folder import check_tables
 from extrapolate.report.table import load_results
 from extrapolate.run import Prepared, Reporter, ResolvedRequest, ResolvedRun, RunRequest, resolve, resolve_run, run_cell
@@ -86,7 +87,7 @@ def still_to_run(resolved: ResolvedRun, missing: list[int]) -> ResolvedRun:
 
 def models_of(cells: list[Cell]) -> dict[Path, bool]:
     """Each distinct model folder and whether it is already trained (pretrained models always are)."""
-    return {c.model_folder: c.resolved.pretrained or ckpt.is_complete(c.model_folder) for c in cells}
+    return {c.model_folder: c.resolved.is_pretrained or ckpt.is_complete(c.model_folder) for c in cells}
 
 
 def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
@@ -136,8 +137,9 @@ def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: 
                 reporter.cell(cell)
                 if cell.done:
                     continue
-                diverged = run_cell(cell.resolved, prepared, folder, reporter)
-                if diverged is not None:
+                try:
+                    run_cell(cell.resolved, prepared, folder, reporter)
+                except TrainingDiverged as diverged:  # its rows say so; the other cells go on
                     reporter.warn(f"{cell.encoding} seed {cell.seed}: {diverged}; recorded as diverged")
                 if prepared.device.type == "cuda":
                     torch.cuda.empty_cache()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
+from extrapolate.core.identity import without_defaults
 from extrapolate.core.paths import data_dir
 
 if sys.version_info >= (3, 11):
@@ -54,11 +55,9 @@ class PasskeyTask:
 
     @property
     def identity(self) -> str:
-        """Recorded with results: the same identity means the same prompts. Optional fields at their defaults
-        are left out, so a task file written before they existed keeps its identity."""
-        defaults = {f.name: f.default for f in fields(self) if f.name in OPTIONAL}
-        data = {k: v for k, v in self.__dict__.items() if k not in defaults or v != defaults[k]}
-        return f"{self.name}-v{self.version}-{self.variant}-{config_hash(data, 8)}"
+        """Recorded with results: the same identity means the same prompts. It hashes the fields less the
+        optional ones at their defaults (`identity.without_defaults`)."""
+        return f"{self.name}-v{self.version}-{self.variant}-{config_hash(without_defaults(self, OPTIONAL), 8)}"
 
     @property
     def answer_keys(self) -> int:
@@ -66,6 +65,7 @@ class PasskeyTask:
         return self.needles if self.same_name else self.queries
 
 
+# the fields a task file may leave out; at their defaults they are left out of its identity too
 OPTIONAL = ("keys", "names", "needles", "queries", "same_name", "answer_join", "key_digits", "depth_floor")
 
 

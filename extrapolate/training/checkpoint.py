@@ -4,6 +4,7 @@ Every file is written atomically, so a kill at any moment leaves the previous ch
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import torch
@@ -65,14 +66,29 @@ def load_weights(folder: Path, model: TransformerLM, expected: TrainConfig | Non
 
 
 STATE_FIELDS = ("optimizer", "step", "losses", "elapsed", "config_hash")
+RESTART = "delete it to restart"
+
+
+def plain_data(path: Path):
+    """A torch file's content as plain data: torch's weights-only unpickler builds tensors, numbers, strings
+    and containers, and refuses any other object before building it (building one could run code). Read
+    inside `core.readers.reading`, whose line names the file."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # torch's own message suggests loading the file unsafely: not advice to pass on
+        raise ValueError("not plain data; only tensors, numbers and strings are read, as building any other object "
+                         "could run code") from None
 
 
 def load_state(folder: Path) -> dict | None:
+    """The optimizer and progress a resumed training starts from; None when the folder has none. The file is
+    read as plain data only (tensors, numbers, strings, lists, dicts: what `train` saves): a pickle naming any
+    other object is refused without building it (`plain_data`)."""
     path = folder / STATE
     if not path.exists():
         return None
-    with reading(path, "training state", "delete it to restart"):
-        state = torch.load(path, map_location="cpu", weights_only=False)
+    with reading(path, "training state", RESTART):
+        state = plain_data(path)
         if not isinstance(state, dict) or not set(STATE_FIELDS) <= set(state):
             raise ValueError(f"not a training state: it needs {', '.join(STATE_FIELDS)}")
         if not isinstance(state["optimizer"], dict) or not {"state", "param_groups"} <= set(state["optimizer"]):

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.core.atomic import write_text
 from extrapolate.core.config import TrainConfig, config_hash
+from extrapolate.core.identity import finetune_folder_name
 from extrapolate.encodings import encoding_for, get_spec
 from extrapolate.model import TransformerLM
 from extrapolate.core.paths import cache_dir
@@ -63,8 +64,8 @@ def finetune_config(base: TrainConfig, encoding: str, factor: float, length: int
 
 
 def finetune_folder(config: FinetuneConfig, root: Path | None = None) -> Path:
-    return (root or cache_dir() / "models") / (
-        f"{config.encoding}-L{config.original_len}-ft{config.length}x{config.steps}-{config_hash(config)}")
+    name = finetune_folder_name(config.encoding, config.original_len, config.length, config.steps, config_hash(config))
+    return (root or cache_dir() / "models") / name
 
 
 def finetune(config: FinetuneConfig, base: TransformerLM, source, device: torch.device, on_step=None,
@@ -108,7 +109,8 @@ def with_training_encoding(model: TransformerLM, config: FinetuneConfig) -> Tran
 
 def shorter_finished(config: FinetuneConfig, root: Path | None = None) -> Path | None:
     """The finished fine-tune of the same kind with the most steps below this one's, if any is cached."""
-    folders = (root or cache_dir() / "models").glob(f"{config.encoding}-L{config.original_len}-ft{config.length}x*-*")
+    kind = finetune_folder_name(config.encoding, config.original_len, config.length, "*", "*")
+    folders = (root or cache_dir() / "models").glob(kind)
     best, best_steps = None, 0
     for folder in folders:
         lineage = read_lineage(folder)

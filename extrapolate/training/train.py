@@ -19,6 +19,7 @@ from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.device import autocast, synchronize
 from extrapolate.core.distributed import SINGLE, World, check_batch, current, for_training
 from extrapolate.core.errors import UserError
+from extrapolate.core.identity import model_folder_name
 from extrapolate.model import TransformerLM
 from extrapolate.core.paths import cache_dir
 from extrapolate.core.readers import reading
@@ -72,7 +73,8 @@ class Probe:
 
 
 def model_folder(config: TrainConfig, root: Path | None = None) -> Path:
-    return (root or cache_dir() / "models") / f"{config.model.encoding}-L{config.seq_len}-{config_hash(config)}"
+    name = model_folder_name(config.model.encoding, config.seq_len, config_hash(config))
+    return (root or cache_dir() / "models") / name
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
@@ -233,8 +235,9 @@ def train(
         "steps": step, "tokens": step * tokens_per_step, "final_loss": losses[-1] if losses else None,
         "train_seconds": round(elapsed, 2), "tokens_per_second": round(step * tokens_per_step / max(elapsed, 1e-9), 1),
         "params": model.num_parameters(), "config_hash": config_hash(config), "losses": losses,
-        "probes": probes,  # [step, retrieval accuracy at L, held-out NLL at L] during training ([step, accuracy]
-        # before the held-out probe existed)
+        # [step, retrieval accuracy at L, held-out NLL at L] during training; a summary written without the
+        # held-out probe holds [step, accuracy] rows, which its readers accept too
+        "probes": probes,
     }
     if step >= config.steps and world.main:
         ckpt.mark_complete(folder, summary)

@@ -1,0 +1,120 @@
+"""The rules that decide what enters an identity: the hash of a model (its cache folder), the id of a run (the
+`run_id` column of every committed result) and the identity of a task file. Results and cached models are
+found again by these alone, so each rule keeps the identities of what already exists when a new option is
+added: an option at the value every earlier model or row had is left out. `config.canonical_json` and the
+call sites in run/, training/, tasks/, encodings/ and data/ apply these rules and decide nothing of their own;
+tests/test_identity_rules.py pins each rule, tests/test_identities.py the identities of a spread of cells."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from extrapolate.core.defaults import DEFAULT_STEPS
+
+GPT2_INIT_STD = 0.02  # the std TransformerLM initialises every weight with, as GPT-2 does
+
+# The optional fields of a model's or a training's config, each with what it means when unset: the value every
+# model had before the field existed. A config stores that value as None (`stored`), and the canonical form
+# leaves such a None out (`omit_unset`), so the model hashes exactly as one whose config lacks the field: its
+# cache folder and the run ids of its results stay valid. Any other value is another model, with its own hash.
+UNSET_MEANS: dict[str, Any] = {
+    "embed_std": GPT2_INIT_STD,  # token embeddings at GPT-2's init, every weight's
+    "position_std": GPT2_INIT_STD,  # a learned position table at GPT-2's init
+    "position_lr_scale": 1.0,  # a learned position table at the model's own learning rate
+    "qkv_bias": False,  # no biases on the query, key and value projections
+    "compile": False,  # the training forward runs eagerly
+}
+
+
+def stored(field: str, value: Any) -> Any:
+    """`value` as a config stores it in the optional `field`: None where it is what an unset field means, so a
+    model asked for with that value explicitly is the same model as one asked for without it."""
+    return None if value == UNSET_MEANS[field] else value
+
+
+def as_built(field: str, value: Any) -> Any:
+    """The value a model is built with for the optional `field` stored as `value`: what unset means, where unset."""
+    return UNSET_MEANS[field] if value is None else value
+
+
+def omit_unset(data: Any) -> Any:
+    """`data` (a config as nested dicts and lists) without the optional fields that are unset: the canonical
+    form of a model that does not use an option is the one it had before the option existed."""
+    if isinstance(data, dict):
+        return {k: omit_unset(v) for k, v in data.items() if not (k in UNSET_MEANS and v is None)}
+    if isinstance(data, (list, tuple)):
+        return [omit_unset(v) for v in data]
+    return data
+
+
+def default_steps(trained_spec) -> int:
+    """The training budget when --steps is not given: that of the encoding the model trains with (`trained_spec`,
+    RoPE's for a RoPE scaling), its own `default_steps` or else DEFAULT_STEPS. The budget is part of the model's
+    hash, so every RoPE scaling asks for the one RoPE model and reuses it, whichever scaling trained it."""
+    return trained_spec.default_steps or DEFAULT_STEPS
+
+
+def pretrained_identity(name: str) -> dict:
+    """What a pretrained model's hash is the hash of: the name it is asked for by (a known name, a folder, a hub
+    id). The name alone says where its weights come from, so the hash is known before they are read; a
+    fine-tune of the model records this hash as its base."""
+    return {"pretrained": name}
+
+
+def run_identity(request, model_hash: str, factor: float) -> dict:
+    """What the id of a cell's rows is the hash of: its model, its factor s, and each field of its resolved
+    request (a RunRequest) that changes a measurement. A field that changes none of the run's measurements is
+    None or left out (`measured_stride`, `measured_task`, `options_identity`), so giving it makes no new run."""
+    return {
+        "model": model_hash,
+        "encoding": request.encoding,
+        "factor": factor,
+        "protocol": request.protocol,
+        "stride": measured_stride(request.protocol, request.stride),
+        "dtype": request.dtype,
+        "eval_tokens": request.eval_tokens,
+        "learned_policy": request.learned_policy,
+        "passkey_task": measured_task(request.tasks, request.passkey_task),
+        **options_identity(request.encoding_options),
+    }
+
+
+def measured_stride(protocol: str, stride: int) -> int | None:
+    """The stride a run id holds: the sliding protocol's step, None under the full protocol, which scores one
+    window per chunk whatever the stride."""
+    return stride if protocol == "sliding" else None
+
+
+def measured_task(tasks: Iterable[str], passkey_task: str | None) -> str | None:
+    """The retrieval task a run id holds: None when the run scores no retrieval, where the task file changes no
+    measurement (a perplexity run keeps its id whichever task is the default)."""
+    return passkey_task if "passkey" in tasks else None
+
+
+def options_identity(options: Iterable[tuple[str, Any]]) -> dict:
+    """A training-free encoding's options as a run id holds them: under "options" when any are given, nothing
+    when none are, so a run at the encoding's own defaults has the id of a run made before options existed."""
+    options = dict(options)
+    return {"options": options} if options else {}
+
+
+def without_defaults(record, optional: Iterable[str]) -> dict:
+    """The fields of a dataclass `record` as its identity hashes them: an `optional` field at its declared
+    default is left out, so a file written before that field existed keeps its identity. An optional field
+    declared without a default is always kept."""
+    optional = set(optional)
+    defaults = {f.name: f.default for f in dataclasses.fields(record) if f.name in optional}
+    return {k: v for k, v in record.__dict__.items() if k not in defaults or v != defaults[k]}
+
+
+def model_folder_name(encoding: str, train_len: int, model_hash: str) -> str:
+    """A trained model's cache folder: found again by its hash, named by its encoding and length for a reader."""
+    return f"{encoding}-L{train_len}-{model_hash}"
+
+
+def finetune_folder_name(encoding: str, train_len: int, length: int, steps: int | str, finetune_hash: str) -> str:
+    """A fine-tune's cache folder: the encoding it trains with and the base model's length L, then L' and the
+    steps, then its hash ("*" for the steps and the hash: the pattern of every fine-tune of that kind)."""
+    return f"{encoding}-L{train_len}-ft{length}x{steps}-{finetune_hash}"
