@@ -11,12 +11,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from extrapolate.kernels.attention import causal_attention
 from extrapolate.core.config import ModelConfig
 from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings import PositionalEncoding, encoding_for
+from extrapolate.kernels.attention import causal_attention
 from extrapolate.kernels.linear import Linear
-
 
 # logits of one training chunk (B × positions × vocabulary): 2^24 is 64 MiB in float32, and the default
 # training step (32 rows × 256 positions × 2048 ids) in one piece, unchanged
@@ -75,8 +74,9 @@ class Attention(nn.Module):
         self.v_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = Linear(self.heads * self.head_dim, config.d_model, bias=False)
 
-    def forward(self, x, pos, encoding: PositionalEncoding, kernel: str, cache: dict | None = None,
-                seq_len: int | None = None):
+    def forward(
+        self, x, pos, encoding: PositionalEncoding, kernel: str, cache: dict | None = None, seq_len: int | None = None
+    ):
         batch, length, _ = x.shape
         q = self.q_proj(x).view(batch, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
         k = self.k_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
@@ -84,7 +84,10 @@ class Attention(nn.Module):
         q, k = encoding.rotate(q, k, pos, seq_len)
         if cache is not None:  # keys and values of earlier positions, already rotated
             if "k" in cache:
-                k, v = torch.cat((cache["k"].expand(batch, -1, -1, -1), k), 2), torch.cat((cache["v"].expand(batch, -1, -1, -1), v), 2)
+                k, v = (
+                    torch.cat((cache["k"].expand(batch, -1, -1, -1), k), 2),
+                    torch.cat((cache["v"].expand(batch, -1, -1, -1), v), 2),
+                )
             cache["k"], cache["v"] = k, v
         out = causal_attention(q, k, v, encoding, kernel)  # (B, H, T, Dh)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
@@ -191,8 +194,11 @@ class TransformerLM(nn.Module):
         # split, not slices: the backward of a split concatenates the chunks' gradients once, where each
         # slice's backward would allocate a zero gradient of the whole (B, T, D) hidden state
         for part, wanted in zip(hidden.split(chunk, dim=1), targets.split(chunk, dim=1)):  # (B, c, D), (B, c)
-            pieces.append(checkpoint(self._chunk_nll, part, wanted, use_reentrant=False) if training
-                          else self._chunk_nll(part, wanted))  # (B, c)
+            pieces.append(
+                checkpoint(self._chunk_nll, part, wanted, use_reentrant=False)
+                if training
+                else self._chunk_nll(part, wanted)
+            )  # (B, c)
         return torch.cat(pieces, dim=1)
 
     def _chunk_nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

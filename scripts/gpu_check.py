@@ -29,9 +29,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a checkout without an install
 
-from extrapolate.kernels.attention import attention_plan, causal_attention  # noqa: E402
 from extrapolate.core.config import PRESETS, ModelConfig  # noqa: E402
 from extrapolate.encodings import ENCODINGS, build_encoding, encoding_for, get_spec  # noqa: E402
+from extrapolate.kernels.attention import attention_plan, causal_attention  # noqa: E402
 from extrapolate.model import TransformerLM  # noqa: E402
 
 ROWS: list[dict] = []
@@ -41,8 +41,11 @@ def record(part: str, encoding: str, length: int, kernel: str, value: float, lim
     value = float(value)
     ok = bool(limit is None or value <= limit)
     ROWS.append(dict(part=part, encoding=encoding, length=length, kernel=kernel, value=value, limit=limit, ok=ok))
-    print(f"{part:19} {encoding:22} {length:7} {kernel:24} {value:12.4g} {'' if limit is None else f'≤ {limit:g}':10}"
-          f" {'ok' if ok else 'FAILED'}", flush=True)
+    print(
+        f"{part:19} {encoding:22} {length:7} {kernel:24} {value:12.4g} {'' if limit is None else f'≤ {limit:g}':10}"
+        f" {'ok' if ok else 'FAILED'}",
+        flush=True,
+    )
 
 
 def model_for(name: str, length: int, device, seed: int = 0) -> TransformerLM:
@@ -75,7 +78,9 @@ def cuda_vs_cpu(names, lengths, device) -> None:
             model.token_nll(tokens[:, :-1].to(where), tokens[:, 1:].to(where)).mean().backward()
             grads.append({k: p.grad.cpu() for k, p in model.named_parameters() if p.grad is not None})
         # relative to each parameter's gradient scale; a gradient that is zero in truth compares absolutely
-        worst = max(((grads[1][k] - g).abs().max() / max(g.abs().max().item(), 1e-3)).item() for k, g in grads[0].items())
+        worst = max(
+            ((grads[1][k] - g).abs().max() / max(g.abs().max().item(), 1e-3)).item() for k, g in grads[0].items()
+        )
         plan = attention_plan(model.encoding, "auto", device, torch.float32, 256, 256, backward=True).name
         record("cuda-vs-cpu grads", name, 256, plan, worst, 1e-3)
 
@@ -96,7 +101,9 @@ def kernels_vs_reference(names, device) -> None:
             record("kernel-vs-reference", name, keys, f"{plan} ({what})", (got - want).abs().max(), 1e-4)
             grad_got = torch.autograd.grad(got.square().sum(), (q, k, v))
             grad_want = torch.autograd.grad(want.square().sum(), (q, k, v))
-            worst = max(((a - b).abs().max() / b.abs().max().clamp(min=1e-3)).item() for a, b in zip(grad_got, grad_want))
+            worst = max(
+                ((a - b).abs().max() / b.abs().max().clamp(min=1e-3)).item() for a, b in zip(grad_got, grad_want)
+            )
             record("kernel-vs-reference grads", name, keys, f"{plan} ({what})", worst, 1e-3)
 
 
@@ -137,10 +144,10 @@ def speed(names, lengths, device, repeats: int) -> None:
 
 
 def retrieval(device, length: int) -> None:
-    from extrapolate.tasks.prompt import PromptBuilder
+    from extrapolate.data.tokenizers import ByteTokenizer
     from extrapolate.tasks.files import load_task
     from extrapolate.tasks.passkey import evaluate_passkey
-    from extrapolate.data.tokenizers import ByteTokenizer
+    from extrapolate.tasks.prompt import PromptBuilder
 
     task = dataclasses.replace(load_task("passkey"), trials=1, depths=(0.5,))
     model = model_for("rope", length, device).eval()
@@ -202,12 +209,19 @@ def write(folder: Path, device) -> None:
     table.to_csv(folder / "gpu_check.csv", index=False)
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     failed = table[~table["ok"]]
-    lines = [f"# GPU check on {card}, torch {torch.__version__}", "",
-             f"{len(table) - len(failed)} of {len(table)} rows within their limits.", "",
-             "| part | encoding | length | kernel | value | limit | ok |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.part} | {r.encoding} | {r.length} | {r.kernel} | {r.value:.4g} | "
-              f"{'' if r.limit is None or r.limit != r.limit else r.limit} | {'ok' if r.ok else '**no**'} |"
-              for r in table.itertuples()]
+    lines = [
+        f"# GPU check on {card}, torch {torch.__version__}",
+        "",
+        f"{len(table) - len(failed)} of {len(table)} rows within their limits.",
+        "",
+        "| part | encoding | length | kernel | value | limit | ok |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r.part} | {r.encoding} | {r.length} | {r.kernel} | {r.value:.4g} | "
+        f"{'' if r.limit is None or r.limit != r.limit else r.limit} | {'ok' if r.ok else '**no**'} |"
+        for r in table.itertuples()
+    ]
     (folder / "gpu_check.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {folder}/gpu_check.csv and gpu_check.md ({card}, torch {torch.__version__})")
 

@@ -19,11 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.reproduce import load_suite, read_spread, reference_folder
-from extrapolate.reproduce import compare
-from extrapolate.reproduce import quantities
-from extrapolate.reproduce.quantities import QUANTITY_KEY
 from extrapolate.report.table import load_results
+from extrapolate.reproduce import compare, load_suite, quantities, read_spread, reference_folder
+from extrapolate.reproduce.quantities import QUANTITY_KEY
 
 SETTINGS = {
     "native": {},
@@ -75,9 +73,13 @@ def main() -> int:
             if args.keep:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 fresh.to_csv(args.keep / f"{name}.csv", index=False)
-        row = {"setting": name, "env": " ".join(f"{k}={v}" for k, v in env.items()) or "(none)",
-               "reproduce_exit": done.returncode, "wall_seconds": round(seconds, 1),
-               **drift(reference, fresh, spread, suite)}
+        row = {
+            "setting": name,
+            "env": " ".join(f"{k}={v}" for k, v in env.items()) or "(none)",
+            "reproduce_exit": done.returncode,
+            "wall_seconds": round(seconds, 1),
+            **drift(reference, fresh, spread, suite),
+        }
         rows.append(row)
         print(", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
         if done.returncode not in (0, 1):

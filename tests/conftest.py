@@ -14,8 +14,10 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # comparison, under every pytest version.
 def _refuse_arrays(value, side: str) -> None:
     if type(value).__module__.startswith("torch") or type(value).__name__ == "ndarray":
-        raise TypeError(f"pytest.approx got a {type(value).__module__}.{type(value).__name__} as its {side}: "
-                        "compare Python numbers (.item(), .tolist()) or use torch.testing.assert_close")
+        raise TypeError(
+            f"pytest.approx got a {type(value).__module__}.{type(value).__name__} as its {side}: "
+            "compare Python numbers (.item(), .tolist()) or use torch.testing.assert_close"
+        )
     if isinstance(value, (list, tuple)):
         for item in value:
             _refuse_arrays(item, side)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-WORDS = ("the grass is green and the sky is blue while the sun is yellow over the quiet river where "
-         "old ships sail slowly past the harbour wall at dusk and gulls cry").split()
+WORDS = (
+    "the grass is green and the sky is blue while the sun is yellow over the quiet river where "
+    "old ships sail slowly past the harbour wall at dusk and gulls cry"
+).split()
 
 
 def make_corpus(folder: Path, documents: int = 6, words: int = 900, seed: int = 0) -> Path:

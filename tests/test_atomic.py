@@ -153,11 +153,17 @@ def test_out_of_memory_is_one_rule_for_host_and_device():
 
     from extrapolate.core.errors import exhaustion_line, is_out_of_memory
 
-    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried "
-                       "to allocate 17179869184 bytes. Error code 12 (Cannot allocate memory)")
+    cpu = RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried "
+        "to allocate 17179869184 bytes. Error code 12 (Cannot allocate memory)"
+    )
     cuda = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-    for exc, owner in ((MemoryError(), "the host"), (cuda, "the CUDA device"), (cpu, "the host"),
-                       (RuntimeError("MPS backend out of memory"), "the MPS device")):
+    for exc, owner in (
+        (MemoryError(), "the host"),
+        (cuda, "the CUDA device"),
+        (cpu, "the host"),
+        (RuntimeError("MPS backend out of memory"), "the MPS device"),
+    ):
         assert is_out_of_memory(exc)
         assert exhaustion_line(exc).startswith(f"out of memory on {owner}: a smaller --batch-size, width or length")
     for exc in (RuntimeError("shape mismatch"), ValueError("out of memory"), OSError(errno.ENOMEM, "no memory")):

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from extrapolate.kernels.attention import causal_attention, kernel_for, toeplitz_bias
 from extrapolate.encodings import build_encoding
+from extrapolate.kernels.attention import causal_attention, kernel_for, toeplitz_bias
 
 
 def make(name, heads=4):
@@ -50,8 +50,9 @@ def test_fused_bias_kernel_with_a_cache_and_gqa():
         q = torch.randn(1, 4, 30, 16)
         k, v = torch.randn(2, 1, 2, 200, 16).unbind(0)  # 170 cached positions before the 30 queries
         with torch.no_grad():
-            assert torch.allclose(fused_bias_attention(q, k, v, enc, rows=8),
-                                  causal_attention(q, k, v, enc, "reference"), atol=5e-5)
+            assert torch.allclose(
+                fused_bias_attention(q, k, v, enc, rows=8), causal_attention(q, k, v, enc, "reference"), atol=5e-5
+            )
 
 
 @pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
@@ -74,8 +75,11 @@ def test_blocked_handles_grouped_query_attention():
     enc = make("alibi", heads=4)
     q = torch.randn(1, 4, 50, 16)
     k, v = torch.randn(2, 1, 2, 50, 16).unbind(0)
-    assert torch.allclose(causal_attention(q, k, v, enc, "blocked", block_elements=1000),
-                          causal_attention(q, k, v, enc, "reference"), atol=1e-5)
+    assert torch.allclose(
+        causal_attention(q, k, v, enc, "blocked", block_elements=1000),
+        causal_attention(q, k, v, enc, "reference"),
+        atol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("name", ["rope", "nope", "sinusoidal"])
@@ -185,18 +189,25 @@ def spy_kernels(monkeypatch) -> list[str]:
     return ran
 
 
-@pytest.mark.parametrize("name,kernel,dtype", [("rope", "auto", "float32"), ("alibi", "auto", "float32"),
-                                               ("t5", "auto", "bfloat16"), ("alibi", "flex", "float32")])
+@pytest.mark.parametrize(
+    "name,kernel,dtype",
+    [
+        ("rope", "auto", "float32"),
+        ("alibi", "auto", "float32"),
+        ("t5", "auto", "bfloat16"),
+        ("alibi", "flex", "float32"),
+    ],
+)
 def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dtype):
     """The record of a passkey cell is what the prompt pass and the decoding from its cache ran."""
     import dataclasses
 
     from extrapolate.core.config import ModelConfig
+    from extrapolate.data.tokenizers import ByteTokenizer
     from extrapolate.model import TransformerLM
-    from extrapolate.tasks.prompt import PromptBuilder
     from extrapolate.tasks.files import load_task
     from extrapolate.tasks.passkey import attention_shapes, evaluate_passkey
-    from extrapolate.data.tokenizers import ByteTokenizer
+    from extrapolate.tasks.prompt import PromptBuilder
 
     torch.manual_seed(0)
     builder = PromptBuilder(dataclasses.replace(load_task("passkey"), trials=2, depths=(0.5,)), ByteTokenizer())
@@ -204,11 +215,13 @@ def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dty
     model.use_kernel(kernel)
     ran = spy_kernels(monkeypatch)
     evaluate_passkey(model, builder, 300, torch.device("cpu"), dtype)
-    from extrapolate.kernels.attention import recorded_kernel
     from extrapolate.core.device import activation_dtype
+    from extrapolate.kernels.attention import recorded_kernel
 
     cpu = torch.device("cpu")
-    recorded = recorded_kernel(model.encoding, kernel, cpu, activation_dtype(cpu, dtype), attention_shapes(builder, 300))
+    recorded = recorded_kernel(
+        model.encoding, kernel, cpu, activation_dtype(cpu, dtype), attention_shapes(builder, 300)
+    )
     assert recorded == "+".join(dict.fromkeys(ran))
 
 
@@ -226,7 +239,7 @@ def test_short_bf16_cpu_attention_computes_in_float32(name, kernel):
         out = causal_attention(q, k, v, enc, kernel)
     expected = causal_attention(q.float(), k.float(), v.float(), enc, "reference").bfloat16()
     assert out.dtype == torch.bfloat16
-    assert torch.equal(out, expected) or (out.float() - expected.float()).abs().max() <= 2 ** -8
+    assert torch.equal(out, expected) or (out.float() - expected.float()).abs().max() <= 2**-8
     out.float().sum().backward()
     assert q.grad.dtype == torch.bfloat16 and q.grad.abs().sum() > 0
     assert compute_dtype(q, CPU_FLOAT32_MAX_KEYS + 1) == torch.bfloat16  # longer rows: the bf16 kernel is faster

@@ -46,8 +46,26 @@ def assert_one_line_error(result, needle):
 
 
 def run_args(folder, out, *extra):
-    return ["run", "--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "32", "--eval-len", "64",
-            "--eval-tokens", "64", "--corpus", str(folder / "corpus"), "--out", str(out), *extra]
+    return [
+        "run",
+        "--model",
+        "tiny",
+        "--steps",
+        "2",
+        "--batch-size",
+        "2",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "64",
+        "--eval-tokens",
+        "64",
+        "--corpus",
+        str(folder / "corpus"),
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -215,8 +233,9 @@ def test_damaged_corpus(tmp_path, kind):
     path.write_text("".join(f'{{"text": "document {i} {"words " * 40}"}}\n' for i in range(12)))
     damage(path, kind)
     out = tmp_path / "out"
-    assert_one_line_error(cli.invoke(app, ["run", "--model", "tiny", "--corpus", str(path), "--out", str(out)]),
-                          "corpus.jsonl")
+    assert_one_line_error(
+        cli.invoke(app, ["run", "--model", "tiny", "--corpus", str(path), "--out", str(out)]), "corpus.jsonl"
+    )
     assert not out.exists()
 
 
@@ -226,8 +245,10 @@ def test_damaged_corpus_parquet_names_the_field(tmp_path):
     path = tmp_path / "corpus.parquet"
     pd.DataFrame({"text": list(range(12))}).to_parquet(path)  # numbers where the documents go
     out = tmp_path / "out"
-    assert_one_line_error(cli.invoke(app, ["run", "--model", "tiny", "--corpus", str(path), "--out", str(out)]),
-                          "every 'text' must be a string")
+    assert_one_line_error(
+        cli.invoke(app, ["run", "--model", "tiny", "--corpus", str(path), "--out", str(out)]),
+        "every 'text' must be a string",
+    )
     assert not out.exists()
 
 
@@ -245,8 +266,10 @@ def test_table_with_a_word_in_a_later_numeric_column(work, column):
     assert snapshot(work / "run") == before
 
 
-@pytest.mark.parametrize("name,column,value", [("results.csv", "eval_len", 0), ("results.csv", "train_len", -256),
-                                               ("positions.csv", "eval_len", -64)])
+@pytest.mark.parametrize(
+    "name,column,value",
+    [("results.csv", "eval_len", 0), ("results.csv", "train_len", -256), ("positions.csv", "eval_len", -64)],
+)
 def test_table_with_a_length_below_one(work, name, column, value):
     import pandas as pd
 
@@ -256,10 +279,20 @@ def test_table_with_a_length_below_one(work, name, column, value):
     assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), f"{column} must be above 0")
 
 
-@pytest.mark.parametrize("column,value", [("step", "late"), ("retrieval_accuracy", "high"), ("step", ""), ("step", "0")])
+@pytest.mark.parametrize(
+    "column,value", [("step", "late"), ("retrieval_accuracy", "high"), ("step", ""), ("step", "0")]
+)
 def test_damaged_training_log(work, column, value):
-    row = {"run_id": "r", "encoding": "rope", "seed": "0", "train_len": "32", "step": "10", "loss": "3.2",
-           "retrieval_accuracy": "0.5", column: value}
+    row = {
+        "run_id": "r",
+        "encoding": "rope",
+        "seed": "0",
+        "train_len": "32",
+        "step": "10",
+        "loss": "3.2",
+        "retrieval_accuracy": "0.5",
+        column: value,
+    }
     (work / "run" / "training.csv").write_text(",".join(row) + "\n" + ",".join(row.values()) + "\n")
     before = snapshot(work / "run")
     assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), "training.csv")
@@ -278,8 +311,16 @@ def test_a_fine_tune_longer_than_the_corpus_is_refused_before_training(tmp_path)
 # ---- paths ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [["run", "--model", "tiny", "--out", ""], ["run", "--model", "tiny", "--out="],
-                                  ["report", ""], ["export", "RUN", "--hf", ""], ["sweep", "--out", " "]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--model", "tiny", "--out", ""],
+        ["run", "--model", "tiny", "--out="],
+        ["report", ""],
+        ["export", "RUN", "--hf", ""],
+        ["sweep", "--out", " "],
+    ],
+)
 def test_an_empty_path_is_refused_not_read_as_the_current_folder(work, args, monkeypatch):
     here = work / "here"
     here.mkdir()
@@ -398,9 +439,15 @@ SHOW_OPTIONS = {  # and of `encodings show`
 
 
 RUN_OPTIONS["--encoding-option"] = ["window=0", "beta=1", "leak=nan"]
-SWEEP_OPTIONS = {**{k: v for k, v in RUN_OPTIONS.items() if k != "--seed"}, "--seeds": ["-1", "nan", "0,-2"],
-                 "--finetune-steps": ["-1", "nan", "0,-25"], "--gpus-per-task": ["-1"], "--cpus-per-task": ["0"],
-                 "--time-min": ["0"], "--executor": ["gpu"]}
+SWEEP_OPTIONS = {
+    **{k: v for k, v in RUN_OPTIONS.items() if k != "--seed"},
+    "--seeds": ["-1", "nan", "0,-2"],
+    "--finetune-steps": ["-1", "nan", "0,-25"],
+    "--gpus-per-task": ["-1"],
+    "--cpus-per-task": ["0"],
+    "--time-min": ["0"],
+    "--executor": ["gpu"],
+}
 RUN_OPTIONS["--finetune-steps"] = ["-1", "nan"]
 
 
@@ -421,8 +468,21 @@ def test_bad_number_run_and_sweep(tmp_path, command, flag, value):
 def test_a_stride_longer_than_a_window_is_refused(tmp_path, command):
     """Sliding windows moving by more than their length would leave tokens unscored between them."""
     out = tmp_path / "out"
-    args = [command, "--model", "tiny", "--corpus", str(tmp_path / "none.txt"), "--out", str(out),
-            "--protocol", "sliding", "--stride", "512", "--eval-lens", "256,1024"]
+    args = [
+        command,
+        "--model",
+        "tiny",
+        "--corpus",
+        str(tmp_path / "none.txt"),
+        "--out",
+        str(out),
+        "--protocol",
+        "sliding",
+        "--stride",
+        "512",
+        "--eval-lens",
+        "256,1024",
+    ]
     assert_one_line_error(cli.invoke(app, args), "--stride 512 is longer than the evaluation length 256")
     assert not out.exists()
 
@@ -448,6 +508,7 @@ def test_bad_number_bench(tmp_path, value, monkeypatch):
 
 def numeric_options():
     """(command, flag) of every option whose type is a number, in every command and subcommand."""
+
     def walk(command, path):
         hints = typing.get_type_hints(inspect.unwrap(command.callback)) if command.callback else {}
         for param in command.params:

@@ -22,7 +22,9 @@ def test_paired_speed_rows_time_both_implementations_in_one_process():
     rows = bench._paired_worker(("eval-paired", "tiny", 256, "cpu", "float32", 1, pairs, 256, 256))
     assert [(r["implementation"], r["encoding"]) for r in rows] == pairs
     assert rows[2]["kernel"] == "fused-bias"
-    assert all(r["what"] == "eval-paired" and r["tokens_per_second"] > 0 and math.isnan(r["peak_memory_mb"]) for r in rows)
+    assert all(
+        r["what"] == "eval-paired" and r["tokens_per_second"] > 0 and math.isnan(r["peak_memory_mb"]) for r in rows
+    )
 
 
 @pytest.mark.parametrize("name", ["llama3", "dynamic-ntk", "dynamic-yarn", "yarn"])
@@ -36,11 +38,16 @@ def test_rope_scalings_are_measured_scaled_as_run_scales_them(name):
     assert config.encoding == "rope" and model.encoding.name == name
     assert (model.encoding.factor, model.encoding.original_len) == (512 / 64, 64)
     rope, _ = bench.eval_model("tiny", "rope", 256, cpu, train_len=64, longest=512)
-    (scaled_freq, scaled_factor), (rope_freq, rope_factor) = model.encoding.frequencies(256), rope.encoding.frequencies(256)
+    (scaled_freq, scaled_factor), (rope_freq, rope_factor) = (
+        model.encoding.frequencies(256),
+        rope.encoding.frequencies(256),
+    )
     assert not torch.equal(scaled_freq, rope_freq) or scaled_factor != rope_factor
     tokens = torch.randint(0, config.vocab_size, (1, 257), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        steps = [bench.eval_step("extrapolate", "tiny", e, 256, cpu, "auto", "float32", 64, 512)[0] for e in (name, "rope")]
+        steps = [
+            bench.eval_step("extrapolate", "tiny", e, 256, cpu, "auto", "float32", 64, 512)[0] for e in (name, "rope")
+        ]
         losses = [step(tokens).nll for step in steps]  # `run`'s perplexity evaluation of one window
     assert losses[0] != losses[1]  # the same weights (seeded), another encoding
 
@@ -51,36 +58,55 @@ def test_bench_plot_takes_speeds_from_the_same_process_rows():
     from extrapolate.report.plots import bench_figure
 
     def row(what, implementation, encoding, length, speed, memory):
-        return dict(what=what, implementation=implementation, encoding=encoding, length=length,
-                    tokens_per_second=speed, peak_memory_mb=memory)
+        return dict(
+            what=what,
+            implementation=implementation,
+            encoding=encoding,
+            length=length,
+            tokens_per_second=speed,
+            peak_memory_mb=memory,
+        )
 
-    frame = pd.DataFrame([
-        row("eval", "extrapolate", "rope", 4096, 100.0, 300.0), row("eval", "extrapolate", "rope", 8192, 50.0, 400.0),
-        row("eval", "extrapolate", "yarn", 4096, 90.0, 310.0), row("eval", "extrapolate", "yarn", 8192, 40.0, 410.0),
-        row("eval-paired", "extrapolate", "rope", 4096, 120.0, float("nan")),
-        row("eval-paired", "extrapolate", "rope", 8192, 60.0, float("nan")),
-        row("eval", "transformers", "rope", 4096, 80.0, 500.0), row("eval", "transformers", "rope", 8192, 30.0, 600.0),
-        row("eval-vs-transformers", "extrapolate", "rope", 4096, 110.0, float("nan")),
-        row("eval-vs-transformers", "extrapolate", "rope", 8192, 55.0, float("nan")),
-        row("eval-vs-transformers", "transformers", "rope", 4096, 100.0, float("nan")),
-        row("eval-vs-transformers", "transformers", "rope", 8192, 50.0, float("nan")),
-    ])
+    frame = pd.DataFrame(
+        [
+            row("eval", "extrapolate", "rope", 4096, 100.0, 300.0),
+            row("eval", "extrapolate", "rope", 8192, 50.0, 400.0),
+            row("eval", "extrapolate", "yarn", 4096, 90.0, 310.0),
+            row("eval", "extrapolate", "yarn", 8192, 40.0, 410.0),
+            row("eval-paired", "extrapolate", "rope", 4096, 120.0, float("nan")),
+            row("eval-paired", "extrapolate", "rope", 8192, 60.0, float("nan")),
+            row("eval", "transformers", "rope", 4096, 80.0, 500.0),
+            row("eval", "transformers", "rope", 8192, 30.0, 600.0),
+            row("eval-vs-transformers", "extrapolate", "rope", 4096, 110.0, float("nan")),
+            row("eval-vs-transformers", "extrapolate", "rope", 8192, 55.0, float("nan")),
+            row("eval-vs-transformers", "transformers", "rope", 4096, 100.0, float("nan")),
+            row("eval-vs-transformers", "transformers", "rope", 8192, 50.0, float("nan")),
+        ]
+    )
     speed, memory = bench_figure(frame).axes
     lines = {line.get_label(): list(line.get_ydata()) for line in speed.get_lines()}
     # rope: the group timed with the bias encodings; yarn has no same-process rows; transformers: its pair
     assert lines == {"rope": [120.0, 60.0], "yarn": [90.0, 40.0], "transformers (rope)": [100.0, 50.0]}
     assert [list(line.get_ydata()) for line in memory.get_lines()] == [
-        [300 / 1024, 400 / 1024], [310 / 1024, 410 / 1024], [500 / 1024, 600 / 1024]]
+        [300 / 1024, 400 / 1024],
+        [310 / 1024, 410 / 1024],
+        [500 / 1024, 600 / 1024],
+    ]
 
 
 def test_summary_takes_each_ratio_from_its_own_group():
     def row(what, implementation, encoding, speed):
         return bench.BenchRow(what, implementation, encoding, 8192, speed, float("nan"), "sdpa", "float32")
 
-    rows = [row("eval-paired", "extrapolate", "rope", 100.0), row("eval-paired", "extrapolate", "alibi", 80.0),
-            row("eval-vs-transformers", "extrapolate", "rope", 90.0), row("eval-vs-transformers", "transformers", "rope", 60.0)]
+    rows = [
+        row("eval-paired", "extrapolate", "rope", 100.0),
+        row("eval-paired", "extrapolate", "alibi", 80.0),
+        row("eval-vs-transformers", "extrapolate", "rope", 90.0),
+        row("eval-vs-transformers", "transformers", "rope", 60.0),
+    ]
     assert bench.summary_lines(rows) == [
-        "- evaluation at 8192 (same process): RoPE vs transformers 1.50× tok/s; alibi takes 1.25× RoPE's time"]
+        "- evaluation at 8192 (same process): RoPE vs transformers 1.50× tok/s; alibi takes 1.25× RoPE's time"
+    ]
 
 
 def test_paired_rounds_shrink_with_length():
@@ -94,8 +120,23 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
     from extrapolate.cli.app import app
 
     out = tmp_path / "bench"
-    result = CliRunner().invoke(app, ["bench", "--model", "tiny", "--lengths", "256", "--encodings", "rope,alibi",
-                                      "--no-transformers", "--device", "cpu", "--out", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--model",
+            "tiny",
+            "--lengths",
+            "256",
+            "--encodings",
+            "rope,alibi",
+            "--no-transformers",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out / "bench.csv")
     assert sorted(set(frame["what"])) == ["eval", "eval-paired", "matmul", "train"]

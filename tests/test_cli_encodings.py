@@ -17,8 +17,20 @@ def invoke(*args):
 def test_list_names_every_encoding():
     result = invoke("encodings")
     assert result.exit_code == 0
-    for name in ["sinusoidal", "learned", "t5", "alibi", "rope", "nope", "pi", "ntk", "dynamic-ntk", "yarn",
-                 "dynamic-yarn", "llama3"]:
+    for name in [
+        "sinusoidal",
+        "learned",
+        "t5",
+        "alibi",
+        "rope",
+        "nope",
+        "pi",
+        "ntk",
+        "dynamic-ntk",
+        "yarn",
+        "dynamic-yarn",
+        "llama3",
+    ]:
         assert name in result.stdout
 
 
@@ -32,7 +44,8 @@ def test_show_yarn_json_is_one_object():
 
 def test_show_alibi_t5_sinusoidal_json():
     assert json.loads(invoke("encodings", "show", "alibi", "--heads", "6", "--json").stdout)["slopes"] == pytest.approx(
-        [0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125])
+        [0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]
+    )
     t5 = json.loads(invoke("encodings", "show", "t5", "--distances", "1,5,20,200,1000", "--json").stdout)
     assert t5["buckets"] == [1, 5, 17, 31, 31]
     vec = json.loads(invoke("encodings", "show", "sinusoidal", "--position", "1", "--width", "8", "--json").stdout)
@@ -40,21 +53,28 @@ def test_show_alibi_t5_sinusoidal_json():
 
 
 def test_show_dynamic_ntk_at_a_length():
-    data = json.loads(invoke("encodings", "show", "dynamic-ntk", "--factor", "8", "--original-len", "256",
-                             "--seq-len", "512", "--json").stdout)
+    data = json.loads(
+        invoke(
+            "encodings", "show", "dynamic-ntk", "--factor", "8", "--original-len", "256", "--seq-len", "512", "--json"
+        ).stdout
+    )
     from extrapolate.encodings.frequencies import rope_inv_freq
+
     assert data["inv_freq"] == pytest.approx(rope_inv_freq(64, 96610.5436).tolist(), rel=1e-6)
 
 
-@pytest.mark.parametrize("args, ignored", [
-    (["alibi", "--factor", "8"], ["--factor"]),  # slopes do not scale
-    (["rope", "--heads", "4"], ["--heads"]),  # one rotation for every head
-    (["t5", "--base", "500", "--width", "16"], ["--base", "--width"]),
-    (["yarn", "--factor", "8", "--heads", "4"], ["--heads"]),  # the factor changes yarn's inv_freq: no warning
-    (["alibi", "--heads", "4"], []),
-    (["sinusoidal", "--position", "5", "--width", "4"], []),
-    (["alibi", "--factor", "8", "--plot", "PLOT"], []),  # the frequency figure draws every scaling at --factor
-])
+@pytest.mark.parametrize(
+    "args, ignored",
+    [
+        (["alibi", "--factor", "8"], ["--factor"]),  # slopes do not scale
+        (["rope", "--heads", "4"], ["--heads"]),  # one rotation for every head
+        (["t5", "--base", "500", "--width", "16"], ["--base", "--width"]),
+        (["yarn", "--factor", "8", "--heads", "4"], ["--heads"]),  # the factor changes yarn's inv_freq: no warning
+        (["alibi", "--heads", "4"], []),
+        (["sinusoidal", "--position", "5", "--width", "4"], []),
+        (["alibi", "--factor", "8", "--plot", "PLOT"], []),  # the frequency figure draws every scaling at --factor
+    ],
+)
 def test_show_warns_of_inputs_that_change_nothing(args, ignored, tmp_path):
     args = [str(tmp_path / "f.png") if a == "PLOT" else a for a in args]
     result = invoke("encodings", "show", *args, "--json")

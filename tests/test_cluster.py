@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
-from extrapolate.run.cluster import SlurmOptions
 from extrapolate.run import RunRequest
+from extrapolate.run.cluster import SlurmOptions
 from extrapolate.run.sweep import submit_job, sweep_job
 from tests.helpers import make_corpus
 
@@ -26,8 +26,17 @@ KEY = ["run_id", "task", "metric", "eval_len"]
 
 
 def template(corpus, out) -> RunRequest:
-    return RunRequest(model="tiny", steps=6, batch_size=4, train_len=32, eval_len=128, eval_tokens=256,
-                      corpus=str(corpus), tasks=["perplexity"], out=out)
+    return RunRequest(
+        model="tiny",
+        steps=6,
+        batch_size=4,
+        train_len=32,
+        eval_len=128,
+        eval_tokens=256,
+        corpus=str(corpus),
+        tasks=["perplexity"],
+        out=out,
+    )
 
 
 def table(folder) -> pd.DataFrame:
@@ -66,9 +75,27 @@ def test_a_sweep_on_a_real_slurm_cluster_equals_the_local_sweep(tmp_path, monkey
     corpus = make_corpus(tmp_path / "corpus")
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
-    args = ["sweep", "--encodings", "rope,pi,alibi", "--model", "tiny", "--steps", "6", "--batch-size", "4",
-            "--train-len", "32", "--eval-len", "128", "--eval-tokens", "256", "--corpus", str(corpus),
-            "--tasks", "perplexity"]
+    args = [
+        "sweep",
+        "--encodings",
+        "rope,pi,alibi",
+        "--model",
+        "tiny",
+        "--steps",
+        "6",
+        "--batch-size",
+        "4",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "128",
+        "--eval-tokens",
+        "256",
+        "--corpus",
+        str(corpus),
+        "--tasks",
+        "perplexity",
+    ]
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache-local"))
     assert runner.invoke(app, args + ["--out", "local"]).exit_code == 0
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache-slurm"))  # exported to the jobs by sbatch
@@ -79,8 +106,9 @@ def test_a_sweep_on_a_real_slurm_cluster_equals_the_local_sweep(tmp_path, monkey
     report = submitted.output.split("report job")[-1].strip()
     deadline = time.time() + 600
     while time.time() < deadline:
-        queued = subprocess.run(["squeue", "-h", "-j", ",".join([*jobs.values(), report]), "-o", "%i"],
-                                capture_output=True, text=True).stdout.split()
+        queued = subprocess.run(
+            ["squeue", "-h", "-j", ",".join([*jobs.values(), report]), "-o", "%i"], capture_output=True, text=True
+        ).stdout.split()
         if not queued:
             break
         time.sleep(2)
@@ -92,9 +120,30 @@ def test_a_sweep_on_a_real_slurm_cluster_equals_the_local_sweep(tmp_path, monkey
 def slurm_sweep(tmp_path):
     """A two-step sweep of one cell submitted to SLURM, into tmp_path / "s"."""
     corpus = make_corpus(tmp_path / "corpus")
-    return CliRunner().invoke(app, ["sweep", "--encodings", "rope", "--model", "tiny", "--steps", "2",
-                                    "--train-len", "32", "--eval-len", "64", "--corpus", str(corpus),
-                                    "--tasks", "perplexity", "--executor", "slurm", "--out", str(tmp_path / "s")])
+    return CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--encodings",
+            "rope",
+            "--model",
+            "tiny",
+            "--steps",
+            "2",
+            "--train-len",
+            "32",
+            "--eval-len",
+            "64",
+            "--corpus",
+            str(corpus),
+            "--tasks",
+            "perplexity",
+            "--executor",
+            "slurm",
+            "--out",
+            str(tmp_path / "s"),
+        ],
+    )
 
 
 def test_a_refused_submission_is_one_line_and_submits_nothing_twice(tmp_path, monkeypatch):

@@ -6,13 +6,17 @@ import pytest
 import torch
 
 
-@pytest.mark.parametrize("compare", [
-    lambda: torch.tensor(1.0) == pytest.approx(1.0),
-    lambda: 1.0 == pytest.approx(torch.tensor(1.0)),
-    lambda: [torch.tensor(1.0)] == pytest.approx([1.0]),
-    lambda: np.array([1.0, 2.0]) == pytest.approx([1.0, 2.0]),
-    lambda: {"a": 1.0} == pytest.approx({"a": np.array(1.0)}),
-], ids=["tensor-actual", "tensor-expected", "tensor-in-list", "array-actual", "array-in-dict"])
+@pytest.mark.parametrize(
+    "compare",
+    [
+        lambda: torch.tensor(1.0) == pytest.approx(1.0),
+        lambda: 1.0 == pytest.approx(torch.tensor(1.0)),
+        lambda: [torch.tensor(1.0)] == pytest.approx([1.0]),
+        lambda: np.array([1.0, 2.0]) == pytest.approx([1.0, 2.0]),
+        lambda: {"a": 1.0} == pytest.approx({"a": np.array(1.0)}),
+    ],
+    ids=["tensor-actual", "tensor-expected", "tensor-in-list", "array-actual", "array-in-dict"],
+)
 def test_approx_refuses_tensors_and_arrays(compare):
     with pytest.raises(TypeError, match="compare Python numbers"):
         compare()

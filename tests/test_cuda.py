@@ -6,8 +6,8 @@ with timings, are `scripts/gpu_check.py`."""
 import pytest
 import torch
 
-from extrapolate.kernels.attention import attention_plan, causal_attention
 from extrapolate.encodings import ENCODINGS, build_encoding
+from extrapolate.kernels.attention import attention_plan, causal_attention
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -27,7 +27,9 @@ def test_every_planned_kernel_equals_the_reference_on_the_card(name, queries, ke
     assert plan not in ("blocked", "reference")
     got, want = causal_attention(q, k, v, encoding, "auto"), causal_attention(q, k, v, encoding, "reference")
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-    for a, b in zip(torch.autograd.grad(got.square().sum(), (q, k, v)), torch.autograd.grad(want.square().sum(), (q, k, v))):
+    for a, b in zip(
+        torch.autograd.grad(got.square().sum(), (q, k, v)), torch.autograd.grad(want.square().sum(), (q, k, v))
+    ):
         torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-3)
 
 

@@ -71,7 +71,9 @@ def test_resolved_dtype_is_part_of_the_model_identity(cpu_bf16, tmp_path, monkey
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-def test_evaluation_without_a_fast_bf16_path_runs_either_dtype_and_trains_in_float32(tmp_path, monkeypatch, capsys, dtype):
+def test_evaluation_without_a_fast_bf16_path_runs_either_dtype_and_trains_in_float32(
+    tmp_path, monkeypatch, capsys, dtype
+):
     """On a CPU without fast bf16, `--dtype bfloat16` evaluates on float32 kernels with bf16 rounding (no
     slower than float32 there, so nothing to warn about); the model itself trains in float32 (`auto`),
     recorded in its config."""
@@ -86,9 +88,29 @@ def test_evaluation_without_a_fast_bf16_path_runs_either_dtype_and_trains_in_flo
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False, raising=False)
     out = tmp_path / "out"
-    args = ["run", "--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "32", "--eval-lens", "32",
-            "--eval-tokens", "64", "--corpus", str(make_corpus(tmp_path / "corpus")), "--device", "cpu",
-            "--dtype", dtype, "--out", str(out)]
+    args = [
+        "run",
+        "--model",
+        "tiny",
+        "--steps",
+        "2",
+        "--batch-size",
+        "2",
+        "--train-len",
+        "32",
+        "--eval-lens",
+        "32",
+        "--eval-tokens",
+        "64",
+        "--corpus",
+        str(make_corpus(tmp_path / "corpus")),
+        "--device",
+        "cpu",
+        "--dtype",
+        dtype,
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     text = result.output + capsys.readouterr().err

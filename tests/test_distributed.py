@@ -16,18 +16,25 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from extrapolate.data.batches import BatchSource
 from extrapolate.core.config import ModelConfig, TrainConfig
 from extrapolate.core.distributed import World, check_batch
 from extrapolate.core.errors import UserError
+from extrapolate.data.batches import BatchSource
 from extrapolate.training.train import train
 
 STREAM = torch.arange(20000) % 89
 
 
 def config(dtype: str) -> TrainConfig:
-    return TrainConfig(model=ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=89, encoding="rope", max_len=64),
-                       seq_len=64, batch_size=8, steps=20, warmup_steps=4, checkpoint_every=5, dtype=dtype)
+    return TrainConfig(
+        model=ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=89, encoding="rope", max_len=64),
+        seq_len=64,
+        batch_size=8,
+        steps=20,
+        warmup_steps=4,
+        checkpoint_every=5,
+        dtype=dtype,
+    )
 
 
 def free_port() -> int:
@@ -37,8 +44,9 @@ def free_port() -> int:
 
 
 def in_group(rank: int, size: int, port: int, job, args, results):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(size),
-                      LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank)
+    )
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=size)
     try:
@@ -56,7 +64,9 @@ def on_ranks(size: int, job, *args) -> dict:
 
 
 def train_job(dtype: str, folder: str):
-    trained = train(config(dtype), BatchSource(STREAM, 64, 8, 0), torch.device("cpu"), folder=__import__("pathlib").Path(folder))
+    trained = train(
+        config(dtype), BatchSource(STREAM, 64, 8, 0), torch.device("cpu"), folder=__import__("pathlib").Path(folder)
+    )
     return trained.summary["losses"], {k: v.clone() for k, v in trained.model.state_dict().items()}
 
 
@@ -74,16 +84,25 @@ def test_two_processes_train_as_one_on_the_same_global_batch(tmp_path, dtype, lo
 
 
 def evaluation_job():
+    from extrapolate.core.distributed import current
     from extrapolate.model import TransformerLM
     from extrapolate.tasks.perplexity import evaluate_perplexity
-    from extrapolate.core.distributed import current
 
     torch.manual_seed(0)
     model = TransformerLM(config("float32").model)
     docs = [STREAM[i * 700 : (i + 1) * 700] for i in range(3)]
     world = current()
-    result = evaluate_perplexity(model, docs, 128, protocol="sliding", stride=48, budget=600, bucket_width=32,
-                                 device=torch.device("cpu"), world=world)
+    result = evaluate_perplexity(
+        model,
+        docs,
+        128,
+        protocol="sliding",
+        stride=48,
+        budget=600,
+        bucket_width=32,
+        device=torch.device("cpu"),
+        world=world,
+    )
     return result.nll_sum, result.tokens, dict(result.bucket_nll), dict(result.bucket_tokens)
 
 
@@ -114,11 +133,46 @@ def torchrun(corpus, out, cache, steps: int, procs: int = 2, tasks: str = "perpl
     import subprocess
     import sys
 
-    args = ["run", "--encoding", "rope", "--model", "tiny", "--steps", str(steps), "--batch-size", "8",
-            "--train-len", "128", "--eval-len", "256", "--eval-tokens", "512", "--tasks", tasks,
-            "--corpus", str(corpus), "--out", str(out), "--device", "cpu"]
-    launcher = ([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(procs),
-                 "--master-port", str(free_port()), "-m", "extrapolate"] if procs > 1 else [sys.executable, "-m", "extrapolate"])
+    args = [
+        "run",
+        "--encoding",
+        "rope",
+        "--model",
+        "tiny",
+        "--steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--train-len",
+        "128",
+        "--eval-len",
+        "256",
+        "--eval-tokens",
+        "512",
+        "--tasks",
+        tasks,
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    ]
+    launcher = (
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(procs),
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "extrapolate",
+        ]
+        if procs > 1
+        else [sys.executable, "-m", "extrapolate"]
+    )
     env = {**os.environ, "EXTRAPOLATE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(launcher + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -151,7 +205,10 @@ def test_torchrun_equals_one_process_and_resumes_after_a_rank_is_killed(tmp_path
 
     # kill one rank once a checkpoint exists, then run the same command again
     killed = torchrun(corpus, tmp_path / "three", tmp_path / "cache3", 40)
-    state = lambda: glob.glob(str(tmp_path / "cache3" / "models" / "rope-*" / "state.pt"))
+
+    def state():
+        return glob.glob(str(tmp_path / "cache3" / "models" / "rope-*" / "state.pt"))
+
     deadline = time.time() + 300
     while not state() and time.time() < deadline and killed.poll() is None:
         time.sleep(0.2)
@@ -166,15 +223,20 @@ def test_torchrun_equals_one_process_and_resumes_after_a_rank_is_killed(tmp_path
     assert table(tmp_path / "three")["value"].tolist() == pytest.approx(two["value"].tolist(), rel=2e-3, abs=1e-9)
 
 
-@pytest.mark.parametrize("body, code, out", [("print('written')", 0, "written"), ("sys.exit(3)", 3, ""),
-                                              ("sys.exit('bad flag')", 1, "bad flag")])
+@pytest.mark.parametrize(
+    "body, code, out",
+    [("print('written')", 0, "written"), ("sys.exit(3)", 3, ""), ("sys.exit('bad flag')", 1, "bad flag")],
+)
 def test_a_launched_process_leaves_with_the_jobs_exit_code_and_flushed_output(body, code, out):
     """run_then_leave skips interpreter teardown (os._exit): what the job printed must still arrive, buffered
     in a pipe, and its exit code must be the process's."""
     import subprocess
     import sys
 
-    script = f"import sys\nfrom extrapolate.core.distributed import run_then_leave\ndef job():\n    {body}\nrun_then_leave(job)\n"
+    script = (
+        f"import sys\nfrom extrapolate.core.distributed import run_then_leave\ndef job():\n    {body}\n"
+        "run_then_leave(job)\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == code
     assert out in done.stdout + done.stderr

@@ -23,9 +23,11 @@ def legacy_hash(config: ModelConfig) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
 
 
-@pytest.mark.parametrize("encoding,asked", [(e, a) for e in ["learned", "rope", "alibi", "t5", "nope",
-                                                             "sinusoidal-randomized"] for a in (None, 0.02)]
-                         + [("sinusoidal", 0.02)])  # sinusoidal's own default is D^-1/2 (test_absolute_recipes)
+@pytest.mark.parametrize(
+    "encoding,asked",
+    [(e, a) for e in ["learned", "rope", "alibi", "t5", "nope", "sinusoidal-randomized"] for a in (None, 0.02)]
+    + [("sinusoidal", 0.02)],
+)  # sinusoidal's own default is D^-1/2 (test_absolute_recipes)
 def test_default_scale_keeps_every_hash(encoding, asked):
     config = architecture_for(RunRequest(encoding=encoding, train_len=256, embed_std=asked), encoding)
     assert config.embed_std is None

@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
-from extrapolate.encodings.options import check_used, options_for, parse_encoding_options
-from extrapolate.encodings import get_spec
 from extrapolate.core.errors import UserError
+from extrapolate.encodings import get_spec
+from extrapolate.encodings.options import check_used, options_for, parse_encoding_options
 
 from .helpers import make_corpus
 
@@ -20,9 +20,18 @@ def test_values_are_typed_and_sorted():
     assert isinstance(dict(options)["window"], int)
 
 
-@pytest.mark.parametrize("item, needle", [("window=0", "at least 1"), ("window=2.5", "integer"), ("beta=1", "unknown"),
-                                          ("window", "NAME=VALUE"), ("leak=inf", "finite"), ("truncate=yes", "true or false"),
-                                          ("long_factor=1,x", "not a number")])
+@pytest.mark.parametrize(
+    "item, needle",
+    [
+        ("window=0", "at least 1"),
+        ("window=2.5", "integer"),
+        ("beta=1", "unknown"),
+        ("window", "NAME=VALUE"),
+        ("leak=inf", "finite"),
+        ("truncate=yes", "true or false"),
+        ("long_factor=1,x", "not a number"),
+    ],
+)
 def test_bad_options_fail_in_one_line(item, needle):
     with pytest.raises(UserError, match=needle):
         parse_encoding_options([item])
@@ -41,17 +50,37 @@ def test_a_sweep_gives_each_encoding_its_own_options():
 def test_run_evaluates_with_the_options_and_keeps_them_in_its_identity(tmp_path, monkeypatch):
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     corpus = make_corpus(tmp_path / "corpus")
-    args = ["run", "--encoding", "self-extend", "--model", "tiny", "--steps", "4", "--batch-size", "4", "--train-len", "32",
-            "--eval-len", "128", "--eval-tokens", "256", "--corpus", str(corpus)]
+    args = [
+        "run",
+        "--encoding",
+        "self-extend",
+        "--model",
+        "tiny",
+        "--steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "128",
+        "--eval-tokens",
+        "256",
+        "--corpus",
+        str(corpus),
+    ]
     runner = CliRunner()
     assert runner.invoke(app, args + ["--out", str(tmp_path / "default")]).exit_code == 0
-    result = runner.invoke(app, args + ["--out", str(tmp_path / "set"), "--encoding-option", "window=4",
-                                        "--encoding-option", "group=8"])
+    result = runner.invoke(
+        app, args + ["--out", str(tmp_path / "set"), "--encoding-option", "window=4", "--encoding-option", "group=8"]
+    )
     assert result.exit_code == 0, result.output
     default, chosen = (json.loads((tmp_path / f / "run.json").read_text()) for f in ("default", "set"))
     assert (default["encoding"]["window"], default["encoding"]["group"]) == (8, 5)  # L/4 and the smallest group
     assert (chosen["encoding"]["window"], chosen["encoding"]["group"]) == (4, 8)
     ids = [__import__("pandas").read_csv(tmp_path / f / "results.csv")["run_id"].iloc[0] for f in ("default", "set")]
     assert ids[0] != ids[1]  # other options, another cell
-    wrong = runner.invoke(app, args + ["--encoding", "yarn", "--out", str(tmp_path / "x"), "--encoding-option", "window=4"])
+    wrong = runner.invoke(
+        app, args + ["--encoding", "yarn", "--out", str(tmp_path / "x"), "--encoding-option", "window=4"]
+    )
     assert wrong.exit_code == 2 and "no encoding asked for (yarn)" in wrong.output

@@ -5,19 +5,29 @@ import math
 import pytest
 import torch
 
+from extrapolate.core.errors import PositionOutOfRange
 from extrapolate.encodings import ALiBi, Rotary, alibi_slopes, build_encoding, sinusoidal_table, t5_bucket
 from extrapolate.encodings.frequencies import (
-    SCALINGS, dynamic_ntk, llama3, ntk, ntk_base, pi, rope_inv_freq, yarn, yarn_correction_dim,
+    SCALINGS,
+    dynamic_ntk,
+    llama3,
+    ntk,
+    ntk_base,
+    pi,
+    rope_inv_freq,
+    yarn,
+    yarn_correction_dim,
 )
-from extrapolate.core.errors import PositionOutOfRange
 
 
 def close(a, b, tol=1e-6):
-    assert torch.allclose(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64),
-                          rtol=tol, atol=0), (a, b)
+    assert torch.allclose(
+        torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64), rtol=tol, atol=0
+    ), (a, b)
 
 
 # ---- absolute -------------------------------------------------------------------------------------------
+
 
 def test_sinusoidal_vector():
     expected = [0.84147098, 0.54030231, 0.09983342, 0.99500417, 0.00999983, 0.99995, 0.001, 0.9999995]
@@ -56,6 +66,7 @@ def test_learned_past_table_is_a_typed_error_unless_clamped():
 
 
 # ---- bias -----------------------------------------------------------------------------------------------
+
 
 def test_alibi_vectors():
     close(alibi_slopes(8), [2.0**-i for i in range(1, 9)])
@@ -109,6 +120,7 @@ def test_t5_bias_shared_table_lookup():
 
 # ---- rotary ---------------------------------------------------------------------------------------------
 
+
 def test_rope_and_pi_vectors():
     close(rope_inv_freq(64, 1e4)[:4], [1, 0.7498942, 0.56234133, 0.4216965], 1e-6)
     close(pi(64, 1e4, 8, 256, 256)[0][:4], [0.125, 0.09373678, 0.07029267, 0.05271206], 1e-6)
@@ -123,7 +135,9 @@ def test_ntk_vector_and_extremes():
     close(inv[-1], theta[-1] / 8, 1e-5)
 
 
-@pytest.mark.parametrize("length,base", [(256, 10000.0), (257, 10322.7416), (512, 96610.5436), (1024, 277354.2644), (10, 10000.0)])
+@pytest.mark.parametrize(
+    "length,base", [(256, 10000.0), (257, 10322.7416), (512, 96610.5436), (1024, 277354.2644), (10, 10000.0)]
+)
 def test_dynamic_ntk_vectors(length, base):
     inv, _ = dynamic_ntk(64, 1e4, 8, 256, length)
     close(inv, rope_inv_freq(64, base), 1e-6)

@@ -20,7 +20,7 @@ def test_every_encoding_has_its_own_colour():
 
 
 def test_variants_take_shades_of_their_encodings_colour():
-    """"yarn s=4" and "yarn+ft100" are yarn's, in distinct shades ordered by factor and steps; the plain name
+    """ "yarn s=4" and "yarn+ft100" are yarn's, in distinct shades ordered by factor and steps; the plain name
     keeps the encoding's own colour."""
     assert colour("yarn s=4") == colour("yarn+ft100") == colour("yarn") == ENCODINGS.get("yarn").colour
     shades = palette(["yarn+ft400", "yarn", "yarn+ft25", "rope", "nope", "nope s=2"])
@@ -59,8 +59,21 @@ def test_the_ratio_figure_is_left_out_without_a_value_at_L(tmp_path):
     from extrapolate.report.table import aggregate, label_variants
 
     table = label_variants(pd.DataFrame(ppl_rows("yarn", "rope", 2, {1024: 31.6})).assign(factor=2.0, model="small"))
-    table = with_unrecorded(table.reindex(columns=[*table.columns, "protocol", "corpus", "tokenizer", "device",
-                                                   "dtype", "kernel", "git_sha", "package_version"]))
+    table = with_unrecorded(
+        table.reindex(
+            columns=[
+                *table.columns,
+                "protocol",
+                "corpus",
+                "tokenizer",
+                "device",
+                "dtype",
+                "kernel",
+                "git_sha",
+                "package_version",
+            ]
+        )
+    )
     figures = draw_figures(tmp_path, table, aggregate(table), {})  # no retrieval rows: no verdicts
     names = sorted(figures)
     for figure in figures.values():

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from extrapolate.data.batches import BatchSource
 from extrapolate.core.config import ModelConfig, TrainConfig
+from extrapolate.data.batches import BatchSource
 from extrapolate.training.finetune import finetune, finetune_config, finetune_folder, read_lineage, starting_model
 from extrapolate.training.train import train
 
@@ -16,8 +16,15 @@ STREAM = torch.arange(6000) % 97
 
 
 def base_model(tmp_path, encoding="rope"):
-    config = TrainConfig(model=ModelConfig(d_model=32, n_layers=1, n_heads=2, vocab_size=97, encoding=encoding, max_len=32),
-                         seq_len=32, batch_size=4, steps=8, warmup_steps=2, checkpoint_every=4, dtype="float32")
+    config = TrainConfig(
+        model=ModelConfig(d_model=32, n_layers=1, n_heads=2, vocab_size=97, encoding=encoding, max_len=32),
+        seq_len=32,
+        batch_size=4,
+        steps=8,
+        warmup_steps=2,
+        checkpoint_every=4,
+        dtype="float32",
+    )
     return config, train(config, BatchSource(STREAM, 32, 4, 0), torch.device("cpu"), folder=tmp_path / "base").model
 
 
@@ -94,9 +101,24 @@ def test_a_learned_table_is_stretched_to_the_new_length(tmp_path):
 
 def ppl_rows(encoding, base, steps, values, finetune_len=1024, L=256):
     """Perplexity rows of one (encoding, fine-tune steps) cell: values = {eval_len: ppl}."""
-    return [{"run_id": f"{encoding}{steps}", "encoding": encoding, "base_encoding": base, "train_len": L,
-             "eval_len": n, "task": "perplexity", "metric": "ppl", "value": v, "depth": None, "seed": 0,
-             "status": "ok", "finetune_steps": steps, "finetune_len": finetune_len} for n, v in values.items()]
+    return [
+        {
+            "run_id": f"{encoding}{steps}",
+            "encoding": encoding,
+            "base_encoding": base,
+            "train_len": L,
+            "eval_len": n,
+            "task": "perplexity",
+            "metric": "ppl",
+            "value": v,
+            "depth": None,
+            "seed": 0,
+            "status": "ok",
+            "finetune_steps": steps,
+            "finetune_len": finetune_len,
+        }
+        for n, v in values.items()
+    ]
 
 
 def test_report_divides_by_the_base_model_at_L_and_tabulates_fine_tune_steps():
@@ -104,12 +126,14 @@ def test_report_divides_by_the_base_model_at_L_and_tabulates_fine_tune_steps():
 
     from extrapolate.report.finetune import finetune_section
     from extrapolate.report.pages import perplexity_at_L, perplexity_matrix
-    from extrapolate.report.table import aggregate, label_variants
     from extrapolate.report.retrieval import base_encodings
+    from extrapolate.report.table import aggregate, label_variants
 
-    table = pd.DataFrame(ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
-                         + ppl_rows("pi", "rope", 0, {256: 130.0, 1024: 128.0})
-                         + ppl_rows("pi", "rope", 100, {256: 60.0, 1024: 55.0}))
+    table = pd.DataFrame(
+        ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
+        + ppl_rows("pi", "rope", 0, {256: 130.0, 1024: 128.0})
+        + ppl_rows("pi", "rope", 100, {256: 60.0, 1024: 55.0})
+    )
     table = label_variants(table)
     assert list(dict.fromkeys(table["encoding"])) == ["rope", "pi", "pi+ft100"]
     agg, bases = aggregate(table), base_encodings(table)
@@ -150,9 +174,9 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
 
     from extrapolate.cli.app import app
     from extrapolate.core.config import ModelConfig
-    from extrapolate.run.export import export_hf
-    from extrapolate.model import TransformerLM
     from extrapolate.data.tokenizers import load_tokenizer
+    from extrapolate.model import TransformerLM
+    from extrapolate.run.export import export_hf
 
     from .helpers import make_corpus
 
@@ -162,12 +186,28 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
 
     tokenizer = load_tokenizer("bpe:300", load_corpus(str(corpus)))
     torch.manual_seed(0)
-    model = TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=tokenizer.vocab_size,
-                                      encoding="rope", max_len=64))
+    model = TransformerLM(
+        ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=tokenizer.vocab_size, encoding="rope", max_len=64)
+    )
     export_hf(model, tmp_path / "llama", tokenizer)
     out = tmp_path / "out"
-    args = ["run", "--model", str(tmp_path / "llama"), "--encoding", "yarn", "--eval-lens", "64,128",
-            "--finetune-steps", "2", "--corpus", str(corpus), "--eval-tokens", "256", "--out", str(out)]
+    args = [
+        "run",
+        "--model",
+        str(tmp_path / "llama"),
+        "--encoding",
+        "yarn",
+        "--eval-lens",
+        "64,128",
+        "--finetune-steps",
+        "2",
+        "--corpus",
+        str(corpus),
+        "--eval-tokens",
+        "256",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = pd.read_csv(out / "results.csv")
@@ -184,7 +224,9 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
     assert CliRunner().invoke(app, ["export", str(out), "--hf", str(tmp_path / "hf")]).exit_code == 0
     theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", torch_dtype=torch.float32).eval()
     text = "the quiet river where old ships sail"
-    assert transformers.AutoTokenizer.from_pretrained(tmp_path / "hf").encode(text, add_special_tokens=False) == tokenizer.encode(text)
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path / "hf").encode(
+        text, add_special_tokens=False
+    ) == tokenizer.encode(text)
     record = json.loads((out / "run.json").read_text())
     ours = load_trained(tmp_path / "cache" / "models" / record["model_folder"], torch.device("cpu")).model
     ours.set_encoding(encoding_for(ours.config, "yarn", factor=2.0, original_len=64))
@@ -199,14 +241,19 @@ def test_one_encoding_at_two_factors_is_two_rows_of_the_report_not_their_mean():
     from extrapolate.report.pages import perplexity_matrix
     from extrapolate.report.table import aggregate, label_variants, split_label
 
-    rows = (ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
-            + [r | {"factor": 2.0} for r in ppl_rows("yarn", "rope", 0, {256: 51.0, 1024: 60.0})]
-            + [r | {"factor": 4.0, "run_id": "yarn4"} for r in ppl_rows("yarn", "rope", 0, {256: 53.0, 1024: 56.0})]
-            + [r | {"factor": 4.0, "run_id": "yarn4ft"} for r in ppl_rows("yarn", "rope", 10, {256: 52.0, 1024: 54.0})])
+    rows = (
+        ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
+        + [r | {"factor": 2.0} for r in ppl_rows("yarn", "rope", 0, {256: 51.0, 1024: 60.0})]
+        + [r | {"factor": 4.0, "run_id": "yarn4"} for r in ppl_rows("yarn", "rope", 0, {256: 53.0, 1024: 56.0})]
+        + [r | {"factor": 4.0, "run_id": "yarn4ft"} for r in ppl_rows("yarn", "rope", 10, {256: 52.0, 1024: 54.0})]
+    )
     table = label_variants(pd.DataFrame(rows).assign(factor=lambda t: t["factor"].fillna(1.0)))
     assert list(dict.fromkeys(table["encoding"])) == ["rope", "yarn s=2", "yarn s=4", "yarn s=4+ft10"]
     assert split_label(table["encoding"])[0].tolist() == ["rope"] * 2 + ["yarn"] * 6
     matrix = perplexity_matrix(aggregate(table))
     assert "| yarn s=2 | 256 | 51.000 | 60.000 |" in matrix and "| yarn s=4 | 256 | 53.000 | 56.000 |" in matrix
     one_factor = label_variants(pd.DataFrame(rows[:4]).assign(factor=[1.0, 1.0, 2.0, 2.0]))
-    assert list(dict.fromkeys(one_factor["encoding"])) == ["rope", "yarn"]  # the factor shows only where it tells rows apart
+    assert list(dict.fromkeys(one_factor["encoding"])) == [
+        "rope",
+        "yarn",
+    ]  # the factor shows only where it tells rows apart

@@ -4,8 +4,8 @@ kernel (one query block at a time, linear memory) against the full-matrix refere
 import pytest
 import torch
 
-from extrapolate.kernels.attention import blocked_attention, causal_attention, kernel_for
 from extrapolate.encodings.fire import Fire, normalised_distance
+from extrapolate.kernels.attention import blocked_attention, causal_attention, kernel_for
 
 
 def test_normalised_distance_values():

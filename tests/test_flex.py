@@ -13,18 +13,29 @@ import warnings
 import pytest
 import torch
 
-from extrapolate.kernels import attention
-from extrapolate.kernels import flex
-from extrapolate.kernels.attention import attention_plan, causal_attention, flex_attention_of, lower_right_sdpa, rows_attention
 from extrapolate.encodings import ENCODINGS, build_encoding
+from extrapolate.kernels import attention, flex
+from extrapolate.kernels.attention import (
+    attention_plan,
+    causal_attention,
+    flex_attention_of,
+    lower_right_sdpa,
+    rows_attention,
+)
 
 OPTIONS = {"self-extend": {"window": 40, "group": 3}, "rerope": {"window": 33}}
 FLEXED = ["alibi", "t5", "kerple-log", "kerple-power", "fire", "self-extend", "rerope"]
 
 
 def make(name, heads=4):
-    encoding = build_encoding(name, d_model=16 * heads, n_heads=heads, head_dim=16, max_len=64,
-                              **({"options": OPTIONS[name]} if name in OPTIONS else {}))
+    encoding = build_encoding(
+        name,
+        d_model=16 * heads,
+        n_heads=heads,
+        head_dim=16,
+        max_len=64,
+        **({"options": OPTIONS[name]} if name in OPTIONS else {}),
+    )
     if name == "t5":
         torch.nn.init.normal_(encoding.table.weight)  # a zero-initialised table would hide a wrong lookup
     if name == "fire":
@@ -64,16 +75,18 @@ def test_few_queries_in_one_sdpa_call_equal_the_reference(name, queries):
     encoding = make(name)
     q, k, v = inputs(queries, 333)
     with torch.no_grad():
-        torch.testing.assert_close(rows_attention(q, k, v, encoding), causal_attention(q, k, v, encoding, "reference"),
-                                   atol=2e-6, rtol=0)
+        torch.testing.assert_close(
+            rows_attention(q, k, v, encoding), causal_attention(q, k, v, encoding, "reference"), atol=2e-6, rtol=0
+        )
 
 
 @pytest.mark.parametrize("queries", [1, 7, 100])
 def test_lower_right_continuation_equals_the_reference(queries):
     rope = build_encoding("rope", d_model=64, n_heads=4, head_dim=16, max_len=64)
     q, k, v = inputs(queries, 100 if queries == 100 else 257)
-    torch.testing.assert_close(lower_right_sdpa(q, k, v), causal_attention(q, k, v, rope, "reference"),
-                               atol=2e-6, rtol=0)
+    torch.testing.assert_close(
+        lower_right_sdpa(q, k, v), causal_attention(q, k, v, rope, "reference"), atol=2e-6, rtol=0
+    )
 
 
 @pytest.mark.parametrize("name", ["alibi", "fire", "rerope"])
@@ -87,8 +100,7 @@ def test_few_query_gradients_equal_the_reference(name):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-SHAPES = [(256, 256, 0), (200, 333, 0), (1000, 1000, 0), (130, 700, 0), (256, 256, 100), (300, 900, 257),
-          (128, 640, 1)]
+SHAPES = [(256, 256, 0), (200, 333, 0), (1000, 1000, 0), (130, 700, 0), (256, 256, 100), (300, 900, 257), (128, 640, 1)]
 
 
 @pytest.mark.parametrize("queries,keys,window", SHAPES)
@@ -107,7 +119,7 @@ def test_block_structure_equals_flex_own_block_mask(queries, keys, window):
     assert not (partial & full).any()
     dense = visible(None, None, torch.arange(queries)[:, None], torch.arange(total)[None, :])  # (Tq, total)
     for qb, kb in full.nonzero().tolist():
-        assert dense[qb * 128:(qb + 1) * 128, kb * 128:(kb + 1) * 128].all()
+        assert dense[qb * 128 : (qb + 1) * 128, kb * 128 : (kb + 1) * 128].all()
     mask = flex.block_mask(queries, total, offset, ranges, "cpu")
     assert torch.equal(mask.to_dense()[0, 0], theirs.to_dense()[0, 0])
 
@@ -138,8 +150,14 @@ def test_cuda_runs_every_encoding_and_shape_on_a_fused_kernel(name):
     """No (encoding, shape) pair plans the blocked or reference kernel on CUDA: a training step, evaluation in
     bf16 and float32 at short and long lengths, a prompt continuing a cache, and decoding."""
     encoding = build_encoding(name, d_model=64, n_heads=4, head_dim=16, max_len=256, factor=4.0)
-    shapes = {"training": (256, 256, True), "evaluation": (256, 256, False), "long evaluation": (65536, 65536, False),
-              "continued prompt": (300, 4096, False), "decoding": (1, 4097, False), "rank scoring": (6, 4096, False)}
+    shapes = {
+        "training": (256, 256, True),
+        "evaluation": (256, 256, False),
+        "long evaluation": (65536, 65536, False),
+        "continued prompt": (300, 4096, False),
+        "decoding": (1, 4097, False),
+        "rank scoring": (6, 4096, False),
+    }
     for what, (queries, keys, backward) in shapes.items():
         for dtype in (torch.bfloat16, torch.float32):
             plan = attention_plan(encoding, "auto", "cuda", dtype, queries, keys, backward).name
@@ -168,8 +186,11 @@ def test_a_flex_backend_that_cannot_differentiate_falls_back_before_training(mon
 def test_the_backward_check_touches_no_gradient(monkeypatch):
     monkeypatch.setattr(attention, "FLEX_STATUS", attention.FlexStatus())
     # the CPU build has no flex backward: the reference kernel stands in for flex, through the same check
-    monkeypatch.setattr(attention, "flex_attention_of",
-                        lambda q, k, v, encoding, compiled=True: causal_attention(q, k, v, encoding, "reference"))
+    monkeypatch.setattr(
+        attention,
+        "flex_attention_of",
+        lambda q, k, v, encoding, compiled=True: causal_attention(q, k, v, encoding, "reference"),
+    )
     encoding = make("fire")
     attention._check_backward(torch.zeros(1, 4, 8, 16), encoding)
     assert all(p.grad is None for p in encoding.parameters())

@@ -19,12 +19,40 @@ def test_the_gpu_showcase_rehearses_at_tiny_size(tmp_path):
     make_corpus(corpus / "train", documents=8, words=1500)
     make_corpus(corpus / "test", documents=2, words=1500, seed=1)
     out = tmp_path / "showcase"
-    tiny = ["--model", "tiny", "--train-len", "128", "--eval-len", "256", "--steps", "20", "--batch-size", "4",
-            "--device", "cpu", "--dtype", "float32", "--tokenizer", "bytes", "--encodings", "rope,alibi",
-            "--eval-tokens", "256", "--corpus", str(corpus), "--out", str(out)]
+    tiny = [
+        "--model",
+        "tiny",
+        "--train-len",
+        "128",
+        "--eval-len",
+        "256",
+        "--steps",
+        "20",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--tokenizer",
+        "bytes",
+        "--encodings",
+        "rope,alibi",
+        "--eval-tokens",
+        "256",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_showcase.sh"), *tiny], capture_output=True, text=True,
-                          env=env, cwd=tmp_path)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_showcase.sh"), *tiny],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads((out / "run.json").read_text())
     assert record["request"]["model"] == "tiny" and record["request"]["lr"] == 1e-3  # ours replaced, its kept

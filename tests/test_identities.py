@@ -9,8 +9,7 @@ import os
 from pathlib import Path
 
 from extrapolate.encodings import ENCODINGS
-from extrapolate.run import RunRequest, resolve, resolve_run
-from extrapolate.run import prepare
+from extrapolate.run import RunRequest, prepare, resolve, resolve_run
 
 from .helpers import make_corpus
 
@@ -18,14 +17,25 @@ GOLDEN = Path(__file__).parent / "data" / "identities.json"
 
 
 def cells():
-    base = dict(model="tiny", train_len=32, eval_lens=(32, 64), eval_tokens=128, tasks=("perplexity",), steps=4,
-                batch_size=2, device="cpu")
+    base = dict(
+        model="tiny",
+        train_len=32,
+        eval_lens=(32, 64),
+        eval_tokens=128,
+        tasks=("perplexity",),
+        steps=4,
+        batch_size=2,
+        device="cpu",
+    )
     for name, _ in ENCODINGS:
         yield name, dict(base, encoding=name)
     yield "yarn+ft", dict(base, encoding="yarn", finetune_steps=3)
     yield "rope-seed1-bytes", dict(base, encoding="rope", seed=1, tokenizer="bytes")
     yield "self-extend-options", dict(base, encoding="self-extend", encoding_options=(("group", 2), ("window", 8)))
-    yield "alibi-passkey", dict(base, encoding="alibi", train_len=128, eval_lens=(128,), tasks=("perplexity", "passkey"))
+    yield (
+        "alibi-passkey",
+        dict(base, encoding="alibi", train_len=128, eval_lens=(128,), tasks=("perplexity", "passkey")),
+    )
     yield "learned-clamp", dict(base, encoding="learned", learned_policy="clamp", position_std=0.02)
     yield "rope-compiled", dict(base, encoding="rope", compile=True)
 

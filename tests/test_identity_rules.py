@@ -119,7 +119,8 @@ PERPLEXITY = RunRequest(
 )
 
 
-def test_a_run_id_is_the_hash_of_its_model_and_what_changes_a_measurement():
+def measured_fields(**changes) -> dict:
+    """The fields a perplexity run id hashes, spelled out: the PERPLEXITY request's, with `changes`."""
     fields = {
         "model": MODEL,
         "encoding": "rope",
@@ -131,7 +132,11 @@ def test_a_run_id_is_the_hash_of_its_model_and_what_changes_a_measurement():
         "learned_policy": "error",
         "passkey_task": None,
     }
-    assert run_id(PERPLEXITY, MODEL, 1.0) == config_hash(fields, 10) == "5ed2056568"
+    return {**fields, **changes}
+
+
+def test_a_run_id_is_the_hash_of_its_model_and_what_changes_a_measurement():
+    assert run_id(PERPLEXITY, MODEL, 1.0) == config_hash(measured_fields(), 10) == "5ed2056568"
 
 
 def test_the_stride_counts_only_under_the_sliding_protocol():
@@ -151,17 +156,7 @@ def test_encoding_options_count_only_when_given():
     extended = dataclasses.replace(PERPLEXITY, encoding="self-extend")
     given = dataclasses.replace(extended, encoding_options=(("group", 2), ("window", 8)))
     assert run_id(given, MODEL, 2.0) == "1deaf32ac0"
-    fields = {
-        "model": MODEL,
-        "encoding": "self-extend",
-        "factor": 2.0,
-        "protocol": "full",
-        "stride": None,
-        "dtype": "float32",
-        "eval_tokens": 8192,
-        "learned_policy": "error",
-        "passkey_task": None,
-    }
+    fields = measured_fields(encoding="self-extend", factor=2.0)
     assert run_id(extended, MODEL, 2.0) == config_hash(fields, 10)
 
 

@@ -76,19 +76,65 @@ def test_learned_policy_is_flagged_without_the_learned_encoding():
 def test_run_prints_the_warning_and_still_measures(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", documents=3, words=200)
     out = tmp_path / "out"
-    result = cli.invoke(app, ["run", "--encoding", "alibi", "--factor", "4", "--model", "tiny", "--steps", "2",
-                              "--train-len", "16", "--eval-lens", "16", "--eval-tokens", "32", "--tokenizer", "bytes",
-                              "--corpus", str(corpus), "--out", str(out)])
+    result = cli.invoke(
+        app,
+        [
+            "run",
+            "--encoding",
+            "alibi",
+            "--factor",
+            "4",
+            "--model",
+            "tiny",
+            "--steps",
+            "2",
+            "--train-len",
+            "16",
+            "--eval-lens",
+            "16",
+            "--eval-tokens",
+            "32",
+            "--tokenizer",
+            "bytes",
+            "--corpus",
+            str(corpus),
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "warning: --factor" in result.output and (out / "results.csv").exists()
 
 
 def test_sweep_names_cluster_options_the_local_executor_cannot_use_on_one_line(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", documents=3, words=200)
-    result = cli.invoke(app, ["sweep", "--encodings", "rope", "--dry-run", "--partition", "gpu", "--time-min", "30",
-                              "--model", "tiny", "--train-len", "16", "--eval-lens", "16", "--tokenizer", "bytes",
-                              "--tasks", "perplexity",
-                              "--corpus", str(corpus), "--out", str(tmp_path / "out")])
+    result = cli.invoke(
+        app,
+        [
+            "sweep",
+            "--encodings",
+            "rope",
+            "--dry-run",
+            "--partition",
+            "gpu",
+            "--time-min",
+            "30",
+            "--model",
+            "tiny",
+            "--train-len",
+            "16",
+            "--eval-lens",
+            "16",
+            "--tokenizer",
+            "bytes",
+            "--tasks",
+            "perplexity",
+            "--corpus",
+            str(corpus),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "warning:" in line]
     assert lines == ["warning: --partition, --time-min configure SLURM jobs, and --executor is local: ignored"]

@@ -4,9 +4,9 @@ positive parametrisation, monotone decay with distance, and the blocked kernel a
 import pytest
 import torch
 
-from extrapolate.kernels.attention import causal_attention, kernel_for
-from extrapolate.encodings.kerple import Kerple
 from extrapolate.core.errors import UserError
+from extrapolate.encodings.kerple import Kerple
+from extrapolate.kernels.attention import causal_attention, kernel_for
 
 
 def test_log_bias_values():

@@ -25,7 +25,7 @@ def test_matches_the_native_bf16_kernel_within_one_rounding():
     ours = bf16_linear_in_float32(x, w, b)
     assert ours.dtype == native.dtype == torch.bfloat16
     # both sum exact products in float32 and round once: they differ by at most one bf16 step (2^-7 relative)
-    step = 2.0 ** -7 * native.float().abs().clamp_min(1e-3)
+    step = 2.0**-7 * native.float().abs().clamp_min(1e-3)
     assert ((ours.float() - native.float()).abs() <= step).all()
 
 
@@ -42,7 +42,7 @@ def test_exact_where_the_float32_sums_are_exact():
 def test_inputs_are_rounded_to_bf16_first():
     # a = 1 + 2^-8 - 2^-12 rounds to 1 in bf16. 255 of them and 1.875 sum to 256.875 after rounding, which rounds
     # to 256 (bf16 steps by 2 between 256 and 512); unrounded they sum to 257.81, which would round to 258
-    x = torch.full((1, 256), 1 + 2.0 ** -8 - 2.0 ** -12)
+    x = torch.full((1, 256), 1 + 2.0**-8 - 2.0**-12)
     x[0, -1] = 1.875
     w = torch.ones(1, 256)
     assert F.linear(x, w).to(torch.bfloat16).item() == 258.0
@@ -78,7 +78,9 @@ def test_gradients_flow_through_the_float32_kernels(slow_cpu):
     assert out.dtype == torch.bfloat16
     out.float().square().sum().backward()
     with torch.no_grad():
-        y = F.linear(x.to(torch.bfloat16).float(), layer.weight.to(torch.bfloat16).float(), layer.bias.to(torch.bfloat16).float())
+        y = F.linear(
+            x.to(torch.bfloat16).float(), layer.weight.to(torch.bfloat16).float(), layer.bias.to(torch.bfloat16).float()
+        )
     expected = 2 * y.to(torch.bfloat16).float()  # d(sum y^2)/dy
     assert torch.allclose(layer.bias.grad, expected.sum(0), rtol=1e-2, atol=1e-2)
     assert torch.allclose(x.grad, expected @ layer.weight.to(torch.bfloat16).float(), rtol=1e-2, atol=1e-2)

@@ -9,9 +9,9 @@ import torch
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
+from extrapolate.core.errors import UserError
 from extrapolate.encodings import build_encoding
 from extrapolate.encodings.frequencies import longrope, longrope_attention_factor, rope_inv_freq
-from extrapolate.core.errors import UserError
 
 runner = CliRunner()
 
@@ -40,30 +40,71 @@ def test_default_factors_are_one_and_yarns_ramp():
     long, _ = longrope(64, 10000.0, 8.0, 256, 257)
     assert torch.equal(short, rope_inv_freq(64, 10000.0))
     assert torch.allclose(long, yarn(64, 10000.0, 8.0, 256, 256)[0], rtol=1e-6, atol=0)
-    assert long[0].item() == 1.0 and long[-1].item() == pytest.approx(rope_inv_freq(64, 10000.0)[-1].item() / 8, rel=1e-6)
+    assert long[0].item() == 1.0 and long[-1].item() == pytest.approx(
+        rope_inv_freq(64, 10000.0)[-1].item() / 8, rel=1e-6
+    )
 
 
 def test_show_json_values():
-    result = runner.invoke(app, ["encodings", "show", "longrope", "--head-dim", "8", "--factor", "4", "--original-len",
-                                 "64", "--short-factor", "1,1,1,1", "--long-factor", "1,2,3,4", "--seq-len", "100",
-                                 "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "encodings",
+            "show",
+            "longrope",
+            "--head-dim",
+            "8",
+            "--factor",
+            "4",
+            "--original-len",
+            "64",
+            "--short-factor",
+            "1,1,1,1",
+            "--long-factor",
+            "1,2,3,4",
+            "--seq-len",
+            "100",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
     assert info["ratio"] == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4], rel=1e-6)
     assert info["attention_factor"] == pytest.approx(math.sqrt(4 / 3))
-    short = json.loads(runner.invoke(app, ["encodings", "show", "longrope", "--head-dim", "8", "--factor", "4",
-                                           "--original-len", "64", "--long-factor", "1,2,3,4", "--seq-len", "64",
-                                           "--json"]).output)
+    short = json.loads(
+        runner.invoke(
+            app,
+            [
+                "encodings",
+                "show",
+                "longrope",
+                "--head-dim",
+                "8",
+                "--factor",
+                "4",
+                "--original-len",
+                "64",
+                "--long-factor",
+                "1,2,3,4",
+                "--seq-len",
+                "64",
+                "--json",
+            ],
+        ).output
+    )
     assert short["ratio"] == [1.0, 1.0, 1.0, 1.0]  # n ≤ L: the short factors (default all 1)
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--head-dim", "8", "--short-factor", "1,2"], "short factors: need 4 (head_dim/2), got 2"),
-    (["--head-dim", "8", "--long-factor", "1,2,3,4,5"], "long factors: need 4 (head_dim/2), got 5"),
-    (["--head-dim", "8", "--long-factor", "1,0,1,1"], "long factors must be finite numbers > 0"),
-    (["--long-factor", "1,two"], "--long-factor: 'two' is not a number"),
-    (["--short-factor", "1,nan"], "--short-factor: 'nan' is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--head-dim", "8", "--short-factor", "1,2"], "short factors: need 4 (head_dim/2), got 2"),
+        (["--head-dim", "8", "--long-factor", "1,2,3,4,5"], "long factors: need 4 (head_dim/2), got 5"),
+        (["--head-dim", "8", "--long-factor", "1,0,1,1"], "long factors must be finite numbers > 0"),
+        (["--long-factor", "1,two"], "--long-factor: 'two' is not a number"),
+        (["--short-factor", "1,nan"], "--short-factor: 'nan' is not a finite number"),
+    ],
+)
 def test_bad_factor_lists_are_one_line_exit_2(args, needle):
     result = runner.invoke(app, ["encodings", "show", "longrope", *args])
     assert result.exit_code == 2 and needle in result.output and "Traceback" not in result.output
@@ -72,8 +113,9 @@ def test_bad_factor_lists_are_one_line_exit_2(args, needle):
 
 def test_wrong_length_fails_when_the_encoding_is_built():
     with pytest.raises(UserError, match="need 8"):
-        build_encoding("longrope", d_model=64, n_heads=4, head_dim=16, max_len=32, factor=2.0,
-                       options={"long_factor": [1.0] * 7})
+        build_encoding(
+            "longrope", d_model=64, n_heads=4, head_dim=16, max_len=32, factor=2.0, options={"long_factor": [1.0] * 7}
+        )
 
 
 def test_frequencies_equal_transformers_bit_for_bit():
@@ -86,8 +128,9 @@ def test_frequencies_equal_transformers_bit_for_bit():
     options = {"short_factor": (1 + torch.rand(8)).tolist(), "long_factor": (1 + 7 * torch.rand(8)).tolist()}
     for opts in (options, {}):
         params = hf_rope_parameters("longrope", 500.0, 4.0, 32, opts, head_dim=16)
-        config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=16,
-                                          max_position_embeddings=32, rope_parameters=params)
+        config = transformers.LlamaConfig(
+            hidden_size=64, num_attention_heads=4, head_dim=16, max_position_embeddings=32, rope_parameters=params
+        )
         for seq_len in (None, 32, 33, 200):
             theirs, their_factor = ROPE_INIT_FUNCTIONS["longrope"](config, None, seq_len=seq_len)
             ours, our_factor = longrope(16, 500.0, 4.0, 32, seq_len or 1, **opts)

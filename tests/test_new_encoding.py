@@ -7,10 +7,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from extrapolate.kernels.attention import causal_attention
 from extrapolate.cli.app import app
 from extrapolate.encodings import ENCODINGS, EncodingSpec, PositionalEncoding
 from extrapolate.encodings.base import SaturatingBias
+from extrapolate.kernels.attention import causal_attention
 
 from .helpers import make_corpus
 
@@ -34,8 +34,13 @@ class CappedLinear(PositionalEncoding):
         return SaturatingBias(CAP)
 
 
-SPEC = EncodingSpec("capped", "bias", "ALiBi capped at 8 tokens (test only)", lambda shape: CappedLinear(shape.n_heads),
-                    colour="#123456")
+SPEC = EncodingSpec(
+    "capped",
+    "bias",
+    "ALiBi capped at 8 tokens (test only)",
+    lambda shape: CappedLinear(shape.n_heads),
+    colour="#123456",
+)
 
 
 @pytest.fixture()
@@ -57,8 +62,27 @@ def test_toy_bias_runs_in_the_fused_kernel_exactly():
 def test_toy_bias_goes_through_train_evaluate_report(registered, tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     out = tmp_path / "out"
-    args = ["run", "--encoding", "capped", "--model", "tiny", "--steps", "4", "--batch-size", "4", "--train-len", "32",
-            "--eval-len", "128", "--eval-tokens", "256", "--corpus", str(corpus), "--out", str(out)]
+    args = [
+        "run",
+        "--encoding",
+        "capped",
+        "--model",
+        "tiny",
+        "--steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "128",
+        "--eval-tokens",
+        "256",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "results.csv")

@@ -13,7 +13,15 @@ from extrapolate.encodings import encoding_groups
 
 from .helpers import make_corpus
 
-NEWER = ["sinusoidal-randomized", "rope-randomized", "xpos", "p-rope", "kerple-log", "kerple-power", "fire"]  # the from-scratch ones; the training-free ones are tested in test_two_part.py
+NEWER = [
+    "sinusoidal-randomized",
+    "rope-randomized",
+    "xpos",
+    "p-rope",
+    "kerple-log",
+    "kerple-power",
+    "fire",
+]  # the from-scratch ones; the training-free ones are tested in test_two_part.py
 runner = CliRunner()
 
 
@@ -44,8 +52,10 @@ def test_show_json_is_one_object(name):
     assert json.loads(result.stdout)["encoding"] == name
 
 
-@pytest.mark.parametrize("args,position", [([], 1000), (["--distances", "0,3,7"], 7),
-                                           (["--distances", "0,1,5,20,50", "--position", "600"], 600)])
+@pytest.mark.parametrize(
+    "args,position",
+    [([], 1000), (["--distances", "0,3,7"], 7), (["--distances", "0,1,5,20,50", "--position", "600"], 600)],
+)
 def test_fire_show_places_the_query_where_every_distance_exists(args, position):
     """With no --position the query sits at the farthest distance shown (key 0), so the defaults work."""
     result = runner.invoke(app, ["encodings", "show", "fire", "--json", *args])
@@ -55,7 +65,8 @@ def test_fire_show_places_the_query_where_every_distance_exists(args, position):
     d = max(shown["distances"])
     # ψ(d) / ψ(max(L_thr, i)) with ψ(x) = log(c·x + 1), c = 0.1, L_thr = 512
     assert shown["normalised_distance"][-1] == pytest.approx(
-        math.log(0.1 * d + 1) / math.log(0.1 * max(512, position) + 1), rel=1e-6)
+        math.log(0.1 * d + 1) / math.log(0.1 * max(512, position) + 1), rel=1e-6
+    )
 
 
 def test_sinusoidal_show_defaults_to_position_one():
@@ -64,15 +75,25 @@ def test_sinusoidal_show_defaults_to_position_one():
     assert json.loads(result.stdout)["vector"] == pytest.approx([math.sin(1.0), math.cos(1.0)])
 
 
-@pytest.mark.parametrize("args,flag", [
-    (["p-rope", "--fraction=0"], "--fraction"), (["p-rope", "--fraction=1.5"], "--fraction"),
-    (["p-rope", "--fraction=nan"], "--fraction"), (["xpos", "--scale-base=-512"], "--scale-base"),
-    (["kerple-log", "--r1=-1"], "--r1"), (["kerple-power", "--r2=2.5"], "r2"), (["kerple-log", "--r2=0"], "--r2"),
-    (["kerple-log", "--r1=1e39"], "float32"), (["kerple-power", "--r2=1e39"], "float32"),
-    (["fire", "--fire-c=-0.1"], "--fire-c"), (["fire", "--threshold=0"], "--threshold"),
-    (["rope-randomized", "--max-position=0"], "--max-position"),
-    (["rope-randomized", "--max-position=8", "--seq-len=9"], "--seq-len"), (["alibi", "--fraction=0.5"], "--fraction"),
-])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["p-rope", "--fraction=0"], "--fraction"),
+        (["p-rope", "--fraction=1.5"], "--fraction"),
+        (["p-rope", "--fraction=nan"], "--fraction"),
+        (["xpos", "--scale-base=-512"], "--scale-base"),
+        (["kerple-log", "--r1=-1"], "--r1"),
+        (["kerple-power", "--r2=2.5"], "r2"),
+        (["kerple-log", "--r2=0"], "--r2"),
+        (["kerple-log", "--r1=1e39"], "float32"),
+        (["kerple-power", "--r2=1e39"], "float32"),
+        (["fire", "--fire-c=-0.1"], "--fire-c"),
+        (["fire", "--threshold=0"], "--threshold"),
+        (["rope-randomized", "--max-position=0"], "--max-position"),
+        (["rope-randomized", "--max-position=8", "--seq-len=9"], "--seq-len"),
+        (["alibi", "--fraction=0.5"], "--fraction"),
+    ],
+)
 def test_bad_parameters_fail_in_one_line(args, flag):
     result = runner.invoke(app, ["encodings", "show", *args])
     assert result.exit_code == 2
@@ -84,8 +105,29 @@ def test_bad_parameters_fail_in_one_line(args, flag):
 def test_run_trains_and_evaluates(name, cache, tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     out = tmp_path / "out"
-    args = ["run", "--encoding", name, "--model", "tiny", "--steps", "4", "--batch-size", "4", "--train-len", "32",
-            "--eval-len", "128", "--eval-tokens", "256", "--tasks", "perplexity", "--corpus", str(corpus), "--out", str(out)]
+    args = [
+        "run",
+        "--encoding",
+        name,
+        "--model",
+        "tiny",
+        "--steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "128",
+        "--eval-tokens",
+        "256",
+        "--tasks",
+        "perplexity",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     ppl = pd.read_csv(out / "results.csv").query("metric == 'ppl'")
@@ -102,9 +144,29 @@ def test_run_trains_and_evaluates(name, cache, tmp_path):
 def test_sweep_runs_the_newer_group(cache, tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     out = tmp_path / "sweep"
-    args = ["sweep", "--encodings", "xpos,kerple-log", "--model", "tiny", "--steps", "3", "--batch-size", "4",
-            "--train-len", "32", "--eval-len", "64", "--eval-tokens", "128", "--tasks", "perplexity",
-            "--corpus", str(corpus), "--out", str(out)]
+    args = [
+        "sweep",
+        "--encodings",
+        "xpos,kerple-log",
+        "--model",
+        "tiny",
+        "--steps",
+        "3",
+        "--batch-size",
+        "4",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "64",
+        "--eval-tokens",
+        "128",
+        "--tasks",
+        "perplexity",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "results.csv")

@@ -89,7 +89,17 @@ def test_wheel_round_trip_finds_tasks_suites_and_reference(tmp_path):
     """Build a wheel, install it into a fresh virtual environment (the dependencies come from this one, so no
     download), and use it from a folder that is not the checkout."""
     source = copy_source(tmp_path / "source")
-    run(sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheel"))
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        str(source),
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(tmp_path / "wheel"),
+    )
     (wheel,) = (tmp_path / "wheel").glob("extrapolate-*.whl")
     run(sys.executable, "-m", "venv", "--system-site-packages", str(tmp_path / "venv"))
     bin_dir = tmp_path / "venv" / ("Scripts" if os.name == "nt" else "bin")
@@ -102,10 +112,12 @@ def test_wheel_round_trip_finds_tasks_suites_and_reference(tmp_path):
     tasks = cli("tasks")
     assert all(path.stem in tasks for path in (ROOT / "tasks").glob("*.toml"))
     assert "llama3" in cli("encodings") and "--update" in cli("reproduce", "--help")
-    probe = ("import extrapolate; from extrapolate.reproduce import load_suite, reference_folder; "
-             "from extrapolate.tasks.files import load_task; load_task('passkey'); "
-             "folder = reference_folder(load_suite('reference')); "
-             "print(extrapolate.__file__); print((folder / 'results.csv').is_file())")
+    probe = (
+        "import extrapolate; from extrapolate.reproduce import load_suite, reference_folder; "
+        "from extrapolate.tasks.files import load_task; load_task('passkey'); "
+        "folder = reference_folder(load_suite('reference')); "
+        "print(extrapolate.__file__); print((folder / 'results.csv').is_file())"
+    )
     where, found = run(str(bin_dir / "python"), "-c", probe, cwd=elsewhere, env=env).stdout.split()
     assert Path(where).is_relative_to(tmp_path / "venv") and found == "True"
 
@@ -145,6 +157,10 @@ def test_committed_run_records_name_no_path_of_the_machine_that_ran_them():
     records = sorted((ROOT / "results").glob("*/run.json")) + sorted((ROOT / "results").glob("*/runs/*.json"))
     assert records
     absolute = re.compile(r"^(/|[A-Za-z]:[\\/]|~)")
-    found = {str(path.relative_to(ROOT)): text for path in records
-             for text in strings(json.loads(path.read_text())) if absolute.match(text)}
+    found = {
+        str(path.relative_to(ROOT)): text
+        for path in records
+        for text in strings(json.loads(path.read_text()))
+        if absolute.match(text)
+    }
     assert not found, f"absolute paths in committed run records: {found}"

@@ -8,11 +8,11 @@ import torch
 
 from extrapolate.core.config import ModelConfig
 from extrapolate.core.errors import UserError
+from extrapolate.data.tokenizers import ByteTokenizer
 from extrapolate.model import TransformerLM
-from extrapolate.tasks.prompt import PromptBuilder
 from extrapolate.tasks.files import load_task
 from extrapolate.tasks.passkey import evaluate_passkey
-from extrapolate.data.tokenizers import ByteTokenizer
+from extrapolate.tasks.prompt import PromptBuilder
 
 
 class WordTokenizer:
@@ -146,7 +146,9 @@ def test_prompts_continuing_a_shared_prefix_get_the_logits_of_a_full_pass(task, 
     model = TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, encoding=encoding, max_len=1024)).eval()
     seen = []
     greedy = passkey_task.greedy_answers
-    monkeypatch.setattr(passkey_task, "greedy_answers", lambda m, c, last, *a: seen.append(last) or greedy(m, c, last, *a))
+    monkeypatch.setattr(
+        passkey_task, "greedy_answers", lambda m, c, last, *a: seen.append(last) or greedy(m, c, last, *a)
+    )
     length = 600
     evaluate_passkey(model, builder, length, torch.device("cpu"))
     groups = passkey_task.prompt_groups(builder, length, [0, 1])
@@ -206,8 +208,9 @@ def test_a_stopped_cell_resumes_from_its_logged_depths_with_the_same_scores(task
     assert len(log.finished()) == 1
     calls.clear()
     reported = []
-    resumed = evaluate_passkey(model, builder, 600, torch.device("cpu"), log=log,
-                               on_depth=lambda *report: reported.append(report))
+    resumed = evaluate_passkey(
+        model, builder, 600, torch.device("cpu"), log=log, on_depth=lambda *report: reported.append(report)
+    )
     assert len(calls) == 2  # the logged depth is not asked again
     assert resumed == whole
     # every depth is reported in order, with its greedy score, the first one as read back from the log

@@ -6,18 +6,26 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from extrapolate.data.pretrained import from_hf_model, hf_rope_parameters  # noqa: E402
 from extrapolate.encodings import build_encoding  # noqa: E402
 from extrapolate.run.export import export_hf  # noqa: E402
-from extrapolate.data.pretrained import from_hf_model, hf_rope_parameters  # noqa: E402
 
 ORIGINAL = 32
 
 
 def llama_config(rope_parameters, max_positions=ORIGINAL):
     return transformers.LlamaConfig(
-        vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=max_positions, rms_norm_eps=1e-6, tie_word_embeddings=False,
-        rope_parameters=rope_parameters, attn_implementation="eager",
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        rope_parameters=rope_parameters,
+        attn_implementation="eager",
     )
 
 
@@ -34,24 +42,42 @@ def saved_llama(tmp_path_factory):
 
 def random_longrope_factors(seed=0, pairs=8):
     generator = torch.Generator().manual_seed(seed)
-    return {"short_factor": (1 + 0.5 * torch.rand(pairs, generator=generator)).tolist(),
-            "long_factor": (1 + 7 * torch.rand(pairs, generator=generator)).tolist()}
+    return {
+        "short_factor": (1 + 0.5 * torch.rand(pairs, generator=generator)).tolist(),
+        "long_factor": (1 + 7 * torch.rand(pairs, generator=generator)).tolist(),
+    }
 
 
-@pytest.mark.parametrize("encoding,factor,options,length", [
-    ("rope", 1.0, {}, 3 * ORIGINAL), ("pi", 4.0, {}, 3 * ORIGINAL), ("dynamic-ntk", 4.0, {}, 3 * ORIGINAL),
-    ("yarn", 4.0, {}, 3 * ORIGINAL), ("llama3", 4.0, {}, 3 * ORIGINAL),
-    ("longrope", 4.0, {}, 3 * ORIGINAL),  # the default factor lists
-    ("longrope", 4.0, random_longrope_factors(), 3 * ORIGINAL),  # long factors past L
-    ("longrope", 4.0, random_longrope_factors(), ORIGINAL),  # short factors up to L; the attention factor still
-])
+@pytest.mark.parametrize(
+    "encoding,factor,options,length",
+    [
+        ("rope", 1.0, {}, 3 * ORIGINAL),
+        ("pi", 4.0, {}, 3 * ORIGINAL),
+        ("dynamic-ntk", 4.0, {}, 3 * ORIGINAL),
+        ("yarn", 4.0, {}, 3 * ORIGINAL),
+        ("llama3", 4.0, {}, 3 * ORIGINAL),
+        ("longrope", 4.0, {}, 3 * ORIGINAL),  # the default factor lists
+        ("longrope", 4.0, random_longrope_factors(), 3 * ORIGINAL),  # long factors past L
+        ("longrope", 4.0, random_longrope_factors(), ORIGINAL),  # short factors up to L; the attention factor still
+    ],
+)
 def test_logits_equal_transformers_past_the_original_context(saved_llama, encoding, factor, options, length):
     reference = transformers.LlamaForCausalLM.from_pretrained(saved_llama, torch_dtype=torch.float32)
     ours = from_hf_model(reference)
     config = ours.config
-    ours.set_encoding(build_encoding(encoding, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
-                                     max_len=ORIGINAL, base=config.rope_base, factor=factor, original_len=ORIGINAL,
-                                     options=options))
+    ours.set_encoding(
+        build_encoding(
+            encoding,
+            d_model=config.d_model,
+            n_heads=config.n_heads,
+            head_dim=config.head_dim,
+            max_len=ORIGINAL,
+            base=config.rope_base,
+            factor=factor,
+            original_len=ORIGINAL,
+            options=options,
+        )
+    )
     rope = hf_rope_parameters(encoding, config.rope_base, factor, ORIGINAL, options, head_dim=config.head_dim)
     theirs = transformers.LlamaForCausalLM(llama_config(rope)).eval()
     theirs.load_state_dict(reference.state_dict())
@@ -67,7 +93,9 @@ def test_export_round_trip(tmp_path):
     from extrapolate.model import TransformerLM
 
     torch.manual_seed(1)
-    model = TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, encoding="rope", max_len=16)).eval()
+    model = TransformerLM(
+        ModelConfig(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, encoding="rope", max_len=16)
+    ).eval()
     for p in model.parameters():
         torch.nn.init.normal_(p, std=0.2)
     export_hf(model, tmp_path / "hf")
@@ -85,13 +113,24 @@ def test_an_exported_training_free_scaling_computes_what_the_run_evaluated(tmp_p
     from extrapolate.model import TransformerLM
 
     torch.manual_seed(1)
-    model = TransformerLM(ModelConfig(d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, encoding="rope",
-                                      max_len=ORIGINAL, rope_base=500.0)).eval()
+    model = TransformerLM(
+        ModelConfig(d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, encoding="rope", max_len=ORIGINAL, rope_base=500.0)
+    ).eval()
     for p in model.parameters():
         torch.nn.init.normal_(p, std=0.2)
     config = model.config
-    model.set_encoding(build_encoding(encoding, d_model=64, n_heads=4, head_dim=config.head_dim, max_len=ORIGINAL,
-                                      base=500.0, factor=4.0, original_len=ORIGINAL))
+    model.set_encoding(
+        build_encoding(
+            encoding,
+            d_model=64,
+            n_heads=4,
+            head_dim=config.head_dim,
+            max_len=ORIGINAL,
+            base=500.0,
+            factor=4.0,
+            original_len=ORIGINAL,
+        )
+    )
     record = {"name": encoding, **model.encoding.describe()}  # as a run record keeps it
     export_hf(model, tmp_path / "hf", scaling=record)
     loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", torch_dtype=torch.float32).eval()
@@ -108,9 +147,17 @@ def randomized(model):
 
 
 def test_a_qwen2_checkpoint_keeps_its_query_key_value_biases():
-    config = transformers.Qwen2Config(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=ORIGINAL,
-                                      tie_word_embeddings=False, attn_implementation="eager")
+    config = transformers.Qwen2Config(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=ORIGINAL,
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
     theirs = randomized(transformers.Qwen2ForCausalLM(config))
     assert any(name.endswith("q_proj.bias") for name in theirs.state_dict())
     ours = from_hf_model(theirs)
@@ -119,33 +166,65 @@ def test_a_qwen2_checkpoint_keeps_its_query_key_value_biases():
         assert torch.allclose(ours(tokens), theirs(tokens).logits, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("model_class,extra,message", [
-    ("LlamaForCausalLM", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0,
-                                              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                              "original_max_position_embeddings": 16}}, "rope_type 'llama3'"),
-    ("LlamaForCausalLM", {"rope_parameters": {"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}},
-     "rope_type 'linear'"),
-    ("LlamaForCausalLM", {"attention_bias": True}, "attention_bias"),
-    ("LlamaForCausalLM", {"mlp_bias": True}, "mlp_bias"),
-    ("MistralForCausalLM", {"sliding_window": 8}, "sliding window of 8"),
-])
+@pytest.mark.parametrize(
+    "model_class,extra,message",
+    [
+        (
+            "LlamaForCausalLM",
+            {
+                "rope_parameters": {
+                    "rope_type": "llama3",
+                    "rope_theta": 500.0,
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 16,
+                }
+            },
+            "rope_type 'llama3'",
+        ),
+        (
+            "LlamaForCausalLM",
+            {"rope_parameters": {"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}},
+            "rope_type 'linear'",
+        ),
+        ("LlamaForCausalLM", {"attention_bias": True}, "attention_bias"),
+        ("LlamaForCausalLM", {"mlp_bias": True}, "mlp_bias"),
+        ("MistralForCausalLM", {"sliding_window": 8}, "sliding window of 8"),
+    ],
+)
 def test_a_checkpoint_the_model_would_compute_differently_is_refused(model_class, extra, message):
     """Its own RoPE scaling, a sliding window, biases with no place: evaluated here they would be another model
     (each differs from transformers' logits by 0.03 to 0.8 on these small models), so they are refused by name."""
     from extrapolate.core.errors import UserError
 
     family = model_class.removesuffix("ForCausalLM")
-    options = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=1, num_attention_heads=4,
-                   max_position_embeddings=2 * ORIGINAL, attn_implementation="eager")
+    options = dict(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        max_position_embeddings=2 * ORIGINAL,
+        attn_implementation="eager",
+    )
     theirs = getattr(transformers, model_class)(getattr(transformers, f"{family}Config")(**options, **extra))
     with pytest.raises(UserError, match=message):
         from_hf_model(theirs)
 
 
 def test_a_mistral_checkpoint_without_a_window_loads_exactly():
-    config = transformers.MistralConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                                        num_attention_heads=4, num_key_value_heads=2, sliding_window=None,
-                                        max_position_embeddings=ORIGINAL, attn_implementation="eager")
+    config = transformers.MistralConfig(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=None,
+        max_position_embeddings=ORIGINAL,
+        attn_implementation="eager",
+    )
     theirs = randomized(transformers.MistralForCausalLM(config))
     tokens = torch.randint(0, 97, (1, 2 * ORIGINAL))
     with torch.no_grad():

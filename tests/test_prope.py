@@ -4,9 +4,9 @@ scores still depend only on m - n."""
 import pytest
 import torch
 
+from extrapolate.core.errors import UserError
 from extrapolate.encodings import Rotary
 from extrapolate.encodings.prope import PartialRotary, proportional_inv_freq, rotated_pairs
-from extrapolate.core.errors import UserError
 
 
 def test_frequency_values():
@@ -26,9 +26,12 @@ def test_equals_transformers_proportional(head_dim, fraction):
         pytest.skip("this transformers has no proportional rope type")
     from transformers import LlamaConfig
 
-    config = LlamaConfig(hidden_size=head_dim * 2, num_attention_heads=2, head_dim=head_dim,
-                         rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0,
-                                          "partial_rotary_factor": fraction})
+    config = LlamaConfig(
+        hidden_size=head_dim * 2,
+        num_attention_heads=2,
+        head_dim=head_dim,
+        rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0, "partial_rotary_factor": fraction},
+    )
     theirs, factor = utils.ROPE_INIT_FUNCTIONS["proportional"](config, "cpu")
     assert factor == 1.0
     assert torch.equal(proportional_inv_freq(head_dim, 10000.0, fraction), theirs)

@@ -9,33 +9,56 @@ from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
 from extrapolate.core.errors import UserError
-from extrapolate.reproduce import Rule, claims_over_seeds, load_suite, measure_spread, read_spread
-from extrapolate.reproduce import compare
-from extrapolate.reproduce import quantities
+from extrapolate.report.stats import student_t_cdf, student_t_quantile
+from extrapolate.report.table import COLUMNS
+from extrapolate.reproduce import Rule, claims_over_seeds, compare, load_suite, measure_spread, quantities, read_spread
 from extrapolate.reproduce.quantities import write_spread
 from extrapolate.reproduce.suite import SUITES_DIR
-from extrapolate.report.table import COLUMNS
-from extrapolate.report.stats import student_t_cdf, student_t_quantile
 
 L = 128
 DEPTHS = (0.0, 0.5, 1.0)
 TRIALS = 10
 
 
-def table(nll: dict[tuple[str, int], float], accuracy: dict[tuple[str, int], list[float]] | None = None,
-          seed: int = 0, statuses: dict | None = None) -> pd.DataFrame:
+def table(
+    nll: dict[tuple[str, int], float],
+    accuracy: dict[tuple[str, int], list[float]] | None = None,
+    seed: int = 0,
+    statuses: dict | None = None,
+) -> pd.DataFrame:
     """A results table: nll/ppl cells per (encoding, length), accuracy cells per depth."""
     rows = []
     base = {c: None for c in COLUMNS} | {"run_id": f"r{seed}", "train_len": L, "seed": seed, "protocol": "p"}
     for (encoding, length), value in nll.items():
         status = (statuses or {}).get((encoding, length), "ok")
         for metric, v in (("nll", value), ("ppl", math.exp(value))):
-            rows.append(base | {"encoding": encoding, "eval_len": length, "task": "perplexity", "metric": metric,
-                                "value": v if status == "ok" else float("nan"), "n_tokens": 4096, "status": status})
+            rows.append(
+                base
+                | {
+                    "encoding": encoding,
+                    "eval_len": length,
+                    "task": "perplexity",
+                    "metric": metric,
+                    "value": v if status == "ok" else float("nan"),
+                    "n_tokens": 4096,
+                    "status": status,
+                }
+            )
     for (encoding, length), per_depth in (accuracy or {}).items():
         for depth, v in zip(DEPTHS, per_depth):
-            rows.append(base | {"encoding": encoding, "eval_len": length, "task": "passkey", "metric": "accuracy",
-                                "value": v, "depth": depth, "n_tokens": TRIALS * length, "status": "ok"})
+            rows.append(
+                base
+                | {
+                    "encoding": encoding,
+                    "eval_len": length,
+                    "task": "passkey",
+                    "metric": "accuracy",
+                    "value": v,
+                    "depth": depth,
+                    "n_tokens": TRIALS * length,
+                    "status": "ok",
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -48,8 +71,9 @@ def spread_for(reference_nll: float, sd: float, n: int = 8) -> pd.DataFrame:
     """Seed tables whose NLL at (rope, L) has exactly standard deviation `sd` around `reference_nll`."""
     half = n // 2
     offsets = [sd * math.sqrt((n - 1) / n)] * half + [-sd * math.sqrt((n - 1) / n)] * half
-    tables = [table({("rope", L): reference_nll + o}, {("rope", L): [0.5, 0.5, 0.5]}, seed=i)
-              for i, o in enumerate(offsets)]
+    tables = [
+        table({("rope", L): reference_nll + o}, {("rope", L): [0.5, 0.5, 0.5]}, seed=i) for i, o in enumerate(offsets)
+    ]
     return measure_spread(tables)
 
 
@@ -79,12 +103,15 @@ def test_tolerance_follows_the_rule():
 def test_a_quantity_just_inside_passes_and_just_outside_fails(suite):
     spread = spread_for(2.0, 0.02)
     tolerance = Rule(suite.confidence, suite.nll_floor, len(spread)).tolerance(
-        spread[spread["metric"] == "nll"].iloc[0].to_dict())
+        spread[spread["metric"] == "nll"].iloc[0].to_dict()
+    )
     reference = table({("rope", L): 2.0}, {("rope", L): [0.5, 0.5, 0.5]})
-    inside = compare(reference, table({("rope", L): 2.0 + 0.99 * tolerance}, {("rope", L): [0.5, 0.5, 0.5]}),
-                     spread, suite)
-    outside = compare(reference, table({("rope", L): 2.0 - 1.01 * tolerance}, {("rope", L): [0.5, 0.5, 0.5]}),
-                      spread, suite)
+    inside = compare(
+        reference, table({("rope", L): 2.0 + 0.99 * tolerance}, {("rope", L): [0.5, 0.5, 0.5]}), spread, suite
+    )
+    outside = compare(
+        reference, table({("rope", L): 2.0 - 1.01 * tolerance}, {("rope", L): [0.5, 0.5, 0.5]}), spread, suite
+    )
     assert inside.failing.empty
     assert list(outside.failing["metric"]) == ["nll"] and not outside.ok
 
@@ -111,8 +138,14 @@ def test_missing_quantities_and_changed_statuses_fail(suite):
     reference = table({("rope", L): 2.0, ("rope", 2 * L): 2.5}, {("rope", L): [0.5, 0.5, 0.5]})
     missing = compare(reference, table({("rope", L): 2.0}, {("rope", L): [0.5, 0.5, 0.5]}), spread, suite)
     assert "missing" in set(missing.checks["verdict"]) and not missing.ok
-    status = compare(reference, table({("rope", L): 2.0, ("rope", 2 * L): 2.5}, {("rope", L): [0.5, 0.5, 0.5]},
-                                      statuses={("rope", 2 * L): "oom"}), spread, suite)
+    status = compare(
+        reference,
+        table(
+            {("rope", L): 2.0, ("rope", 2 * L): 2.5}, {("rope", L): [0.5, 0.5, 0.5]}, statuses={("rope", 2 * L): "oom"}
+        ),
+        spread,
+        suite,
+    )
     assert not status.ok and len(status.cells) == 2  # the nll and the ppl cell
 
 
@@ -130,8 +163,13 @@ def test_a_claim_that_fails_is_reported(suite):
 
 
 def test_a_claim_must_hold_for_every_seed(suite):
-    good = {(e, n): 2.0 + (0.6 if e in ("rope", "sinusoidal") and n == 8 * L else 0.0) - (0.1 if e in ("ntk", "yarn") and n >= 4 * L else 0.0)
-            for e in ("rope", "sinusoidal", "alibi", "ntk", "yarn") for n in (L, 4 * L, 8 * L)}
+    good = {
+        (e, n): 2.0
+        + (0.6 if e in ("rope", "sinusoidal") and n == 8 * L else 0.0)
+        - (0.1 if e in ("ntk", "yarn") and n >= 4 * L else 0.0)
+        for e in ("rope", "sinusoidal", "alibi", "ntk", "yarn")
+        for n in (L, 4 * L, 8 * L)
+    }
     bad = dict(good) | {("rope", 8 * L): 2.0}
     over = claims_over_seeds([table(good, seed=0), table(bad, seed=1)], suite)
     rope = next(c for c in over if c[0].startswith("RoPE degrades"))
@@ -154,18 +192,21 @@ def write_suite(tmp_path: Path, text: str) -> str:
 GOOD = (SUITES_DIR / "reference.toml").read_text()
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("", "missing field"),
-    (GOOD[: len(GOOD) // 3], "mine.toml"),
-    ("\x00\x01 garbage = = =", "not valid TOML"),
-    (GOOD.replace("lr = 3e-3", "lr = nan"), "lr"),
-    (GOOD.replace("lr = 3e-3", "lr = -inf"), "lr"),
-    (GOOD.replace("steps = 500", "steps = 0"), "steps"),
-    (GOOD.replace("seeds = [1, 2, 3, 4, 5, 6, 7]", "seeds = [1]"), "at least 2 seeds"),
-    (GOOD.replace("seeds = [1, 2, 3, 4, 5, 6, 7]", "seeds = [0, 1, 2]"), "must not repeat"),
-    (GOOD.replace("confidence = 0.99", "confidence = 1.5"), "confidence"),
-    (GOOD.replace('kind = "lower_than"', 'kind = "bigger"', 1), "claim"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("", "missing field"),
+        (GOOD[: len(GOOD) // 3], "mine.toml"),
+        ("\x00\x01 garbage = = =", "not valid TOML"),
+        (GOOD.replace("lr = 3e-3", "lr = nan"), "lr"),
+        (GOOD.replace("lr = 3e-3", "lr = -inf"), "lr"),
+        (GOOD.replace("steps = 500", "steps = 0"), "steps"),
+        (GOOD.replace("seeds = [1, 2, 3, 4, 5, 6, 7]", "seeds = [1]"), "at least 2 seeds"),
+        (GOOD.replace("seeds = [1, 2, 3, 4, 5, 6, 7]", "seeds = [0, 1, 2]"), "must not repeat"),
+        (GOOD.replace("confidence = 0.99", "confidence = 1.5"), "confidence"),
+        (GOOD.replace('kind = "lower_than"', 'kind = "bigger"', 1), "claim"),
+    ],
+)
 def test_malformed_suite_files_fail_in_one_line(tmp_path, text, needle):
     path = write_suite(tmp_path, text)
     with pytest.raises(UserError, match="(?i)" + needle.replace("(", r"\(")):
@@ -180,9 +221,16 @@ def test_unknown_suite_names_the_known_ones():
         load_suite("referense")
 
 
-@pytest.mark.parametrize("text", ["", "encoding,eval_len\n", "garbage\x00\n1,2,3\n",
-                                  "encoding,eval_len,task,metric,n_seeds,trials,mean,sd,min,max\nrope,x,p,nll,8,1,2,0.1,1,3\n",
-                                  "encoding,eval_len,task,metric,n_seeds,trials,mean,sd,min,max\nrope,128,p,nll,8,1,2,-1,1,3\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "encoding,eval_len\n",
+        "garbage\x00\n1,2,3\n",
+        "encoding,eval_len,task,metric,n_seeds,trials,mean,sd,min,max\nrope,x,p,nll,8,1,2,0.1,1,3\n",
+        "encoding,eval_len,task,metric,n_seeds,trials,mean,sd,min,max\nrope,128,p,nll,8,1,2,-1,1,3\n",
+    ],
+)
 def test_malformed_spread_files_fail_cleanly(tmp_path, text):
     (tmp_path / "spread.csv").write_text(text)
     with pytest.raises(UserError, match="spread"):

@@ -12,13 +12,24 @@ import torch
 from torch import nn
 
 from extrapolate.core.config import ModelConfig
-from extrapolate.tasks.prompt import PromptBuilder
-from extrapolate.report.retrieval import (BELOW_L, FAILS, NOT_LEARNED, NOT_MEASURED, RETRIEVES, Rule, Verdict,
-                                          pretrained_encodings, retrieval_length, retrieval_matrix, retrieves_at_L,
-                                          verdicts)
+from extrapolate.data.tokenizers import ByteTokenizer
+from extrapolate.report.retrieval import (
+    BELOW_L,
+    FAILS,
+    NOT_LEARNED,
+    NOT_MEASURED,
+    RETRIEVES,
+    Rule,
+    Verdict,
+    pretrained_encodings,
+    retrieval_length,
+    retrieval_matrix,
+    retrieves_at_L,
+    verdicts,
+)
 from extrapolate.tasks.files import TASKS_DIR, list_task_names, load_task
 from extrapolate.tasks.passkey import evaluate_passkey, prompt_length
-from extrapolate.data.tokenizers import ByteTokenizer
+from extrapolate.tasks.prompt import PromptBuilder
 
 from .test_passkey import WordTokenizer
 
@@ -30,8 +41,10 @@ def test_the_classic_variant_is_the_reference_prompt():
     """Task sentence, filler, key line, filler, question: the prompt of Landmark Attention, PI and YaRN."""
     task = load_task("passkey-classic")
     prompt = ByteTokenizer().decode(PromptBuilder(task, ByteTokenizer()).trial(1500, 0.5, 0).ids)
-    assert prompt.startswith("There is an important info hidden inside a lot of irrelevant text. Find it and memorize "
-                             "them. I will quiz you about the important information there. The grass is green.")
+    assert prompt.startswith(
+        "There is an important info hidden inside a lot of irrelevant text. Find it and memorize "
+        "them. I will quiz you about the important information there. The grass is green."
+    )
     assert prompt.endswith("What is the pass key? The pass key is")
     assert re.search(r"The pass key is (\d{5})\. Remember it\. \1 is the pass key\.", prompt)
     compact = ByteTokenizer().decode(PromptBuilder(load_task("passkey"), ByteTokenizer()).trial(1500, 0.5, 0).ids)
@@ -63,7 +76,9 @@ def test_ruler_prompts_contain_exactly_the_requested_needles(name):
         keys = [k for _, k in found]
         assert len(set(keys)) == len(keys) and set(keys) <= set(task.keys)
         names = [n for n, _ in found]
-        asked = re.search(re.escape(task.question).replace(r"\{name\}", "(.+?)") + "$", ByteTokenizer().decode(prompt.ids))
+        asked = re.search(
+            re.escape(task.question).replace(r"\{name\}", "(.+?)") + "$", ByteTokenizer().decode(prompt.ids)
+        )
         if task.same_name:
             assert len(set(names)) == 1 and list(prompt.answer_keys) == keys  # every value, in order
         else:
@@ -94,8 +109,10 @@ class LookupOracle(nn.Module):
         self.anchor = nn.Parameter(torch.zeros(()))
         prompt_len = prompt_length(builder, length)
         self.prompt_len = prompt_len
-        self.answers = {tuple(p.ids): p.answer for p in (builder.trial(prompt_len, d, t)
-                                                       for d in builder.task.depths for t in range(builder.task.trials))}
+        self.answers = {
+            tuple(p.ids): p.answer
+            for p in (builder.trial(prompt_len, d, t) for d in builder.task.depths for t in range(builder.task.trials))
+        }
 
     def new_cache(self):
         return [{}]
@@ -135,9 +152,20 @@ def agg_with(accuracy_at: dict[str, dict[int, list[float]]], L: int = 128) -> pd
         for length, per_depth in by_length.items():
             for depth, value in zip((0.0, 0.5, 1.0), per_depth):
                 for metric in ("accuracy", "rank_accuracy"):
-                    rows.append({"encoding": encoding, "train_len": L, "eval_len": length, "task": "passkey",
-                                 "metric": metric, "depth": depth, "mean": value, "ci95": 0.0, "n_seeds": 1,
-                                 "status": "ok"})
+                    rows.append(
+                        {
+                            "encoding": encoding,
+                            "train_len": L,
+                            "eval_len": length,
+                            "task": "passkey",
+                            "metric": metric,
+                            "depth": depth,
+                            "mean": value,
+                            "ci95": 0.0,
+                            "n_seeds": 1,
+                            "status": "ok",
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -145,9 +173,13 @@ def test_a_model_retrieves_by_the_mean_over_depths():
     """RULER's convention: mean greedy accuracy over depths ≥ the threshold, so one missed depth does not undo
     the rest (SmolLM2 at its own L: 80%, depth 0 at 0%); a per-depth floor, when the task file sets one, asks
     every depth to reach it too. A mean of tenths that sums to 0.7999… reaches 80%."""
-    agg = agg_with({"rope": {128: [1.0, 1.0, 0.4], 256: [1.0, 0.9, 0.5], 512: [0.9, 0.6, 0.6]},
-                    "alibi": {128: [0.9, 0.7, 0.6], 256: [1.0, 1.0, 1.0]},
-                    "t5": {128: [0.6, 0.9, 0.9]}})
+    agg = agg_with(
+        {
+            "rope": {128: [1.0, 1.0, 0.4], 256: [1.0, 0.9, 0.5], 512: [0.9, 0.6, 0.6]},
+            "alibi": {128: [0.9, 0.7, 0.6], 256: [1.0, 1.0, 1.0]},
+            "t5": {128: [0.6, 0.9, 0.9]},
+        }
+    )
     assert retrieves_at_L(agg) == {"rope": True, "alibi": False, "t5": True}
     assert retrieval_length(agg, verdicts(agg)) == {"rope": 256, "alibi": NOT_LEARNED, "t5": 128}
     floor = Rule(depth_floor=0.5)
@@ -166,8 +198,12 @@ def test_a_cell_past_L_without_retrieval_at_L_is_shown_and_not_a_finding():
     """A model that does not retrieve at L keeps its cells past L in the table, in italics, and its effective
     length says why in the words that fit it: "not learned at L" when trained here, "fails at L" when
     pretrained."""
-    agg = agg_with({"rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
-                    "alibi": {128: [1.0, 0.3, 0.9], 256: [0.9, 0.9, 0.9], 512: [0.9, 0.9, 0.9]}})
+    agg = agg_with(
+        {
+            "rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
+            "alibi": {128: [1.0, 0.3, 0.9], 256: [0.9, 0.9, 0.9], 512: [0.9, 0.9, 0.9]},
+        }
+    )
     assert retrieves_at_L(agg) == {"rope": True, "alibi": False}  # alibi: 73% at L
     table = retrieval_matrix(agg, "accuracy", verdicts(agg))
     alibi = next(line for line in table.splitlines() if line.startswith("| alibi"))
@@ -185,8 +221,12 @@ def test_a_cell_past_L_without_retrieval_at_L_is_shown_and_not_a_finding():
 
 
 def test_pretrained_models_are_told_apart_by_the_recorded_model():
-    table = pd.DataFrame({"encoding": ["rope", "yarn s=4", "alibi", "nope", "pi"],
-                          "model": ["smollm2-135m", "smollm2-135m", "small", "unrecorded", float("nan")]})
+    table = pd.DataFrame(
+        {
+            "encoding": ["rope", "yarn s=4", "alibi", "nope", "pi"],
+            "model": ["smollm2-135m", "smollm2-135m", "small", "unrecorded", float("nan")],
+        }
+    )
     assert pretrained_encodings(table) == {"rope", "yarn s=4"}
 
 
@@ -200,13 +240,21 @@ def test_the_heatmap_draws_every_measured_cell():
 
     from extrapolate.report.plots import MUTED, passkey_figure
 
-    agg = agg_with({"rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
-                    "alibi": {128: [1.0, 0.3, 0.9], 256: [0.9, 0.6, 0.9]}})
+    agg = agg_with(
+        {
+            "rope": {128: [1.0, 0.9, 0.85], 256: [0.9, 0.8, 0.8], 512: [0.2, 0.1, 0.0]},
+            "alibi": {128: [1.0, 0.3, 0.9], 256: [0.9, 0.6, 0.9]},
+        }
+    )
     for pretrained, reason in ((frozenset(), "not learned at L"), (frozenset({"alibi"}), "fails at L: mean 73%")):
         figure = passkey_figure(agg, verdicts=verdicts(agg, pretrained=pretrained))
         rope, alibi = figure.axes[:2]
-        labels = {ax: [[text.get_text() for text in ax.texts if round(text.get_position()[0]) == column]
-                       for column in range(3)] for ax in (rope, alibi)}
+        labels = {
+            ax: [
+                [text.get_text() for text in ax.texts if round(text.get_position()[0]) == column] for column in range(3)
+            ]
+            for ax in (rope, alibi)
+        }
         hatched = {ax: [patch.get_x() + 0.5 for patch in ax.patches] for ax in (rope, alibi)}
         notes = [text.get_text() for text in figure.texts]
         plt.close(figure)
@@ -219,9 +267,14 @@ def test_the_heatmap_draws_every_measured_cell():
 def test_a_scaling_is_judged_on_the_model_it_scales():
     """YaRN ×8 on the RoPE model misses at L (its positions are compressed there too), yet the model learned the
     task: its cells past L are findings. Without the base model's cells its own cells at L decide."""
-    agg = agg_with({"rope": {256: [0.9, 0.9, 0.9], 512: [0.1, 0.0, 0.0]},
-                    "yarn": {256: [0.7, 0.6, 0.9], 512: [0.8, 0.7, 0.8]},
-                    "alibi": {256: [0.2, 0.1, 0.0], 512: [0.0, 0.0, 0.0]}}, L=256)
+    agg = agg_with(
+        {
+            "rope": {256: [0.9, 0.9, 0.9], 512: [0.1, 0.0, 0.0]},
+            "yarn": {256: [0.7, 0.6, 0.9], 512: [0.8, 0.7, 0.8]},
+            "alibi": {256: [0.2, 0.1, 0.0], 512: [0.0, 0.0, 0.0]},
+        },
+        L=256,
+    )
     bases = {"rope": "rope", "yarn": "rope", "alibi": "alibi"}
     said = verdicts(agg, bases)
     assert retrieves_at_L(agg, bases) == {"rope": True, "yarn": True, "alibi": False}
@@ -290,16 +343,26 @@ def test_a_depth_floor_is_optional_and_checked(tmp_path):
 
 
 def test_probes_during_training_survive_a_resume(tmp_path):
-    from extrapolate.data.batches import BatchSource
     from extrapolate.core.config import TrainConfig
+    from extrapolate.data.batches import BatchSource
     from extrapolate.training.train import Probe, train
 
-    config = TrainConfig(model=ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="rope", max_len=32),
-                         seq_len=32, batch_size=2, steps=12, warmup_steps=2, checkpoint_every=4, dtype="float32")
+    config = TrainConfig(
+        model=ModelConfig(d_model=32, n_layers=1, n_heads=2, encoding="rope", max_len=32),
+        seq_len=32,
+        batch_size=2,
+        steps=12,
+        warmup_steps=2,
+        checkpoint_every=4,
+        dtype="float32",
+    )
     stream = torch.arange(2000) % 251
     # any functions of the weights
-    probe = Probe(every=3, retrieval=lambda model: float(model.embed.weight.sum()),
-                  heldout=lambda model: float(model.embed.weight.abs().sum()))
+    probe = Probe(
+        every=3,
+        retrieval=lambda model: float(model.embed.weight.sum()),
+        heldout=lambda model: float(model.embed.weight.abs().sum()),
+    )
 
     def source():
         return BatchSource(stream, 32, 2, 0)
@@ -315,8 +378,8 @@ def test_probes_during_training_survive_a_resume(tmp_path):
 def test_every_word_key_is_one_token_of_the_default_tokenizer(tmp_path, monkeypatch):
     """The default retrieval task's promise: each of its keys is a single token of the BPE learned from the
     built-in corpus (fetched and checksummed like any run's; the tokenizer trains in seconds)."""
-    from extrapolate.data.corpora import load_corpus
     from extrapolate.core.paths import cache_dir
+    from extrapolate.data.corpora import load_corpus
     from extrapolate.data.tokenizers import load_tokenizer
 
     shared = cache_dir() / "corpora"  # a corpus this machine already fetched is reused (pinned by checksum)

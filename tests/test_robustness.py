@@ -29,8 +29,26 @@ def corpus(tmp_path):
 
 
 def base(corpus, out, *extra):
-    return ["run", "--model", "tiny", "--steps", "3", "--batch-size", "2", "--train-len", "32", "--eval-len", "64",
-            "--eval-tokens", "128", "--corpus", str(corpus), "--out", str(out), *extra]
+    return [
+        "run",
+        "--model",
+        "tiny",
+        "--steps",
+        "3",
+        "--batch-size",
+        "2",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "64",
+        "--eval-tokens",
+        "128",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def assert_one_line_error(result, needle):
@@ -93,8 +111,9 @@ def test_corpus_problems(tmp_path):
 def test_malformed_task_file(tmp_path, corpus):
     bad = tmp_path / "bad.toml"
     bad.write_text('version = 1\nname = "x"\n')
-    assert_one_line_error(cli.invoke(app, base(corpus, tmp_path / "o", "--tasks", "passkey", "--passkey-task", str(bad))),
-                          "missing field")
+    assert_one_line_error(
+        cli.invoke(app, base(corpus, tmp_path / "o", "--tasks", "passkey", "--passkey-task", str(bad))), "missing field"
+    )
     bad.write_text("version = [")
     assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(bad)]), "not valid TOML")
     from extrapolate.tasks.files import TASKS_DIR
@@ -210,12 +229,30 @@ def test_same_command_twice_gives_identical_tables(tmp_path, corpus, monkeypatch
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "other-cache"))  # retrain from scratch
     assert cli.invoke(app, base(corpus, tmp_path / "b", "--encoding", "t5")).exit_code == 0
     pd.testing.assert_frame_equal(stable(tmp_path / "a" / "results.csv"), stable(tmp_path / "b" / "results.csv"))
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "positions.csv"), pd.read_csv(tmp_path / "b" / "positions.csv"))
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "a" / "positions.csv"), pd.read_csv(tmp_path / "b" / "positions.csv")
+    )
 
 
 def test_sigkill_mid_training_then_resume_equals_uninterrupted(tmp_path, corpus):
-    args = ["--model", "tiny", "--steps", "400", "--batch-size", "4", "--train-len", "32", "--eval-len", "64",
-            "--eval-tokens", "128", "--corpus", str(corpus), "--encoding", "alibi"]
+    args = [
+        "--model",
+        "tiny",
+        "--steps",
+        "400",
+        "--batch-size",
+        "4",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "64",
+        "--eval-tokens",
+        "128",
+        "--corpus",
+        str(corpus),
+        "--encoding",
+        "alibi",
+    ]
     env = {**os.environ, "EXTRAPOLATE_CACHE": str(tmp_path / "killed-cache")}
     command = [sys.executable, "-m", "extrapolate", "run", *args, "--out", str(tmp_path / "killed")]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -251,14 +288,17 @@ def test_the_folder_lock_is_a_plain_file_while_held_and_gone_after(tmp_path):
     assert not (tmp_path / "out" / LOCK).exists()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["bench", "--model", "tiny", "--lengths", "16", "--encodings", "rope", "--out", "{file}"], "is a file"),
-    (["bench", "--model", "tiny", "--lengths", "16", "--encodings", ",", "--out", "{tmp}/b"], "names no encoding"),
-    (["bench", "--model", "tiny", "--lengths", "16", "--dtype", "float16", "--out", "{tmp}/b"], "--dtype"),
-    (["encodings", "show", "yarn", "--factor", "4", "--plot", "{tmp}"], "name a file"),
-    (["encodings", "show", "yarn", "--factor", "4", "--plot", "{tmp}/p.xyz"], "name a file"),
-    (["encodings", "show", "yarn", "--factor", "4", "--plot", "{file}/p.png"], "is a file"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["bench", "--model", "tiny", "--lengths", "16", "--encodings", "rope", "--out", "{file}"], "is a file"),
+        (["bench", "--model", "tiny", "--lengths", "16", "--encodings", ",", "--out", "{tmp}/b"], "names no encoding"),
+        (["bench", "--model", "tiny", "--lengths", "16", "--dtype", "float16", "--out", "{tmp}/b"], "--dtype"),
+        (["encodings", "show", "yarn", "--factor", "4", "--plot", "{tmp}"], "name a file"),
+        (["encodings", "show", "yarn", "--factor", "4", "--plot", "{tmp}/p.xyz"], "name a file"),
+        (["encodings", "show", "yarn", "--factor", "4", "--plot", "{file}/p.png"], "is a file"),
+    ],
+)
 def test_other_commands_check_their_outputs_before_any_work(tmp_path, args, needle):
     """Checked before the benchmark runs or the figure is drawn: one line, exit 2, nothing made."""
     (tmp_path / "afile").write_text("x")

@@ -7,11 +7,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from extrapolate.training import checkpoint as ckpt
-from extrapolate.data.batches import BatchSource
 from extrapolate.cli.app import app
 from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig
+from extrapolate.data.batches import BatchSource
 from extrapolate.model import TransformerLM
+from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import train
 
 from .helpers import make_corpus
@@ -25,8 +25,28 @@ def isolated_cache(tmp_path, monkeypatch):
 
 
 def tiny_args(corpus, out, encoding="alibi", *extra):
-    return ["run", "--encoding", encoding, "--model", "tiny", "--steps", "6", "--batch-size", "4", "--train-len", "32",
-            "--eval-len", "128", "--eval-tokens", "256", "--corpus", str(corpus), "--out", str(out), *extra]
+    return [
+        "run",
+        "--encoding",
+        encoding,
+        "--model",
+        "tiny",
+        "--steps",
+        "6",
+        "--batch-size",
+        "4",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "128",
+        "--eval-tokens",
+        "256",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_run_end_to_end_writes_table_plot_and_summary(tmp_path):
@@ -74,8 +94,9 @@ def test_rope_scaling_reuses_the_rope_model_and_learned_is_unsupported_past_L(tm
 
 def small_config(steps=8, **changes):
     model = ModelConfig(**PRESETS["tiny"], encoding="rope", max_len=32)
-    return TrainConfig(model=model, corpus="test", seq_len=32, batch_size=4, steps=steps, warmup_steps=2,
-                       checkpoint_every=3, **changes)
+    return TrainConfig(
+        model=model, corpus="test", seq_len=32, batch_size=4, steps=steps, warmup_steps=2, checkpoint_every=3, **changes
+    )
 
 
 def source(config):
@@ -113,8 +134,17 @@ def test_checkpoint_round_trip(tmp_path):
 
 
 def test_untied_gqa_layernorm_gelu_variants_round_trip(tmp_path):
-    model_config = ModelConfig(d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, norm="layernorm", mlp="gelu",
-                               tie_embeddings=False, encoding="alibi", max_len=16)
+    model_config = ModelConfig(
+        d_model=32,
+        n_layers=1,
+        n_heads=4,
+        n_kv_heads=2,
+        norm="layernorm",
+        mlp="gelu",
+        tie_embeddings=False,
+        encoding="alibi",
+        max_len=16,
+    )
     config = TrainConfig(model=model_config, corpus="t", seq_len=16, batch_size=2, steps=1, warmup_steps=1)
     trained = train(config, source(config), torch.device("cpu"), folder=tmp_path / "m")
     loaded = TransformerLM(model_config)
@@ -138,10 +168,19 @@ def test_cached_continuation_equals_one_pass(encoding):
     from extrapolate.encodings import build_encoding
 
     torch.manual_seed(0)
-    config = ModelConfig(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, encoding="rope" if encoding in ("dynamic-ntk", "yarn") else encoding, max_len=64)
+    config = ModelConfig(
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        encoding="rope" if encoding in ("dynamic-ntk", "yarn") else encoding,
+        max_len=64,
+    )
     model = TransformerLM(config).eval()
     if encoding in ("dynamic-ntk", "yarn"):
-        model.set_encoding(build_encoding(encoding, d_model=32, n_heads=4, head_dim=8, max_len=16, factor=4.0, original_len=16))
+        model.set_encoding(
+            build_encoding(encoding, d_model=32, n_heads=4, head_dim=8, max_len=16, factor=4.0, original_len=16)
+        )
     if encoding == "t5":
         torch.nn.init.normal_(model.encoding.table.weight)
     tokens = torch.randint(0, 256, (2, 40))
@@ -164,7 +203,8 @@ def test_out_of_memory_at_one_length_is_recorded_and_the_rest_continues(tmp_path
             # CUDA's own wording (torch 2.x), as a card that runs out raises it
             raise torch.OutOfMemoryError(
                 "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which "
-                "3.21 GiB is free. Including non-PyTorch memory, this process has 75.97 GiB memory in use.")
+                "3.21 GiB is free. Including non-PyTorch memory, this process has 75.97 GiB memory in use."
+            )
         return original(model, docs, length, **kwargs)
 
     monkeypatch.setattr(evaluate_module, "evaluate_perplexity", flaky)
@@ -181,8 +221,13 @@ def test_out_of_memory_at_one_length_is_recorded_and_the_rest_continues(tmp_path
 def test_what_an_out_of_memory_error_asked_for():
     from extrapolate.run.evaluate import memory_asked
 
-    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried "
-                       "to allocate 17179869184 bytes.")
+    cpu = RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried "
+        "to allocate 17179869184 bytes."
+    )
     assert memory_asked(cpu) == "asked for 16.00 GiB"
-    assert memory_asked(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB.")) == "asked for 512.00 MiB"
+    assert (
+        memory_asked(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB."))
+        == "asked for 512.00 MiB"
+    )
     assert memory_asked(MemoryError()) == ""

@@ -19,8 +19,15 @@ def field_picture(longest: int = 8 * L) -> dict[tuple[str, int], float]:
     nll = {}
     for n in lengths:
         past = math.log2(n // L)
-        nll |= {("sinusoidal", n): 3.0 + past, ("rope", n): 3.0 + past, ("alibi", n): 3.0, ("t5", n): 3.0 + 0.01 * past,
-                ("ntk", n): 3.0 + 0.2 * past, ("yarn", n): 3.0 + 0.1 * past, ("pi", n): 3.3}
+        nll |= {
+            ("sinusoidal", n): 3.0 + past,
+            ("rope", n): 3.0 + past,
+            ("alibi", n): 3.0,
+            ("t5", n): 3.0 + 0.01 * past,
+            ("ntk", n): 3.0 + 0.2 * past,
+            ("yarn", n): 3.0 + 0.1 * past,
+            ("pi", n): 3.3,
+        }
     return nll
 
 

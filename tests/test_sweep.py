@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from extrapolate.run import cell as cell_module
 from extrapolate.cli.app import app
 from extrapolate.report.table import aggregate
+from extrapolate.run import cell as cell_module
 
 from .helpers import make_corpus
 
@@ -23,9 +23,31 @@ def isolated_cache(tmp_path, monkeypatch):
 
 
 def sweep_args(corpus, out, encodings, seeds="0"):
-    return ["sweep", "--encodings", encodings, "--seeds", seeds, "--model", "tiny", "--steps", "4", "--batch-size", "2",
-            "--train-len", "32", "--eval-len", "64", "--eval-tokens", "128", "--tasks", "perplexity",
-            "--corpus", str(corpus), "--out", str(out)]
+    return [
+        "sweep",
+        "--encodings",
+        encodings,
+        "--seeds",
+        seeds,
+        "--model",
+        "tiny",
+        "--steps",
+        "4",
+        "--batch-size",
+        "2",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "64",
+        "--eval-tokens",
+        "128",
+        "--tasks",
+        "perplexity",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+    ]
 
 
 def stable(table):
@@ -48,8 +70,11 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
 
     evaluated = []
     original = cell_module.evaluate
-    monkeypatch.setattr(cell_module, "evaluate",
-                        lambda resolved, *a, **k: evaluated.append(resolved.spec.name) or original(resolved, *a, **k))
+    monkeypatch.setattr(
+        cell_module,
+        "evaluate",
+        lambda resolved, *a, **k: evaluated.append(resolved.spec.name) or original(resolved, *a, **k),
+    )
     again = cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", encodings))
     assert again.exit_code == 0, again.output
     assert sorted(evaluated) == ["ntk", "pi", "sinusoidal", "yarn"]  # finished cells are not recomputed
@@ -76,8 +101,11 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
 
     evaluated = []
     original = cell_module.evaluate
-    monkeypatch.setattr(cell_module, "evaluate",
-                        lambda resolved, *a, **k: evaluated.append(resolved.lengths) or original(resolved, *a, **k))
+    monkeypatch.setattr(
+        cell_module,
+        "evaluate",
+        lambda resolved, *a, **k: evaluated.append(resolved.lengths) or original(resolved, *a, **k),
+    )
     for tasks in ("passkey", "perplexity"):
         assert cli.invoke(app, args(tasks, "128,256")).exit_code == 0
         if tasks == "passkey":
@@ -106,8 +134,8 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
 def stopped_part_way(folder, length):
     """Depth logs as a retrieval cell at `length` leaves them when stopped after its first depth, with a
     count no tiny model gives (every trial correct, none ranked first)."""
-    from extrapolate.tasks.files import load_task
     from extrapolate.tasks.depth_log import DepthLog
+    from extrapolate.tasks.files import load_task
 
     table = pd.read_csv(folder / "results.csv")
     trials = load_task("passkey-word").trials
@@ -133,7 +161,11 @@ def test_a_long_dry_run_times_a_share_of_the_batch(tmp_path, monkeypatch):
     seen = []
     real = estimate.BatchSource
     monkeypatch.setattr(estimate, "TIMED_TOKENS", 32)  # one row of 32 tokens
-    monkeypatch.setattr(estimate, "BatchSource", lambda stream, seq_len, rows, seed: seen.append(rows) or real(stream, seq_len, rows, seed))
+    monkeypatch.setattr(
+        estimate,
+        "BatchSource",
+        lambda stream, seq_len, rows, seed: seen.append(rows) or real(stream, seq_len, rows, seed),
+    )
     corpus = make_corpus(tmp_path / "corpus")
     result = cli.invoke(app, sweep_args(corpus, tmp_path / "plan", "rope", "0") + ["--dry-run"])
     assert result.exit_code == 0, result.output
@@ -157,8 +189,23 @@ def test_report_of_a_table_without_later_columns_names_them_unrecorded(tmp_path)
     """A table written before `protocol`, `git_sha` and the other provenance columns existed (or with a cell
     blanked by hand) still reports: empty text cells are "unrecorded", never a NaN sorted among strings. A
     retrieval row without a depth is refused in one line."""
-    row = dict(run_id="r", encoding="rope", factor=1.0, train_len=8, eval_len=16, task="perplexity", metric="ppl",
-               value=3.0, depth=None, seed=0, n_tokens=100, status="ok", model="tiny", params=10, created_at="2026-01-01T00:00:00Z")
+    row = dict(
+        run_id="r",
+        encoding="rope",
+        factor=1.0,
+        train_len=8,
+        eval_len=16,
+        task="perplexity",
+        metric="ppl",
+        value=3.0,
+        depth=None,
+        seed=0,
+        n_tokens=100,
+        status="ok",
+        model="tiny",
+        params=10,
+        created_at="2026-01-01T00:00:00Z",
+    )
     folder = tmp_path / "old"
     folder.mkdir()
     rows = [row, {**row, "eval_len": 8, "value": 2.0}, {**row, "encoding": "alibi", "run_id": "a"}]
@@ -175,9 +222,20 @@ def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():
     """A table grown by calls at two commits on two devices: the setup lines name both, not the first row's."""
     from extrapolate.report.pages import setup_lines
 
-    row = dict(model="small", params=1000, train_len=256, corpus="shakespeare", seed=0, protocol="p",
-               encoding="rope", kernel="sdpa", device="cpu", dtype="float32", package_version="0.1.0",
-               git_sha="aaaa")
+    row = dict(
+        model="small",
+        params=1000,
+        train_len=256,
+        corpus="shakespeare",
+        seed=0,
+        protocol="p",
+        encoding="rope",
+        kernel="sdpa",
+        device="cpu",
+        dtype="float32",
+        package_version="0.1.0",
+        git_sha="aaaa",
+    )
     table = pd.DataFrame([row, {**row, "git_sha": "bbbb", "device": "cuda"}, {**row, "model": "tiny", "params": 10}])
     text = "\n".join(setup_lines(table))
     assert "(commit aaaa, bbbb)" in text and "device `cpu`, `cuda`" in text
@@ -185,10 +243,33 @@ def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():
 
 
 def test_aggregate_mean_and_interval():
-    rows = [dict(encoding="a", train_len=8, eval_len=16, task="perplexity", metric="ppl", depth=None, value=v,
-                 status="ok", seed=s) for s, v in enumerate([10.0, 12.0, 14.0])]
-    rows.append(dict(encoding="b", train_len=8, eval_len=16, task="perplexity", metric="ppl", depth=None,
-                     value=float("nan"), status="unsupported", seed=0))
+    rows = [
+        dict(
+            encoding="a",
+            train_len=8,
+            eval_len=16,
+            task="perplexity",
+            metric="ppl",
+            depth=None,
+            value=v,
+            status="ok",
+            seed=s,
+        )
+        for s, v in enumerate([10.0, 12.0, 14.0])
+    ]
+    rows.append(
+        dict(
+            encoding="b",
+            train_len=8,
+            eval_len=16,
+            task="perplexity",
+            metric="ppl",
+            depth=None,
+            value=float("nan"),
+            status="unsupported",
+            seed=0,
+        )
+    )
     agg = aggregate(pd.DataFrame(rows))
     a = agg[agg.encoding == "a"].iloc[0]
     assert a["mean"] == 12.0 and a["n_seeds"] == 3
@@ -201,8 +282,21 @@ def test_tables_follow_the_registry_order_of_encodings():
     from extrapolate.encodings import sweep_order
 
     names = ["zz-custom", "t5", "alibi", "rope", "sinusoidal", "learned", "aa-custom"]
-    rows = [dict(encoding=e, train_len=8, eval_len=n, task="perplexity", metric="ppl", depth=None, value=1.0,
-                 status="ok", seed=0) for e in names for n in (32, 16)]
+    rows = [
+        dict(
+            encoding=e,
+            train_len=8,
+            eval_len=n,
+            task="perplexity",
+            metric="ppl",
+            depth=None,
+            value=1.0,
+            status="ok",
+            seed=0,
+        )
+        for e in names
+        for n in (32, 16)
+    ]
     order = list(dict.fromkeys(aggregate(pd.DataFrame(rows))["encoding"]))
     known = [e for e in sweep_order() if e in names]
     assert order == known + ["aa-custom", "zz-custom"]
@@ -218,18 +312,25 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
     import torch
 
     from extrapolate.core.config import ModelConfig
-    from extrapolate.run.estimate import estimate_seconds
     from extrapolate.model import TransformerLM
+    from extrapolate.run.estimate import estimate_seconds
 
     model = TransformerLM(ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, max_len=64))
-    prepared = SimpleNamespace(heldout=[None, None], lengths=[64, 128], device=torch.device("cpu"),
-                               checkpoint=SimpleNamespace(model=model))
-    cell = SimpleNamespace(request=SimpleNamespace(tasks=("perplexity",), model="some-checkpoint"), is_pretrained=True,
-                           budget=256, model_folder=Path("some-checkpoint"))
+    prepared = SimpleNamespace(
+        heldout=[None, None], lengths=[64, 128], device=torch.device("cpu"), checkpoint=SimpleNamespace(model=model)
+    )
+    cell = SimpleNamespace(
+        request=SimpleNamespace(tasks=("perplexity",), model="some-checkpoint"),
+        is_pretrained=True,
+        budget=256,
+        model_folder=Path("some-checkpoint"),
+    )
     one = estimate_seconds([cell], {cell.model_folder: True}, prepared)
     assert 0 < one < float("inf")  # measured on the real model
     from extrapolate.run import estimate
 
     monkeypatch.setattr(estimate, "forward_tokens_per_second", lambda prepared, length: 1000.0)  # no timing noise
     one = estimate_seconds([cell], {cell.model_folder: True}, prepared)
-    assert estimate_seconds([cell] * 3, {cell.model_folder: True}, prepared) == pytest.approx(3 * one)  # every cell counts
+    assert estimate_seconds([cell] * 3, {cell.model_folder: True}, prepared) == pytest.approx(
+        3 * one
+    )  # every cell counts

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from extrapolate.core.errors import UserError
 from extrapolate.data import tokenizers
 from extrapolate.data.corpora import Corpus
-from extrapolate.core.errors import UserError
 from extrapolate.data.tokenizers import BPETokenizer, ByteTokenizer, load_tokenizer, parse_spec
 
 from .helpers import WORDS, make_corpus
@@ -32,6 +32,7 @@ def small_corpus(seed: int = 0) -> Corpus:
 def random_text(rng: random.Random) -> str:
     """A mix of ASCII, control characters, digits, CJK, emoji and any other code point (surrogates excluded:
     they are not encodable text)."""
+
     def char() -> str:
         r = rng.random()
         if r < 0.3:
@@ -46,6 +47,7 @@ def random_text(rng: random.Random) -> str:
             return chr(rng.randint(0x1F300, 0x1FAFF))
         code = rng.randint(0x80, 0x10FFFF)
         return chr(code) if not 0xD800 <= code <= 0xDFFF else "\u00e9"
+
     return "".join(char() for _ in range(rng.randint(0, 40)))
 
 
@@ -53,10 +55,18 @@ def test_training_is_deterministic_across_processes(tmp_path):
     """Byte-identical JSON from a fresh process (a new hash seed, the library's threads) and from this one."""
     corpus = small_corpus()
     here = tokenizers.train_bpe(corpus.train, 400)
-    script = ("import sys; from tests.test_tokenizers import small_corpus; from extrapolate.data.tokenizers import train_bpe; "
-              "sys.stdout.write(train_bpe(small_corpus().train, 400))")
-    there = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                           cwd=Path(__file__).resolve().parents[1]).stdout
+    script = (
+        "import sys; from tests.test_tokenizers import small_corpus; "
+        "from extrapolate.data.tokenizers import train_bpe; "
+        "sys.stdout.write(train_bpe(small_corpus().train, 400))"
+    )
+    there = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
     assert here == there == tokenizers.train_bpe(corpus.train, 400)
     assert BPETokenizer(here, 400).identity == BPETokenizer(there, 400).identity
 
@@ -151,9 +161,28 @@ def test_model_folder_tokenizer_and_transformers_export(tmp_path):
 
 # ---- through the command line
 
+
 def tiny_run(corpus, out, *extra):
-    return ["run", "--model", "tiny", "--steps", "3", "--batch-size", "2", "--train-len", "32", "--eval-len", "64",
-            "--eval-tokens", "128", "--corpus", str(corpus), "--out", str(out), *extra]
+    return [
+        "run",
+        "--model",
+        "tiny",
+        "--steps",
+        "3",
+        "--batch-size",
+        "2",
+        "--train-len",
+        "32",
+        "--eval-len",
+        "64",
+        "--eval-tokens",
+        "128",
+        "--corpus",
+        str(corpus),
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_bytes_option_trains_a_256_id_model(tmp_path):
@@ -179,7 +208,8 @@ def test_bad_tokenizer_option_is_one_red_line(tmp_path):
     result = CliRunner().invoke(app, tiny_run(corpus, tmp_path / "out", "--tokenizer", "bpe:100"))
     assert result.exit_code == 2
     assert [line for line in result.output.splitlines() if line.strip()] == [
-        "error: --tokenizer bpe:N needs N from 260 to 65536, got 100"]
+        "error: --tokenizer bpe:N needs N from 260 to 65536, got 100"
+    ]
     assert not (tmp_path / "out").exists()
 
 
@@ -206,7 +236,8 @@ def test_results_table_from_before_the_tokenizer_column_reads_with_it_empty(tmp_
 
     old = [c for c in COLUMNS if c != "tokenizer"]
     pd.DataFrame([{c: 1 for c in old} | {"run_id": "old", "encoding": "rope"}], columns=old).to_csv(
-        tmp_path / "results.csv", index=False)
+        tmp_path / "results.csv", index=False
+    )
     table = load_results(tmp_path)
     assert list(table.columns) == COLUMNS and table.tokenizer.isna().all()
     merged = append_results(tmp_path, [{c: 2 for c in COLUMNS} | {"run_id": "new", "tokenizer": "bytes"}])

@@ -5,7 +5,13 @@ import math
 
 import pandas as pd
 
-from extrapolate.report.training_log import TRAINING_COLUMNS, append_training, heldout_section, load_training, probe_rows
+from extrapolate.report.training_log import (
+    TRAINING_COLUMNS,
+    append_training,
+    heldout_section,
+    load_training,
+    probe_rows,
+)
 
 COMMON = {"run_id": "r", "encoding": "rope", "seed": 0, "train_len": 64}
 
@@ -26,13 +32,25 @@ def test_a_model_without_retrieval_probes_is_a_valid_training_log(tmp_path):
 
 
 def curve(encoding: str, nll: list[float], seed: int = 0) -> list[dict]:
-    return [{**COMMON, "encoding": encoding, "seed": seed, "step": 10 * (i + 1), "loss": v, "retrieval_accuracy": 0.0,
-             "heldout_loss": v} for i, v in enumerate(nll)]
+    return [
+        {
+            **COMMON,
+            "encoding": encoding,
+            "seed": seed,
+            "step": 10 * (i + 1),
+            "loss": v,
+            "retrieval_accuracy": 0.0,
+            "heldout_loss": v,
+        }
+        for i, v in enumerate(nll)
+    ]
 
 
 def test_held_out_perplexity_that_rises_at_the_end_is_called_memorising():
-    training = pd.DataFrame(curve("rope", [5.0, 4.0, 3.0, 3.0]) + curve("alibi", [5.0, 3.0, 3.2]) +
-                            curve("yarn", [5.0, 4.0, 3.0, 3.0]), columns=TRAINING_COLUMNS)
+    training = pd.DataFrame(
+        curve("rope", [5.0, 4.0, 3.0, 3.0]) + curve("alibi", [5.0, 3.0, 3.2]) + curve("yarn", [5.0, 4.0, 3.0, 3.0]),
+        columns=TRAINING_COLUMNS,
+    )
     lines = heldout_section(training, {"rope": "rope", "alibi": "alibi", "yarn": "rope"})
     rows = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ") and "step" in line}
     assert set(rows) == {"rope", "alibi"}  # yarn evaluates the RoPE model: RoPE's row is its

@@ -48,8 +48,10 @@ before = peak_rss_mb()
 net.token_nll(tokens[:, :-1], tokens[:, 1:]).mean().backward()
 print(int(peak_rss_mb() - before))
 """
-    grown = {how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
-                                     check=True).stdout) for how in ("whole", "chunked")}
+    grown = {
+        how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, check=True).stdout)
+        for how in ("whole", "chunked")
+    }
     logits_mib = 16 * 4096 * 2048 * 4 / 2**20  # 512
     # whole: the logits and cross-entropy's gradient of them (2 × 512 MiB) at once; chunked: neither is ever
     # whole, so at least most of both is saved (torch releases differ in what else the step keeps: 500 MiB
@@ -68,6 +70,7 @@ def test_compiled_training_is_its_own_model_and_compiles_only_the_training_forwa
         def wrapped(*args, **kwargs):
             compiled_calls.append(args[0].shape)
             return fn(*args, **kwargs)
+
         return wrapped
 
     monkeypatch.setattr(torch, "compile", fake_compile)
@@ -89,9 +92,9 @@ def test_a_batch_in_several_passes_steps_as_the_whole_batch(monkeypatch):
     """Rows in passes of PASS_TOKENS tokens, gradients added up: the same loss and the same step (to float
     summation order) as the whole batch at once, for both loss weightings."""
 
-    from extrapolate.training import train as train_module
-    from extrapolate.data.batches import Batch
     from extrapolate.core.config import TrainConfig
+    from extrapolate.data.batches import Batch
+    from extrapolate.training import train as train_module
     from extrapolate.training.train import build_model, training_step
 
     torch.manual_seed(0)
@@ -99,8 +102,13 @@ def test_a_batch_in_several_passes_steps_as_the_whole_batch(monkeypatch):
     mask = (torch.rand(6, 16) > 0.3).float()
     batch = Batch(inputs, targets, mask)
     for weighting in ("row", "token"):
-        config = TrainConfig(model=ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, max_len=16),
-                             seq_len=16, batch_size=6, dtype="float32", loss_weighting=weighting)
+        config = TrainConfig(
+            model=ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, max_len=16),
+            seq_len=16,
+            batch_size=6,
+            dtype="float32",
+            loss_weighting=weighting,
+        )
         results = []
         for tokens in (1 << 20, 32):  # one pass; passes of 2 rows
             monkeypatch.setattr(train_module, "PASS_TOKENS", tokens)

@@ -11,12 +11,12 @@ import math
 import pytest
 import torch
 
-from extrapolate.kernels.attention import attention_plan, causal_attention
 from extrapolate.core.config import ModelConfig
-from extrapolate.encodings import build_encoding
 from extrapolate.core.errors import UserError
-from extrapolate.model import TransformerLM
+from extrapolate.encodings import build_encoding
+from extrapolate.kernels.attention import attention_plan, causal_attention
 from extrapolate.kernels.two_part import blocked_attention, fused_attention
+from extrapolate.model import TransformerLM
 
 BASE = 10000.0
 
@@ -38,8 +38,9 @@ def slow_attention(q, k, v, name, **params):
     keys, queries = k.shape[2], q.shape[2]
     theta = BASE ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (d/2,)
     q_pos = range(keys - queries, keys)
-    rel = torch.tensor([[relative_position(name, i, j, **params) for j in range(keys)] for i in q_pos],
-                       dtype=torch.float64)  # (Tq, Tk)
+    rel = torch.tensor(
+        [[relative_position(name, i, j, **params) for j in range(keys)] for i in q_pos], dtype=torch.float64
+    )  # (Tq, Tk)
     angle = rel[..., None] * theta  # (Tq, Tk, d/2)
     cos, sin = angle.cos(), angle.sin()
     q1, q2 = q[..., None, : dim // 2], q[..., None, dim // 2 :]  # (B, H, Tq, 1, d/2)
@@ -83,8 +84,9 @@ def test_every_kernel_equals_the_definition(name, params, queries):
 
 def tiny_model(encoding="rope"):
     torch.manual_seed(0)
-    model = TransformerLM(ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2,
-                                      encoding=encoding, max_len=16)).eval()
+    model = TransformerLM(
+        ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, encoding=encoding, max_len=16)
+    ).eval()
     for p in model.parameters():  # larger than the default init, so positions matter in the logits
         torch.nn.init.normal_(p, std=0.3)
     return model
@@ -92,12 +94,26 @@ def tiny_model(encoding="rope"):
 
 def encoding_for_model(model, name, **options):
     c = model.config
-    return build_encoding(name, d_model=c.d_model, n_heads=c.n_heads, head_dim=c.head_dim, max_len=c.max_len,
-                          base=c.rope_base, options=options)
+    return build_encoding(
+        name,
+        d_model=c.d_model,
+        n_heads=c.n_heads,
+        head_dim=c.head_dim,
+        max_len=c.max_len,
+        base=c.rope_base,
+        options=options,
+    )
 
 
-@pytest.mark.parametrize("name,options", [("self-extend", {"window": 40, "group": 3}), ("self-extend", {"window": 3, "group": 1}),
-                                          ("rerope", {"window": 40}), ("rerope", {"window": 2, "leak": 1.0})])
+@pytest.mark.parametrize(
+    "name,options",
+    [
+        ("self-extend", {"window": 40, "group": 3}),
+        ("self-extend", {"window": 3, "group": 1}),
+        ("rerope", {"window": 40}),
+        ("rerope", {"window": 2, "leak": 1.0}),
+    ],
+)
 def test_plain_rope_when_the_window_covers_the_sequence(name, options):
     """w ≥ n: every key is near. G = 1 (shift 0) and leak 1 are plain RoPE at any window."""
     model = tiny_model()
@@ -108,8 +124,10 @@ def test_plain_rope_when_the_window_covers_the_sequence(name, options):
         assert torch.allclose(model(tokens), rope, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name,options", [("self-extend", {"window": 6, "group": 3}), ("rerope", {"window": 5}),
-                                          ("rerope", {"window": 5, "leak": 8.0})])
+@pytest.mark.parametrize(
+    "name,options",
+    [("self-extend", {"window": 6, "group": 3}), ("rerope", {"window": 5}), ("rerope", {"window": 5, "leak": 8.0})],
+)
 def test_cached_decoding_equals_one_pass(name, options):
     """The cache holds unrotated keys; each continuation rotates them per part again."""
     model = tiny_model()
@@ -164,16 +182,22 @@ def test_defaults_follow_the_training_length_and_factor():
     assert se.describe() == {"base": 10000.0, "window": 1024, "group": 5, "shift": 1024 - 1024 // 5}
     assert build_encoding("self-extend", d_model=64, n_heads=4, head_dim=16, max_len=256, factor=8.0).group == 11
     assert build_encoding("self-extend", d_model=64, n_heads=4, head_dim=16, max_len=256).group == 1
-    assert build_encoding("rerope", d_model=64, n_heads=4, head_dim=16, max_len=4096).describe() == {"base": 10000.0, "window": 512}
+    assert build_encoding("rerope", d_model=64, n_heads=4, head_dim=16, max_len=4096).describe() == {
+        "base": 10000.0,
+        "window": 512,
+    }
 
 
-@pytest.mark.parametrize("name,options,needle", [
-    ("self-extend", {"group": 0}, "group size must be a whole number ≥ 1"),
-    ("self-extend", {"window": 0}, "window must be a whole number ≥ 1"),
-    ("self-extend", {"group": 2.5}, "group size must be a whole number"),
-    ("rerope", {"window": -3}, "window must be a whole number ≥ 1"),
-    ("rerope", {"leak": 0.5}, "leak must be a finite number ≥ 1"),
-])
+@pytest.mark.parametrize(
+    "name,options,needle",
+    [
+        ("self-extend", {"group": 0}, "group size must be a whole number ≥ 1"),
+        ("self-extend", {"window": 0}, "window must be a whole number ≥ 1"),
+        ("self-extend", {"group": 2.5}, "group size must be a whole number"),
+        ("rerope", {"window": -3}, "window must be a whole number ≥ 1"),
+        ("rerope", {"leak": 0.5}, "leak must be a finite number ≥ 1"),
+    ],
+)
 def test_bad_parameters_are_user_errors(name, options, needle):
     with pytest.raises(UserError, match=needle):
         make(name, **options)

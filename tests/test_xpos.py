@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from extrapolate.encodings.xpos import XPos, longest_exact, xpos_zeta
 from extrapolate.core.errors import PositionOutOfRange
+from extrapolate.encodings.xpos import XPos, longest_exact, xpos_zeta
 
 
 def test_zeta_values():
@@ -30,7 +30,7 @@ def score_matrix(encoding, q, k, positions, seq_len=None):
     T = positions.numel()
     qs, ks = q.expand(1, 1, T, -1), k.expand(1, 1, T, -1)
     rq, rk = encoding.rotate(qs.clone(), ks.clone(), positions, seq_len)
-    return (rq[0, 0].double() @ rk[0, 0].double().T)
+    return rq[0, 0].double() @ rk[0, 0].double().T
 
 
 def test_scores_depend_only_on_the_distance():

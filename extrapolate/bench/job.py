@@ -26,14 +26,14 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
 
     from extrapolate.bench import measure as bench
     from extrapolate.core.atomic import write_text
-    from extrapolate.kernels.attention import KERNELS
     from extrapolate.core.config import PRESETS
     from extrapolate.core.device import DTYPES, resolve_device
     from extrapolate.core.errors import UserError
-    from extrapolate.encodings import get_spec
     from extrapolate.core.paths import folder_target
-    from extrapolate.report.plots import bench_figure, save_figure
     from extrapolate.core.registry import require_known
+    from extrapolate.encodings import get_spec
+    from extrapolate.kernels.attention import KERNELS
+    from extrapolate.report.plots import bench_figure, save_figure
     from extrapolate.report.table import provenance, write_table
 
     require_known("model", request.model, PRESETS)
@@ -44,12 +44,22 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     if not names:
         raise UserError("--encodings names no encoding")
     folder_target(Path(request.out))  # before the measurements, which take minutes
-    rows = bench.run_bench(request.model, request.lengths, names, request.device, request.dtype,
-                           compare_transformers=request.transformers, kernel=request.kernel, on_row=on_row)
+    rows = bench.run_bench(
+        request.model,
+        request.lengths,
+        names,
+        request.device,
+        request.dtype,
+        compare_transformers=request.transformers,
+        kernel=request.kernel,
+        on_row=on_row,
+    )
     out = Path(request.out)
     frame = pd.DataFrame([{**dataclasses.asdict(r), "model": request.model, **provenance()} for r in rows])
     write_table(out / "bench.csv", frame)
     summary = bench.summary_lines(rows)
-    write_text(out / "summary.md", f"# Bench summary ({request.model}, {request.device})\n\n" + "\n".join(summary) + "\n")
+    write_text(
+        out / "summary.md", f"# Bench summary ({request.model}, {request.device})\n\n" + "\n".join(summary) + "\n"
+    )
     save_figure(bench_figure(frame), out / "bench.png")
     return rows, summary

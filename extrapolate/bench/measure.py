@@ -94,13 +94,23 @@ def eval_model(preset: str, encoding: str, length: int, device: torch.device, tr
     config = model_config(preset, spec.base_encoding, length)
     model = build(config).to(device).eval()
     if spec.kind == "rotary" and not spec.trains_own_model:
-        model.set_encoding(encoding_for(config, spec.name, factor=max(1.0, longest / train_len),
-                                       original_len=train_len).to(device))
+        model.set_encoding(
+            encoding_for(config, spec.name, factor=max(1.0, longest / train_len), original_len=train_len).to(device)
+        )
     return model, config
 
 
-def eval_step(implementation: str, preset: str, encoding: str, length: int, device: torch.device, kernel_choice: str,
-              dtype: str, train_len: int, longest: int):
+def eval_step(
+    implementation: str,
+    preset: str,
+    encoding: str,
+    length: int,
+    device: torch.device,
+    kernel_choice: str,
+    dtype: str,
+    train_len: int,
+    longest: int,
+):
     """(step(tokens), kernel label, config): one full-length evaluation of either implementation, in `dtype`
     (under `autocast`). Ours is `run`'s own perplexity evaluation of one window (the code path `run` times);
     `train_len` and `longest` (the longest benchmarked length) set a RoPE scaling's factor, as in `run`. The
@@ -119,8 +129,9 @@ def eval_step(implementation: str, preset: str, encoding: str, length: int, devi
 
     def run_nll(tokens):  # tokens (1, n + 1): one window of n tokens, every token scored
         n = tokens.shape[1] - 1
-        return evaluate_perplexity(model, [tokens[0]], n, budget=n, bucket_width=max(1, train_len // 4),
-                                   device=device, dtype=dtype)
+        return evaluate_perplexity(
+            model, [tokens[0]], n, budget=n, bucket_width=max(1, train_len // 4), device=device, dtype=dtype
+        )
 
     return run_nll, kernel, config
 
@@ -128,16 +139,28 @@ def eval_step(implementation: str, preset: str, encoding: str, length: int, devi
 def _eval_worker(args) -> dict:
     implementation, preset, encoding, length, device_name, dtype, repeats, kernel_choice, train_len, longest = args
     device = resolve_device(device_name)
-    step, kernel, config = eval_step(implementation, preset, encoding, length, device, kernel_choice, dtype, train_len,
-                                     longest)
+    step, kernel, config = eval_step(
+        implementation, preset, encoding, length, device, kernel_choice, dtype, train_len, longest
+    )
     tokens = torch.randint(0, config.vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
         # warm-up; a compiled kernel (flex) warms up at the measured shape, and that time is reported apart
         warmup = best_time(lambda: step(tokens[:, : (length if kernel == "flex" else min(length, 512)) + 1]), 1, device)
         seconds = best_time(lambda: step(tokens), repeats, device)
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else peak_rss_mb()
-    return asdict(BenchRow("eval", implementation, encoding, length, length / seconds, peak, kernel, dtype,
-                           warmup_seconds=round(warmup, 2)))
+    return asdict(
+        BenchRow(
+            "eval",
+            implementation,
+            encoding,
+            length,
+            length / seconds,
+            peak,
+            kernel,
+            dtype,
+            warmup_seconds=round(warmup, 2),
+        )
+    )
 
 
 def _paired_worker(args) -> list[dict]:
@@ -146,16 +169,21 @@ def _paired_worker(args) -> list[dict]:
     Memory is measured apart, in fresh processes (`_eval_worker`)."""
     what, preset, length, device_name, dtype, rounds, contenders, train_len, longest = args
     device = resolve_device(device_name)
-    steps = {pair: eval_step(pair[0], preset, pair[1], length, device, "auto", dtype, train_len, longest)
-             for pair in contenders}
+    steps = {
+        pair: eval_step(pair[0], preset, pair[1], length, device, "auto", dtype, train_len, longest)
+        for pair in contenders
+    }
     tokens = torch.randint(0, next(iter(steps.values()))[2].vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
         for step, _, _ in steps.values():
             step(tokens[:, : min(length, 512) + 1])  # warm-up
-        best = alternating_best({pair: (lambda step=step: step(tokens)) for pair, (step, _, _) in steps.items()},
-                                rounds, device)
-    return [asdict(BenchRow(what, pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
-            for pair, (_, kernel, _) in steps.items()]
+        best = alternating_best(
+            {pair: (lambda step=step: step(tokens)) for pair, (step, _, _) in steps.items()}, rounds, device
+        )
+    return [
+        asdict(BenchRow(what, pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
+        for pair, (_, kernel, _) in steps.items()
+    ]
 
 
 def alternating_best(contenders: dict, rounds: int, device: torch.device) -> dict:
@@ -209,8 +237,8 @@ class TokenNLL(torch.nn.Module):
 def train_step(implementation: str, preset: str, seq_len: int, batch: int, device: torch.device, dtype: str):
     """A closure running one optimizer step (`train.training_step`, as training runs it) of the
     implementation's RoPE model on a fixed random batch."""
-    from extrapolate.data.batches import Batch
     from extrapolate.core.config import TrainConfig
+    from extrapolate.data.batches import Batch
     from extrapolate.training.train import make_optimizer, training_step
 
     config = model_config(preset, "rope", seq_len)
@@ -226,22 +254,41 @@ def train_step(implementation: str, preset: str, seq_len: int, batch: int, devic
     return step
 
 
-def train_throughputs(implementations, preset: str, seq_len: int, batch: int, steps: int, device: torch.device,
-                      dtype: str, rounds: int = 5) -> dict[str, float]:
+def train_throughputs(
+    implementations,
+    preset: str,
+    seq_len: int,
+    batch: int,
+    steps: int,
+    device: torch.device,
+    dtype: str,
+    rounds: int = 5,
+) -> dict[str, float]:
     """Training tokens/s per implementation, timed in alternating rounds of `steps` steps (best round of
     each), so a ratio between them is taken under the same machine conditions."""
     runners = {name: train_step(name, preset, seq_len, batch, device, dtype) for name in implementations}
     for step in runners.values():  # two warm-up steps each
         step(), step()
-    best = alternating_best({name: (lambda step=step: [step() for _ in range(steps)]) for name, step in runners.items()},
-                            rounds, device)
+    best = alternating_best(
+        {name: (lambda step=step: [step() for _ in range(steps)]) for name, step in runners.items()}, rounds, device
+    )
     return {name: batch * seq_len * steps / seconds for name, seconds in best.items()}
 
 
-def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodings=("rope", "alibi", "t5", "sinusoidal"),
-              device_name: str = "auto", eval_dtype: str = "float32", train_dtype: str = "auto",
-              compare_transformers: bool = True, train_len: int = 256, batch: int = 32, train_steps: int = 5,
-              kernel: str = "auto", on_row=None) -> list[BenchRow]:
+def run_bench(
+    preset: str = "small",
+    lengths=(4096, 8192, 16384, 32768),
+    encodings=("rope", "alibi", "t5", "sinusoidal"),
+    device_name: str = "auto",
+    eval_dtype: str = "float32",
+    train_dtype: str = "auto",
+    compare_transformers: bool = True,
+    train_len: int = 256,
+    batch: int = 32,
+    train_steps: int = 5,
+    kernel: str = "auto",
+    on_row=None,
+) -> list[BenchRow]:
     device = resolve_device(device_name)
     train_dtype = training_dtype(device, train_dtype)
     rows: list[BenchRow] = []
@@ -262,8 +309,20 @@ def run_bench(preset: str = "small", lengths=(4096, 8192, 16384, 32768), encodin
     # matmul is emulated, hundreds of times slower than fp32, and autocast's kernels do not run at that rate
     ceiling = max(peaks.values())
     for implementation, tps in throughputs.items():
-        emit(BenchRow("train", implementation, "rope", train_len, tps, peak_rss_mb(), "-", train_dtype,
-                      mfu=tps * flops / (ceiling * 1e9), gflops=tps * flops / 1e9))
+        emit(
+            BenchRow(
+                "train",
+                implementation,
+                "rope",
+                train_len,
+                tps,
+                peak_rss_mb(),
+                "-",
+                train_dtype,
+                mfu=tps * flops / (ceiling * 1e9),
+                gflops=tps * flops / 1e9,
+            )
+        )
     scaling = (train_len, max(lengths))  # a RoPE scaling's L and longest length: factor = longest / L, as in `run`
     for length in lengths:
         repeats = 2 if length >= 16384 else 3
@@ -311,8 +370,10 @@ def summary_lines(rows: list[BenchRow]) -> list[str]:
         line = f"- training at {ours.length} ({ours.dtype}): {ours.tokens_per_second:,.0f} tok/s, MFU {ours.mfu:.0%}"
         if "transformers" in train:
             theirs = train["transformers"]
-            line += (f"; transformers {theirs.tokens_per_second:,.0f} tok/s, MFU {theirs.mfu:.0%}: "
-                     f"{ours.tokens_per_second / theirs.tokens_per_second:.2f}×")
+            line += (
+                f"; transformers {theirs.tokens_per_second:,.0f} tok/s, MFU {theirs.mfu:.0%}: "
+                f"{ours.tokens_per_second / theirs.tokens_per_second:.2f}×"
+            )
         lines.append(line)
     paired = {(r.what, r.implementation, r.encoding, r.length): r.tokens_per_second for r in rows}
     for length in sorted({r.length for r in rows if r.what in ("eval-paired", "eval-vs-transformers")}):
@@ -322,13 +383,21 @@ def summary_lines(rows: list[BenchRow]) -> list[str]:
             ours = paired[("eval-vs-transformers", "extrapolate", "rope", length)]
             parts.append(f"RoPE vs transformers {ours / theirs:.2f}× tok/s")
         rope = paired.get(("eval-paired", "extrapolate", "rope", length))
-        parts += [f"{name} takes {rope / paired[('eval-paired', 'extrapolate', name, length)]:.2f}× RoPE's time"
-                  for name in ("alibi", "t5") if rope and ("eval-paired", "extrapolate", name, length) in paired]
+        parts += [
+            f"{name} takes {rope / paired[('eval-paired', 'extrapolate', name, length)]:.2f}× RoPE's time"
+            for name in ("alibi", "t5")
+            if rope and ("eval-paired", "extrapolate", name, length) in paired
+        ]
         lines.append(f"- evaluation at {length} (same process): " + "; ".join(parts))
     evals = [r for r in rows if r.what == "eval"]
     if evals:
         longest = max(r.length for r in evals)
-        at_longest = {f"{r.encoding}" if r.implementation == "extrapolate" else f"{r.implementation} ({r.encoding})":
-                      r.peak_memory_mb for r in evals if r.length == longest}
+        at_longest = {
+            f"{r.encoding}"
+            if r.implementation == "extrapolate"
+            else f"{r.implementation} ({r.encoding})": r.peak_memory_mb
+            for r in evals
+            if r.length == longest
+        }
         lines.append(f"- peak memory at {longest}: " + ", ".join(f"{k} {v:,.0f} MB" for k, v in at_longest.items()))
     return lines

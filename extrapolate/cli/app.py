@@ -11,8 +11,14 @@ import typer
 from rich.table import Table
 
 from extrapolate.cli.options import DeviceOpt, KernelOpt, with_encoding_options, with_request
-from extrapolate.cli.render import (RichReporter, render_bench, render_bench_row, render_comparison, render_submission,
-                         render_sweep_plan)
+from extrapolate.cli.render import (
+    RichReporter,
+    render_bench,
+    render_bench_row,
+    render_comparison,
+    render_submission,
+    render_sweep_plan,
+)
 from extrapolate.cli.util import OneLineErrors, fail, stdout, warn
 from extrapolate.run import RunRequest
 
@@ -53,7 +59,10 @@ def encodings_show(
     seq_len: Annotated[Optional[int], typer.Option(help="sequence length (dynamic kinds); default L·s")] = None,
     heads: Annotated[int, typer.Option(help="attention heads (alibi)")] = 8,
     distances: Annotated[str, typer.Option(help="how far back the key is (t5), comma-separated")] = "0,1,5,20,200,1000",
-    position: Annotated[Optional[int], typer.Option(help="query position (sinusoidal: default 1; fire: default the largest of --distances)")] = None,
+    position: Annotated[
+        Optional[int],
+        typer.Option(help="query position (sinusoidal: default 1; fire: default the largest of --distances)"),
+    ] = None,
     width: Annotated[int, typer.Option(help="model width (sinusoidal)")] = 8,
     options: dict | None = None,  # the flags of the encodings' own options (--beta-fast …), from their declarations
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object and nothing else")] = False,
@@ -67,9 +76,18 @@ def encodings_show(
         from extrapolate.core.paths import figure_file
 
         figure_file(plot)
-    query = dict(head_dim=head_dim, base=base, factor=factor, original_len=original_len, seq_len=seq_len,
-                 heads=heads, distances=parse_int_list(distances, "--distances", 0), position=position, width=width,
-                 options=options)
+    query = dict(
+        head_dim=head_dim,
+        base=base,
+        factor=factor,
+        original_len=original_len,
+        seq_len=seq_len,
+        heads=heads,
+        distances=parse_int_list(distances, "--distances", 0),
+        position=position,
+        width=width,
+        options=options,
+    )
     info = describe_encoding(name, **query)
     drawn = ("head_dim", "base", "factor", "original_len") if plot is not None else ()  # the figure reads them
     for key in (k for k in unused_inputs(name, **query) if k not in drawn):
@@ -104,8 +122,14 @@ def tasks_list(
     table.add_row("perplexity", "-", "full | sliding", "-", "-", "built in (protocol options of `run`)")
     for name in list_task_names():
         task = load_task(name)
-        table.add_row(name, str(task.version), task.variant, ", ".join(f"{d:g}" for d in task.depths),
-                      str(task.trials), task.identity)
+        table.add_row(
+            name,
+            str(task.version),
+            task.variant,
+            ", ".join(f"{d:g}" for d in task.depths),
+            str(task.trials),
+            task.identity,
+        )
     stdout.print(table)
 
 
@@ -114,7 +138,9 @@ def tasks_list(
 def run(
     encoding: Annotated[str, typer.Option(help="positional encoding (see `extrapolate encodings`)")] = "rope",
     seed: Annotated[int, typer.Option(help="seed for weights, data order and prompts")] = 0,
-    finetune_steps: Annotated[int, typer.Option(help="then fine-tune at L' for this many steps, with the scaling set for L'")] = 0,
+    finetune_steps: Annotated[
+        int, typer.Option(help="then fine-tune at L' for this many steps, with the scaling set for L'")
+    ] = 0,
     request: RunRequest = None,
 ) -> None:
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
@@ -123,8 +149,10 @@ def run(
     from extrapolate.core.distributed import main_process
     from extrapolate.run import run as run_job
 
-    folder = run_job(replace(request, encoding=encoding.lower(), seed=seed, finetune_steps=finetune_steps),
-                     RichReporter() if main_process() else None)
+    folder = run_job(
+        replace(request, encoding=encoding.lower(), seed=seed, finetune_steps=finetune_steps),
+        RichReporter() if main_process() else None,
+    )
     if main_process():  # under torchrun: rank 0 speaks for the job
         stdout.print(f"wrote {folder}/results.csv and {folder}/summary.md", highlight=False)
 
@@ -132,12 +160,27 @@ def run(
 @app.command()
 @with_request(out_help="output folder (default results/sweep-L<L>)", tasks="perplexity,passkey")
 def sweep(
-    encodings: Annotated[str, typer.Option(help="classic (the eight seed encodings, the RoPE scalings and NoPE), newer, all, or a comma-separated list of encodings and groups")] = "classic",
+    encodings: Annotated[
+        str,
+        typer.Option(
+            help="classic (the eight seed encodings, the RoPE scalings and NoPE), newer, all, "
+            "or a comma-separated list of encodings and groups"
+        ),
+    ] = "classic",
     seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
     dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
-    finetune_steps: Annotated[Optional[str], typer.Option(help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')")] = None,
-    executor: Annotated[str, typer.Option(help="local: every cell in this process; slurm: one SLURM job per cell (needs the \\[cluster] extra)")] = "local",
-    partition: Annotated[Optional[str], typer.Option(help="slurm: partition to submit to (default: the cluster's)")] = None,
+    finetune_steps: Annotated[
+        Optional[str], typer.Option(help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')")
+    ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="local: every cell in this process; slurm: one SLURM job per cell (needs the \\[cluster] extra)"
+        ),
+    ] = "local",
+    partition: Annotated[
+        Optional[str], typer.Option(help="slurm: partition to submit to (default: the cluster's)")
+    ] = None,
     gpus_per_task: Annotated[int, typer.Option(help="slurm: GPUs per job")] = 0,
     cpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: CPU cores per job")] = None,
     time_min: Annotated[int, typer.Option(help="slurm: time limit per job in minutes")] = 1440,
@@ -151,11 +194,17 @@ def sweep(
     steps = parse_int_list(finetune_steps, "--finetune-steps", 0) if finetune_steps is not None else None
     if executor not in ("local", "slurm"):
         fail(f"--executor must be local or slurm, got {executor!r}")
-    slurm_only = {"--partition": partition is not None, "--gpus-per-task": gpus_per_task != 0,
-                  "--cpus-per-task": cpus_per_task is not None, "--time-min": time_min != 1440}
+    slurm_only = {
+        "--partition": partition is not None,
+        "--gpus-per-task": gpus_per_task != 0,
+        "--cpus-per-task": cpus_per_task is not None,
+        "--time-min": time_min != 1440,
+    }
     if executor == "local" and any(slurm_only.values()):
-        warn(f"{', '.join(k for k, given in slurm_only.items() if given)} configure SLURM jobs, and --executor is "
-             "local: ignored")
+        warn(
+            f"{', '.join(k for k, given in slurm_only.items() if given)} configure SLURM jobs, and --executor is "
+            "local: ignored"
+        )
     if executor == "slurm" and not dry_run:
         from extrapolate.run.cluster import SlurmOptions
 
@@ -163,8 +212,14 @@ def sweep(
         folder, submission = submit_job(request, encodings, parse_int_list(seeds, "--seeds", 0), options, steps)
         render_submission(submission, folder)
         return
-    folder, plan = sweep_job(request, encodings, parse_int_list(seeds, "--seeds", 0),
-                             RichReporter() if main_process() else None, dry_run, steps)
+    folder, plan = sweep_job(
+        request,
+        encodings,
+        parse_int_list(seeds, "--seeds", 0),
+        RichReporter() if main_process() else None,
+        dry_run,
+        steps,
+    )
     if dry_run:
         render_sweep_plan(plan, folder, request.device)
     elif main_process():
@@ -182,9 +237,15 @@ def report(folder: Annotated[Path, typer.Argument(help="a results folder (with r
 @app.command()
 def reproduce(
     suite: Annotated[str, typer.Option(help="suite name under tasks/suites/ or a TOML path")] = "reference",
-    update: Annotated[bool, typer.Option(help="replace the committed reference with this run (shows the diff)")] = False,
-    spread: Annotated[bool, typer.Option(help="with --update: also run the suite's spread seeds and write the "
-                                               "seed spread that sets every tolerance")] = False,
+    update: Annotated[
+        bool, typer.Option(help="replace the committed reference with this run (shows the diff)")
+    ] = False,
+    spread: Annotated[
+        bool,
+        typer.Option(
+            help="with --update: also run the suite's spread seeds and write the seed spread that sets every tolerance"
+        ),
+    ] = False,
     reuse_models: Annotated[bool, typer.Option(help="reuse cached models instead of training from scratch")] = False,
     keep: Annotated[Optional[Path], typer.Option(help="keep the fresh run in this folder")] = None,
 ) -> None:
@@ -192,11 +253,15 @@ def reproduce(
     measured seed spread implies, every claim holding."""
     from extrapolate.reproduce import reproduce_job
 
-    outcome = reproduce_job(suite, RichReporter(), replace_reference=update, spread=spread, reuse_models=reuse_models, keep=keep)
+    outcome = reproduce_job(
+        suite, RichReporter(), replace_reference=update, spread=spread, reuse_models=reuse_models, keep=keep
+    )
     if outcome.comparison is not None:
         render_comparison(outcome.comparison)
     for text, holds, detail in outcome.spread_claims or []:
-        stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text} over the spread seeds: {detail}", highlight=False)
+        stdout.print(
+            f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text} over the spread seeds: {detail}", highlight=False
+        )
     if update:
         if outcome.spread_claims and not all(h for _, h, _ in outcome.spread_claims):
             fail("a claim fails for some seed: the reference was not replaced", code=1)
@@ -239,7 +304,12 @@ def models_fetch(name: Annotated[str, typer.Argument(help="a known pretrained mo
 
 @app.command()
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="a run folder (with run.json), a run record (runs/<run id>.json) or a model checkpoint folder")],
+    run_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="a run folder (with run.json), a run record (runs/<run id>.json) or a model checkpoint folder"
+        ),
+    ],
     hf: Annotated[Path, typer.Option("--hf", help="write a Hugging Face Llama checkpoint to this folder")],
 ) -> None:
     """Export a RoPE model trained here as a Hugging Face Llama checkpoint, with the RoPE scaling its run used."""
@@ -256,7 +326,9 @@ def bench(
     encodings: Annotated[str, typer.Option(help="encodings to measure")] = "rope,alibi,t5,sinusoidal,yarn",
     device: DeviceOpt = "auto",
     dtype: Annotated[str, typer.Option(help="evaluation precision")] = "float32",
-    transformers_row: Annotated[bool, typer.Option("--transformers/--no-transformers", help="measure an equivalent transformers Llama too")] = True,
+    transformers_row: Annotated[
+        bool, typer.Option("--transformers/--no-transformers", help="measure an equivalent transformers Llama too")
+    ] = True,
     kernel: KernelOpt = "auto",
     out: Annotated[Path, typer.Option(help="output folder")] = Path("results/bench"),
 ) -> None:
@@ -264,8 +336,16 @@ def bench(
     from extrapolate.bench.job import BenchRequest, bench_job
     from extrapolate.cli.util import parse_int_list, parse_name_list
 
-    request = BenchRequest(model, tuple(parse_int_list(lengths, "--lengths", 16)), tuple(parse_name_list(encodings)),
-                           device, dtype, transformers_row, kernel, out)
+    request = BenchRequest(
+        model,
+        tuple(parse_int_list(lengths, "--lengths", 16)),
+        tuple(parse_name_list(encodings)),
+        device,
+        dtype,
+        transformers_row,
+        kernel,
+        out,
+    )
     rows, summary = bench_job(request, on_row=render_bench_row)
     render_bench(rows, summary, out)
 

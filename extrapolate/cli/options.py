@@ -157,9 +157,12 @@ def to_request(values: dict) -> RunRequest:
     """The shared options as the library's request (lists parsed; the encoding and seed set by the command)."""
     tasks, eval_lens = values.pop("tasks"), values.pop("eval_lens")
     options = parse_encoding_options(values.pop("encoding_option"))
-    return RunRequest(tasks=tuple(parse_name_list(tasks)), encoding_options=options,
-                      eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens is not None else (),
-                      **values)
+    return RunRequest(
+        tasks=tuple(parse_name_list(tasks)),
+        encoding_options=options,
+        eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens is not None else (),
+        **values,
+    )
 
 
 def with_request(out_help: str | None = None, **defaults):

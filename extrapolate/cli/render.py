@@ -15,9 +15,16 @@ class RichReporter:
     def __init__(self):
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=stderr, transient=False)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=stderr,
+            transient=False,
+        )
         self.task = None
 
     def training(self, total: int, reused: bool, label: str = "training"):
@@ -75,21 +82,43 @@ def render_comparison(result) -> None:
     used = checks["change"].abs() / checks["tolerance"]  # share of its tolerance each quantity used
     failing = checks[checks["verdict"] != "ok"]
     if len(failing):
-        table = Table("encoding", "length", "metric", "seeds' mean", "now", "change", "tolerance", "verdict",
-                      title=f"{len(failing)} of {len(checks)} quantities out of tolerance (perplexity as NLL in "
-                            "nats, passkey as the mean over depths)")
+        table = Table(
+            "encoding",
+            "length",
+            "metric",
+            "seeds' mean",
+            "now",
+            "change",
+            "tolerance",
+            "verdict",
+            title=f"{len(failing)} of {len(checks)} quantities out of tolerance (perplexity as NLL in "
+            "nats, passkey as the mean over depths)",
+        )
         for r in failing.itertuples():
-            table.add_row(r.encoding, str(r.eval_len), r.metric, f"{r.reference:.4f}", f"{r.now:.4f}",
-                          f"{r.change:+.4f}", f"±{r.tolerance:.4f}", f"[red]{r.verdict}[/]")
+            table.add_row(
+                r.encoding,
+                str(r.eval_len),
+                r.metric,
+                f"{r.reference:.4f}",
+                f"{r.now:.4f}",
+                f"{r.change:+.4f}",
+                f"±{r.tolerance:.4f}",
+                f"[red]{r.verdict}[/]",
+            )
         stdout.print(table)
     if used.notna().any():
         worst = checks.loc[used.idxmax()]
-        stdout.print(f"{(checks['verdict'] == 'ok').sum()} of {len(checks)} quantities within tolerance; the closest: "
-                     f"{worst['encoding']} {worst['metric']} at {worst['eval_len']} used {used.max():.0%} of its "
-                     f"tolerance ({worst['change']:+.4f} of ±{worst['tolerance']:.4f})", highlight=False)
+        stdout.print(
+            f"{(checks['verdict'] == 'ok').sum()} of {len(checks)} quantities within tolerance; the closest: "
+            f"{worst['encoding']} {worst['metric']} at {worst['eval_len']} used {used.max():.0%} of its "
+            f"tolerance ({worst['change']:+.4f} of ±{worst['tolerance']:.4f})",
+            highlight=False,
+        )
     for r in result.cells.itertuples():
-        stdout.print(f"[red]cell changed[/]: {r.encoding} {r.eval_len} {r.task} {r.metric}: {r.reference} → {r.now}",
-                     highlight=False)
+        stdout.print(
+            f"[red]cell changed[/]: {r.encoding} {r.eval_len} {r.task} {r.metric}: {r.reference} → {r.now}",
+            highlight=False,
+        )
     for text, holds, detail in result.claims:
         stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text}: {detail}", highlight=False)
 
@@ -112,17 +141,23 @@ def render_sweep_plan(plan, folder, device: str) -> None:
     cells, estimate = plan
     trained = models_of(cells)
     to_train = sum(1 for done in trained.values() if not done)
-    stdout.print(f"{to_train} model(s) to train, {len(trained) - to_train} reused; "
-                 f"{sum(not c.done for c in cells)} evaluation cell(s); "
-                 f"estimated {estimate / 60:.1f} min on {device}", highlight=False)
+    stdout.print(
+        f"{to_train} model(s) to train, {len(trained) - to_train} reused; "
+        f"{sum(not c.done for c in cells)} evaluation cell(s); "
+        f"estimated {estimate / 60:.1f} min on {device}",
+        highlight=False,
+    )
 
 
 def render_submission(submission, folder) -> None:
     for run_id, job in submission.submitted.items():
         stdout.print(f"submitted {run_id} as job {job}", highlight=False)
     report = f"; report job {submission.report_job}" if submission.report_job else ""
-    stdout.print(f"{len(submission.submitted)} job(s) submitted, {len(submission.waiting)} still queued or running, "
-                 f"{len(submission.done)} already in {folder}/results.csv{report}", highlight=False)
+    stdout.print(
+        f"{len(submission.submitted)} job(s) submitted, {len(submission.waiting)} still queued or running, "
+        f"{len(submission.done)} already in {folder}/results.csv{report}",
+        highlight=False,
+    )
 
 
 def bench_extra(row) -> str:
@@ -138,16 +173,30 @@ def megabytes(value: float) -> str:
 
 
 def render_bench_row(row) -> None:
-    stderr.print(f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
-                 f"{row.tokens_per_second:10,.0f} tok/s {megabytes(row.peak_memory_mb):>8} MB {row.kernel:16} "
-                 f"{bench_extra(row)}", highlight=False)
+    stderr.print(
+        f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
+        f"{row.tokens_per_second:10,.0f} tok/s {megabytes(row.peak_memory_mb):>8} MB {row.kernel:16} "
+        f"{bench_extra(row)}",
+        highlight=False,
+    )
 
 
 def render_bench(rows, summary: list[str], out) -> None:
-    table = Table("what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s")
+    table = Table(
+        "what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s"
+    )
     for r in rows:
-        table.add_row(r.what, r.implementation, r.encoding, str(r.length), f"{r.tokens_per_second:,.0f}",
-                      megabytes(r.peak_memory_mb), r.kernel, r.dtype, bench_extra(r))
+        table.add_row(
+            r.what,
+            r.implementation,
+            r.encoding,
+            str(r.length),
+            f"{r.tokens_per_second:,.0f}",
+            megabytes(r.peak_memory_mb),
+            r.kernel,
+            r.dtype,
+            bench_extra(r),
+        )
     stdout.print(table)
     stdout.print("\n".join(summary), highlight=False)
     stdout.print(f"wrote {out}/bench.csv, summary.md and bench.png", highlight=False)

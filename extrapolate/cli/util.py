@@ -118,6 +118,3 @@ def number_checked(callback):
         return value if callback is None else callback(ctx, param, value)
 
     return check
-
-
-

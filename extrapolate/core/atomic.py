@@ -6,8 +6,8 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from extrapolate.core.errors import naming_path
 

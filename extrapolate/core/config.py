@@ -60,7 +60,7 @@ class ModelConfig:
         checkpoints (ours and Hugging Face's) leave it out and loading never misses it."""
         return not (self.tie_embeddings and key == "lm_head.weight")
 
-    def validate(self) -> "ModelConfig":
+    def validate(self) -> ModelConfig:
         if self.n_heads < 1:
             raise UserError(f"heads must be at least 1, got {self.n_heads}")
         if self.d_model % self.n_heads:

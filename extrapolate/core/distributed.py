@@ -13,8 +13,8 @@ import contextlib
 import datetime
 import os
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -138,8 +138,10 @@ def main_first(world: World) -> Iterator[None]:
 
 def check_batch(batch_size: int, world: World) -> None:
     if batch_size % world.size:
-        raise UserError(f"--batch-size {batch_size} does not split evenly over {world.size} processes; "
-                        f"use a multiple of {world.size}")
+        raise UserError(
+            f"--batch-size {batch_size} does not split evenly over {world.size} processes; "
+            f"use a multiple of {world.size}"
+        )
 
 
 class _TokenNLL(torch.nn.Module):

@@ -46,8 +46,12 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if not isinstance(exc, (MemoryError, RuntimeError)):
         return False
     text = str(exc).lower()
-    return (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
-            or "out of memory" in text or "can't allocate memory" in text)
+    return (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    )
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -80,7 +84,8 @@ def exhaustion_line(exc: BaseException) -> str | None:
         detail = " ".join(str(exc).split())[:160]
         where = memory_owner(exc)
         return f"out of memory on {where}: a smaller --batch-size, width or length fits; finished work is kept" + (
-            f" ({detail})" if detail else "")
+            f" ({detail})" if detail else ""
+        )
     return None
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from extrapolate.core.errors import UserError, naming_path
 
@@ -27,7 +27,9 @@ def check_unlocked(folder: Path) -> None:
     that `folder_lock` would only refuse afterwards."""
     pid = _holder(folder / LOCK)
     if pid and pid != os.getpid() and _alive(pid):
-        raise UserError(f"another extrapolate process (pid {pid}) is writing to {folder}; wait for it or use another --out")
+        raise UserError(
+            f"another extrapolate process (pid {pid}) is writing to {folder}; wait for it or use another --out"
+        )
 
 
 def _holder(path: Path) -> int:

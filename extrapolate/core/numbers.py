@@ -6,8 +6,8 @@ option (encodings/options.py, in `Bound`s from here), and the command line check
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from extrapolate.core.errors import UserError
 
@@ -71,17 +71,35 @@ POSITIVE = Bound(lambda v: v > 0, "> 0")
 # The range in which each numeric flag of the commands means something; every command shares these names.
 # Floats are also checked to be finite, whether listed here or not (NaN passes every comparison).
 FLAG_BOUNDS = {
-    "--train-len": at_least(2), "--eval-len": at_least(1), "--factor": POSITIVE, "--width": at_least(1),
-    "--layers": at_least(1), "--heads": at_least(1), "--embed-std": POSITIVE,
-    "--position-std": Bound(lambda v: v >= 0, "≥ 0 (0: zeros)"), "--position-lr-scale": POSITIVE,
-    "--steps": at_least(1), "--batch-size": at_least(1),
-    "--lr": POSITIVE, "--seed": at_least(0), "--stride": at_least(1), "--eval-tokens": at_least(1),
-    "--eval-docs": at_least(1), "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),
-    "--finetune-steps": at_least(0), "--finetune-len": at_least(2), "--finetune-lr": POSITIVE,
-    "--gpus-per-task": at_least(0), "--cpus-per-task": at_least(1), "--time-min": at_least(1),  # sweep on SLURM
+    "--train-len": at_least(2),
+    "--eval-len": at_least(1),
+    "--factor": POSITIVE,
+    "--width": at_least(1),
+    "--layers": at_least(1),
+    "--heads": at_least(1),
+    "--embed-std": POSITIVE,
+    "--position-std": Bound(lambda v: v >= 0, "≥ 0 (0: zeros)"),
+    "--position-lr-scale": POSITIVE,
+    "--steps": at_least(1),
+    "--batch-size": at_least(1),
+    "--lr": POSITIVE,
+    "--seed": at_least(0),
+    "--stride": at_least(1),
+    "--eval-tokens": at_least(1),
+    "--eval-docs": at_least(1),
+    "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),
+    "--finetune-steps": at_least(0),
+    "--finetune-len": at_least(2),
+    "--finetune-lr": POSITIVE,
+    "--gpus-per-task": at_least(0),
+    "--cpus-per-task": at_least(1),
+    "--time-min": at_least(1),  # sweep on SLURM
     # encodings show (the encodings' own options, --beta-fast …, bring theirs: encodings/options.py)
-    "--head-dim": at_least(2), "--base": Bound(lambda v: v > 1, "> 1"), "--original-len": at_least(1),
-    "--seq-len": at_least(1), "--position": at_least(0),
+    "--head-dim": at_least(2),
+    "--base": Bound(lambda v: v > 1, "> 1"),
+    "--original-len": at_least(1),
+    "--seq-len": at_least(1),
+    "--position": at_least(0),
 }
 
 

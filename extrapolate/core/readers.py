@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from extrapolate.core.errors import UserError
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from typing import Generic, Iterator, TypeVar
+from collections.abc import Iterator
+from typing import Generic, TypeVar
 
 from extrapolate.core.errors import UserError
 

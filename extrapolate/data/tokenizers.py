@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import torch
 
@@ -25,8 +25,14 @@ MIN_BPE_VOCAB, MAX_BPE_VOCAB = 260, 65536
 SPEC_HELP = f"bytes, bpe or bpe:N (N from {MIN_BPE_VOCAB} to {MAX_BPE_VOCAB})"
 # everything besides the texts and the vocabulary size that shapes a trained BPE: part of its cache key, so a
 # change here never loads a tokenizer trained under other settings
-BPE_SETTINGS = {"model": "bpe", "pre_tokenizer": ["digits(individual)", "byte-level(no prefix space, regex)"],
-                "decoder": "byte-level", "alphabet": "all 256 bytes", "special_tokens": [], "min_frequency": 0}
+BPE_SETTINGS = {
+    "model": "bpe",
+    "pre_tokenizer": ["digits(individual)", "byte-level(no prefix space, regex)"],
+    "decoder": "byte-level",
+    "alphabet": "all 256 bytes",
+    "special_tokens": [],
+    "min_frequency": 0,
+}
 MODEL_TOKENIZER_FILE = "tokenizer.json"  # the BPE a model was trained with, kept next to its weights
 MODEL_HF_TOKENIZER = "hf-tokenizer"  # the transformers tokenizer of a fine-tuned pretrained model (a folder)
 
@@ -118,8 +124,10 @@ def library_version() -> str:
 
 
 def cache_path(texts: tuple[str, ...], vocab: int) -> Path:
-    key = config_hash({"texts": texts_digest(texts), "vocab_size": vocab, "settings": BPE_SETTINGS,
-                       "tokenizers": library_version()}, 16)
+    key = config_hash(
+        {"texts": texts_digest(texts), "vocab_size": vocab, "settings": BPE_SETTINGS, "tokenizers": library_version()},
+        16,
+    )
     return cache_dir() / "tokenizers" / f"bpe{vocab}-{key}.json"
 
 
@@ -152,14 +160,21 @@ def train_bpe(texts: Iterable[str], vocab: int) -> str:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     # the full byte alphabet up front: any text, even with characters never seen in training, is encodable
-    trainer = trainers.BpeTrainer(vocab_size=vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=[], min_frequency=0, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+        min_frequency=0,
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(texts, trainer=trainer)
     return tokenizer.to_str()
 
@@ -173,8 +188,9 @@ def tokenizer_of_model(folder: Path, identity: str):
         return hf_tokenizer_of_model(folder, identity)
     path = folder / MODEL_TOKENIZER_FILE
     if not path.exists():
-        raise UserError(f"{folder} has no {MODEL_TOKENIZER_FILE} for its tokenizer {identity}; "
-                        f"run the model once more to write it")
+        raise UserError(
+            f"{folder} has no {MODEL_TOKENIZER_FILE} for its tokenizer {identity}; run the model once more to write it"
+        )
     name = identity.split("-")[0]
     tokenizer = BPETokenizer(path.read_text(encoding="utf-8"), int(name.removeprefix("bpe")))
     if tokenizer.identity != identity:
@@ -183,13 +199,15 @@ def tokenizer_of_model(folder: Path, identity: str):
 
 
 def hf_tokenizer_of_model(folder: Path, identity: str):
-    from extrapolate.data.pretrained import HFTokenizer, require_transformers
     from extrapolate.core.readers import reading
+    from extrapolate.data.pretrained import HFTokenizer, require_transformers
 
     path = folder / MODEL_HF_TOKENIZER
     if not path.is_dir():
-        raise UserError(f"{folder} has no {MODEL_HF_TOKENIZER}/ for its tokenizer {identity}; "
-                        f"run the fine-tune once more to write it")
+        raise UserError(
+            f"{folder} has no {MODEL_HF_TOKENIZER}/ for its tokenizer {identity}; "
+            f"run the fine-tune once more to write it"
+        )
     with reading(path, "tokenizer", "run the fine-tune once more to write it"):
         tokenizer = HFTokenizer(require_transformers().AutoTokenizer.from_pretrained(str(path)), folder.name)
     if tokenizer.identity != identity:

@@ -48,8 +48,9 @@ class Learned(PositionalEncoding):
     name, kind = "learned", "absolute"
     POLICIES = ("error", "clamp")
 
-    def __init__(self, d_model: int, max_len: int, policy: str = "error", std: float = GPT2_INIT_STD,
-                 lr_scale: float = 1.0):
+    def __init__(
+        self, d_model: int, max_len: int, policy: str = "error", std: float = GPT2_INIT_STD, lr_scale: float = 1.0
+    ):
         super().__init__()
         if policy not in self.POLICIES:
             raise ValueError(f"learned position policy must be one of {self.POLICIES}, not {policy!r}")
@@ -94,16 +95,39 @@ def vaswani_embed_std(width: int) -> float:
     return width**-0.5
 
 
-SINUSOIDAL = EncodingSpec("sinusoidal", "absolute", "fixed sin/cos added to the embeddings (Vaswani 2017)",
-                          lambda shape: Sinusoidal(shape.d_model), colour="#1f77b4", show=show_sinusoidal,
-                          default_steps=SINUSOIDAL_STEPS, default_embed_std=vaswani_embed_std)
-LEARNED = EncodingSpec(
-    "learned", "absolute", "trained table of positions; none past its rows",
-    lambda shape: Learned(shape.d_model, shape.max_len, policy=shape.learned_policy, std=shape.position_std,
-                          lr_scale=shape.position_lr_scale),
-    {"max_len": "train length", "policy": "error"}, colour="#ff7f0e",
-    show=lambda query: {"note": "a trained table: no closed form; positions past its rows are unsupported",
-                        "parameters": LEARNED.parameters},
+SINUSOIDAL = EncodingSpec(
+    "sinusoidal",
+    "absolute",
+    "fixed sin/cos added to the embeddings (Vaswani 2017)",
+    lambda shape: Sinusoidal(shape.d_model),
+    colour="#1f77b4",
+    show=show_sinusoidal,
+    default_steps=SINUSOIDAL_STEPS,
+    default_embed_std=vaswani_embed_std,
 )
-NOPE = EncodingSpec("nope", "none", "no positional signal; causal masking alone", lambda shape: NoPE(),
-                    colour="#000000", show=lambda query: {"note": "no positional signal"})
+LEARNED = EncodingSpec(
+    "learned",
+    "absolute",
+    "trained table of positions; none past its rows",
+    lambda shape: Learned(
+        shape.d_model,
+        shape.max_len,
+        policy=shape.learned_policy,
+        std=shape.position_std,
+        lr_scale=shape.position_lr_scale,
+    ),
+    {"max_len": "train length", "policy": "error"},
+    colour="#ff7f0e",
+    show=lambda query: {
+        "note": "a trained table: no closed form; positions past its rows are unsupported",
+        "parameters": LEARNED.parameters,
+    },
+)
+NOPE = EncodingSpec(
+    "nope",
+    "none",
+    "no positional signal; causal masking alone",
+    lambda shape: NoPE(),
+    colour="#000000",
+    show=lambda query: {"note": "no positional signal"},
+)

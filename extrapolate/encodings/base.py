@@ -17,8 +17,8 @@ the three above see them (randomized positions in training); it is the identity 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn

@@ -49,7 +49,9 @@ class ALiBi(PositionalEncoding):
 
 
 def t5_bucket(
-    relative_position: torch.Tensor, num_buckets: int = T5_NUM_BUCKETS, max_distance: int = T5_MAX_DISTANCE,
+    relative_position: torch.Tensor,
+    num_buckets: int = T5_NUM_BUCKETS,
+    max_distance: int = T5_MAX_DISTANCE,
     bidirectional: bool = False,
 ) -> torch.Tensor:
     """Bucket of `rp = j - i` (keys behind the query are negative). Log-spaced past num_buckets/2 exact ones."""
@@ -105,9 +107,21 @@ def show_t5(query: ShowQuery) -> dict:
     return {"distances": distances, "buckets": buckets, "num_buckets": T5_NUM_BUCKETS, "max_distance": T5_MAX_DISTANCE}
 
 
-ALIBI = EncodingSpec("alibi", "bias", "linear distance penalty per head (Press et al. 2022)",
-                     lambda shape: ALiBi(shape.n_heads), {"heads": "model heads"}, colour="#d62728",
-                     show=lambda query: {"heads": query.heads, "slopes": alibi_slopes(query.heads)})
-T5 = EncodingSpec("t5", "bias", "learned bias per log-spaced distance bucket (Raffel et al. 2020)",
-                  lambda shape: T5Bias(shape.n_heads), {"num_buckets": T5_NUM_BUCKETS, "max_distance": T5_MAX_DISTANCE},
-                  colour="#2ca02c", show=show_t5)
+ALIBI = EncodingSpec(
+    "alibi",
+    "bias",
+    "linear distance penalty per head (Press et al. 2022)",
+    lambda shape: ALiBi(shape.n_heads),
+    {"heads": "model heads"},
+    colour="#d62728",
+    show=lambda query: {"heads": query.heads, "slopes": alibi_slopes(query.heads)},
+)
+T5 = EncodingSpec(
+    "t5",
+    "bias",
+    "learned bias per log-spaced distance bucket (Raffel et al. 2020)",
+    lambda shape: T5Bias(shape.n_heads),
+    {"num_buckets": T5_NUM_BUCKETS, "max_distance": T5_MAX_DISTANCE},
+    colour="#2ca02c",
+    show=show_t5,
+)

@@ -20,8 +20,8 @@ from extrapolate.encodings.randomized import ROPE_RANDOMIZED, SINUSOIDAL_RANDOMI
 from extrapolate.encodings.rerope import REROPE
 from extrapolate.encodings.rotary import rotary_specs
 from extrapolate.encodings.self_extend import SELF_EXTEND
-from extrapolate.encodings.xpos import XPOS
 from extrapolate.encodings.spec import EncodingSpec, Shape
+from extrapolate.encodings.xpos import XPOS
 
 ENCODINGS: Registry[EncodingSpec] = Registry("encoding")
 
@@ -34,8 +34,18 @@ _LATER_SCALINGS = ("longrope",)  # RoPE scalings that belong with the newer meth
 for _spec in (SINUSOIDAL, LEARNED, T5, ALIBI, *[s for s in rotary_specs() if s.name not in _LATER_SCALINGS], NOPE):
     register(_spec)
 # the newer methods, after the classic ones so the figures and tables of earlier sweeps keep their order
-for _spec in (SINUSOIDAL_RANDOMIZED, ROPE_RANDOMIZED, XPOS, PROPE, KERPLE_LOG, KERPLE_POWER, FIRE,
-              *[s for s in rotary_specs() if s.name in _LATER_SCALINGS], SELF_EXTEND, REROPE):
+for _spec in (
+    SINUSOIDAL_RANDOMIZED,
+    ROPE_RANDOMIZED,
+    XPOS,
+    PROPE,
+    KERPLE_LOG,
+    KERPLE_POWER,
+    FIRE,
+    *[s for s in rotary_specs() if s.name in _LATER_SCALINGS],
+    SELF_EXTEND,
+    REROPE,
+):
     register(dataclasses.replace(_spec, group="newer"))
 
 
@@ -68,22 +78,56 @@ def validate_shape(spec: EncodingSpec, *, n_heads: int, head_dim: int, factor: f
         check_scaling(spec.name, head_dim, factor)
 
 
-def build_encoding(name: str, *, d_model: int, n_heads: int, head_dim: int, max_len: int, base: float = 10000.0,
-                   factor: float = 1.0, original_len: int | None = None, options: dict | None = None,
-                   learned_policy: str = "error", position_std: float = GPT2_INIT_STD,
-                   position_lr_scale: float = 1.0) -> PositionalEncoding:
+def build_encoding(
+    name: str,
+    *,
+    d_model: int,
+    n_heads: int,
+    head_dim: int,
+    max_len: int,
+    base: float = 10000.0,
+    factor: float = 1.0,
+    original_len: int | None = None,
+    options: dict | None = None,
+    learned_policy: str = "error",
+    position_std: float = GPT2_INIT_STD,
+    position_lr_scale: float = 1.0,
+) -> PositionalEncoding:
     spec = get_spec(name)
     validate_shape(spec, n_heads=n_heads, head_dim=head_dim, factor=factor)
-    return spec.build(Shape(d_model, n_heads, head_dim, max_len, base, factor, original_len, options or {},
-                            learned_policy, position_std, position_lr_scale))
+    return spec.build(
+        Shape(
+            d_model,
+            n_heads,
+            head_dim,
+            max_len,
+            base,
+            factor,
+            original_len,
+            options or {},
+            learned_policy,
+            position_std,
+            position_lr_scale,
+        )
+    )
 
 
-def encoding_for(config, name: str | None = None, *, factor: float = 1.0, original_len: int | None = None,
-                 **options) -> PositionalEncoding:
+def encoding_for(
+    config, name: str | None = None, *, factor: float = 1.0, original_len: int | None = None, **options
+) -> PositionalEncoding:
     """The encoding `name` (default: the config's own) shaped for a model config: its width, heads, head size,
     length, RoPE base and learned-table recipe (an unset recipe field is built as the identity rules say it
     means). The one place a model's encoding is built from its config."""
     table = {k: as_built(k, getattr(config, k, None)) for k in ("position_std", "position_lr_scale")}
-    return build_encoding(name or config.encoding, d_model=config.d_model, n_heads=config.n_heads,
-                          head_dim=config.head_dim, max_len=config.max_len, base=config.rope_base, factor=factor,
-                          original_len=original_len, **table, **options)
+    return build_encoding(
+        name or config.encoding,
+        d_model=config.d_model,
+        n_heads=config.n_heads,
+        head_dim=config.head_dim,
+        max_len=config.max_len,
+        base=config.rope_base,
+        factor=factor,
+        original_len=original_len,
+        **table,
+        **options,
+    )

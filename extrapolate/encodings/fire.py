@@ -30,7 +30,9 @@ NORMALISER_EPS = 1e-6
 HIDDEN_ELEMENTS = 1 << 22  # rows × keys × width per MLP slice (16 MiB in float32)
 
 
-def normalised_distance(q_pos: torch.Tensor, k_pos: torch.Tensor, c: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+def normalised_distance(
+    q_pos: torch.Tensor, k_pos: torch.Tensor, c: torch.Tensor, threshold: torch.Tensor
+) -> torch.Tensor:
     """(Tq, Tk) float32: ψ(i - j) / (ψ(max(L_thr, i)) + eps); keys after the query get distance 0 (masked later)."""
     distance = (q_pos[:, None] - k_pos[None, :]).clamp(min=0).to(c.dtype)  # (Tq, Tk)
     normaliser = torch.maximum(q_pos.to(c.dtype), threshold)  # (Tq,)
@@ -40,8 +42,9 @@ def normalised_distance(q_pos: torch.Tensor, k_pos: torch.Tensor, c: torch.Tenso
 class Fire(PositionalEncoding):
     name, kind, has_bias, toeplitz = "fire", "bias", True, False
 
-    def __init__(self, n_heads: int, width: int = MLP_WIDTH, c: float = FIRE_INITIAL_C,
-                 threshold: float = FIRE_INITIAL_THRESHOLD):
+    def __init__(
+        self, n_heads: int, width: int = MLP_WIDTH, c: float = FIRE_INITIAL_C, threshold: float = FIRE_INITIAL_THRESHOLD
+    ):
         super().__init__()
         check_positive(c=c, threshold=threshold)
         # PyTorch's default Linear init, as the reference: the model's std-0.02 pass runs before the encoding
@@ -98,8 +101,11 @@ class Fire(PositionalEncoding):
     @torch.no_grad()
     def describe(self):
         c, threshold = self.c_and_threshold()
-        return {"mlp_width": self.hidden.out_features, "fire_c": round(float(c), 6),
-                "threshold": round(float(threshold), 4)}
+        return {
+            "mlp_width": self.hidden.out_features,
+            "fire_c": round(float(c), 6),
+            "threshold": round(float(threshold), 4),
+        }
 
 
 def check_positive(**values: float) -> None:
@@ -120,14 +126,26 @@ def show_fire(query: ShowQuery) -> dict:
         raise UserError(f"fire distances must be in [0, --position = {position}]")
     i = torch.tensor([position], dtype=torch.float64)
     keys = i - torch.tensor(distances, dtype=torch.float64)
-    normalised = normalised_distance(i, keys, torch.tensor(c, dtype=torch.float64),
-                                     torch.tensor(threshold, dtype=torch.float64))
-    return {"fire_c": c, "threshold": threshold, "mlp_width": MLP_WIDTH, "position": position,
-            "distances": distances, "normalised_distance": normalised[0].tolist()}
+    normalised = normalised_distance(
+        i, keys, torch.tensor(c, dtype=torch.float64), torch.tensor(threshold, dtype=torch.float64)
+    )
+    return {
+        "fire_c": c,
+        "threshold": threshold,
+        "mlp_width": MLP_WIDTH,
+        "position": position,
+        "distances": distances,
+        "normalised_distance": normalised[0].tolist(),
+    }
 
 
 FIRE = EncodingSpec(
-    "fire", "bias", "learned MLP of the log distance over the log query position (Li et al. 2023)",
-    lambda shape: Fire(shape.n_heads), {"heads": "model heads", "mlp_width": MLP_WIDTH,
-                                        **option_defaults("fire_c", "threshold")},
-    colour="#9edae5", show=show_fire, group="newer")
+    "fire",
+    "bias",
+    "learned MLP of the log distance over the log query position (Li et al. 2023)",
+    lambda shape: Fire(shape.n_heads),
+    {"heads": "model heads", "mlp_width": MLP_WIDTH, **option_defaults("fire_c", "threshold")},
+    colour="#9edae5",
+    show=show_fire,
+    group="newer",
+)

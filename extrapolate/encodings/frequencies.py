@@ -7,8 +7,8 @@ positions stay integers. Formulas follow the project's reference page; `s = fact
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -146,8 +146,9 @@ def longrope_default_long(head_dim: int, base: float, factor: float, original_le
     return (rope_inv_freq(head_dim, base) / scaled).tolist()
 
 
-def longrope_factors(head_dim: int, base: float, factor: float, original_len: int, short_factor=None,
-                     long_factor=None) -> tuple[list[float], list[float]]:
+def longrope_factors(
+    head_dim: int, base: float, factor: float, original_len: int, short_factor=None, long_factor=None
+) -> tuple[list[float], list[float]]:
     """(short, long) per-pair rescale factors, each checked: head_dim/2 finite numbers > 0. Defaults: short
     all 1 (plain RoPE up to L), long `longrope_default_long`."""
     short = [1.0] * (head_dim // 2) if short_factor is None else short_factor
@@ -303,30 +304,39 @@ def check_scaling(name: str, head_dim: int, factor: float, original_len: int | N
     scaling = SCALINGS[name]
     if head_dim < scaling.min_head_dim:
         # only the NTK kinds have a minimum above 2
-        raise UserError(f"{name} needs a head dimension of at least {scaling.min_head_dim}, got {head_dim} "
-                        f"(NTK's base b·s^(d/(d-2)) divides by d - 2)")
+        raise UserError(
+            f"{name} needs a head dimension of at least {scaling.min_head_dim}, got {head_dim} "
+            f"(NTK's base b·s^(d/(d-2)) divides by d - 2)"
+        )
     if scaling.reads_factor:
         # s = L'/L: every method interpolates towards a longer context, and s = 1 is plain RoPE exactly
         if not (math.isfinite(factor) and factor >= 1):
-            raise UserError(f"{name}: the scale factor s = L'/L must be a finite number ≥ 1 (1 is plain RoPE), "
-                            f"got {factor:g}")
+            raise UserError(
+                f"{name}: the scale factor s = L'/L must be a finite number ≥ 1 (1 is plain RoPE), got {factor:g}"
+            )
         # L' = s·L with L ≥ 1 is a sequence length, which int64 positions bound (checked without L, so a run
         # refuses it before training)
         if factor > INT64_MAX:
-            raise UserError(f"{name}: the scale factor s = L'/L must be at most 2^63 (L' is a sequence length, "
-                            f"indexed by int64 positions), got {factor:g}")
+            raise UserError(
+                f"{name}: the scale factor s = L'/L must be at most 2^63 (L' is a sequence length, "
+                f"indexed by int64 positions), got {factor:g}"
+            )
     if name == "longrope" and original_len is not None and original_len < 2:
-        raise UserError(f"longrope needs an original length of at least 2 (its attention factor divides by ln L), "
-                        f"got {original_len}")
+        raise UserError(
+            f"longrope needs an original length of at least 2 (its attention factor divides by ln L), "
+            f"got {original_len}"
+        )
     values = {**scaling.options, **options}
     if values.get("attention_factor") is not None and not values["attention_factor"] > 0:
-        raise UserError(f"{name}: attention_factor multiplies cos and sin and must be > 0, "
-                        f"got {values['attention_factor']:g}")
+        raise UserError(
+            f"{name}: attention_factor multiplies cos and sin and must be > 0, got {values['attention_factor']:g}"
+        )
     if "beta_fast" in values and not values["beta_fast"] >= values["beta_slow"]:
         # the ramp runs from the β_fast pair to the β_slow pair: reversed, it would keep the slow pairs and
         # interpolate the fast ones (equal is a hard cut, which the ramp's guard keeps finite)
-        raise UserError(f"{name}: beta_fast must be at least beta_slow, got {values['beta_fast']:g} < "
-                        f"{values['beta_slow']:g}")
+        raise UserError(
+            f"{name}: beta_fast must be at least beta_slow, got {values['beta_fast']:g} < {values['beta_slow']:g}"
+        )
     if "low_freq_factor" in values:
         low, high = values["low_freq_factor"], values["high_freq_factor"]
         # the bands are wavelengths above L/low (interpolated) and below L/high (kept), blended by (L/λ-low)/(high-low)

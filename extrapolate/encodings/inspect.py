@@ -22,15 +22,20 @@ def describe_encoding(name: str, **query) -> dict:
     if unknown:
         raise UserError(f"--{unknown[0].replace('_', '-')} does not apply to {spec.name}")
     # positions, distances and lengths become int64 tensors: a larger number would overflow there, not here
-    numbers = {**{k: v for k, v in vars(query).items() if k != "options"}, **options,
-               "distances": max(query.distances or [0])}
+    numbers = {
+        **{k: v for k, v in vars(query).items() if k != "options"},
+        **options,
+        "distances": max(query.distances or [0]),
+    }
     for key, value in numbers.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
             raise UserError(f"--{key.replace('_', '-')} {value} is past the largest int64 ({INT64_MAX})")
     for key, unit in (("heads", "head"), ("head_dim", "pair"), ("width", "dimension")):  # vectors printed in full
         if getattr(query, key) > MAX_SHOWN:
-            raise UserError(f"--{key.replace('_', '-')} is at most {MAX_SHOWN} here (one printed value per {unit}), "
-                            f"got {getattr(query, key)}")
+            raise UserError(
+                f"--{key.replace('_', '-')} is at most {MAX_SHOWN} here (one printed value per {unit}), "
+                f"got {getattr(query, key)}"
+            )
     validate_shape(spec, n_heads=query.heads, head_dim=query.head_dim, factor=query.factor)
     if query.original_len < 1:
         raise UserError(f"original length must be at least 1, got {query.original_len}")

@@ -45,7 +45,9 @@ class Kerple(PositionalEncoding):
     kind, has_bias = "bias", True
     INITIAL_RANGES = {"log": (2.0, 1.0), "power": (1.0, 2.0)}  # upper bounds of U(0, ·) for r1, r2
 
-    def __init__(self, n_heads: int, variant: str = "log", r1: torch.Tensor | None = None, r2: torch.Tensor | None = None):
+    def __init__(
+        self, n_heads: int, variant: str = "log", r1: torch.Tensor | None = None, r2: torch.Tensor | None = None
+    ):
         super().__init__()
         if variant not in self.INITIAL_RANGES:
             raise ValueError(f"KERPLE variant must be log or power, not {variant!r}")
@@ -76,15 +78,20 @@ class Kerple(PositionalEncoding):
     @torch.no_grad()
     def describe(self):
         r1, r2 = self.coefficients()
-        return {"variant": self.variant, "r1": [round(v, 6) for v in r1.tolist()],
-                "r2": [round(v, 6) for v in r2.tolist()]}
+        return {
+            "variant": self.variant,
+            "r1": [round(v, 6) for v in r1.tolist()],
+            "r2": [round(v, 6) for v in r2.tolist()],
+        }
 
 
 def check_coefficients(variant: str, r1: torch.Tensor, r2: torch.Tensor) -> None:
     """r1 and r2 are float32 (H,): a value past float32's range arrives here as inf and is named as too large."""
     for name, value in (("r1", r1), ("r2", r2)):
         if (value == float("inf")).any():
-            raise UserError(f"kerple-{variant}: {name} must be a float32 number (at most {torch.finfo(torch.float32).max:.3g})")
+            raise UserError(
+                f"kerple-{variant}: {name} must be a float32 number (at most {torch.finfo(torch.float32).max:.3g})"
+            )
         if not (torch.isfinite(value).all() and (value > 0).all()):
             raise UserError(f"kerple-{variant}: {name} must be > 0, got {value.tolist()}")
     if variant == "power" and (r2 > 2).any():
@@ -102,20 +109,36 @@ def show_kerple(variant: str):
         if any(d < 0 for d in distances):
             raise UserError(f"kerple-{variant} distances are how far back the key is: use numbers ≥ 0")
         kernel = log_kernel if variant == "log" else power_kernel
-        bias = kernel(torch.tensor(distances, dtype=torch.float64), torch.tensor([r1], dtype=torch.float64),
-                      torch.tensor([r2], dtype=torch.float64))[0]
-        return {"variant": variant, "r1": r1, "r2": r2, "initial_r1": f"U(0, {top1:g})",
-                "initial_r2": f"U(0, {top2:g})", "distances": distances, "bias": bias.tolist()}
+        bias = kernel(
+            torch.tensor(distances, dtype=torch.float64),
+            torch.tensor([r1], dtype=torch.float64),
+            torch.tensor([r2], dtype=torch.float64),
+        )[0]
+        return {
+            "variant": variant,
+            "r1": r1,
+            "r2": r2,
+            "initial_r1": f"U(0, {top1:g})",
+            "initial_r2": f"U(0, {top2:g})",
+            "distances": distances,
+            "bias": bias.tolist(),
+        }
 
     return show
 
 
 def kerple_spec(variant: str, formula: str, colour: str) -> EncodingSpec:
     top1, top2 = Kerple.INITIAL_RANGES[variant]
-    return EncodingSpec(f"kerple-{variant}", "bias", f"learned kernel bias {formula} per head (Chi et al. 2022)",
-                        lambda shape: Kerple(shape.n_heads, variant),
-                        {"heads": "model heads", "r1": f"learned, from U(0, {top1:g})", "r2": f"learned, from U(0, {top2:g})"},
-                        colour=colour, show=show_kerple(variant), group="newer")
+    return EncodingSpec(
+        f"kerple-{variant}",
+        "bias",
+        f"learned kernel bias {formula} per head (Chi et al. 2022)",
+        lambda shape: Kerple(shape.n_heads, variant),
+        {"heads": "model heads", "r1": f"learned, from U(0, {top1:g})", "r2": f"learned, from U(0, {top2:g})"},
+        colour=colour,
+        show=show_kerple(variant),
+        group="newer",
+    )
 
 
 KERPLE_LOG = kerple_spec("log", "-r1·log(1 + r2·|i-j|)", "#e7ba52")

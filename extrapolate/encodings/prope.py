@@ -33,7 +33,7 @@ def rotated_pairs(head_dim: int, fraction: float) -> int:
 def proportional_inv_freq(head_dim: int, base: float, fraction: float) -> torch.Tensor:
     """(d/2,) float32: RoPE's θ_j for the first floor(p·d/2) pairs (the highest frequencies), 0 after."""
     inv_freq = rope_inv_freq(head_dim, base).clone()  # (d/2,)
-    inv_freq[rotated_pairs(head_dim, fraction):] = 0.0
+    inv_freq[rotated_pairs(head_dim, fraction) :] = 0.0
     return inv_freq
 
 
@@ -47,18 +47,33 @@ class PartialRotary(Rotary):
         self._static = (proportional_inv_freq(head_dim, self.base, self.fraction), 1.0)
 
     def describe(self):
-        return {"base": self.base, "fraction": self.fraction,
-                "rotated_pairs": rotated_pairs(self.head_dim, self.fraction), "pairs": self.head_dim // 2}
+        return {
+            "base": self.base,
+            "fraction": self.fraction,
+            "rotated_pairs": rotated_pairs(self.head_dim, self.fraction),
+            "pairs": self.head_dim // 2,
+        }
 
 
 def show_prope(query: ShowQuery) -> dict:
     fraction = check_fraction(query.options.get("fraction", P_ROPE_FRACTION))
-    return {"head_dim": query.head_dim, "base": query.base, "fraction": fraction,
-            "rotated_pairs": rotated_pairs(query.head_dim, fraction), "pairs": query.head_dim // 2,
-            "inv_freq": proportional_inv_freq(query.head_dim, query.base, fraction).tolist()}
+    return {
+        "head_dim": query.head_dim,
+        "base": query.base,
+        "fraction": fraction,
+        "rotated_pairs": rotated_pairs(query.head_dim, fraction),
+        "pairs": query.head_dim // 2,
+        "inv_freq": proportional_inv_freq(query.head_dim, query.base, fraction).tolist(),
+    }
 
 
 PROPE = EncodingSpec(
-    "p-rope", "rotary", "RoPE on the fastest fraction p of the pairs only (transformers' proportional)",
+    "p-rope",
+    "rotary",
+    "RoPE on the fastest fraction p of the pairs only (transformers' proportional)",
     lambda shape: PartialRotary(shape.head_dim, shape.options.get("fraction", P_ROPE_FRACTION), base=shape.base),
-    {"base": 10000.0, **option_defaults("fraction")}, colour="#7b4173", show=show_prope, group="newer")
+    {"base": 10000.0, **option_defaults("fraction")},
+    colour="#7b4173",
+    show=show_prope,
+    group="newer",
+)

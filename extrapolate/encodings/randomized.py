@@ -106,14 +106,23 @@ def show_draw(query: ShowQuery) -> dict:
     if length > max_position:
         raise UserError(f"--seq-len ({length}) must be at most L_max ({max_position})")
     example = random_positions(length, max_position, draw_generator(0, 0))
-    return {"train_len": query.original_len, "max_position": max_position, "seq_len": length,
-            "example_seed": 0,
-            "example_positions": example.tolist(), "eval_positions": "0 … n-1"}
+    return {
+        "train_len": query.original_len,
+        "max_position": max_position,
+        "seq_len": length,
+        "example_seed": 0,
+        "example_positions": example.tolist(),
+        "eval_positions": "0 … n-1",
+    }
 
 
 def show_rope_randomized(query: ShowQuery) -> dict:
-    return {**show_draw(query), "head_dim": query.head_dim, "base": query.base,
-            "inv_freq": rope_inv_freq(query.head_dim, query.base).tolist()}
+    return {
+        **show_draw(query),
+        "head_dim": query.head_dim,
+        "base": query.base,
+        "inv_freq": rope_inv_freq(query.head_dim, query.base).tolist(),
+    }
 
 
 def show_sinusoidal_randomized(query: ShowQuery) -> dict:
@@ -122,10 +131,22 @@ def show_sinusoidal_randomized(query: ShowQuery) -> dict:
 
 PARAMETERS = {"max_position": f"{RANGE_FACTOR} × train length"}
 ROPE_RANDOMIZED = EncodingSpec(
-    "rope-randomized", "rotary", "RoPE at sorted random positions below L_max in training (Ruoss et al. 2023)",
+    "rope-randomized",
+    "rotary",
+    "RoPE at sorted random positions below L_max in training (Ruoss et al. 2023)",
     lambda shape: RandomizedRotary(shape.head_dim, max_position_for(shape.max_len, shape.options), base=shape.base),
-    {"base": 10000.0, **PARAMETERS}, colour="#74c476", show=show_rope_randomized, group="newer")
+    {"base": 10000.0, **PARAMETERS},
+    colour="#74c476",
+    show=show_rope_randomized,
+    group="newer",
+)
 SINUSOIDAL_RANDOMIZED = EncodingSpec(
-    "sinusoidal-randomized", "absolute", "sinusoidal at sorted random positions below L_max in training (Ruoss et al. 2023)",
+    "sinusoidal-randomized",
+    "absolute",
+    "sinusoidal at sorted random positions below L_max in training (Ruoss et al. 2023)",
     lambda shape: RandomizedSinusoidal(shape.d_model, max_position_for(shape.max_len, shape.options)),
-    dict(PARAMETERS), colour="#aec7e8", show=show_sinusoidal_randomized, group="newer")
+    dict(PARAMETERS),
+    colour="#aec7e8",
+    show=show_sinusoidal_randomized,
+    group="newer",
+)

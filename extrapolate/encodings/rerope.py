@@ -53,10 +53,13 @@ def build_rerope(shape: Shape) -> ReRoPE:
     return ReRoPE(shape.head_dim, shape.base, window, leak)
 
 
-
 REROPE = EncodingSpec(
-    "rerope", "rotary",
+    "rerope",
+    "rotary",
     "ReRoPE: relative position min(i-j, w) (leaky: w+(i-j-w)/k), two parts merged by log-sum-exp (Su 2023)",
-    build_rerope, {"base": 10000.0, "window": "L/8", **option_defaults("leak")}, "#637939",
-    show_two_part(build_rerope), trains_own_model=False,
+    build_rerope,
+    {"base": 10000.0, "window": "L/8", **option_defaults("leak")},
+    "#637939",
+    show_two_part(build_rerope),
+    trains_own_model=False,
 )

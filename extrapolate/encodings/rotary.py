@@ -97,14 +97,30 @@ ROTARY_PARAMETERS = {"base": 10000.0, "factor": 1.0, "original_len": "train leng
 
 def rotary_specs() -> list[EncodingSpec]:
     """One spec per entry of `SCALINGS`: `rope` trains its own model, every other scaling is evaluated on it."""
-    return [EncodingSpec(name, "rotary", scaling.description, build_rotary(name),
-                         {**ROTARY_PARAMETERS, **scaling.options}, scaling.colour, show_rotary(name),
-                         trains_own_model=name == "rope") for name, scaling in SCALINGS.items()]
+    return [
+        EncodingSpec(
+            name,
+            "rotary",
+            scaling.description,
+            build_rotary(name),
+            {**ROTARY_PARAMETERS, **scaling.options},
+            scaling.colour,
+            show_rotary(name),
+            trains_own_model=name == "rope",
+        )
+        for name, scaling in SCALINGS.items()
+    ]
 
 
 def build_rotary(name: str):
-    return lambda shape: Rotary(shape.head_dim, name, base=shape.base, factor=shape.factor,
-                                original_len=shape.original_len or shape.max_len, **shape.options)
+    return lambda shape: Rotary(
+        shape.head_dim,
+        name,
+        base=shape.base,
+        factor=shape.factor,
+        original_len=shape.original_len or shape.max_len,
+        **shape.options,
+    )
 
 
 def show_rotary(name: str):
@@ -114,13 +130,21 @@ def show_rotary(name: str):
         if seq_len < 1:
             raise UserError(f"sequence length must be at least 1, got {seq_len}")
         try:
-            inv_freq, attention_factor = SCALINGS[name].fn(query.head_dim, query.base, query.factor,
-                                                           query.original_len, seq_len, **query.options)
+            inv_freq, attention_factor = SCALINGS[name].fn(
+                query.head_dim, query.base, query.factor, query.original_len, seq_len, **query.options
+            )
         except TypeError as exc:
             raise UserError(f"{name}: {exc}") from None
         theta = rope_inv_freq(query.head_dim, query.base)
-        return {"head_dim": query.head_dim, "base": query.base, "factor": query.factor,
-                "original_len": query.original_len, "seq_len": seq_len, "inv_freq": inv_freq.tolist(),
-                "ratio": (inv_freq / theta).tolist(), "attention_factor": attention_factor}
+        return {
+            "head_dim": query.head_dim,
+            "base": query.base,
+            "factor": query.factor,
+            "original_len": query.original_len,
+            "seq_len": seq_len,
+            "inv_freq": inv_freq.tolist(),
+            "ratio": (inv_freq / theta).tolist(),
+            "attention_factor": attention_factor,
+        }
 
     return show

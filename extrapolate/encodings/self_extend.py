@@ -58,14 +58,20 @@ def build_self_extend(shape: Shape) -> SelfExtend:
     group = options.pop("group", None)
     if options:
         raise ValueError(f"self-extend has no option(s) {sorted(options)}")
-    group = default_group(shape.factor, original, whole_number(window, "self-extend window")) if group is None else group
+    group = (
+        default_group(shape.factor, original, whole_number(window, "self-extend window")) if group is None else group
+    )
     return SelfExtend(shape.head_dim, shape.base, window, group)
 
 
-
 SELF_EXTEND = EncodingSpec(
-    "self-extend", "rotary",
-    "Self-Extend: exact positions within w, grouped ⌊i/G⌋-⌊j/G⌋+w-⌊w/G⌋ beyond, merged by log-sum-exp (Jin et al. 2024)",
-    build_self_extend, {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L"}, "#ad494a",
-    show_two_part(build_self_extend), trains_own_model=False,
+    "self-extend",
+    "rotary",
+    "Self-Extend: exact positions within w, grouped ⌊i/G⌋-⌊j/G⌋+w-⌊w/G⌋ beyond, merged by log-sum-exp "
+    "(Jin et al. 2024)",
+    build_self_extend,
+    {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L"},
+    "#ad494a",
+    show_two_part(build_self_extend),
+    trains_own_model=False,
 )

@@ -4,8 +4,9 @@ colour in every figure. Its place in tables and figures is its place in the regi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings.base import PositionalEncoding

@@ -17,7 +17,12 @@ from extrapolate.encodings.spec import Shape, ShowQuery
 
 def whole_number(value, what: str, minimum: int = 1) -> int:
     """A user's window or group size as an int, or one line saying why not."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != value
+        or value in (float("inf"), float("-inf"))
+    ):
         raise UserError(f"{what} must be a whole number ≥ {minimum}, got {value!r}")
     if value != int(value) or value < minimum:
         raise UserError(f"{what} must be a whole number ≥ {minimum}, got {value:g}")
@@ -66,13 +71,30 @@ def show_two_part(build):
     `--distances` at the last query of `--seq-len` (default L·s)."""
 
     def show(query: ShowQuery) -> dict:
-        encoding = build(Shape(0, query.heads, query.head_dim, query.original_len, query.base, query.factor,
-                               query.original_len, query.options or {}))
+        encoding = build(
+            Shape(
+                0,
+                query.heads,
+                query.head_dim,
+                query.original_len,
+                query.base,
+                query.factor,
+                query.original_len,
+                query.options or {},
+            )
+        )
         seq_len = query.seq_len if query.seq_len is not None else round(query.original_len * query.factor)
         last = seq_len - 1
         distances = [d for d in (query.distances or []) if 0 <= d <= last]
-        return {"head_dim": query.head_dim, "base": query.base, "factor": query.factor,
-                "original_len": query.original_len, "seq_len": seq_len, **encoding.describe(),
-                "distances": distances, "relative_position": [encoding.relative_position(last, d) for d in distances]}
+        return {
+            "head_dim": query.head_dim,
+            "base": query.base,
+            "factor": query.factor,
+            "original_len": query.original_len,
+            "seq_len": seq_len,
+            **encoding.describe(),
+            "distances": distances,
+            "relative_position": [encoding.relative_position(last, d) for d in distances],
+        }
 
     return show

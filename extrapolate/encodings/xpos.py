@@ -78,8 +78,12 @@ class XPos(PositionalEncoding):
         return apply_rotary(q, q_cos, q_sin), apply_rotary(k, k_cos, k_sin)
 
     def describe(self):
-        return {"base": self.base, "scale_base": self.scale_base, "reference": "middle of the sequence",
-                "longest_exact": self.limit}
+        return {
+            "base": self.base,
+            "scale_base": self.scale_base,
+            "reference": "middle of the sequence",
+            "longest_exact": self.limit,
+        }
 
 
 def show_xpos(query: ShowQuery) -> dict:
@@ -91,13 +95,26 @@ def show_xpos(query: ShowQuery) -> dict:
         raise UserError("xpos distances are how far back the key is: use numbers ≥ 0")
     zeta = xpos_zeta(query.head_dim)
     decay = lambda j: [float(zeta[j] ** (d / scale_base)) for d in distances]  # noqa: E731
-    return {"head_dim": query.head_dim, "base": query.base, "scale_base": scale_base, "zeta": zeta.tolist(),
-            "inv_freq": rope_inv_freq(query.head_dim, query.base).tolist(), "distances": distances,
-            "decay_first_pair": decay(0), "decay_last_pair": decay(len(zeta) - 1),
-            "longest_exact": longest_exact(query.head_dim, scale_base)}
+    return {
+        "head_dim": query.head_dim,
+        "base": query.base,
+        "scale_base": scale_base,
+        "zeta": zeta.tolist(),
+        "inv_freq": rope_inv_freq(query.head_dim, query.base).tolist(),
+        "distances": distances,
+        "decay_first_pair": decay(0),
+        "decay_last_pair": decay(len(zeta) - 1),
+        "longest_exact": longest_exact(query.head_dim, scale_base),
+    }
 
 
 XPOS = EncodingSpec(
-    "xpos", "rotary", "RoPE with a per-pair decay ζ_j^((n-m)/γ) (Sun et al. 2022, torchscale)",
+    "xpos",
+    "rotary",
+    "RoPE with a per-pair decay ζ_j^((n-m)/γ) (Sun et al. 2022, torchscale)",
     lambda shape: XPos(shape.head_dim, base=shape.base, scale_base=shape.options.get("scale_base", XPOS_SCALE_BASE)),
-    {"base": 10000.0, **option_defaults("scale_base")}, colour="#6b6ecf", show=show_xpos, group="newer")
+    {"base": 10000.0, **option_defaults("scale_base")},
+    colour="#6b6ecf",
+    show=show_xpos,
+    group="newer",
+)

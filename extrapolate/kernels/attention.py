@@ -27,7 +27,9 @@ from extrapolate.kernels.heads import expand_kv_heads
 
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")  # what a request may ask for
 FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
-BAND_ROWS = 256  # query rows per T5 block; its band is rows × (rows + 113) keys (attention alone at 16k: 512 rows 4% slower)
+BAND_ROWS = (
+    256  # query rows per T5 block; its band is rows × (rows + 113) keys (attention alone at 16k: 512 rows 4% slower)
+)
 FLEX_MIN_QUERIES = 128  # fewer queries (decoding from a cache) skip flex: each new shape would recompile
 BLOCK_ELEMENTS = 1 << 23  # bias + scores per block: B·H·Bq·K elements (32 MiB in float32)
 # The CPU flash kernel is faster in float32 than in bfloat16 for short rows of small heads, where its bf16
@@ -100,8 +102,15 @@ def _bias_family(encoding: PositionalEncoding) -> AttentionPlan:
     return FUSED_BIAS if encoding.fused_form() is not None else BLOCKED
 
 
-def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
-                   queries: int, keys: int, backward: bool = False) -> AttentionPlan:
+def attention_plan(
+    encoding: PositionalEncoding,
+    requested: str,
+    device: torch.device | str,
+    dtype: torch.dtype,
+    queries: int,
+    keys: int,
+    backward: bool = False,
+) -> AttentionPlan:
     """The kernel `causal_attention` runs for `queries` queries (the last of `keys` positions) in `dtype` on
     `device`; `backward`: gradients will flow (training).
 
@@ -141,8 +150,9 @@ def attention_plan(encoding: PositionalEncoding, requested: str, device: torch.d
     return BLOCKED
 
 
-def recorded_kernel(encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype,
-                    shapes) -> str:
+def recorded_kernel(
+    encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype, shapes
+) -> str:
     """What a measurement whose attention calls have these (queries, keys) `shapes` ran: the names of the plans
     `attention_plan` makes for them. Asked after the measurement, so a flex_attention that failed to compile is
     recorded as the blocked kernel it fell back to.
@@ -256,8 +266,9 @@ def _check_backward(q, encoding) -> None:
     if key in FLEX_STATUS.backward_checked:
         return
     heads, dim = q.shape[1], q.shape[-1]
-    probe = [torch.randn(1, heads, 2 * flex.BLOCK, dim, device=q.device, dtype=q.dtype, requires_grad=True)
-             for _ in range(3)]
+    probe = [
+        torch.randn(1, heads, 2 * flex.BLOCK, dim, device=q.device, dtype=q.dtype, requires_grad=True) for _ in range(3)
+    ]
     inputs = probe + [p for p in encoding.parameters() if p.requires_grad]
     torch.autograd.grad(flex_attention_of(*probe, encoding).float().sum(), inputs, allow_unused=True)
     FLEX_STATUS.backward_checked.add(key)
@@ -340,7 +351,9 @@ def blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS):
         q1 = min(length, q0 + rows)
         end = offset + q1  # keys past the block's last query are masked: skip them
         bias = bias_rows(encoding, table, offset + q0, end, compute_dtype(q, end), q.device)  # (H, rows, end)
-        out[:, :, q0:q1] = sdpa(q[:, :, q0:q1], k[:, :, :end], v[:, :, :end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa)
+        out[:, :, q0:q1] = sdpa(
+            q[:, :, q0:q1], k[:, :, :end], v[:, :, :end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa
+        )
     return out
 
 
@@ -378,6 +391,7 @@ def reference_attention(q, k, v, encoding):
 # - T5: past its saturation distance S every key gets the same bias per head, so the far keys take it as a
 #   constant added to their log-sum-exp, mask-free, and only the band of S keys before each block and the
 #   block itself carry an explicit (rows × (rows + S)) bias, passed to the same kernel as its additive mask.
+
 
 def cached_sdpa(q, k, v):
     """Attention without a bias for queries continuing a cache: q (B, H, Tq, Dh) are the last Tq of the

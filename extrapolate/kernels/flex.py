@@ -70,8 +70,9 @@ def mask_function(ranges: tuple[KeyRange, ...], offset: int):
     return visible
 
 
-def block_structure(queries: int, total_keys: int, offset: int, ranges: tuple[KeyRange, ...],
-                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def block_structure(
+    queries: int, total_keys: int, offset: int, ranges: tuple[KeyRange, ...], device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(partial, full): (Qb, Kb) bool maps of the key blocks a query block sees in part (the mask function
     decides inside) or whole, from the ranges alone. A block cut by the end of the queries or keys, or by a
     range's edge, is never full."""
@@ -112,8 +113,15 @@ def block_mask(queries: int, total_keys: int, offset: int, ranges: tuple[KeyRang
     keys arranged as `ranges`, cached per shape (a model's layers and windows share it)."""
     partial, full = block_structure(queries, total_keys, offset, ranges, device)
     (count, index), (full_count, full_index) = _as_indices(partial), _as_indices(full)
-    return BlockMask.from_kv_blocks(count, index, full_count, full_index, BLOCK_SIZE=BLOCK,
-                                    mask_mod=mask_function(ranges, offset), seq_lengths=(queries, total_keys))
+    return BlockMask.from_kv_blocks(
+        count,
+        index,
+        full_count,
+        full_index,
+        BLOCK_SIZE=BLOCK,
+        mask_mod=mask_function(ranges, offset),
+        seq_lengths=(queries, total_keys),
+    )
 
 
 def flex_bias_attention(q, k, v, bias, compiled: bool = True):
@@ -138,5 +146,6 @@ def flex_two_part_attention(q_both, k_both, v_both, window: int, compiled: bool 
     queries, keys, dim = q_both.shape[2], k_both.shape[2] // 2, v_both.shape[-1]
     mask = block_mask(queries, 2 * keys, keys - queries, two_part_ranges(keys, window), str(q_both.device))
     attend = _compiled() if compiled else flex_attention
-    return attend(q_both, k_both, v_both, block_mask=mask, scale=dim**-0.5,
-                  enable_gqa=q_both.shape[1] != k_both.shape[1])
+    return attend(
+        q_both, k_both, v_both, block_mask=mask, scale=dim**-0.5, enable_gqa=q_both.shape[1] != k_both.shape[1]
+    )

@@ -32,6 +32,7 @@ def bf16_matmul_on_slow_cpu(x: torch.Tensor) -> bool:
 def bf16_linear_in_float32(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """F.linear with bf16 semantics (inputs rounded to bf16, float32 accumulation, bf16 output), computed with
     float32 kernels. x (..., In), weight (Out, In), bias (Out,) -> (..., Out) in bf16."""
+
     def rounded(t: torch.Tensor) -> torch.Tensor:
         return t.to(torch.bfloat16).float()
 

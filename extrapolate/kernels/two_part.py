@@ -77,8 +77,9 @@ def fused_attention(q, k, v, form: TwoPartRotary, rows: int = ROWS) -> torch.Ten
         shift = t0 - (a0 - w)
         if shift < block:
             stair_keys = slice(t0, t0 + block - shift)
-            stair_out, stair_lse = fused.attend(q_far[:, :, q0 + shift : q1], k_far[:, :, stair_keys],
-                                                v[:, :, stair_keys], True, scale)
+            stair_out, stair_lse = fused.attend(
+                q_far[:, :, q0 + shift : q1], k_far[:, :, stair_keys], v[:, :, stair_keys], True, scale
+            )
             padded_out = stair_out.new_zeros(batch, heads, block, dim)  # rows without a staircase key weigh 0
             padded_lse = stair_lse.new_full((batch, heads, block), float("-inf"))
             padded_out[:, :, shift:], padded_lse[:, :, shift:] = stair_out, stair_lse

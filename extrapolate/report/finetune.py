@@ -13,13 +13,21 @@ def finetune_curves(table: pd.DataFrame) -> pd.DataFrame:
     an extended length (fine-tuned, or their zero-shot point)."""
     if "finetune_len" not in table.columns:
         return pd.DataFrame()
-    rows = table[table["finetune_len"].notna() & (table["task"] == "perplexity") & (table["metric"] == "ppl")
-                 & (table["status"] == "ok")]
+    rows = table[
+        table["finetune_len"].notna()
+        & (table["task"] == "perplexity")
+        & (table["metric"] == "ppl")
+        & (table["status"] == "ok")
+    ]
     if rows.empty:
         return pd.DataFrame()
     encoding, _ = split_label(rows["encoding"])
-    rows = rows.assign(encoding=encoding.to_numpy(), steps=rows["finetune_steps"].fillna(0).astype(int),
-                       finetune_len=rows["finetune_len"].astype(int), value=rows["value"].astype(float))
+    rows = rows.assign(
+        encoding=encoding.to_numpy(),
+        steps=rows["finetune_steps"].fillna(0).astype(int),
+        finetune_len=rows["finetune_len"].astype(int),
+        value=rows["value"].astype(float),
+    )
     curves = rows.groupby(["encoding", "steps", "finetune_len", "train_len", "eval_len"], sort=False)["value"].mean()
     return curves.reset_index()
 
@@ -33,15 +41,21 @@ def finetune_section(table: pd.DataFrame, reference: dict[str, float]) -> list[s
     target = int(curves["finetune_len"].max())
     L = int(curves["train_len"].iloc[0])
     steps = sorted(curves["steps"].unique())
-    lines = [f"## Fine-tuning at L' = {target}", "",
-             f"Perplexity after N steps of training at L' = {target} with the encoding set for L' (0: zero-shot), "
-             f"then the same at L = {L}; the last column is the base model's perplexity at L.", ""]
+    lines = [
+        f"## Fine-tuning at L' = {target}",
+        "",
+        f"Perplexity after N steps of training at L' = {target} with the encoding set for L' (0: zero-shot), "
+        f"then the same at L = {L}; the last column is the base model's perplexity at L.",
+        "",
+    ]
     for length in dict.fromkeys([target, L]):
         at = curves[curves["eval_len"] == length]
         if at.empty:
             continue
-        lines += [f"| perplexity at {length} | " + " | ".join(f"{n} steps" for n in steps) + " | base model at L |",
-                  "|" + "---|" * (len(steps) + 2)]
+        lines += [
+            f"| perplexity at {length} | " + " | ".join(f"{n} steps" for n in steps) + " | base model at L |",
+            "|" + "---|" * (len(steps) + 2),
+        ]
         for encoding, group in at.groupby("encoding", sort=False):
             by_steps = dict(zip(group["steps"], group["value"]))
             cells = [f"{by_steps[n]:.3f}" if n in by_steps else "" for n in steps]

@@ -11,8 +11,16 @@ import pandas as pd
 from extrapolate.core.atomic import write_text
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import check_output_names
+from extrapolate.report.table import (
+    POSITION_COLUMNS,
+    POSITIONS_FILE,
+    RESULTS_FILE,
+    aggregate,
+    label_variants,
+    load_results,
+    read_table,
+)
 from extrapolate.report.training_log import heldout_section, load_training
-from extrapolate.report.table import POSITION_COLUMNS, POSITIONS_FILE, RESULTS_FILE, aggregate, label_variants, load_results, read_table
 
 if TYPE_CHECKING:
     from extrapolate.report.retrieval import Rule, Verdict
@@ -79,8 +87,9 @@ def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False, bases: dict[str, s
     return _matrix(_ppl(agg), cell)
 
 
-def effective_length(agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE,
-                     bases: dict[str, str] | None = None) -> dict[str, int | None]:
+def effective_length(
+    agg: pd.DataFrame, tolerance: float = PPL_TOLERANCE, bases: dict[str, str] | None = None
+) -> dict[str, int | None]:
     """Largest length whose perplexity stays within `tolerance` of the base model's value at L, every length
     between included; None when nothing at or past L qualifies."""
     out = {}
@@ -110,13 +119,15 @@ def setup_lines(table: pd.DataFrame) -> list[str]:
     # a model whose every row failed (diverged) has no parameter count: say so rather than guess
     params = table.groupby("model", sort=False)["params"].first()  # the first recorded count (NaN: none)
     return [
-        "- model: " + ", ".join(f"`{m}` ({int(p):,} parameters)" if pd.notna(p) else f"`{m}` (parameters not recorded)"
-                                for m, p in params.items())
+        "- model: "
+        + ", ".join(
+            f"`{m}` ({int(p):,} parameters)" if pd.notna(p) else f"`{m}` (parameters not recorded)"
+            for m, p in params.items()
+        )
         + f", training length L = {', '.join(str(v) for v in sorted(table['train_len'].unique()))}",
-        f"- corpus: {distinct(table, 'corpus')}; "
-        f"seeds: {', '.join(str(s) for s in seeds)}",
+        f"- corpus: {distinct(table, 'corpus')}; seeds: {', '.join(str(s) for s in seeds)}",
         f"- protocols: {', '.join(f'`{p}`' for p in protocols)}; kernels: "
-        + ", ".join(f"{e} → `{k}`" for e, k in table.groupby('encoding', sort=False)['kernel'].first().items()),
+        + ", ".join(f"{e} → `{k}`" for e, k in table.groupby("encoding", sort=False)["kernel"].first().items()),
         f"- device {distinct(table, 'device')}, evaluation dtype {distinct(table, 'dtype')}, extrapolate "
         f"{distinct(table, 'package_version', '')} (commit {distinct(table, 'git_sha', '')})",
     ]
@@ -134,14 +145,16 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
     """Every figure the folder's tables call for, drawn in memory and keyed by file stem: nothing is written
     until the whole report has been computed, so a failure leaves the previous report and figures intact.
     `said`: whether each model retrieves at L (`report.retrieval.verdicts`)."""
-    from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from extrapolate.report.finetune import finetune_figure, finetune_section
+    from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from extrapolate.report.retrieval import base_encodings
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
     labels = dict(zip(table["run_id"], table["encoding"]))  # a fine-tuned model's positions under its label
-    positions = positions.assign(encoding=[labels.get(r, e) for r, e in zip(positions["run_id"], positions["encoding"])])
+    positions = positions.assign(
+        encoding=[labels.get(r, e) for r, e in zip(positions["run_id"], positions["encoding"])]
+    )
     try:
         ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
         reference = perplexity_at_L(agg, base_encodings(table))
@@ -161,7 +174,9 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
         if len(rotary) and shape is not None:
             factor = float(rotary["factor"].max())
             head_dim, base = shape
-            figures["frequencies"] = frequency_figure(head_dim, base, max(factor, 1.0), int(rotary.iloc[0]["train_len"]))
+            figures["frequencies"] = frequency_figure(
+                head_dim, base, max(factor, 1.0), int(rotary.iloc[0]["train_len"])
+            )
     except BaseException:
         close_figures(figures)
         raise
@@ -208,8 +223,10 @@ def write_run_report(folder: Path, table: pd.DataFrame) -> None:
 
 
 # text columns a table written before they existed (or edited by hand) may leave empty
-UNRECORDED, RECORDED_TEXT = "unrecorded", ["protocol", "model", "corpus", "tokenizer", "device", "dtype", "kernel",
-                                           "git_sha", "package_version"]
+UNRECORDED, RECORDED_TEXT = (
+    "unrecorded",
+    ["protocol", "model", "corpus", "tokenizer", "device", "dtype", "kernel", "git_sha", "package_version"],
+)
 
 
 def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
@@ -231,8 +248,11 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]
     said = verdicts(agg, base_encodings(table), rule, pretrained_encodings(table))
     figures = draw_figures(folder, table, agg, said)
     try:
-        lines = heading + [*setup_lines(table), ""] + body(agg, figure_links(figures), load_training(folder), table,
-                                                               rule, said)
+        lines = (
+            heading
+            + [*setup_lines(table), ""]
+            + body(agg, figure_links(figures), load_training(folder), table, rule, said)
+        )
     except BaseException:
         close_figures(figures)
         raise
@@ -240,8 +260,14 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]
     write_text(path, "\n".join(lines))
 
 
-def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, table: pd.DataFrame,
-         rule: Rule, said: dict[str, Verdict]) -> list[str]:
+def body(
+    agg: pd.DataFrame,
+    figures: dict[str, str],
+    training: pd.DataFrame,
+    table: pd.DataFrame,
+    rule: Rule,
+    said: dict[str, Verdict],
+) -> list[str]:
     """`rule`: the retrieval task's "retrieves at this length" (`report.retrieval.task_rule`); `said`: what it
     says of each model at L (`report.retrieval.verdicts`)."""
     from extrapolate.report.finetune import finetune_section
@@ -250,26 +276,46 @@ def body(agg: pd.DataFrame, figures: dict[str, str], training: pd.DataFrame, tab
 
     bases = base_encodings(table)
     lines = []
-    if ((agg["task"] == "perplexity")).any():
-        lines += ["## Perplexity (mean ± 95% interval over seeds)", "", perplexity_matrix(agg), "",
-                  "## Perplexity relative to the base model at L", "",
-                  "Each row divided by its base model's perplexity at L (a RoPE scaling or fine-tune: plain RoPE's), "
-                  "so a scaling's cost at L shows.", "", perplexity_matrix(agg, ratio=True, bases=bases), ""]
+    if (agg["task"] == "perplexity").any():
+        lines += [
+            "## Perplexity (mean ± 95% interval over seeds)",
+            "",
+            perplexity_matrix(agg),
+            "",
+            "## Perplexity relative to the base model at L",
+            "",
+            "Each row divided by its base model's perplexity at L (a RoPE scaling or fine-tune: plain RoPE's), "
+            "so a scaling's cost at L shows.",
+            "",
+            perplexity_matrix(agg, ratio=True, bases=bases),
+            "",
+        ]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
     lines += retrieval_section(agg, training, said, rule)
     eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, said, rule)
-    lines += ["## Effective length", "",
-              f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
-              f"length at which the model retrieves ({rule.describe()}), every length from L on included in both "
-              "(retrieval: for models that retrieve at L).", "",
-              "| encoding | perplexity | retrieval |", "|---|---|---|"]
+    lines += [
+        "## Effective length",
+        "",
+        f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
+        f"length at which the model retrieves ({rule.describe()}), every length from L on included in both "
+        "(retrieval: for models that retrieve at L).",
+        "",
+        "| encoding | perplexity | retrieval |",
+        "|---|---|---|",
+    ]
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
     lines.append("")
     lines += shapes_section(table)
     lines += heldout_section(training, bases)
-    captions = {"perplexity": "perplexity vs length", "ratio": "ratio to the base model at L", "positions": "loss by position",
-                "passkey": "passkey accuracy", "finetune": "perplexity at L' vs fine-tuning steps", "frequencies": "RoPE scalings: inv_freq / θ per pair"}
+    captions = {
+        "perplexity": "perplexity vs length",
+        "ratio": "ratio to the base model at L",
+        "positions": "loss by position",
+        "passkey": "passkey accuracy",
+        "finetune": "perplexity at L' vs fine-tuning steps",
+        "frequencies": "RoPE scalings: inv_freq / θ per pair",
+    }
     for key, name in figures.items():
         lines += [f"![{captions[key]}]({name})", ""]
     return lines

@@ -79,9 +79,17 @@ def train_length_marks(ax, train_lens) -> None:
     """A dotted line at each training length, labelled on a light box so that no curve runs through the text."""
     for L in sorted(set(train_lens)):
         ax.axvline(L, color="#444444", linestyle=":", linewidth=1.2)
-        ax.annotate(f"train L={L}", (L, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
-                    textcoords="offset points", fontsize=8, color="#444444", zorder=5,
-                    bbox={"boxstyle": "square,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+        ax.annotate(
+            f"train L={L}",
+            (L, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -14),
+            textcoords="offset points",
+            fontsize=8,
+            color="#444444",
+            zorder=5,
+            bbox={"boxstyle": "square,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+        )
 
 
 def frequency_figure(head_dim: int, base: float, factor: float, original_len: int, highlight: str | None = None):
@@ -95,8 +103,9 @@ def frequency_figure(head_dim: int, base: float, factor: float, original_len: in
         inv_freq, _ = scaling.fn(head_dim, base, factor, original_len, seq_len)
         width = 2.8 if name == highlight else 1.6
         style = "--" if scaling.dynamic else "-"  # dynamic kinds shown at l = L·s
-        ax.plot(range(head_dim // 2), (inv_freq / theta).tolist(), style, label=name, color=colour(name),
-                linewidth=width)
+        ax.plot(
+            range(head_dim // 2), (inv_freq / theta).tolist(), style, label=name, color=colour(name), linewidth=width
+        )
     ax.set_yscale("log", base=2)
     ax.set_xlabel("pair index j (high frequency → low frequency)")
     ax.set_ylabel("inv_freq / θ  (1 = unchanged, 1/s = interpolated)")
@@ -157,14 +166,25 @@ def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str
             if not 0 < reference.get(encoding, float("nan")) < float("inf"):
                 continue
             y, err = y / reference[encoding], err / reference[encoding]
-        ax.errorbar(group["eval_len"], y, yerr=err, marker="o", markersize=4, capsize=2, label=encoding,
-                    color=colours[encoding], linewidth=1.8)
+        ax.errorbar(
+            group["eval_len"],
+            y,
+            yerr=err,
+            marker="o",
+            markersize=4,
+            capsize=2,
+            label=encoding,
+            color=colours[encoding],
+            linewidth=1.8,
+        )
     _length_axis(ax, agg["eval_len"].unique().tolist(), agg["train_len"].unique().tolist())
     ax.set_yscale("log")
     plain_log_ticks(ax)
     ax.set_xlabel("evaluation length (tokens, log₂ scale)")
     ax.set_ylabel("perplexity / base model's perplexity at L" if ratio else "perplexity (log scale)")
-    ax.set_title(title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length"))
+    ax.set_title(
+        title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length")
+    )
     if ax.get_legend_handles_labels()[0]:  # every cell failed: an empty frame, no legend
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a curve
     fig.tight_layout()
@@ -179,10 +199,17 @@ def position_figure(positions, eval_len: int | None = None):
     colours = palette(at["encoding"])
     for encoding, group in at.groupby("encoding", sort=False):
         by_bucket = group.groupby("bucket_start").apply(
-            lambda g: (g["nll"] * g["n_tokens"]).sum() / g["n_tokens"].sum(), include_groups=False)
+            lambda g: (g["nll"] * g["n_tokens"]).sum() / g["n_tokens"].sum(), include_groups=False
+        )
         width = float(group["bucket_end"].iloc[0] - group["bucket_start"].iloc[0])
-        ax.plot(by_bucket.index + width / 2, by_bucket.to_numpy(), marker=".", label=encoding, color=colours[encoding],
-                linewidth=1.8)
+        ax.plot(
+            by_bucket.index + width / 2,
+            by_bucket.to_numpy(),
+            marker=".",
+            label=encoding,
+            color=colours[encoding],
+            linewidth=1.8,
+        )
     train_length_marks(ax, at["train_len"].unique())
     ax.set_xlabel("position inside the window (bucket centre, tokens)")
     ax.set_ylabel("mean NLL (nats/token)")
@@ -214,9 +241,14 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] |
     rows = (len(encodings) + columns - 1) // columns
     height = 2.7 * rows + 1.4
     # fixed margins in inches: the suptitle and a two-line panel title above, the note below, at any row count
-    fig, axes = plt.subplots(rows, columns, figsize=(2.8 * columns + 1.2, height), dpi=120, squeeze=False,
-                             gridspec_kw={"hspace": 0.75, "wspace": 0.35, "top": 1 - 0.95 / height,
-                                          "bottom": 0.75 / height})
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(2.8 * columns + 1.2, height),
+        dpi=120,
+        squeeze=False,
+        gridspec_kw={"hspace": 0.75, "wspace": 0.35, "top": 1 - 0.95 / height, "bottom": 0.75 / height},
+    )
     image, muted_any = None, False
     for index, ax in enumerate(axes.flat):
         if index >= len(encodings):
@@ -239,8 +271,17 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] |
                 muted.append(cell)
         image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto", origin="lower")
         for i, j in muted:
-            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=(1, 1, 1, 0.6), edgecolor=(0.3, 0.3, 0.3, 0.7),
-                                   hatch="////", linewidth=0))
+            ax.add_patch(
+                Rectangle(
+                    (j - 0.5, i - 0.5),
+                    1,
+                    1,
+                    facecolor=(1, 1, 1, 0.6),
+                    edgecolor=(0.3, 0.3, 0.3, 0.7),
+                    hatch="////",
+                    linewidth=0,
+                )
+            )
         muted_any = muted_any or bool(muted)
         for (i, j), value in np.ndenumerate(grid):
             label = labels[i, j] if np.isnan(value) else f"{value:.0f}"
@@ -281,7 +322,9 @@ def bench_figure(frame):
         same_process = paired[(paired["implementation"] == implementation) & (paired["encoding"] == encoding)]
         speeds = same_process.sort_values("length") if len(same_process) else group
         left.plot(speeds["length"], speeds["tokens_per_second"], style, marker="o", label=label, color=colour(encoding))
-        right.plot(group["length"], group["peak_memory_mb"] / 1024, style, marker="o", label=label, color=colour(encoding))
+        right.plot(
+            group["length"], group["peak_memory_mb"] / 1024, style, marker="o", label=label, color=colour(encoding)
+        )
     for ax, ylabel in ((left, "evaluation tokens / s"), (right, "peak memory (GB, whole process)")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length (tokens, log₂ scale)")

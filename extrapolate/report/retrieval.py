@@ -162,8 +162,12 @@ def judged_on(encoding: str, measured, bases: dict[str, str] | None) -> str:
     return base if base in measured else encoding
 
 
-def verdicts(agg: pd.DataFrame, bases: dict[str, str] | None = None, rule: Rule = Rule(),
-             pretrained: frozenset[str] = frozenset()) -> dict[str, Verdict]:
+def verdicts(
+    agg: pd.DataFrame,
+    bases: dict[str, str] | None = None,
+    rule: Rule = Rule(),
+    pretrained: frozenset[str] = frozenset(),
+) -> dict[str, Verdict]:
     """Per encoding with retrieval cells: whether its model retrieves at L, judged on its base model's cells
     when those were measured (`judged_on`); else why not, in the words that fit the model: NOT_LEARNED for
     one trained here, FAILS for one in `pretrained` (the labels of pretrained models); NOT_MEASURED when
@@ -221,8 +225,10 @@ def retrieval_matrix(agg: pd.DataFrame, metric: str, said: dict[str, Verdict]) -
     italics (measured, not a finding), and the verdict says why."""
     cells = _passkey(agg, metric)
     lengths = sorted(cells["eval_len"].unique())
-    lines = ["| encoding | L | retrieves at L | worst depth at L | " + " | ".join(str(n) for n in lengths) + " |",
-             "|" + "---|" * (len(lengths) + 4)]
+    lines = [
+        "| encoding | L | retrieves at L | worst depth at L | " + " | ".join(str(n) for n in lengths) + " |",
+        "|" + "---|" * (len(lengths) + 4),
+    ]
     for encoding, group in cells.groupby("encoding", sort=False):
         L, verdict = int(group["train_len"].iloc[0]), said.get(encoding, UNKNOWN)
         worst = worst_depth(group[(group["eval_len"] == L) & (group["status"] == "ok")])
@@ -265,27 +271,40 @@ def retrieval_length(agg: pd.DataFrame, said: dict[str, Verdict], rule: Rule = R
     return out
 
 
-def retrieval_section(agg: pd.DataFrame, training: pd.DataFrame, said: dict[str, Verdict],
-                      rule: Rule = Rule()) -> list[str]:
+def retrieval_section(
+    agg: pd.DataFrame, training: pd.DataFrame, said: dict[str, Verdict], rule: Rule = Rule()
+) -> list[str]:
     """The retrieval tables and the steps until retrieval formed; `said`: `verdicts` by `rule`."""
     if not (agg["task"] == "passkey").any():
         return []
-    lines = ["## Retrieval (greedy exact match, mean over depths)", "",
-             f"A model retrieves at a length when, at that length, {rule.describe()} (RULER's convention; the "
-             "worst depth at L has its own column). A cell past L is a finding only when the model retrieves "
-             "at L; otherwise it is shown in italics, measured but not counted, and the verdict says why: \"not "
-             "learned at L\" for a model trained here, \"fails at L\" for a pretrained one. A training-free "
-             "scaling is judged on the model it scales (named in brackets), as a static scaling moves the positions "
-             "at L too; a model with no cell at L is \"not measured at L\".", "",
-             retrieval_matrix(agg, "accuracy", said), "",
-             "## Retrieval rank accuracy (true key ranked first among distractors)", "",
-             retrieval_matrix(agg, "rank_accuracy", said), ""]
+    lines = [
+        "## Retrieval (greedy exact match, mean over depths)",
+        "",
+        f"A model retrieves at a length when, at that length, {rule.describe()} (RULER's convention; the "
+        "worst depth at L has its own column). A cell past L is a finding only when the model retrieves "
+        'at L; otherwise it is shown in italics, measured but not counted, and the verdict says why: "not '
+        'learned at L" for a model trained here, "fails at L" for a pretrained one. A training-free '
+        "scaling is judged on the model it scales (named in brackets), as a static scaling moves the positions "
+        'at L too; a model with no cell at L is "not measured at L".',
+        "",
+        retrieval_matrix(agg, "accuracy", said),
+        "",
+        "## Retrieval rank accuracy (true key ranked first among distractors)",
+        "",
+        retrieval_matrix(agg, "rank_accuracy", said),
+        "",
+    ]
     if len(training):
         steps, trained = formation_step(training, rule.threshold), budget(training)
-        lines += ["## Steps until retrieval formed", "",
-                  f"First training step at which greedy accuracy at L (probes of a few dozen prompts during training) "
-                  f"reached {rule.threshold:.0%}; median over seeds; of the steps the model trained.", "",
-                  "| encoding | step | of |", "|---|---|---|"]
+        lines += [
+            "## Steps until retrieval formed",
+            "",
+            f"First training step at which greedy accuracy at L (probes of a few dozen prompts during training) "
+            f"reached {rule.threshold:.0%}; median over seeds; of the steps the model trained.",
+            "",
+            "| encoding | step | of |",
+            "|---|---|---|",
+        ]
         lines += [f"| {e} | {int(s) if s is not None else 'not reached'} | {trained[e]} |" for e, s in steps.items()]
         lines.append("")
     return lines

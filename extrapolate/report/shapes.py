@@ -54,7 +54,11 @@ def claim_holds(claim: Claim, means: pd.Series, L: int, length: int | None = Non
         value = means[(claim.encoding, length)]
         if claim.kind == "lower_than":
             other = means[(claim.other, length)]
-            return claim.text, bool(value < other), f"{claim.encoding} {value:.3f} vs {claim.other} {other:.3f} at {length}"
+            return (
+                claim.text,
+                bool(value < other),
+                f"{claim.encoding} {value:.3f} vs {claim.other} {other:.3f} at {length}",
+            )
         ratio = value / means[(claim.encoding, L)]
         holds = ratio >= claim.value if claim.kind == "ratio_at_least" else ratio <= claim.value
         sign = "≥" if claim.kind == "ratio_at_least" else "≤"
@@ -97,9 +101,14 @@ def shapes_section(table: pd.DataFrame) -> list[str]:
     checked = published_shapes(table)
     if not checked:
         return []
-    lines = ["## The published shapes", "",
-             "What the literature reports for these encodings, checked at the longest length measured past L "
-             "(zero-shot; \"flat\": within 10% of the value at L; \"degrades\": at least 1.2×, RoPE 1.5×).", "",
-             "| shape | holds | measured |", "|---|---|---|"]
+    lines = [
+        "## The published shapes",
+        "",
+        "What the literature reports for these encodings, checked at the longest length measured past L "
+        '(zero-shot; "flat": within 10% of the value at L; "degrades": at least 1.2×, RoPE 1.5×).',
+        "",
+        "| shape | holds | measured |",
+        "|---|---|---|",
+    ]
     lines += [f"| {text} | {'yes' if holds else '**no**'} | {detail} |" for text, holds, detail in checked]
     return lines + [""]

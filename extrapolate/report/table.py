@@ -17,29 +17,70 @@ from extrapolate.core.readers import reading
 from extrapolate.report.stats import student_t_quantile
 
 COLUMNS = [
-    "run_id", "encoding", "base_encoding", "factor", "train_len", "eval_len", "task", "metric", "value", "depth",
-    "seed", "n_tokens", "protocol", "status", "model", "params", "corpus", "tokenizer", "device", "dtype", "kernel",
-    "finetune_steps", "finetune_len", "git_sha", "package_version", "created_at",
+    "run_id",
+    "encoding",
+    "base_encoding",
+    "factor",
+    "train_len",
+    "eval_len",
+    "task",
+    "metric",
+    "value",
+    "depth",
+    "seed",
+    "n_tokens",
+    "protocol",
+    "status",
+    "model",
+    "params",
+    "corpus",
+    "tokenizer",
+    "device",
+    "dtype",
+    "kernel",
+    "finetune_steps",
+    "finetune_len",
+    "git_sha",
+    "package_version",
+    "created_at",
 ]
 # a measurement is identified by these; re-running it replaces the old row instead of duplicating it
 KEY = ["run_id", "encoding", "eval_len", "task", "metric", "depth", "seed"]
-POSITION_COLUMNS = ["run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"]
+POSITION_COLUMNS = [
+    "run_id",
+    "encoding",
+    "seed",
+    "train_len",
+    "eval_len",
+    "bucket_start",
+    "bucket_end",
+    "nll",
+    "n_tokens",
+]
 RESULTS_FILE, POSITIONS_FILE = "results.csv", "positions.csv"
 
 
 @lru_cache(maxsize=1)
 def git_sha() -> str:
     try:
-        done = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent, timeout=5)
+        done = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            timeout=5,
+        )
         return done.stdout.strip() if done.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
 def provenance() -> dict:
-    return {"git_sha": git_sha(), "package_version": __version__,
-            "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {
+        "git_sha": git_sha(),
+        "package_version": __version__,
+        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
 # Per table written here: the columns every row fills in (the last one included, so a row cut short by a
@@ -60,13 +101,18 @@ class RowChecks:
 
 
 ROW_CHECKS = {
-    RESULTS_FILE: RowChecks(("run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"),
-                            ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
-                            ("finetune_steps", "finetune_len"), ("train_len", "eval_len"),
-                            filled_where=(("task", "passkey", "depth"),)),
-    POSITIONS_FILE: RowChecks(("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),
-                              ("seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"),
-                              positive=("train_len", "eval_len")),
+    RESULTS_FILE: RowChecks(
+        ("run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"),
+        ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
+        ("finetune_steps", "finetune_len"),
+        ("train_len", "eval_len"),
+        filled_where=(("task", "passkey", "depth"),),
+    ),
+    POSITIONS_FILE: RowChecks(
+        ("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),
+        ("seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"),
+        positive=("train_len", "eval_len"),
+    ),
 }
 
 
@@ -133,8 +179,11 @@ def _key_part(value) -> str:
 
 def key_strings(frame: pd.DataFrame, key: list[str]) -> pd.Series:
     """One comparable string per row; the same value read back from CSV gives the same string."""
-    return pd.Series(["|".join(_key_part(v) for v in row) for row in frame[key].itertuples(index=False)],
-                     index=frame.index, dtype=object)
+    return pd.Series(
+        ["|".join(_key_part(v) for v in row) for row in frame[key].itertuples(index=False)],
+        index=frame.index,
+        dtype=object,
+    )
 
 
 def append_results(folder: Path, rows: list[dict]) -> pd.DataFrame:
@@ -142,8 +191,9 @@ def append_results(folder: Path, rows: list[dict]) -> pd.DataFrame:
 
 
 def append_positions(folder: Path, rows: list[dict]) -> pd.DataFrame:
-    return merge_rows(folder / POSITIONS_FILE, rows, POSITION_COLUMNS,
-                      ["run_id", "encoding", "seed", "eval_len", "bucket_start"])
+    return merge_rows(
+        folder / POSITIONS_FILE, rows, POSITION_COLUMNS, ["run_id", "encoding", "seed", "eval_len", "bucket_start"]
+    )
 
 
 def in_encoding_order(frame: pd.DataFrame) -> pd.DataFrame:
@@ -209,8 +259,15 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     done = {tuple(r[k] for k in by) for r in rows}
     for key, group in frame[frame["status"] != "ok"].groupby(by, dropna=False):
         if tuple(key) not in done:
-            rows.append({**dict(zip(by, key)), "mean": float("nan"), "ci95": float("nan"), "n_seeds": 0,
-                         "status": group["status"].iloc[0]})
+            rows.append(
+                {
+                    **dict(zip(by, key)),
+                    "mean": float("nan"),
+                    "ci95": float("nan"),
+                    "n_seeds": 0,
+                    "status": group["status"].iloc[0],
+                }
+            )
     out = pd.DataFrame(rows, columns=by + ["mean", "ci95", "n_seeds", "status"])
     out["depth"] = out["depth"].replace(-1, float("nan"))
     out = out.sort_values(by).reset_index(drop=True)

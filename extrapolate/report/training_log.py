@@ -15,9 +15,12 @@ TRAINING_FILE = "training.csv"
 TRAINING_COLUMNS = ["run_id", "encoding", "seed", "train_len", "step", "loss", "retrieval_accuracy", "heldout_loss"]
 # a model that trains on no retrieval prompts has no retrieval accuracy; tables from before the held-out
 # probe have no heldout_loss column
-TRAINING_CHECKS = RowChecks(("run_id", "encoding", "seed", "train_len", "step"),
-                            ("seed", "train_len", "step", "loss", "retrieval_accuracy"), ("heldout_loss",),
-                            positive=("train_len", "step"))
+TRAINING_CHECKS = RowChecks(
+    ("run_id", "encoding", "seed", "train_len", "step"),
+    ("seed", "train_len", "step", "loss", "retrieval_accuracy"),
+    ("heldout_loss",),
+    positive=("train_len", "step"),
+)
 
 
 def probe_rows(summary: dict, common: dict) -> list[dict]:
@@ -30,9 +33,15 @@ def probe_rows(summary: dict, common: dict) -> list[dict]:
 
     rows = []
     for step, accuracy, *rest in summary.get("probes") or []:
-        rows.append({**common, "step": int(step), "retrieval_accuracy": number(accuracy),
-                     "heldout_loss": number(rest[0] if rest else None),
-                     "loss": float(losses[step - 1]) if 0 < step <= len(losses) else float("nan")})
+        rows.append(
+            {
+                **common,
+                "step": int(step),
+                "retrieval_accuracy": number(accuracy),
+                "heldout_loss": number(rest[0] if rest else None),
+                "loss": float(losses[step - 1]) if 0 < step <= len(losses) else float("nan"),
+            }
+        )
     return rows
 
 
@@ -73,15 +82,22 @@ def heldout_section(training: pd.DataFrame, bases: dict[str, str]) -> list[str]:
     probed = probed[[bases.get(e, e) == e or bases.get(e) not in present for e in probed["encoding"]]]
     if probed.empty:
         return []
-    lines = ["## Held-out perplexity during training", "",
-             "Perplexity at L on the same held-out tokens at every probe: it falls while the model learns the "
-             "language; a rise at the end means it began to memorise its training corpus. One row per trained "
-             "model: a RoPE scaling evaluates the RoPE model, whose row is RoPE's.", "",
-             "| encoding | first probe | lowest | end of training | |", "|---|---|---|---|---|"]
+    lines = [
+        "## Held-out perplexity during training",
+        "",
+        "Perplexity at L on the same held-out tokens at every probe: it falls while the model learns the "
+        "language; a rise at the end means it began to memorise its training corpus. One row per trained "
+        "model: a RoPE scaling evaluates the RoPE model, whose row is RoPE's.",
+        "",
+        "| encoding | first probe | lowest | end of training | |",
+        "|---|---|---|---|---|",
+    ]
     for encoding, group in probed.groupby("encoding", sort=False):
         curve = group.groupby("step")["heldout_loss"].mean().sort_index().map(math.exp)
         first, last, low_step = curve.iloc[0], curve.iloc[-1], int(curve.idxmin())
         verdict = "rose at the end (memorising)" if last > curve.min() * 1.02 else "fell through training"
-        lines.append(f"| {encoding} | {first:.2f} (step {int(curve.index[0])}) | {curve.min():.2f} (step {low_step}) | "
-                     f"{last:.2f} (step {int(curve.index[-1])}) | {verdict} |")
+        lines.append(
+            f"| {encoding} | {first:.2f} (step {int(curve.index[0])}) | {curve.min():.2f} (step {low_step}) | "
+            f"{last:.2f} (step {int(curve.index[-1])}) | {verdict} |"
+        )
     return lines + [""]

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from extrapolate.report.table import KEY
 from extrapolate.report.shapes import claim_holds, perplexity_means
 from extrapolate.report.stats import normal_quantile, student_t_quantile
+from extrapolate.report.table import KEY
 from extrapolate.reproduce.quantities import QUANTITY_KEY, quantities
 from extrapolate.reproduce.suite import Suite
 
@@ -54,8 +54,10 @@ class Rule:
     def tolerance(self, spread_row: dict) -> float:
         """The tolerance of one quantity from its row of the spread file."""
         n = int(spread_row["n_seeds"])
-        return max(self.multiplier(n) * float(spread_row["sd"]),
-                   self.floor(spread_row["metric"], float(spread_row["mean"]), int(spread_row["trials"]), n))
+        return max(
+            self.multiplier(n) * float(spread_row["sd"]),
+            self.floor(spread_row["metric"], float(spread_row["mean"]), int(spread_row["trials"]), n),
+        )
 
 
 def spread_rows(spread: pd.DataFrame) -> dict[tuple, dict]:
@@ -89,8 +91,12 @@ def compare(reference: pd.DataFrame, fresh: pd.DataFrame, spread: pd.DataFrame, 
     rows = []
     for key in ref.index.union(new.index):
         a, b = (frame.loc[key] if key in frame.index else None for frame in (ref, new))
-        row = dict(zip(QUANTITY_KEY, key)) | {"reference": _value(a), "now": _value(b), "change": float("nan"),
-                                              "tolerance": float("nan")}
+        row = dict(zip(QUANTITY_KEY, key)) | {
+            "reference": _value(a),
+            "now": _value(b),
+            "change": float("nan"),
+            "tolerance": float("nan"),
+        }
         if a is None or b is None:
             row["verdict"] = "missing"
         elif a["status"] != b["status"]:
@@ -116,6 +122,7 @@ def _value(row) -> float:
 def changed_cells(reference: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
     """Raw cells present on one side only or with another status (per depth too: a depth that went missing
     or out of memory is a failure even where the mean over depths is not compared)."""
+
     def statuses(table):
         frame = table.copy()
         frame["depth"] = frame["depth"].fillna(-1.0).astype(float)
@@ -139,7 +146,10 @@ def claims_over_seeds(tables: list[pd.DataFrame], suite: Suite) -> list[tuple[st
     for i, claim in enumerate(suite.claims):
         results = [seed_claims[i] for seed_claims in per_seed]
         failed = [detail for _, holds, detail in results if not holds]
-        detail = (f"holds for all {len(results)} seeds" if not failed else
-                  f"fails for {len(failed)} of {len(results)} seeds, e.g. {failed[0]}")
+        detail = (
+            f"holds for all {len(results)} seeds"
+            if not failed
+            else f"fails for {len(failed)} of {len(results)} seeds, e.g. {failed[0]}"
+        )
         out.append((claim.text, not failed, detail))
     return out

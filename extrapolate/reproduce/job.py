@@ -16,10 +16,10 @@ import pandas as pd
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import cache_dir, data_dir
 from extrapolate.report.table import RESULTS_FILE, load_results
-from extrapolate.run import Reporter
 from extrapolate.reproduce.compare import Comparison, claims_over_seeds, compare
 from extrapolate.reproduce.quantities import measure_spread, read_spread, write_spread
 from extrapolate.reproduce.suite import Suite
+from extrapolate.run import Reporter
 
 REFERENCE_DIR = data_dir("results")  # results/<suite>: the checkout's, or the copy an installed wheel carries
 
@@ -48,8 +48,9 @@ def scratch_cache():
             os.environ["EXTRAPOLATE_CACHE"] = previous
 
 
-def run_suite(suite: Suite, folder: Path, reporter: Reporter, seeds: list[int] | None = None,
-              fresh_models: bool = True) -> pd.DataFrame:
+def run_suite(
+    suite: Suite, folder: Path, reporter: Reporter, seeds: list[int] | None = None, fresh_models: bool = True
+) -> pd.DataFrame:
     """Run the suite's cells for `seeds` (default: the reference seed) into `folder`; returns its table."""
     from extrapolate.run.sweep import resolve_encodings, sweep
 
@@ -68,8 +69,14 @@ class Outcome:
     reference: Path | None = None  # the committed reference compared with (or replaced)
 
 
-def reproduce_job(suite_name: str, reporter: Reporter, replace_reference: bool = False, spread: bool = False,
-                  reuse_models: bool = False, keep: Path | None = None) -> Outcome:
+def reproduce_job(
+    suite_name: str,
+    reporter: Reporter,
+    replace_reference: bool = False,
+    spread: bool = False,
+    reuse_models: bool = False,
+    keep: Path | None = None,
+) -> Outcome:
     """`extrapolate reproduce`: compare a fresh run of the suite with its reference, or replace the
     reference. The fresh run goes to a temporary folder, removed afterwards, unless `keep` names one."""
     from extrapolate.reproduce.suite import load_suite

@@ -26,15 +26,19 @@ def quantities(table: pd.DataFrame) -> pd.DataFrame:
     by = QUANTITY_KEY + (["seed"] if "seed" in table else [])
     ppl = table[(table["task"] == "perplexity") & (table["metric"] == "nll")]
     retrieval = table[table["task"] != "perplexity"]
-    rows = [dict(zip(by, key)) | {"value": float(g["value"].iloc[0]), "trials": int(g["n_tokens"].iloc[0]),
-                                  "status": str(g["status"].iloc[0])}
-            for key, g in ppl.groupby(by, sort=True)]
+    rows = [
+        dict(zip(by, key))
+        | {"value": float(g["value"].iloc[0]), "trials": int(g["n_tokens"].iloc[0]), "status": str(g["status"].iloc[0])}
+        for key, g in ppl.groupby(by, sort=True)
+    ]
     for key, group in retrieval.groupby(by, sort=True):
         statuses = sorted(set(group["status"].astype(str)) - {"ok"})
         length = int(key[QUANTITY_KEY.index("eval_len")])
         trials = int((group["n_tokens"].astype(int) // max(length, 1)).sum())
         value = float(group["value"].astype(float).mean()) if not statuses else float("nan")
-        rows.append(dict(zip(by, key)) | {"value": value, "trials": trials, "status": statuses[0] if statuses else "ok"})
+        rows.append(
+            dict(zip(by, key)) | {"value": value, "trials": trials, "status": statuses[0] if statuses else "ok"}
+        )
     return pd.DataFrame(rows, columns=by + ["value", "trials", "status"])
 
 
@@ -45,9 +49,17 @@ def measure_spread(tables: list[pd.DataFrame]) -> pd.DataFrame:
     rows = []
     for key, group in ok.groupby(QUANTITY_KEY, sort=True):
         values = group["value"].astype(float)
-        rows.append(dict(zip(QUANTITY_KEY, key)) | {
-            "n_seeds": len(values), "trials": int(group["trials"].min()), "mean": values.mean(),
-            "sd": values.std(ddof=1) if len(values) > 1 else float("nan"), "min": values.min(), "max": values.max()})
+        rows.append(
+            dict(zip(QUANTITY_KEY, key))
+            | {
+                "n_seeds": len(values),
+                "trials": int(group["trials"].min()),
+                "mean": values.mean(),
+                "sd": values.std(ddof=1) if len(values) > 1 else float("nan"),
+                "min": values.min(),
+                "max": values.max(),
+            }
+        )
     return pd.DataFrame(rows, columns=SPREAD_COLUMNS)
 
 
@@ -67,9 +79,13 @@ def read_spread(folder: Path) -> pd.DataFrame:
     if missing:
         raise UserError(f"spread file {path} lacks the columns {', '.join(missing)}")
     numeric = spread[["eval_len", "n_seeds", "trials", "mean", "sd"]].apply(pd.to_numeric, errors="coerce")
-    if numeric[["eval_len", "n_seeds", "trials", "mean"]].isna().any().any() or (numeric["n_seeds"] < 2).any() \
-            or not numeric["sd"].map(lambda v: math.isfinite(v) and v >= 0).all():
-        raise UserError(f"spread file {path} has a malformed row (a non-numeric value, a negative spread or "
-                        f"fewer than 2 seeds)")
+    if (
+        numeric[["eval_len", "n_seeds", "trials", "mean"]].isna().any().any()
+        or (numeric["n_seeds"] < 2).any()
+        or not numeric["sd"].map(lambda v: math.isfinite(v) and v >= 0).all()
+    ):
+        raise UserError(
+            f"spread file {path} has a malformed row (a non-numeric value, a negative spread or fewer than 2 seeds)"
+        )
     spread[["eval_len", "n_seeds", "trials"]] = numeric[["eval_len", "n_seeds", "trials"]].astype(int)
     return spread

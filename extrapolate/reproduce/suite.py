@@ -65,14 +65,23 @@ def _parse(data: dict, path: Path) -> Suite:
     if len(spread_seeds) < 2:
         raise ValueError("spread.seeds needs at least 2 seeds (3 runs with the reference) to estimate a spread")
     request = RunRequest(
-        encoding="rope", model=str(data["model"]), train_len=_integer(data, "train_len", minimum=2),
+        encoding="rope",
+        model=str(data["model"]),
+        train_len=_integer(data, "train_len", minimum=2),
         eval_lens=tuple(_integer({"n": n}, "n", minimum=1) for n in _list(data, "eval_lens")),
-        steps=_integer(data, "steps", minimum=1), batch_size=_integer(data, "batch_size", minimum=1),
-        lr=_positive(data, "lr"), tasks=tuple(str(t) for t in _list(data, "tasks")),
-        passkey_task=str(data.get("passkey_task", "passkey")), eval_tokens=_integer(data, "eval_tokens", minimum=1),
-        train_dtype=str(data.get("train_dtype", "bfloat16")), tokenizer=str(data.get("tokenizer", "bytes")),
-        seed=seed, device="cpu", position_std=_optional(data, "position_std", zero_ok=True),
-        position_lr_scale=_optional(data, "position_lr_scale"), embed_std=_optional(data, "embed_std"),
+        steps=_integer(data, "steps", minimum=1),
+        batch_size=_integer(data, "batch_size", minimum=1),
+        lr=_positive(data, "lr"),
+        tasks=tuple(str(t) for t in _list(data, "tasks")),
+        passkey_task=str(data.get("passkey_task", "passkey")),
+        eval_tokens=_integer(data, "eval_tokens", minimum=1),
+        train_dtype=str(data.get("train_dtype", "bfloat16")),
+        tokenizer=str(data.get("tokenizer", "bytes")),
+        seed=seed,
+        device="cpu",
+        position_std=_optional(data, "position_std", zero_ok=True),
+        position_lr_scale=_optional(data, "position_lr_scale"),
+        embed_std=_optional(data, "embed_std"),
     )
     if request.train_dtype not in ("float32", "bfloat16"):
         raise ValueError(f"train_dtype must be float32 or bfloat16, got {request.train_dtype!r}")
@@ -81,8 +90,18 @@ def _parse(data: dict, path: Path) -> Suite:
         raise ValueError(f"spread.confidence must be in (0, 1), got {confidence}")
     # a suite exists to show its claims: none at all is a damaged or unfinished file
     claims = tuple(_claim(c, i) for i, c in enumerate(_list(data, "claims")))
-    return Suite(str(data["name"]), _integer(data, "version", minimum=1), path, str(data["encodings"]), seed,
-                 spread_seeds, request, confidence, _positive(spread, "nll_floor"), claims)
+    return Suite(
+        str(data["name"]),
+        _integer(data, "version", minimum=1),
+        path,
+        str(data["encodings"]),
+        seed,
+        spread_seeds,
+        request,
+        confidence,
+        _positive(spread, "nll_floor"),
+        claims,
+    )
 
 
 def _claim(data: dict, index: int) -> Claim:

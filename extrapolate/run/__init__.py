@@ -11,5 +11,16 @@ from extrapolate.run.reporter import Reporter
 from extrapolate.run.request import ResolvedRequest, RunRequest, resolve, resolve_request
 from extrapolate.run.resolved import ResolvedRun, resolve_run
 
-__all__ = ["Prepared", "Reporter", "ResolvedRequest", "ResolvedRun", "RunRequest", "prepare", "resolve",
-           "resolve_request", "resolve_run", "run", "run_cell"]
+__all__ = [
+    "Prepared",
+    "Reporter",
+    "ResolvedRequest",
+    "ResolvedRun",
+    "RunRequest",
+    "prepare",
+    "resolve",
+    "resolve_request",
+    "resolve_run",
+    "run",
+    "run_cell",
+]

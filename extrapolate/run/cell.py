@@ -9,19 +9,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 from extrapolate.core.distributed import current, main_first, process_group
-from extrapolate.encodings.options import check_used
-from extrapolate.encodings import get_spec
 from extrapolate.core.paths import RUNS_FOLDER, writable_folder
+from extrapolate.encodings import get_spec
+from extrapolate.encodings.options import check_used
 from extrapolate.report.folder import check_tables
 from extrapolate.report.table import append_positions, append_results, provenance
-from extrapolate.tasks.depth_log import clear_logs
-from extrapolate.training.train import TrainingDiverged
 from extrapolate.run.evaluate import evaluate, trained_model
 from extrapolate.run.prepare import Prepared, prepare
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.request import RunRequest, ignored_options, output_folder, resolve
 from extrapolate.run.resolved import ResolvedRun, resolve_run
 from extrapolate.run.rows import diverged_rows, measurement_rows
+from extrapolate.tasks.depth_log import clear_logs
+from extrapolate.training.train import TrainingDiverged
 
 
 def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: Reporter) -> None:
@@ -90,8 +90,8 @@ def new_folder_guard(folder: Path):
 
 def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict], positions: list[dict]) -> None:
     from extrapolate.core.atomic import write_text
-    from extrapolate.training.finetune import read_lineage
     from extrapolate.report.pages import write_run_report
+    from extrapolate.training.finetune import read_lineage
 
     request = resolved.request
     table = append_results(folder, rows)
@@ -99,22 +99,27 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
     if trained.config is not None and rows:
         from extrapolate.report.training_log import append_training, probe_rows
 
-        common = {"run_id": resolved.run_id, "encoding": resolved.spec.name, "seed": request.seed,
-                  "train_len": request.train_len}
+        common = {
+            "run_id": resolved.run_id,
+            "encoding": resolved.spec.name,
+            "seed": request.seed,
+            "train_len": request.train_len,
+        }
         append_training(folder, probe_rows(trained.summary, common))
     config_file = trained.folder / "config.json"
     # `out` is left out: the record lives in that folder, and a path as given names the machine, not the result
-    record = {"request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items()
-                          if k != "out"},
-              "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,
-              "model_config": asdict(trained.model.config),
-              "model_folder": trained.folder.name,  # under the cache's models/ folder
-              "finetune": read_lineage(trained.folder),  # base model, encoding, factor, L and the training at L′
-              # what the evaluation ran with, defaults resolved (Self-Extend's window and group, LongRoPE's lists,
-              # a randomized kind's L_max, KERPLE's learned r1 and r2)
-              "encoding": {"name": resolved.spec.name, **trained.model.encoding.describe()},
-              "training": {k: v for k, v in trained.summary.items() if k != "losses"},
-              **provenance()}
+    record = {
+        "request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items() if k != "out"},
+        "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,
+        "model_config": asdict(trained.model.config),
+        "model_folder": trained.folder.name,  # under the cache's models/ folder
+        "finetune": read_lineage(trained.folder),  # base model, encoding, factor, L and the training at L′
+        # what the evaluation ran with, defaults resolved (Self-Extend's window and group, LongRoPE's lists,
+        # a randomized kind's L_max, KERPLE's learned r1 and r2)
+        "encoding": {"name": resolved.spec.name, **trained.model.encoding.describe()},
+        "training": {k: v for k, v in trained.summary.items() if k != "losses"},
+        **provenance(),
+    }
     text = json.dumps(record, indent=2, default=str)
     write_text(folder / "run.json", text)  # the latest run in this folder
     write_text(folder / RUNS_FOLDER / f"{resolved.run_id}.json", text)  # every run, kept

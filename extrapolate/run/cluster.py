@@ -85,8 +85,13 @@ def queue_states(job_ids: list[str]) -> dict[str, tuple[str, str]]:
     if not job_ids:
         return {}
     try:
-        out = subprocess.run(["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i %T %r"], capture_output=True, text=True,
-                             check=False, timeout=60).stdout
+        out = subprocess.run(
+            ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i %T %r"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        ).stdout
     except FileNotFoundError:
         raise UserError("--executor slurm: squeue is not on PATH (is this a SLURM login node?)") from None
     states = {}
@@ -119,12 +124,20 @@ def executor(folder: Path, options: SlurmOptions, name: str):
         return ex
     missing = [tool for tool in ("sbatch", "srun") if shutil.which(tool) is None]
     if missing:  # submitit would raise a bare RuntimeError for srun and fail at submission for sbatch
-        raise UserError(f"--executor slurm needs a SLURM client on this machine: {' and '.join(missing)} "
-                        f"{'is' if len(missing) == 1 else 'are'} not on PATH (run from a login node, or use "
-                        "--executor local)")
+        raise UserError(
+            f"--executor slurm needs a SLURM client on this machine: {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not on PATH (run from a login node, or use "
+            "--executor local)"
+        )
     ex = submitit.SlurmExecutor(folder=logs)
-    params = dict(job_name=name, time=options.time_min, partition=options.partition, cpus_per_task=options.cpus_per_task,
-                  gpus_per_task=options.gpus_per_task or None, mem=f"{options.mem_gb}GB" if options.mem_gb else None)
+    params = dict(
+        job_name=name,
+        time=options.time_min,
+        partition=options.partition,
+        cpus_per_task=options.cpus_per_task,
+        gpus_per_task=options.gpus_per_task or None,
+        mem=f"{options.mem_gb}GB" if options.mem_gb else None,
+    )
     ex.update_parameters(**{k: v for k, v in params.items() if v is not None})
     return ex
 
@@ -149,8 +162,10 @@ def submit(ex, options: SlurmOptions, after: list, kind: str, fn, *args):
         if type(exc).__name__ != "FailedJobError":  # submitit's: sbatch ran and refused (no controller, bad partition)
             raise
         detail = " ".join(str(exc).split())
-        raise UserError(f"SLURM refused the job ({detail[:300]}); jobs already submitted are recorded and "
-                        "the same command submits only what is missing") from None
+        raise UserError(
+            f"SLURM refused the job ({detail[:300]}); jobs already submitted are recorded and "
+            "the same command submits only what is missing"
+        ) from None
 
 
 def submit_sweep(cells, folder: Path, options: SlurmOptions) -> Submission:

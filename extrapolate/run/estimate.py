@@ -18,8 +18,9 @@ TIMED_TOKENS = 32768  # rows of a timed step: at most this many tokens (at least
 FORWARD_TOKENS = 1024  # a pretrained model's forward rate is timed at this length at most
 
 
-def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepared: Prepared,
-                     reporter: Reporter | None = None) -> float:
+def estimate_seconds(
+    pending: list[ResolvedRun], models: dict[Path, bool], prepared: Prepared, reporter: Reporter | None = None
+) -> float:
     """Training steps × the measured seconds per step, plus evaluation forward tokens at about three times
     the training token rate (forward only). `pending`: the cells still to run; `models`: each model folder
     and whether it is trained already. `reporter` is told what is timed, and how long the timing took."""
@@ -45,8 +46,10 @@ def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepa
     # a step's time grows with its rows: a share of the batch is timed and scaled, so that a dry run at long
     # L answers in seconds (on a GPU a smaller batch loads the card less: the estimate errs long there)
     rows = max(1, min(config.batch_size, TIMED_TOKENS // config.seq_len))
-    reporter.note(f"timing {TIMED_STEPS + 1} training steps of {rows} × {config.seq_len} tokens (the first a "
-                  f"warm-up; the batch has {config.batch_size} rows) for the estimate")
+    reporter.note(
+        f"timing {TIMED_STEPS + 1} training steps of {rows} × {config.seq_len} tokens (the first a "
+        f"warm-up; the batch has {config.batch_size} rows) for the estimate"
+    )
     model = build_model(config, prepared.device)
     optimizer = make_optimizer(model, config)
     source = BatchSource(prepared.stream, config.seq_len, rows, 0)
@@ -57,11 +60,16 @@ def estimate_seconds(pending: list[ResolvedRun], models: dict[Path, bool], prepa
         training_step(model, optimizer, config, source.batch(step), prepared.device)
     per_step = (time.perf_counter() - start) / TIMED_STEPS * config.batch_size / rows
     tokens_per_second = config.batch_size * config.seq_len / per_step
-    reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {per_step:.2f} s a full step, {tokens_per_second:,.0f} tokens/s")
+    reporter.note(
+        f"timed in {time.perf_counter() - began:.1f} s: {per_step:.2f} s a full step, {tokens_per_second:,.0f} tokens/s"
+    )
     bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
     train_seconds = len(bases) * config.steps * per_step
-    return train_seconds + finetune_tokens(pending, models) / tokens_per_second + \
-        len(pending) * per_cell_tokens / (3 * tokens_per_second)
+    return (
+        train_seconds
+        + finetune_tokens(pending, models) / tokens_per_second
+        + len(pending) * per_cell_tokens / (3 * tokens_per_second)
+    )
 
 
 def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int:

@@ -4,30 +4,31 @@ status and the kernel its attention calls ran."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from extrapolate.training import checkpoint as ckpt
-from extrapolate.kernels.attention import recorded_kernel
-from extrapolate.data.batches import BatchSource
 from extrapolate.core.device import activation_dtype
 from extrapolate.core.distributed import current
-from extrapolate.encodings import encoding_for
 from extrapolate.core.errors import PositionOutOfRange, is_out_of_memory
-from extrapolate.tasks.prompt import PromptBuilder
-from extrapolate.tasks.depth_log import DepthLog
-from extrapolate.tasks.passkey import evaluate_passkey
-from extrapolate.tasks.perplexity import evaluate_perplexity
+from extrapolate.data.batches import BatchSource
 from extrapolate.data.tokenizers import keep_with_model
-from extrapolate.training.finetune import finetune as run_finetune
-from extrapolate.training.train import Probe, TrainedModel, model_folder, train
+from extrapolate.encodings import encoding_for
+from extrapolate.kernels.attention import recorded_kernel
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import ResolvedRun
+from extrapolate.tasks.depth_log import DepthLog
+from extrapolate.tasks.passkey import evaluate_passkey
+from extrapolate.tasks.perplexity import evaluate_perplexity
+from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.training import checkpoint as ckpt
+from extrapolate.training.finetune import finetune as run_finetune
+from extrapolate.training.train import Probe, TrainedModel, model_folder, train
 
 PROBE_PROMPTS = 40  # prompts per retrieval probe during training: a 95% interval of about ±15% at 50%
 PROBE_HELDOUT_TOKENS = 8192  # held-out tokens scored per probe, the same ones every time
@@ -47,8 +48,11 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
         model = prepared.checkpoint.model.to(prepared.device)
         if resolved.finetune is not None:
             return finetuned(resolved, prepared, model, reporter, checkpointing=True)
-        summary = {"config_hash": resolved.model_hash, "pretrained": resolved.request.model,
-                   "params": model.num_parameters()}
+        summary = {
+            "config_hash": resolved.model_hash,
+            "pretrained": resolved.request.model,
+            "params": model.num_parameters(),
+        }
         return TrainedModel(model, resolved.model_folder, None, summary, reused=True)
 
     config, finetune = resolved.train_config, resolved.finetune
@@ -62,13 +66,19 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
     return result if finetune is None else finetuned(resolved, prepared, result.model, reporter)
 
 
-def finetuned(resolved: ResolvedRun, prepared: Prepared, base, reporter: Reporter, checkpointing: bool = False) -> TrainedModel:
+def finetuned(
+    resolved: ResolvedRun, prepared: Prepared, base, reporter: Reporter, checkpointing: bool = False
+) -> TrainedModel:
     """The base model fine-tuned at L' (cached, resumed or continued from a shorter fine-tune)."""
     phase = resolved.finetune.phase  # the same mixture of corpus and retrieval rows as the base, at L'
     rows = prepared.passkey_builder.training_row if prepared.passkey_builder is not None else None
     source = BatchSource(prepared.stream, phase.seq_len, phase.batch_size, phase.seed, phase.passkey_fraction, rows)
-    callback = reporter.training(phase.steps, ckpt.is_complete(resolved.model_folder), f"fine-tuning at {phase.seq_len}")
-    tuned = run_finetune(resolved.finetune, base, source, prepared.device, on_step=callback, checkpointing=checkpointing)
+    callback = reporter.training(
+        phase.steps, ckpt.is_complete(resolved.model_folder), f"fine-tuning at {phase.seq_len}"
+    )
+    tuned = run_finetune(
+        resolved.finetune, base, source, prepared.device, on_step=callback, checkpointing=checkpointing
+    )
     if current().main:
         keep_with_model(prepared.tokenizer, tuned.folder)
     reporter.done_training()
@@ -92,7 +102,9 @@ def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
     builder = prepared.passkey_builder
     if builder is not None and config.passkey_fraction > 0:
         task = builder.task
-        small = PromptBuilder(dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer)
+        small = PromptBuilder(
+            dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer
+        )
 
         def retrieval(model) -> float:
             model.use_kernel(kernel)
@@ -108,7 +120,7 @@ def heldout_windows(documents: list[torch.Tensor], length: int) -> torch.Tensor:
     windows = []
     for document in documents:  # each is longer than the longest evaluation length, so one window fits
         for start in range(0, document.numel() - length, length):
-            windows.append(document[start:start + length + 1])
+            windows.append(document[start : start + length + 1])
             if len(windows) * length >= PROBE_HELDOUT_TOKENS:
                 return torch.stack(windows)
     return torch.stack(windows)
@@ -123,8 +135,13 @@ def evaluation_encoding(resolved: ResolvedRun, model):
         return model.encoding
     # rotary kinds are parameter-free: always a fresh encoding, so a model shared by several cells (a loaded
     # pretrained checkpoint) never keeps the scaling of an earlier cell
-    encoding = encoding_for(model.config, spec.name, factor=resolved.factor, original_len=request.train_len,
-                            options=dict(request.encoding_options))
+    encoding = encoding_for(
+        model.config,
+        spec.name,
+        factor=resolved.factor,
+        original_len=request.train_len,
+        options=dict(request.encoding_options),
+    )
     return encoding.to(next(model.parameters()).device)
 
 
@@ -157,8 +174,9 @@ def measure(device: torch.device, evaluate, on_oom=lambda asked: None):
         return "oom", None
 
 
-def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporter,
-             folder: Path | None = None) -> list[Measurement]:
+def evaluate(
+    resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporter, folder: Path | None = None
+) -> list[Measurement]:
     """Every (task, length) the resolved run plans, perplexity first, in the model's evaluation encoding. With
     an output `folder`, a retrieval cell logs its finished depths there, so a stopped one resumes from them."""
     request, device, world = resolved.request, prepared.device, current()
@@ -166,35 +184,60 @@ def evaluate(resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporte
     def depth_log(length: int) -> DepthLog | None:
         if folder is None:
             return None
-        return DepthLog.for_cell(folder, resolved.run_id, prepared.passkey_builder.task.identity, length,
-                                 world.rank, world.size)
+        return DepthLog.for_cell(
+            folder, resolved.run_id, prepared.passkey_builder.task.identity, length, world.rank, world.size
+        )
 
     model.use_kernel(request.kernel)
     model.set_encoding(evaluation_encoding(resolved, model))
     tasks = {
         "perplexity": lambda length: evaluate_perplexity(
-            model, prepared.heldout, length, protocol=request.protocol, stride=request.stride, budget=resolved.budget,
-            bucket_width=resolved.bucket_width, device=device, dtype=request.dtype, world=world),
-        "passkey": lambda length: evaluate_passkey(model, prepared.passkey_builder, length, device, request.dtype,
-                                                   world=world, log=depth_log(length),
-                                                   on_depth=reporter.retrieval_depth),
+            model,
+            prepared.heldout,
+            length,
+            protocol=request.protocol,
+            stride=request.stride,
+            budget=resolved.budget,
+            bucket_width=resolved.bucket_width,
+            device=device,
+            dtype=request.dtype,
+            world=world,
+        ),
+        "passkey": lambda length: evaluate_passkey(
+            model,
+            prepared.passkey_builder,
+            length,
+            device,
+            request.dtype,
+            world=world,
+            log=depth_log(length),
+            on_depth=reporter.retrieval_depth,
+        ),
     }
     out = []
     for task, run in tasks.items():
         for length in resolved.lengths if task in request.tasks else []:
             reporter.evaluating(task, length)
-            def out_of_memory(asked: str, task=task, length=length) -> None:
-                reporter.warn(f"{resolved.spec.name} at {length} tokens ({task}): out of memory on {device.type}"
-                              f"{' (' + asked + ')' if asked else ''}; recorded as oom, the other cells go on")
 
-            status, result = measure(device, lambda: run(length), out_of_memory)
+            def out_of_memory(asked: str, task=task, length=length) -> None:
+                reporter.warn(
+                    f"{resolved.spec.name} at {length} tokens ({task}): out of memory on {device.type}"
+                    f"{' (' + asked + ')' if asked else ''}; recorded as oom, the other cells go on"
+                )
+
+            status, result = measure(device, functools.partial(run, length), out_of_memory)
             if task == "perplexity" and status == "ok" and math.isnan(result.nll):
                 # NaN is no measurement (the model's numbers broke down, e.g. weights blown up by the learning
                 # rate): the row says so instead of entering means and plots as a perplexity
                 status, result = "non-finite", None
                 reporter.warn(f"{resolved.spec.name} at {length}: the loss is NaN; the cell is recorded `non-finite`")
             # asked after the measurement, so a kernel that fell back (flex failing to compile) is recorded as such
-            kernel = recorded_kernel(model.encoding, request.kernel, device, activation_dtype(device, request.dtype),
-                                     resolved.attention[task, length])
+            kernel = recorded_kernel(
+                model.encoding,
+                request.kernel,
+                device,
+                activation_dtype(device, request.dtype),
+                resolved.attention[task, length],
+            )
             out.append(Measurement(task, length, status, result, kernel))
     return out

@@ -9,10 +9,10 @@ import torch
 
 from extrapolate.core.atomic import atomic_folder
 from extrapolate.core.errors import UserError
-from extrapolate.training.finetune import read_lineage
-from extrapolate.model import TransformerLM
 from extrapolate.core.paths import folder_target
 from extrapolate.data.pretrained import llama_config, require_transformers, to_hf_names
+from extrapolate.model import TransformerLM
+from extrapolate.training.finetune import read_lineage
 
 
 def export_run(source: Path, out: Path) -> None:
@@ -27,14 +27,21 @@ def export_run(source: Path, out: Path) -> None:
     folder = cache_dir() / "models" / str(record["model_folder"]) if record else source
     if not (folder / "config.json").exists():
         if record:  # a run whose model is not in this machine's cache
-            raise UserError(f"the model of run {source} is not in the model cache ({folder}): run the same "
-                            "command again to train it, then export")
+            raise UserError(
+                f"the model of run {source} is not in the model cache ({folder}): run the same "
+                "command again to train it, then export"
+            )
         raise UserError(f"{source} is neither a run folder, a run record nor a checkpoint folder")
     check_export_folder(out)
     trained = load_trained(folder, torch.device("cpu"))
     lineage = read_lineage(folder)
-    export_hf(trained.model, out, tokenizer_of_model(folder, trained.config.tokenizer), lineage,
-              scaling=None if lineage else record and record.get("encoding"))
+    export_hf(
+        trained.model,
+        out,
+        tokenizer_of_model(folder, trained.config.tokenizer),
+        lineage,
+        scaling=None if lineage else record and record.get("encoding"),
+    )
 
 
 def run_record(source: Path) -> dict | None:
@@ -47,13 +54,17 @@ def run_record(source: Path) -> dict | None:
         return read_json(source, "run record", fields=("model_folder",))
     if not (source / "run.json").exists():
         return None
-    records = {path: read_json(path, "run record", fields=("model_folder",))
-               for path in sorted((source / RUNS_FOLDER).glob("*.json"))}
+    records = {
+        path: read_json(path, "run record", fields=("model_folder",))
+        for path in sorted((source / RUNS_FOLDER).glob("*.json"))
+    }
     exports = {json.dumps([r["model_folder"], r.get("encoding")], sort_keys=True) for r in records.values()}
     if len(exports) > 1:  # a sweep: several models or scalings, each its own checkpoint
         names = ", ".join(path.stem for path in list(records)[:4]) + (", …" if len(records) > 4 else "")
-        raise UserError(f"{source} holds {len(records)} runs of {len(exports)} models or scalings; export one by its "
-                        f"record: {source / RUNS_FOLDER}/<run id>.json ({names})")
+        raise UserError(
+            f"{source} holds {len(records)} runs of {len(exports)} models or scalings; export one by its "
+            f"record: {source / RUNS_FOLDER}/<run id>.json ({names})"
+        )
     return read_json(source / "run.json", "run record", fields=("model_folder",))
 
 
@@ -63,8 +74,9 @@ def check_export_folder(out: Path) -> None:
         raise UserError(f"export folder {out} is not empty: name a new folder")
 
 
-def export_hf(model: TransformerLM, out: Path, tokenizer=None, finetune: dict | None = None,
-              scaling: dict | None = None) -> None:
+def export_hf(
+    model: TransformerLM, out: Path, tokenizer=None, finetune: dict | None = None, scaling: dict | None = None
+) -> None:
     """Write a RoPE model of the project as a Hugging Face Llama checkpoint (config.json + safetensors), with
     its tokenizer when that is a BPE (tokenizer.json + tokenizer_config.json, for AutoTokenizer). A model
     fine-tuned with a RoPE scaling (`finetune`: its lineage), or evaluated with one without training
@@ -80,8 +92,9 @@ def export_hf(model: TransformerLM, out: Path, tokenizer=None, finetune: dict | 
     # transformers' "dynamic" type reads its original length from max_position_embeddings itself: written as
     # the fine-tune's L', dynamic scaling would only start past L' (the model was fine-tuned scaling from L)
     dynamic = finetune is not None and rope is not None and rope["rope_type"] == "dynamic"
-    hf_config = llama_config(config, rope_parameters=rope,
-                             max_positions=int(finetune["original_len"]) if dynamic else None)
+    hf_config = llama_config(
+        config, rope_parameters=rope, max_positions=int(finetune["original_len"]) if dynamic else None
+    )
     hf_model = transformers.LlamaForCausalLM(hf_config)
     state = to_hf_names({k: v.detach().float() for k, v in model.state_dict().items()})
     state = {k: v for k, v in state.items() if config.stored(k)}
@@ -91,8 +104,13 @@ def export_hf(model: TransformerLM, out: Path, tokenizer=None, finetune: dict | 
         raise UserError(f"export failed: missing {missing[:3]}, unexpected {unexpected[:3]}")
     if config.tie_embeddings:
         hf_model.tie_weights()
-    record = {"source": "extrapolate", "train_len": config.max_len, "tokenizer": getattr(tokenizer, "identity", None),
-              "finetune": finetune, "scaling": scaling if rope is not None and not finetune else None}
+    record = {
+        "source": "extrapolate",
+        "train_len": config.max_len,
+        "tokenizer": getattr(tokenizer, "identity", None),
+        "finetune": finetune,
+        "scaling": scaling if rope is not None and not finetune else None,
+    }
     with atomic_folder(out) as staging:
         hf_model.save_pretrained(staging)
         if hasattr(tokenizer, "to_transformers"):
@@ -103,23 +121,33 @@ def export_hf(model: TransformerLM, out: Path, tokenizer=None, finetune: dict | 
 def zero_shot_rope(config, scaling: dict | None) -> dict | None:
     """transformers' `rope_parameters` for a training-free scaling a run evaluated the model with (its record's
     `encoding`: name, base, factor, original length and options); None for the model's own encoding."""
-    from extrapolate.encodings import get_spec
     from extrapolate.data.pretrained import hf_rope_parameters
+    from extrapolate.encodings import get_spec
 
     if not scaling or get_spec(scaling["name"]).trains_own_model:
         return None
     options = {k: v for k, v in scaling.items() if k not in ("name", "base", "factor", "original_len")}
-    return hf_rope_parameters(scaling["name"], float(scaling.get("base", config.rope_base)),
-                              float(scaling.get("factor", 1.0)), int(scaling.get("original_len", config.max_len)),
-                              options, head_dim=config.head_dim)
+    return hf_rope_parameters(
+        scaling["name"],
+        float(scaling.get("base", config.rope_base)),
+        float(scaling.get("factor", 1.0)),
+        int(scaling.get("original_len", config.max_len)),
+        options,
+        head_dim=config.head_dim,
+    )
 
 
 def scaled_rope(config, finetune: dict | None) -> dict | None:
     """transformers' `rope_parameters` for a model fine-tuned with a RoPE scaling; None for plain RoPE."""
-    from extrapolate.encodings import get_spec
     from extrapolate.data.pretrained import hf_rope_parameters
+    from extrapolate.encodings import get_spec
 
     if not finetune or get_spec(finetune["encoding"]).trains_own_model:
         return None
-    return hf_rope_parameters(finetune["encoding"], config.rope_base, float(finetune["factor"]),
-                              int(finetune["original_len"]), head_dim=config.head_dim)
+    return hf_rope_parameters(
+        finetune["encoding"],
+        config.rope_base,
+        float(finetune["factor"]),
+        int(finetune["original_len"]),
+        head_dim=config.head_dim,
+    )

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 import torch
 
-from extrapolate.data.corpora import Corpus, load_corpus
 from extrapolate.core.defaults import DEFAULT_PASSKEY_FRACTION
 from extrapolate.core.device import resolve_device
 from extrapolate.core.errors import UserError
-from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.data.corpora import Corpus, load_corpus
 from extrapolate.data.tokenizers import load_tokenizer
 from extrapolate.run.request import ResolvedRequest
+from extrapolate.tasks.prompt import PromptBuilder
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,20 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         raise UserError(f"corpus {corpus.name} has no held-out document longer than {longest} tokens")
     heldout = heldout[: request.eval_docs]
     # a pretrained model is trained here only when fine-tuned: otherwise its training stream is never needed
-    stream = (tokenizer.encode_tensor("\n\n".join(corpus.train)) if checkpoint is None or request.extended
-              else torch.zeros(request.train_len + 2, dtype=torch.int64))
+    stream = (
+        tokenizer.encode_tensor("\n\n".join(corpus.train))
+        if checkpoint is None or request.extended
+        else torch.zeros(request.train_len + 2, dtype=torch.int64)
+    )
     if stream.numel() < request.train_len + 2:
-        raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}")
+        raise UserError(
+            f"corpus {corpus.name} has {stream.numel()} training tokens, too few for --train-len {request.train_len}"
+        )
     if request.finetune_steps > 0 and stream.numel() < resolved.tuned_len + 2:  # refused now, not after training
-        raise UserError(f"corpus {corpus.name} has {stream.numel()} training tokens, too few for the fine-tune "
-                        f"length L' = {resolved.tuned_len}")
+        raise UserError(
+            f"corpus {corpus.name} has {stream.numel()} training tokens, too few for the fine-tune "
+            f"length L' = {resolved.tuned_len}"
+        )
     builder = PromptBuilder(resolved.task, tokenizer)
     need = builder.fixed_tokens() + 32  # room for some filler
     fraction = request.passkey_fraction if checkpoint is None else 0.0
@@ -58,10 +65,24 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     used = fraction > 0 or "passkey" in request.tasks
     if used:
         if fraction > 0 and request.train_len < need:
-            raise UserError(f"--train-len {request.train_len} leaves no room for passkey training prompts "
-                            f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length")
+            raise UserError(
+                f"--train-len {request.train_len} leaves no room for passkey training prompts "
+                f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length"
+            )
         if "passkey" in request.tasks and min(lengths) < builder.fixed_tokens() + 16:
-            raise UserError(f"{builder.task.name} prompts need at least {builder.fixed_tokens() + 16} tokens; "
-                            f"the shortest evaluation length is {min(lengths)}")
-    return Prepared(corpus, tokenizer, heldout, stream, device, lengths, fraction,
-                    builder.task.identity if fraction > 0 else "", builder if used else None, checkpoint)
+            raise UserError(
+                f"{builder.task.name} prompts need at least {builder.fixed_tokens() + 16} tokens; "
+                f"the shortest evaluation length is {min(lengths)}"
+            )
+    return Prepared(
+        corpus,
+        tokenizer,
+        heldout,
+        stream,
+        device,
+        lengths,
+        fraction,
+        builder.task.identity if fraction > 0 else "",
+        builder if used else None,
+        checkpoint,
+    )

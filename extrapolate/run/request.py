@@ -9,9 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.core.config import PRESETS, ModelConfig
-from extrapolate.core.device import DTYPES, TRAIN_DTYPES
 from extrapolate.core.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CORPUS,
@@ -21,15 +19,17 @@ from extrapolate.core.defaults import (
     LEARNED_TABLE_LR_SCALE,
     LEARNED_TABLE_STD,
 )
-from extrapolate.core.identity import default_steps, stored
-from extrapolate.encodings import EncodingSpec, build_encoding, get_spec
-from extrapolate.encodings.options import options_for
-from extrapolate.encodings.catalog import validate_shape
+from extrapolate.core.device import DTYPES, TRAIN_DTYPES
 from extrapolate.core.errors import UserError
+from extrapolate.core.identity import default_steps, stored
 from extrapolate.core.registry import require_known
+from extrapolate.data.tokenizers import parse_spec
+from extrapolate.encodings import EncodingSpec, build_encoding, get_spec
+from extrapolate.encodings.catalog import validate_shape
+from extrapolate.encodings.options import options_for
+from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.tasks.files import PasskeyTask, list_task_names, load_task
 from extrapolate.tasks.perplexity import PROTOCOLS
-from extrapolate.data.tokenizers import parse_spec
 
 TASKS = ("perplexity", "passkey")
 
@@ -97,12 +97,16 @@ def resolve_request(request: RunRequest) -> RunRequest:
         task = DEFAULT_RETRIEVAL_TASK["trained" if trained_here else "pretrained"]
         request = dataclasses.replace(request, passkey_task=task)
     if not trained_here:
-        shaping = [f"--{name.replace('_', '-')}" for name in ("width", "layers", "heads", "embed_std",
-                                                                          "position_std", "position_lr_scale")
-                   if getattr(request, name) is not None]
+        shaping = [
+            f"--{name.replace('_', '-')}"
+            for name in ("width", "layers", "heads", "embed_std", "position_std", "position_lr_scale")
+            if getattr(request, name) is not None
+        ]
         if shaping:  # silently ignored, they would suggest a model that was never built
-            raise UserError(f"{', '.join(shaping)} shape a model trained here; the pretrained model "
-                            f"{request.model} brings its own architecture and weights")
+            raise UserError(
+                f"{', '.join(shaping)} shape a model trained here; the pretrained model "
+                f"{request.model} brings its own architecture and weights"
+            )
         spec = get_spec(request.encoding)
         if spec.kind != "rotary":
             raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
@@ -151,8 +155,9 @@ def resolve(request: RunRequest) -> ResolvedRequest:
     factor = 1.0 if spec.trains_own_model else (request.factor or max(1.0, (tuned or max(lengths)) / request.train_len))
     checkpoint = load_pretrained_once(request.model) if is_pretrained(request.model) else None  # loaded already
     architecture = None if checkpoint is not None else architecture_for(request, spec.base_encoding)
-    return ResolvedRequest(request, spec, lengths, tuned, factor, architecture, checkpoint,
-                           load_task(request.passkey_task))
+    return ResolvedRequest(
+        request, spec, lengths, tuned, factor, architecture, checkpoint, load_task(request.passkey_task)
+    )
 
 
 def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
@@ -166,8 +171,10 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
 
     specs = [get_spec(e) for e in encodings]
     if request.factor is not None and all(s.trains_own_model for s in specs) and not request.extended:
-        notes.append("--factor scales the RoPE scalings (pi, ntk, yarn, …) and sets a fine-tune's L', and "
-                     f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored")
+        notes.append(
+            "--factor scales the RoPE scalings (pi, ntk, yarn, …) and sets a fine-tune's L', and "
+            f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored"
+        )
     if "perplexity" not in request.tasks:
         given = changed("protocol", "stride", "eval_tokens", "eval_docs")
         if given:
@@ -178,15 +185,27 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
         notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
     swapped = substituted_kernels(request.kernel, encodings)
     if swapped:
-        notes.append(f"--kernel {request.kernel} cannot run " + ", ".join(f"{e} (it runs {k})" for e, k in swapped.items())
-                     + "; the kernel column records what ran")
+        notes.append(
+            f"--kernel {request.kernel} cannot run "
+            + ", ".join(f"{e} (it runs {k})" for e, k in swapped.items())
+            + "; the kernel column records what ran"
+        )
     if is_pretrained(request.model):
         # a fine-tune of a pretrained model runs the papers' recipe (batch 1, lr 2e-5 unless --finetune-lr)
-        given = changed("steps", "batch_size", "lr", "tokenizer", "passkey_fraction", "learned_policy",
-                        *(() if request.extended else ("train_dtype", "compile")))
+        given = changed(
+            "steps",
+            "batch_size",
+            "lr",
+            "tokenizer",
+            "passkey_fraction",
+            "learned_policy",
+            *(() if request.extended else ("train_dtype", "compile")),
+        )
         if given:
-            notes.append(f"{', '.join(given)} configure a model trained here; the pretrained model "
-                         f"{request.model} brings its own weights and tokenizer: ignored")
+            notes.append(
+                f"{', '.join(given)} configure a model trained here; the pretrained model "
+                f"{request.model} brings its own weights and tokenizer: ignored"
+            )
     elif "learned" not in [s.base_encoding for s in specs]:
         given = changed("learned_policy", "position_std", "position_lr_scale")
         if given:
@@ -249,8 +268,9 @@ def check(request: RunRequest) -> None:
     shortest = min(lengths_for(request))
     if request.protocol == "sliding" and "perplexity" in request.tasks and request.stride > shortest:
         # a window moving by more than its length would leave the tokens between two windows unscored
-        raise UserError(f"--stride {request.stride} is longer than the evaluation length {shortest}: give "
-                        f"--stride ≤ {shortest}")
+        raise UserError(
+            f"--stride {request.stride} is longer than the evaluation length {shortest}: give --stride ≤ {shortest}"
+        )
     require_known("kernel", request.kernel, KERNELS)
     if request.learned_policy not in ("error", "clamp"):
         raise UserError("--learned-policy must be error or clamp")
@@ -267,7 +287,9 @@ def check(request: RunRequest) -> None:
     if request.finetune_steps < 0:
         raise UserError(f"--finetune-steps must be ≥ 0, got {request.finetune_steps}")
     if request.finetune_len is not None and request.finetune_len <= request.train_len:
-        raise UserError(f"--finetune-len ({request.finetune_len}) must be longer than the training length L ({request.train_len})")
+        raise UserError(
+            f"--finetune-len ({request.finetune_len}) must be longer than the training length L ({request.train_len})"
+        )
     if request.finetune_lr is not None and not request.finetune_lr > 0:
         raise UserError(f"--finetune-lr must be > 0, got {request.finetune_lr}")
 
@@ -288,8 +310,8 @@ def lengths_for(request: RunRequest) -> list[int]:
 def architecture_for(request: RunRequest, base_encoding: str) -> ModelConfig:
     """The architecture of a model trained here: the preset with the request's overrides, at L."""
     if request.model not in PRESETS:
-        from extrapolate.data.pretrained import KNOWN
         from extrapolate.core.registry import unknown_name_message
+        from extrapolate.data.pretrained import KNOWN
 
         raise UserError(unknown_name_message("model", request.model, list(PRESETS) + list(KNOWN)))
     flags = {"d_model": "width", "n_layers": "layers", "n_heads": "heads"}
@@ -351,6 +373,8 @@ def extended_length(request: RunRequest, lengths) -> int:
         return request.finetune_len
     length = round(request.factor * request.train_len) if request.factor else max(lengths)
     if length <= request.train_len:
-        raise UserError(f"the fine-tune length L' = {length} is not longer than L = {request.train_len}: "
-                        "give --finetune-len, a --factor > 1, or longer --eval-lens")
+        raise UserError(
+            f"the fine-tune length L' = {length} is not longer than L = {request.train_len}: "
+            "give --finetune-len, a --factor > 1, or longer --eval-lens"
+        )
     return length

@@ -12,11 +12,11 @@ from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.device import training_dtype
 from extrapolate.core.identity import pretrained_identity, run_identity, stored
 from extrapolate.encodings import EncodingSpec, encoding_for
-from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
-from extrapolate.tasks.passkey import attention_shapes
-from extrapolate.training.train import model_folder
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.request import ResolvedRequest, RunRequest
+from extrapolate.tasks.passkey import attention_shapes
+from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
+from extrapolate.training.train import model_folder
 
 Shapes = tuple[tuple[int, int], ...]  # (queries, keys) of each attention call a measurement makes
 
@@ -73,31 +73,63 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     if request.encoding_options:  # a bad value fails now, not after training
         architecture = prepared.checkpoint.model.config if prepared.checkpoint is not None else config.model
-        encoding_for(architecture, spec.name, factor=factor, original_len=request.train_len,
-                     options=dict(request.encoding_options))
+        encoding_for(
+            architecture,
+            spec.name,
+            factor=factor,
+            original_len=request.train_len,
+            options=dict(request.encoding_options),
+        )
     attention: dict[tuple[str, int], Shapes] = {}
     for length in resolved.lengths:
         if "perplexity" in request.tasks:
             attention["perplexity", length] = ((length, length),)  # full windows, no cache
         if "passkey" in request.tasks:
             attention["passkey", length] = tuple(attention_shapes(prepared.passkey_builder, length))
-    return ResolvedRun(request, spec, resolved.lengths, tuned, factor, config, finetune, model_hash, folder,
-                       run_id(request, model_hash, factor), max(request.eval_tokens, max(resolved.lengths)), attention)
+    return ResolvedRun(
+        request,
+        spec,
+        resolved.lengths,
+        tuned,
+        factor,
+        config,
+        finetune,
+        model_hash,
+        folder,
+        run_id(request, model_hash, factor),
+        max(request.eval_tokens, max(resolved.lengths)),
+        attention,
+    )
 
 
 PRETRAINED_FINETUNE_LR = 2e-5  # the PI and YaRN papers' rate for Llama models
 
 
-def pretrained_finetune(request: RunRequest, prepared: Prepared, encoding: str, factor: float, length: int,
-                        checkpoint_hash: str) -> FinetuneConfig:
+def pretrained_finetune(
+    request: RunRequest, prepared: Prepared, encoding: str, factor: float, length: int, checkpoint_hash: str
+) -> FinetuneConfig:
     """The fine-tune of a pretrained checkpoint at L': one row per step, the papers' rate unless given."""
     model = prepared.checkpoint.model
-    base = TrainConfig(model=dataclasses.replace(model.config, max_len=request.train_len), corpus=prepared.corpus.name,
-                       tokenizer=prepared.tokenizer.identity, seq_len=request.train_len, batch_size=1,
-                       lr=PRETRAINED_FINETUNE_LR, seed=request.seed,
-                       dtype=training_dtype(prepared.device, request.train_dtype))
-    return finetune_config(base, encoding, factor, length, request.finetune_steps, request.finetune_lr, batch_size=1,
-                           base_hash=checkpoint_hash)
+    base = TrainConfig(
+        model=dataclasses.replace(model.config, max_len=request.train_len),
+        corpus=prepared.corpus.name,
+        tokenizer=prepared.tokenizer.identity,
+        seq_len=request.train_len,
+        batch_size=1,
+        lr=PRETRAINED_FINETUNE_LR,
+        seed=request.seed,
+        dtype=training_dtype(prepared.device, request.train_dtype),
+    )
+    return finetune_config(
+        base,
+        encoding,
+        factor,
+        length,
+        request.finetune_steps,
+        request.finetune_lr,
+        batch_size=1,
+        base_hash=checkpoint_hash,
+    )
 
 
 def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:
@@ -106,10 +138,19 @@ def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:
     request, steps = resolved.request, resolved.request.steps
     model = dataclasses.replace(resolved.architecture, vocab_size=prepared.tokenizer.vocab_size)
     return TrainConfig(
-        model=model, corpus=prepared.corpus.name, tokenizer=prepared.tokenizer.identity, seq_len=request.train_len,
-        batch_size=request.batch_size, steps=steps, lr=request.lr, warmup_steps=max(1, min(60, steps // 10)),
-        seed=request.seed, dtype=training_dtype(prepared.device, request.train_dtype), passkey_fraction=prepared.passkey_fraction,
-        passkey_task=prepared.passkey_identity, checkpoint_every=max(1, min(200, steps // 4)),
+        model=model,
+        corpus=prepared.corpus.name,
+        tokenizer=prepared.tokenizer.identity,
+        seq_len=request.train_len,
+        batch_size=request.batch_size,
+        steps=steps,
+        lr=request.lr,
+        warmup_steps=max(1, min(60, steps // 10)),
+        seed=request.seed,
+        dtype=training_dtype(prepared.device, request.train_dtype),
+        passkey_fraction=prepared.passkey_fraction,
+        passkey_task=prepared.passkey_identity,
+        checkpoint_every=max(1, min(200, steps // 4)),
         compile=stored("compile", bool(request.compile)),
     )
 

@@ -12,15 +12,27 @@ from extrapolate.run.resolved import ResolvedRun
 
 def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:
     request = resolved.request
-    return {"run_id": resolved.run_id, "encoding": resolved.spec.name, "base_encoding": resolved.spec.base_encoding,
-            "train_len": request.train_len, "seed": request.seed, "protocol": resolved.protocol_label,
-            "model": request.model, "corpus": prepared.corpus.name, "tokenizer": prepared.tokenizer.identity,
-            "device": prepared.device.type, "dtype": request.dtype, "finetune_steps": request.finetune_steps,
-            "finetune_len": resolved.finetune_len, **provenance()}
+    return {
+        "run_id": resolved.run_id,
+        "encoding": resolved.spec.name,
+        "base_encoding": resolved.spec.base_encoding,
+        "train_len": request.train_len,
+        "seed": request.seed,
+        "protocol": resolved.protocol_label,
+        "model": request.model,
+        "corpus": prepared.corpus.name,
+        "tokenizer": prepared.tokenizer.identity,
+        "device": prepared.device.type,
+        "dtype": request.dtype,
+        "finetune_steps": request.finetune_steps,
+        "finetune_len": resolved.finetune_len,
+        **provenance(),
+    }
 
 
-def measurement_rows(resolved: ResolvedRun, prepared: Prepared, params: int,
-                     measurements: list[Measurement]) -> tuple[list[dict], list[dict]]:
+def measurement_rows(
+    resolved: ResolvedRun, prepared: Prepared, params: int, measurements: list[Measurement]
+) -> tuple[list[dict], list[dict]]:
     """(results rows, position rows) of a cell's measurements."""
     common = {**common_columns(resolved, prepared), "factor": resolved.factor, "params": params}
     rows, positions = [], []
@@ -29,8 +41,10 @@ def measurement_rows(resolved: ResolvedRun, prepared: Prepared, params: int,
         if m.task == "perplexity":
             nll = m.result.nll if m.result else float("nan")
             tokens = m.result.tokens if m.result else 0
-            rows += [{**at, "metric": metric, "value": value, "depth": None, "n_tokens": tokens}
-                     for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp())))]
+            rows += [
+                {**at, "metric": metric, "value": value, "depth": None, "n_tokens": tokens}
+                for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp())))
+            ]
             positions += position_rows(resolved, m)
             continue
         at["protocol"] = prepared.passkey_builder.task.identity
@@ -39,8 +53,10 @@ def measurement_rows(resolved: ResolvedRun, prepared: Prepared, params: int,
         else:
             cells = [(c.depth, c.accuracy, c.rank_accuracy, c.trials) for c in m.result]
         for depth, accuracy, rank_accuracy, trials in cells:
-            rows += [{**at, "metric": metric, "value": value, "depth": depth, "n_tokens": trials * m.length}
-                     for metric, value in (("accuracy", accuracy), ("rank_accuracy", rank_accuracy))]
+            rows += [
+                {**at, "metric": metric, "value": value, "depth": depth, "n_tokens": trials * m.length}
+                for metric, value in (("accuracy", accuracy), ("rank_accuracy", rank_accuracy))
+            ]
     return rows, positions
 
 
@@ -49,22 +65,43 @@ def position_rows(resolved: ResolvedRun, m: Measurement) -> list[dict]:
     if not m.result:
         return []
     result, width = m.result, m.result.bucket_width
-    return [{"run_id": resolved.run_id, "encoding": resolved.spec.name, "seed": resolved.request.seed,
-             "train_len": resolved.request.train_len, "eval_len": m.length, "bucket_start": b * width,
-             "bucket_end": min((b + 1) * width, m.length), "nll": result.bucket_nll[b] / result.bucket_tokens[b],
-             "n_tokens": result.bucket_tokens[b]} for b in sorted(result.bucket_nll)]
+    return [
+        {
+            "run_id": resolved.run_id,
+            "encoding": resolved.spec.name,
+            "seed": resolved.request.seed,
+            "train_len": resolved.request.train_len,
+            "eval_len": m.length,
+            "bucket_start": b * width,
+            "bucket_end": min((b + 1) * width, m.length),
+            "nll": result.bucket_nll[b] / result.bucket_tokens[b],
+            "n_tokens": result.bucket_tokens[b],
+        }
+        for b in sorted(result.bucket_nll)
+    ]
 
 
 def diverged_rows(resolved: ResolvedRun, prepared: Prepared) -> list[dict]:
     """The rows of a cell whose training diverged: every planned measurement, status `diverged`."""
-    common = {**common_columns(resolved, prepared), "factor": None, "params": None, "kernel": None,
-              "value": float("nan"), "n_tokens": 0, "status": "diverged"}
+    common = {
+        **common_columns(resolved, prepared),
+        "factor": None,
+        "params": None,
+        "kernel": None,
+        "value": float("nan"),
+        "n_tokens": 0,
+        "status": "diverged",
+    }
     rows = []
     for length in resolved.lengths:
         if "perplexity" in resolved.request.tasks:
-            rows += [{**common, "eval_len": length, "task": "perplexity", "metric": m, "depth": None}
-                     for m in ("nll", "ppl")]
+            rows += [
+                {**common, "eval_len": length, "task": "perplexity", "metric": m, "depth": None} for m in ("nll", "ppl")
+            ]
         if "passkey" in resolved.request.tasks:
-            rows += [{**common, "eval_len": length, "task": "passkey", "metric": m, "depth": depth}
-                     for depth in prepared.passkey_builder.task.depths for m in ("accuracy", "rank_accuracy")]
+            rows += [
+                {**common, "eval_len": length, "task": "passkey", "metric": m, "depth": depth}
+                for depth in prepared.passkey_builder.task.depths
+                for m in ("accuracy", "rank_accuracy")
+            ]
     return rows

@@ -13,19 +13,28 @@ from pathlib import Path
 
 import torch
 
-from extrapolate.training import checkpoint as ckpt
 from extrapolate.core.distributed import main_first, process_group
-from extrapolate.encodings.options import check_used
-from extrapolate.encodings import encoding_groups, get_spec, sweep_order
 from extrapolate.core.errors import UserError
 from extrapolate.core.lock import folder_lock
-from extrapolate.training.train import TrainingDiverged
+from extrapolate.encodings import encoding_groups, get_spec, sweep_order
+from extrapolate.encodings.options import check_used
 from extrapolate.report.folder import check_tables
 from extrapolate.report.table import load_results
-from extrapolate.run import Prepared, Reporter, ResolvedRequest, ResolvedRun, RunRequest, resolve, resolve_run, run_cell
-from extrapolate.run import prepare
+from extrapolate.run import (
+    Prepared,
+    Reporter,
+    ResolvedRequest,
+    ResolvedRun,
+    RunRequest,
+    prepare,
+    resolve,
+    resolve_run,
+    run_cell,
+)
 from extrapolate.run.cell import new_folder_guard
 from extrapolate.run.request import ignored_options
+from extrapolate.training import checkpoint as ckpt
+from extrapolate.training.train import TrainingDiverged
 
 
 def resolve_encodings(spec: str) -> list[str]:
@@ -90,8 +99,9 @@ def models_of(cells: list[Cell]) -> dict[Path, bool]:
     return {c.model_folder: c.resolved.is_pretrained or ckpt.is_complete(c.model_folder) for c in cells}
 
 
-def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
-                  finetune_steps: list[int] | None = None) -> list[ResolvedRequest]:
+def cell_requests(
+    template: RunRequest, encodings: list[str], seeds: list[int], finetune_steps: list[int] | None = None
+) -> list[ResolvedRequest]:
     """Each cell's request, resolved; cells grouped by the model they need, so each model is trained right
     before its users. With `finetune_steps`, each encoding once per step count, in increasing order (a longer
     fine-tune continues the shorter one), all at the same L' (the 0-step cell is the zero-shot point there)."""
@@ -101,15 +111,27 @@ def cell_requests(template: RunRequest, encodings: list[str], seeds: list[int],
     order = sorted(set(encodings), key=lambda e: (get_spec(e).base_encoding, e))
     steps = sorted(set(finetune_steps)) if finetune_steps else [template.finetune_steps]
     if finetune_steps and template.finetune_len is None:  # the L' the longest fine-tune resolves to, for all
-        template = dataclasses.replace(template, finetune_len=resolve(dataclasses.replace(
-            template, encoding=order[0], finetune_steps=max(steps))).tuned_len)
-    return [resolve(dataclasses.replace(template, encoding=encoding, seed=seed, finetune_steps=n))
-            for seed in dict.fromkeys(seeds) for encoding in order for n in steps]
+        template = dataclasses.replace(
+            template,
+            finetune_len=resolve(dataclasses.replace(template, encoding=order[0], finetune_steps=max(steps))).tuned_len,
+        )
+    return [
+        resolve(dataclasses.replace(template, encoding=encoding, seed=seed, finetune_steps=n))
+        for seed in dict.fromkeys(seeds)
+        for encoding in order
+        for n in steps
+    ]
 
 
-def sweep(template: RunRequest, encodings: list[str], seeds: list[int], folder: Path,
-          reporter: Reporter | None = None, dry_run: bool = False,
-          finetune_steps: list[int] | None = None) -> tuple[list[Cell], float | None]:
+def sweep(
+    template: RunRequest,
+    encodings: list[str],
+    seeds: list[int],
+    folder: Path,
+    reporter: Reporter | None = None,
+    dry_run: bool = False,
+    finetune_steps: list[int] | None = None,
+) -> tuple[list[Cell], float | None]:
     requests = cell_requests(template, encodings, seeds, finetune_steps)
     check_tables(folder)  # a damaged table in the output folder is refused before training, not after
     if dry_run:
@@ -158,15 +180,23 @@ def sweep_template(template: RunRequest, encodings: str) -> tuple[list[str], Pat
     return names, folder, dataclasses.replace(template, encoding=names[0], out=folder)
 
 
-def sweep_job(template: RunRequest, encodings: str, seeds: list[int], reporter: Reporter | None = None,
-              dry_run: bool = False, finetune_steps: list[int] | None = None) -> tuple[Path, tuple[list[Cell], float | None]]:
+def sweep_job(
+    template: RunRequest,
+    encodings: str,
+    seeds: list[int],
+    reporter: Reporter | None = None,
+    dry_run: bool = False,
+    finetune_steps: list[int] | None = None,
+) -> tuple[Path, tuple[list[Cell], float | None]]:
     """`extrapolate sweep`: the encodings named by `encodings` ("all" or a list) × `seeds` into the request's
     folder (default results/sweep-L<L>). Returns the folder and (cells, the estimate of a dry run)."""
     names, folder, template = sweep_template(template, encodings)
     return folder, sweep(template, names, seeds, folder, reporter, dry_run=dry_run, finetune_steps=finetune_steps)
 
 
-def submit_job(template: RunRequest, encodings: str, seeds: list[int], options, finetune_steps: list[int] | None = None):
+def submit_job(
+    template: RunRequest, encodings: str, seeds: list[int], options, finetune_steps: list[int] | None = None
+):
     """`extrapolate sweep --executor slurm`: the same cells as `sweep_job`, each submitted as a cluster job
     (see `cluster`). Returns the folder and the submission."""
     from extrapolate.run.cluster import submit_sweep

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from extrapolate.core.paths import DEPTH_LOGS_FOLDER
 from extrapolate.core.atomic import write_text
+from extrapolate.core.paths import DEPTH_LOGS_FOLDER
 
 FOLDER = DEPTH_LOGS_FOLDER  # inside the output folder; ignored by git
 
@@ -39,8 +39,10 @@ class DepthLog:
 
     def record(self, depth: int, correct: float, ranked: float) -> None:
         depths = {**self.finished(), depth: (correct, ranked)}
-        write_text(self.path, json.dumps({"identity": self.identity,
-                                          "depths": {str(d): list(v) for d, v in sorted(depths.items())}}))
+        write_text(
+            self.path,
+            json.dumps({"identity": self.identity, "depths": {str(d): list(v) for d, v in sorted(depths.items())}}),
+        )
 
 
 def clear_logs(folder: Path, run_id: str) -> None:

@@ -89,9 +89,13 @@ def _check(data: dict, path: str) -> PasskeyTask:
 
     def words(field: str) -> None:
         value = data.get(field, [])
-        need(isinstance(value, list) and all(isinstance(w, str) and w.strip() and w.strip() == w and " " not in w
-                                             for w in value) and len(set(value)) == len(value),
-             field, "must be a list of distinct words without spaces")
+        need(
+            isinstance(value, list)
+            and all(isinstance(w, str) and w.strip() and w.strip() == w and " " not in w for w in value)
+            and len(set(value)) == len(value),
+            field,
+            "must be a list of distinct words without spaces",
+        )
 
     integer("version", 1)
     need(data["variant"] in ("classic", "compact"), "variant", "must be 'classic' or 'compact'")
@@ -115,35 +119,59 @@ def _check(data: dict, path: str) -> PasskeyTask:
     need(isinstance(data.get("same_name", False), bool), "same_name", "must be true or false")
     need(isinstance(data.get("answer_join", ", "), str), "answer_join", "must be a string")
     depths = data["depths"]
-    need(isinstance(depths, list) and depths and all(isinstance(d, (int, float)) and not isinstance(d, bool)
-                                                     and 0 <= d <= 1 for d in depths),
-         "depths", "must be a non-empty list of numbers in [0, 1]")
+    need(
+        isinstance(depths, list)
+        and depths
+        and all(isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d <= 1 for d in depths),
+        "depths",
+        "must be a non-empty list of numbers in [0, 1]",
+    )
     # a depth twice would measure the same prompts twice and count them twice in the cell's accuracy
     need(len(set(map(float, depths))) == len(depths), "depths", "must not repeat a depth")
     integer("trials", 1)
     integer("distractors", 1)
     integer("seed", 0)
     threshold = data["threshold"]
-    need(isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 < threshold <= 1,
-         "threshold", "must be in (0, 1]")
+    need(
+        isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 < threshold <= 1,
+        "threshold",
+        "must be in (0, 1]",
+    )
     floor = data.get("depth_floor", 0.0)
-    need(isinstance(floor, (int, float)) and not isinstance(floor, bool) and 0 <= floor <= threshold,
-         "depth_floor", "must be in [0, threshold]")
+    need(
+        isinstance(floor, (int, float)) and not isinstance(floor, bool) and 0 <= floor <= threshold,
+        "depth_floor",
+        "must be in [0, threshold]",
+    )
     if named:
-        need("name" in used["key_line"] and "name" in used["question"], "key_line",
-             "and 'question' must contain {name} when there are several needles or queries")
+        need(
+            "name" in used["key_line"] and "name" in used["question"],
+            "key_line",
+            "and 'question' must contain {name} when there are several needles or queries",
+        )
         distinct = 1 if data.get("same_name") else data["needles"]
         need(len(data.get("names", [])) >= distinct + 1, "names", f"must list at least {distinct + 1} names")
-        need(data["queries"] <= data["needles"] and not (data.get("same_name") and data["queries"] > 1), "queries",
-             "must be at most 'needles', and 1 with same_name")
+        need(
+            data["queries"] <= data["needles"] and not (data.get("same_name") and data["queries"] > 1),
+            "queries",
+            "must be at most 'needles', and 1 with same_name",
+        )
     # keys within a prompt are distinct, and distractor answers are other keys: the pool must hold them all
     pool = len(data["keys"]) if data.get("keys") else 9 * 10 ** (data["key_digits"] - 1)
-    need(data["distractors"] + data["needles"] <= pool, "distractors",
-         f"plus needles must be at most the {pool} possible keys")
-    values = {**data, "depths": tuple(float(d) for d in depths), "threshold": float(threshold),
-              "depth_floor": float(floor),
-              "keys": tuple(data.get("keys", ())), "names": tuple(data.get("names", ())),
-              "key_digits": data.get("key_digits", 0)}
+    need(
+        data["distractors"] + data["needles"] <= pool,
+        "distractors",
+        f"plus needles must be at most the {pool} possible keys",
+    )
+    values = {
+        **data,
+        "depths": tuple(float(d) for d in depths),
+        "threshold": float(threshold),
+        "depth_floor": float(floor),
+        "keys": tuple(data.get("keys", ())),
+        "names": tuple(data.get("names", ())),
+        "key_digits": data.get("key_digits", 0),
+    }
     return PasskeyTask(**values)
 
 
@@ -154,8 +182,9 @@ def placeholders(text: str, path: str, field: str, allowed: tuple[str, ...]) -> 
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:  # a lone { or }
-        raise UserError(f"task file {path}: field '{field}' is not a valid template ({exc}); "
-                        f"write {{{{ or }}}} for a literal brace") from None
+        raise UserError(
+            f"task file {path}: field '{field}' is not a valid template ({exc}); write {{{{ or }}}} for a literal brace"
+        ) from None
     for _, name, spec, conversion in parsed:
         if name is not None and (name not in allowed or spec or conversion):
             shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
@@ -176,7 +205,9 @@ def load_task(name_or_path: str) -> PasskeyTask:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"task file {path.name} is not valid TOML or cannot be read: {' '.join(str(exc).split())}") from None
+        raise UserError(
+            f"task file {path.name} is not valid TOML or cannot be read: {' '.join(str(exc).split())}"
+        ) from None
     return _check(data, path.name)
 
 

@@ -13,8 +13,8 @@ import torch
 
 from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
-from extrapolate.tasks.prompt import PromptBuilder
 from extrapolate.tasks.depth_log import DepthLog
+from extrapolate.tasks.prompt import PromptBuilder
 
 CACHE_BUDGET_BYTES = 1 << 30  # candidates scored per chunk: the copied caches stay under this
 
@@ -33,7 +33,9 @@ def copy_cache(cache: list[dict], index: int) -> list[dict]:
 
 
 def cache_bytes(cache: list[dict]) -> int:
-    return sum(t.numel() * t.element_size() for layer in cache for t in layer.values()) // max(1, cache[0]["k"].shape[0])
+    return sum(t.numel() * t.element_size() for layer in cache for t in layer.values()) // max(
+        1, cache[0]["k"].shape[0]
+    )
 
 
 @torch.no_grad()
@@ -49,7 +51,9 @@ def greedy_answers(model, cache, last_logits, steps: int, seq_len: int) -> list[
 
 
 @torch.no_grad()
-def candidate_scores(model, cache_one, last_logits_one, candidates: list[list[int]], seq_len: int, device) -> torch.Tensor:
+def candidate_scores(
+    model, cache_one, last_logits_one, candidates: list[list[int]], seq_len: int, device
+) -> torch.Tensor:
     """Summed log-likelihood of each candidate answer after one prompt. last_logits_one: (V,)."""
     scores = []
     per_chunk = max(1, CACHE_BUDGET_BYTES // max(1, cache_bytes(cache_one)))
@@ -117,9 +121,17 @@ def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int
 
 
 @torch.no_grad()
-def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.device, dtype: str = "float32",
-                     rank: bool = True, world: World = SINGLE, log: DepthLog | None = None,
-                     on_depth: Callable[[float, float, bool], None] | None = None) -> list[PasskeyCell]:
+def evaluate_passkey(
+    model,
+    builder: PromptBuilder,
+    length: int,
+    device: torch.device,
+    dtype: str = "float32",
+    rank: bool = True,
+    world: World = SINGLE,
+    log: DepthLog | None = None,
+    on_depth: Callable[[float, float, bool], None] | None = None,
+) -> list[PasskeyCell]:
     """Greedy exact match and (with `rank`) the rank score per depth at one length. Under torchrun each
     rank asks every world.size-th trial of each depth and the counts are added up.
 
@@ -168,6 +180,12 @@ def evaluate_passkey(model, builder: PromptBuilder, length: int, device: torch.d
                 log.record(d, float(counts[d, 0]), float(counts[d, 1]))
             report(d, logged=False)
     counts = world.sum(counts)
-    return [PasskeyCell(depth, float(counts[d, 0]) / task.trials,
-                        float(counts[d, 1]) / task.trials if rank else float("nan"), task.trials)
-            for d, depth in enumerate(task.depths)]
+    return [
+        PasskeyCell(
+            depth,
+            float(counts[d, 0]) / task.trials,
+            float(counts[d, 1]) / task.trials if rank else float("nan"),
+            task.trials,
+        )
+        for d, depth in enumerate(task.depths)
+    ]

@@ -47,7 +47,7 @@ class PerplexityResult:
             self.bucket_nll[b] = self.bucket_nll.get(b, 0.0) + float(per_position[selected].sum())
             self.bucket_tokens[b] = self.bucket_tokens.get(b, 0) + int(selected.sum()) * nll.shape[0]
 
-    def summed(self, world: World) -> "PerplexityResult":
+    def summed(self, world: World) -> PerplexityResult:
         """The sums over every rank's windows (each rank scored its share of them)."""
         if world.size == 1:
             return self
@@ -58,8 +58,14 @@ class PerplexityResult:
             local[:, b + 1] = torch.tensor([value, self.bucket_tokens[b]], dtype=torch.float64)
         total = world.sum(local)
         counted = [b for b in range(buckets) if total[1, b + 1] > 0]
-        return PerplexityResult(self.length, float(total[0, 0]), int(total[1, 0]), self.bucket_width,
-                                {b: float(total[0, b + 1]) for b in counted}, {b: int(total[1, b + 1]) for b in counted})
+        return PerplexityResult(
+            self.length,
+            float(total[0, 0]),
+            int(total[1, 0]),
+            self.bucket_width,
+            {b: float(total[0, b + 1]) for b in counted},
+            {b: int(total[1, b + 1]) for b in counted},
+        )
 
 
 def windows_full(doc: torch.Tensor, length: int, budget: int) -> list[tuple[int, int, int]]:
@@ -105,7 +111,9 @@ def evaluate_perplexity(
     model.eval()
     windows = []
     for doc in docs:
-        spans = windows_full(doc, length, budget) if protocol == "full" else windows_sliding(doc, length, budget, stride)
+        spans = (
+            windows_full(doc, length, budget) if protocol == "full" else windows_sliding(doc, length, budget, stride)
+        )
         windows += [(doc, *span) for span in spans]
     windows = [windows[i] for i in world.mine(len(windows))]
     per_batch = max(1, max_batch_tokens // length)

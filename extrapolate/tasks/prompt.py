@@ -106,11 +106,17 @@ class PromptBuilder:
         return self.tokenizer.encode(" " + self.task.question.format(name=" and ".join(names)))
 
     def answer(self, key, *more) -> list[int]:
-        return self.tokenizer.encode(self.task.answer.format(key=self.task.answer_join.join(str(k) for k in (key, *more))))
+        return self.tokenizer.encode(
+            self.task.answer.format(key=self.task.answer_join.join(str(k) for k in (key, *more)))
+        )
 
     @cached_property
     def widest_key(self):
-        return max(self.task.keys, key=lambda k: len(self.key_line(k))) if self.task.keys else 10 ** (self.task.key_digits - 1)
+        return (
+            max(self.task.keys, key=lambda k: len(self.key_line(k)))
+            if self.task.keys
+            else 10 ** (self.task.key_digits - 1)
+        )
 
     def fixed_tokens(self, key_digits: int | None = None) -> int:
         """Tokens a prompt needs before any filler (with the widest key, names as long as the longest)."""
@@ -129,7 +135,7 @@ class PromptBuilder:
     def answer_tokens(self) -> int:
         """An upper bound of the answer's tokens, to size greedy decoding."""
         if not self.task.keys and self.single:
-            return len(self.answer(10 ** self.task.key_digits - 1))
+            return len(self.answer(10**self.task.key_digits - 1))
         # word keys: BPE may merge across a join, so leave a token per key of slack
         return len(self.answer(*[self.widest_key] * self.task.answer_keys)) + self.task.answer_keys
 
@@ -138,15 +144,18 @@ class PromptBuilder:
         """The one-needle prompt: the key line at `depth` of the filler."""
         return self.assemble(length, [(depth, Needle("", key))], [Needle("", key)], [])
 
-    def assemble(self, length: int, placed: list[tuple[float, Needle]], answer: list[Needle],
-                 asked: list[str]) -> Prompt:
+    def assemble(
+        self, length: int, placed: list[tuple[float, Needle]], answer: list[Needle], asked: list[str]
+    ) -> Prompt:
         """Key lines at their depths of the filler (the first one is the queried one), then the question."""
         lines = [self.key_line(n.key, n.name) for _, n in placed]
         question = self.question_for(asked)
         filler_total = length - len(self.prefix) - sum(map(len, lines)) - len(question)
         if filler_total < 0:
-            raise UserError(f"{self.task.name} prompt ({self.task.variant}) needs at least {length - filler_total} "
-                            f"tokens; {length} asked (use a longer length or the compact variant)")
+            raise UserError(
+                f"{self.task.name} prompt ({self.task.variant}) needs at least {length - filler_total} "
+                f"tokens; {length} asked (use a longer length or the compact variant)"
+            )
         filler = self.filler(filler_total)
         offsets = [round(d * filler_total) for d, _ in placed]
         order = sorted(range(len(placed)), key=lambda i: (offsets[i], i))
@@ -160,8 +169,9 @@ class PromptBuilder:
         ids += filler[cursor:] + question
         assert len(ids) == length
         keys = tuple(n.key for n in answer)
-        return Prompt(ids, self.answer(*keys), keys[0], key_start, placed[0][0], keys,
-                      tuple(placed[i][1] for i in order))
+        return Prompt(
+            ids, self.answer(*keys), keys[0], key_start, placed[0][0], keys, tuple(placed[i][1] for i in order)
+        )
 
     def sample(self, gen: torch.Generator, depth: float) -> tuple[list[tuple[float, Needle]], list[Needle], list[str]]:
         """Needles (the queried first, at `depth`), the answer's needles in order, the names asked."""
@@ -199,7 +209,9 @@ class PromptBuilder:
         """`distractors` other keys, fixed per trial (one-key answers)."""
         gen = torch.Generator().manual_seed(hash_ints(self.task.seed, self.key_number(prompt.key), trial, 7))
         others = [n.key for n in prompt.needles if n.key not in prompt.answer_keys]  # hard negatives first
-        return (others + self.distinct_keys(gen, self.task.distractors, avoid=set(others) | {prompt.key}))[: self.task.distractors]
+        return (others + self.distinct_keys(gen, self.task.distractors, avoid=set(others) | {prompt.key}))[
+            : self.task.distractors
+        ]
 
     def candidate_answers(self, prompt: Prompt, trial: int) -> list[list[int]]:
         """The true answer first, then the distractor answers: for a one-key answer other keys; for several
@@ -215,7 +227,9 @@ class PromptBuilder:
             wrong.append(self.answer(*changed))
         return [self.answer(*keys)] + wrong
 
-    def training_row(self, gen: torch.Generator, length: int, answer_only: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    def training_row(
+        self, gen: torch.Generator, length: int, answer_only: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(tokens (length + 1,), loss mask (length,)): a prompt plus its answer filling a training row, the
         loss on the answer only (or on every token with `answer_only=False`; measured: it learns retrieval
         more slowly, the filler's easy targets dominate the gradient)."""

@@ -13,8 +13,8 @@ from safetensors.torch import load_file, save_file
 from extrapolate.core.atomic import atomic_path, write_text
 from extrapolate.core.config import TrainConfig, canonical_json, train_config_from_dict
 from extrapolate.core.errors import UserError
-from extrapolate.model import TransformerLM
 from extrapolate.core.readers import read_json, reading
+from extrapolate.model import TransformerLM
 
 WEIGHTS, CONFIG, STATE, COMPLETE = "model.safetensors", "config.json", "state.pt", "complete.json"
 RETRAIN = "delete its folder to train it again"
@@ -22,8 +22,7 @@ RETRAIN = "delete its folder to train it again"
 
 def weights_dict(model: TransformerLM) -> dict[str, torch.Tensor]:
     # tied embeddings share storage: store the head only when it is a separate tensor
-    return {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()
-            if model.config.stored(k)}
+    return {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items() if model.config.stored(k)}
 
 
 def save_checkpoint(folder: Path, config: TrainConfig, model: TransformerLM, state: dict | None = None) -> None:
@@ -62,7 +61,9 @@ def load_weights(folder: Path, model: TransformerLM, expected: TrainConfig | Non
         missing, unexpected = model.load_state_dict(tensors, strict=False)
     missing = [k for k in missing if model.config.stored(k)]
     if missing or unexpected:
-        raise UserError(f"checkpoint {folder} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise UserError(
+            f"checkpoint {folder} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
 
 
 STATE_FIELDS = ("optimizer", "step", "losses", "elapsed", "config_hash")
@@ -76,8 +77,9 @@ def plain_data(path: Path):
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:  # torch's own message suggests loading the file unsafely: not advice to pass on
-        raise ValueError("not plain data; only tensors, numbers and strings are read, as building any other object "
-                         "could run code") from None
+        raise ValueError(
+            "not plain data; only tensors, numbers and strings are read, as building any other object could run code"
+        ) from None
 
 
 def load_state(folder: Path) -> dict | None:

@@ -19,13 +19,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from extrapolate.training import checkpoint as ckpt
 from extrapolate.core.atomic import write_text
 from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.identity import finetune_folder_name
+from extrapolate.core.paths import cache_dir
 from extrapolate.encodings import encoding_for, get_spec
 from extrapolate.model import TransformerLM
-from extrapolate.core.paths import cache_dir
+from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import TrainedModel, train
 
 LINEAGE = "finetune.json"
@@ -50,16 +50,31 @@ class FinetuneConfig:
         return self.phase.seq_len
 
 
-def finetune_config(base: TrainConfig, encoding: str, factor: float, length: int, steps: int,
-                    lr: float | None = None, batch_size: int | None = None, base_hash: str | None = None) -> FinetuneConfig:
+def finetune_config(
+    base: TrainConfig,
+    encoding: str,
+    factor: float,
+    length: int,
+    steps: int,
+    lr: float | None = None,
+    batch_size: int | None = None,
+    base_hash: str | None = None,
+) -> FinetuneConfig:
     """The fine-tune of `base` with `encoding` at `length` for `steps` steps. Defaults: a tenth of the base
     model's peak rate, and as many tokens per step as the base training (batch·L / L' rows, at least 1).
     `base_hash` names a base model not trained here (a pretrained checkpoint); default the hash of `base`."""
     model = dataclasses.replace(base.model, max_len=length)
     phase = dataclasses.replace(
-        base, model=model, seq_len=length, steps=steps, lr=lr if lr is not None else base.lr / 10,
+        base,
+        model=model,
+        seq_len=length,
+        steps=steps,
+        lr=lr if lr is not None else base.lr / 10,
         batch_size=batch_size or max(1, base.batch_size * base.seq_len // length),
-        warmup_steps=WARMUP_STEPS, min_lr_ratio=1.0, checkpoint_every=CHECKPOINT_EVERY)  # constant after warmup
+        warmup_steps=WARMUP_STEPS,
+        min_lr_ratio=1.0,
+        checkpoint_every=CHECKPOINT_EVERY,
+    )  # constant after warmup
     return FinetuneConfig(base_hash or config_hash(base), get_spec(encoding).name, factor, base.seq_len, phase)
 
 
@@ -68,8 +83,15 @@ def finetune_folder(config: FinetuneConfig, root: Path | None = None) -> Path:
     return (root or cache_dir() / "models") / name
 
 
-def finetune(config: FinetuneConfig, base: TransformerLM, source, device: torch.device, on_step=None,
-             stop_after: int | None = None, checkpointing: bool = False) -> TrainedModel:
+def finetune(
+    config: FinetuneConfig,
+    base: TransformerLM,
+    source,
+    device: torch.device,
+    on_step=None,
+    stop_after: int | None = None,
+    checkpointing: bool = False,
+) -> TrainedModel:
     """The fine-tuned model: cached, resumed after a kill, or continued from a shorter finished fine-tune."""
     folder = finetune_folder(config)
     if not ckpt.is_complete(folder) and ckpt.load_state(folder) is None:
@@ -77,12 +99,20 @@ def finetune(config: FinetuneConfig, base: TransformerLM, source, device: torch.
         if shorter is not None:
             continue_from(shorter, folder, config)
     write_lineage(folder, config)
-    return train(config.phase, source, device, folder=folder, on_step=on_step, stop_after=stop_after,
-                 start=lambda: starting_model(config, base, device, checkpointing))
+    return train(
+        config.phase,
+        source,
+        device,
+        folder=folder,
+        on_step=on_step,
+        stop_after=stop_after,
+        start=lambda: starting_model(config, base, device, checkpointing),
+    )
 
 
-def starting_model(config: FinetuneConfig, base: TransformerLM, device: torch.device,
-                   checkpointing: bool = False) -> TransformerLM:
+def starting_model(
+    config: FinetuneConfig, base: TransformerLM, device: torch.device, checkpointing: bool = False
+) -> TransformerLM:
     """A model of the fine-tune's shape holding the base model's weights, with the encoding it trains under
     at L': a RoPE scaling with the fine-tune's factor, or the base model's own encoding (a learned table
     stretched to L' rows by linear interpolation, so row p·L'/L starts where row p was)."""
@@ -117,7 +147,9 @@ def shorter_finished(config: FinetuneConfig, root: Path | None = None) -> Path |
         if lineage is None or not ckpt.is_complete(folder):
             continue
         steps = lineage["phase"]["steps"]
-        same_kind = lineage == as_json(dataclasses.replace(config, phase=dataclasses.replace(config.phase, steps=steps)))
+        same_kind = lineage == as_json(
+            dataclasses.replace(config, phase=dataclasses.replace(config.phase, steps=steps))
+        )
         if same_kind and best_steps < steps < config.steps:
             best, best_steps = folder, steps
     return best

@@ -4,31 +4,33 @@ checkpoints every N steps, resume from the last one, a NaN guard, and a cache ke
 from __future__ import annotations
 
 import contextlib
-
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from extrapolate.training import checkpoint as ckpt
-from extrapolate.data.batches import BatchSource
 from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.device import autocast, synchronize
 from extrapolate.core.distributed import SINGLE, World, check_batch, current, for_training
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import model_folder_name
-from extrapolate.model import TransformerLM
 from extrapolate.core.paths import cache_dir
 from extrapolate.core.readers import reading
+from extrapolate.data.batches import BatchSource
+from extrapolate.model import TransformerLM
+from extrapolate.training import checkpoint as ckpt
 
 
 class TrainingDiverged(UserError):
     def __init__(self, step: int, folder: Path):
-        kept = (f"last good checkpoint kept in {folder}" if (folder / ckpt.STATE).exists()
-                else "no checkpoint had been written yet")
+        kept = (
+            f"last good checkpoint kept in {folder}"
+            if (folder / ckpt.STATE).exists()
+            else "no checkpoint had been written yet"
+        )
         super().__init__(f"training diverged (loss is NaN/Inf) at step {step}; {kept} (a lower --lr may help)")
         self.step = step
 
@@ -66,8 +68,10 @@ class Probe:
         """[retrieval accuracy, held-out NLL], None for a measure this probe does not take."""
         model.eval()
         try:
-            return [None if measure is None else round(float(measure(model)), 6)
-                    for measure in (self.retrieval, self.heldout)]
+            return [
+                None if measure is None else round(float(measure(model)), 6)
+                for measure in (self.retrieval, self.heldout)
+            ]
         finally:
             model.train()
 
@@ -91,8 +95,10 @@ def make_optimizer(model: TransformerLM, config: TrainConfig) -> torch.optim.Ada
     with its own recipe) gets a third group, whose rate is that multiple of the schedule's."""
     scaled = {id(p): m.lr_scale for m in model.modules() if getattr(m, "lr_scale", 1.0) != 1.0 for p in m.parameters()}
     rest = [p for p in model.parameters() if id(p) not in scaled]
-    groups = [{"params": [p for p in rest if p.dim() >= 2], "weight_decay": config.weight_decay},
-              {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in rest if p.dim() >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0},
+    ]
     for scale in sorted(set(scaled.values())):
         params = [p for p in model.parameters() if scaled.get(id(p)) == scale]
         groups.append({"params": params, "weight_decay": config.weight_decay, "lr_scale": scale})
@@ -134,8 +140,9 @@ def loss_count(mask: torch.Tensor, weighting: str) -> torch.Tensor:
     return (mask.sum() if weighting == "token" else (mask.sum(dim=1) > 0).sum()).clamp(min=1)
 
 
-def training_step(model, optimizer: torch.optim.Optimizer, config: TrainConfig, batch, device: torch.device,
-                  world: World = SINGLE) -> torch.Tensor:
+def training_step(
+    model, optimizer: torch.optim.Optimizer, config: TrainConfig, batch, device: torch.device, world: World = SINGLE
+) -> torch.Tensor:
     """One optimizer step on one batch (inputs, targets, mask: (B, T)) under `config`'s dtype, loss weighting
     and clipping; returns the loss. A NaN/Inf loss is returned without a step, for the caller to stop on.
     `model` is anything with `token_nll(inputs, targets) -> (B, T)` and parameters: training, the sweep's
@@ -157,7 +164,7 @@ def training_step(model, optimizer: torch.optim.Optimizer, config: TrainConfig, 
     for i, (pass_inputs, pass_targets, pass_mask) in enumerate(passes):
         # under DDP only the last pass's backward averages gradients over the ranks
         syncing = i == len(passes) - 1 or not hasattr(model, "no_sync")
-        with (contextlib.nullcontext() if syncing else model.no_sync()):
+        with contextlib.nullcontext() if syncing else model.no_sync():
             with autocast(device, config.dtype):
                 nll = model.token_nll(pass_inputs, pass_targets)  # (rows of the pass, T) float32
             part = loss_sum(nll, pass_mask, config.loss_weighting) / count
@@ -225,16 +232,27 @@ def train(
         if probe is not None and world.main and probe.due(step, config.steps):
             probes.append([step, *probe.take(model)])
         if world.main and (step % config.checkpoint_every == 0 or step == config.steps):
-            state = {"optimizer": optimizer.state_dict(), "step": step, "losses": losses, "probes": probes,
-                     "elapsed": elapsed + now - start, "config_hash": config_hash(config)}
+            state = {
+                "optimizer": optimizer.state_dict(),
+                "step": step,
+                "losses": losses,
+                "probes": probes,
+                "elapsed": elapsed + now - start,
+                "config_hash": config_hash(config),
+            }
             ckpt.save_checkpoint(folder, config, model, state)
         if stop_after is not None and step >= stop_after:
             break
     elapsed += time.perf_counter() - start
     summary = {
-        "steps": step, "tokens": step * tokens_per_step, "final_loss": losses[-1] if losses else None,
-        "train_seconds": round(elapsed, 2), "tokens_per_second": round(step * tokens_per_step / max(elapsed, 1e-9), 1),
-        "params": model.num_parameters(), "config_hash": config_hash(config), "losses": losses,
+        "steps": step,
+        "tokens": step * tokens_per_step,
+        "final_loss": losses[-1] if losses else None,
+        "train_seconds": round(elapsed, 2),
+        "tokens_per_second": round(step * tokens_per_step / max(elapsed, 1e-9), 1),
+        "params": model.num_parameters(),
+        "config_hash": config_hash(config),
+        "losses": losses,
         # [step, retrieval accuracy at L, held-out NLL at L] during training; a summary written without the
         # held-out probe holds [step, accuracy] rows, which its readers accept too
         "probes": probes,
