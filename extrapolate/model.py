@@ -73,13 +73,20 @@ class Attention(nn.Module):
         self.k_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=qkv_bias)
         self.v_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = Linear(self.heads * self.head_dim, config.d_model, bias=False)
+        if config.qk_norm:  # one RMSNorm over each head's width, shared by the heads (Qwen3)
+            self.q_norm = RMSNorm(self.head_dim, config.norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, config.norm_eps)
+        self.qk_norm = bool(config.qk_norm)
 
     def forward(
         self, x, pos, encoding: PositionalEncoding, kernel: str, cache: dict | None = None, seq_len: int | None = None
     ):
         batch, length, _ = x.shape
-        q = self.q_proj(x).view(batch, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
-        k = self.k_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
+        q = self.q_proj(x).view(batch, length, self.heads, self.head_dim)  # (B, T, H, Dh)
+        k = self.k_proj(x).view(batch, length, self.kv_heads, self.head_dim)  # (B, T, Hkv, Dh)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, T, Dh), (B, Hkv, T, Dh)
         v = self.v_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
         q, k = encoding.rotate(q, k, pos, seq_len)
         if cache is not None:  # keys and values of earlier positions, already rotated

@@ -37,6 +37,8 @@ def test_the_optional_fields_and_what_unset_means():
         "position_std": 0.02,
         "position_lr_scale": 1.0,
         "qkv_bias": False,
+        "head_size": None,
+        "qk_norm": False,
         "compile": False,
     }
 
@@ -48,6 +50,14 @@ def test_the_optional_fields_and_what_unset_means():
 )
 def test_an_unset_optional_field_is_left_out_of_the_hash(config):
     assert config_hash(config) == hash_without_optional_fields(config)
+
+
+def test_a_pretrained_architecture_field_enters_the_hash_only_when_set():
+    """A head size or query/key norms set (Qwen3) make another model; unset, the hash is the one without them."""
+    plain = ModelConfig()
+    assert config_hash(dataclasses.replace(plain, head_size=None, qk_norm=None)) == config_hash(plain)
+    assert config_hash(dataclasses.replace(plain, qk_norm=True)) != config_hash(plain)
+    assert config_hash(dataclasses.replace(plain, head_size=64)) != config_hash(plain)
 
 
 def in_training(field: str, value) -> TrainConfig:

@@ -58,6 +58,18 @@ def test_prompt_has_exactly_the_requested_tokens(task, make_tokenizer, variant, 
         assert builder.tokenizer.decode(prompt.ids).endswith(task.question)
 
 
+@pytest.mark.parametrize("variant", ["compact", "classic"])
+def test_a_bos_prompt_starts_with_it_and_keeps_its_length_and_key(task, variant):
+    plain = PromptBuilder(dataclasses.replace(task, variant=variant), ByteTokenizer())
+    marked = PromptBuilder(dataclasses.replace(task, variant=variant), ByteTokenizer(), bos=300)
+    for depth in task.depths:
+        with_bos, without = marked.trial(1000, depth, 0), plain.trial(1000, depth, 0)
+        assert len(with_bos.ids) == 1000 and with_bos.ids[0] == 300 and 300 not in with_bos.ids[1:]
+        assert with_bos.key == without.key and with_bos.answer == without.answer
+        key_line = marked.key_line(with_bos.key)
+        assert with_bos.ids[with_bos.key_start : with_bos.key_start + len(key_line)] == key_line
+
+
 @pytest.mark.parametrize("make_tokenizer", TOKENIZERS)
 def test_depth_places_the_key(task, make_tokenizer):
     builder = PromptBuilder(task, make_tokenizer())

@@ -58,3 +58,30 @@ def test_aggregation_is_token_weighted():
     assert math.isclose(result.nll, total / count, rel_tol=1e-5)
     assert sum(result.bucket_tokens.values()) == count
     assert math.isclose(sum(result.bucket_nll.values()) / count, result.nll, rel_tol=1e-6)
+
+
+def test_a_bos_window_is_the_bos_then_the_window_shifted_by_one():
+    """With a BOS each window holds the BOS and n - 1 tokens of the document, and every token of the document
+    from the first is scored once (the first given the BOS alone)."""
+    import torch
+
+    from extrapolate.tasks.perplexity import evaluate_perplexity
+
+    class Recorder(torch.nn.Module):
+        """Scores each target as its own id: the summed NLL says which tokens were scored."""
+
+        def __init__(self):
+            super().__init__()
+            self.inputs = []
+
+        def token_nll(self, inputs, targets):
+            self.inputs.append(inputs)
+            return targets.float()
+
+    doc = torch.arange(1, 34)  # 33 tokens: 32 scored without a BOS (2..33), 32 with one (1..32)
+    for bos, scored in ((None, range(2, 34)), (99, range(1, 33))):
+        model = Recorder()
+        result = evaluate_perplexity(model, [doc], 8, budget=32, bucket_width=4, device=torch.device("cpu"), bos=bos)
+        assert result.tokens == 32 and result.nll_sum == sum(scored)
+        first = torch.cat(model.inputs)[:, 0]
+        assert (first == 99).all() if bos is not None else (first != 99).all()

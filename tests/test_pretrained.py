@@ -169,33 +169,14 @@ def test_a_qwen2_checkpoint_keeps_its_query_key_value_biases():
 @pytest.mark.parametrize(
     "model_class,extra,message",
     [
-        (
-            "LlamaForCausalLM",
-            {
-                "rope_parameters": {
-                    "rope_type": "llama3",
-                    "rope_theta": 500.0,
-                    "factor": 8.0,
-                    "low_freq_factor": 1.0,
-                    "high_freq_factor": 4.0,
-                    "original_max_position_embeddings": 16,
-                }
-            },
-            "rope_type 'llama3'",
-        ),
-        (
-            "LlamaForCausalLM",
-            {"rope_parameters": {"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0}},
-            "rope_type 'linear'",
-        ),
         ("LlamaForCausalLM", {"attention_bias": True}, "attention_bias"),
         ("LlamaForCausalLM", {"mlp_bias": True}, "mlp_bias"),
         ("MistralForCausalLM", {"sliding_window": 8}, "sliding window of 8"),
     ],
 )
 def test_a_checkpoint_the_model_would_compute_differently_is_refused(model_class, extra, message):
-    """Its own RoPE scaling, a sliding window, biases with no place: evaluated here they would be another model
-    (each differs from transformers' logits by 0.03 to 0.8 on these small models), so they are refused by name."""
+    """A sliding window, biases with no place: evaluated here they would be another model (each differs from
+    transformers' logits by 0.03 to 0.8 on these small models), so they are refused by name."""
     from extrapolate.core.errors import UserError
 
     family = model_class.removesuffix("ForCausalLM")

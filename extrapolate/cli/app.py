@@ -136,7 +136,13 @@ def tasks_list(
 @app.command()
 @with_request()
 def run(
-    encoding: Annotated[str, typer.Option(help="positional encoding (see `extrapolate encodings`)")] = "rope",
+    encoding: Annotated[
+        Optional[str],
+        typer.Option(
+            help="positional encoding (see `extrapolate encodings`); default rope, and for a pretrained model its "
+            "RoPE as released (the scaling it ships with, if any)"
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="seed for weights, data order and prompts")] = 0,
     finetune_steps: Annotated[
         int, typer.Option(help="then fine-tune at L' for this many steps, with the scaling set for L'")
@@ -150,7 +156,7 @@ def run(
     from extrapolate.run import run as run_job
 
     folder = run_job(
-        replace(request, encoding=encoding.lower(), seed=seed, finetune_steps=finetune_steps),
+        replace(request, encoding=encoding and encoding.lower(), seed=seed, finetune_steps=finetune_steps),
         RichReporter() if main_process() else None,
     )
     if main_process():  # under torchrun: rank 0 speaks for the job

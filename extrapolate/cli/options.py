@@ -142,6 +142,12 @@ SHARED = {
         f"fine-tune learning rate, constant after {WARMUP_STEPS} warmup steps (default --lr / 10)",
     ),
     # NAME=VALUE items, parsed into the request's sorted (name, value) pairs
+    "bos": shared(
+        str,
+        DEFAULT.bos,
+        "a BOS token first in every window and prompt: auto (where the tokenizer adds one by default, as the "
+        "field's evaluations do) | always | never",
+    ),
     "encoding_option": shared(
         Optional[list[str]],
         None,

@@ -37,10 +37,14 @@ class ModelConfig:
     position_lr_scale: float | None = None
     # biases on the query, key and value projections (Qwen2 checkpoints); None: none, as every model trained here
     qkv_bias: bool | None = None
+    # the width of a head where it is not d_model / n_heads (Qwen3, Phi-3 variants); None: d_model / n_heads
+    head_size: int | None = None
+    # RMSNorm of every query and key head before the rotation (Qwen3 checkpoints); None: none
+    qk_norm: bool | None = None
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_size or self.d_model // self.n_heads
 
     @property
     def kv_heads(self) -> int:
@@ -63,7 +67,7 @@ class ModelConfig:
     def validate(self) -> ModelConfig:
         if self.n_heads < 1:
             raise UserError(f"heads must be at least 1, got {self.n_heads}")
-        if self.d_model % self.n_heads:
+        if self.head_size is None and self.d_model % self.n_heads:
             raise UserError(f"heads ({self.n_heads}) must divide the model width ({self.d_model})")
         if self.n_heads % self.kv_heads:
             raise UserError(f"kv heads ({self.kv_heads}) must divide heads ({self.n_heads})")

@@ -24,6 +24,8 @@ UNSET_MEANS: dict[str, Any] = {
     "position_std": GPT2_INIT_STD,  # a learned position table at GPT-2's init
     "position_lr_scale": 1.0,  # a learned position table at the model's own learning rate
     "qkv_bias": False,  # no biases on the query, key and value projections
+    "head_size": None,  # a head is d_model / n_heads wide
+    "qk_norm": False,  # queries and keys enter the rotation as projected
     "compile": False,  # the training forward runs eagerly
 }
 
@@ -78,7 +80,14 @@ def run_identity(request, model_hash: str, factor: float) -> dict:
         "learned_policy": request.learned_policy,
         "passkey_task": measured_task(request.tasks, request.passkey_task),
         **options_identity(request.encoding_options),
+        **bos_identity(request.bos),
     }
+
+
+def bos_identity(bos: str) -> dict:
+    """A run whose windows and prompts start with the tokenizer's BOS (`bos` resolved to "always") holds
+    "bos": True; one without a BOS holds nothing, so it keeps the id it had before the choice existed."""
+    return {"bos": True} if bos == "always" else {}
 
 
 def measured_stride(protocol: str, stride: int) -> int | None:

@@ -66,6 +66,7 @@ class PretrainedModel:
     tokenizer: object
     name: str
     original_len: int  # the context the checkpoint was trained with
+    released: ReleasedRope  # the RoPE it is released with
 
 
 class HFTokenizer:
@@ -77,6 +78,10 @@ class HFTokenizer:
         backend = getattr(tokenizer, "backend_tokenizer", None)  # fast tokenizers: the whole definition as JSON
         digest = hashlib.sha256(backend.to_str().encode()).hexdigest()[:10] if backend is not None else "slow"
         self.identity = f"hf{self.vocab_size}-{digest}"  # recorded with results, like a trained model's tokenizer
+        self.bos_id = tokenizer.bos_token_id  # None: the tokenizer has no BOS token
+        # whether it puts the BOS first when asked to add its special tokens (its default for a text)
+        marked = tokenizer("a", add_special_tokens=True).input_ids if self.bos_id is not None else []
+        self.adds_bos = bool(marked) and marked[0] == self.bos_id
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
@@ -91,25 +96,27 @@ class HFTokenizer:
         return self.tokenizer
 
 
+# The decoder-only families whose checkpoints the project's model computes exactly: a Llama block (RMSNorm,
+# SwiGLU, RoPE) with what each family adds. Any other family is refused by name, never loaded as another model.
+FAMILIES = {
+    "llama": "Llama 1–3.x",
+    "mistral": "Mistral (without a sliding window)",
+    "qwen2": "Qwen2 / Qwen2.5 (query, key and value biases)",
+    "qwen3": "Qwen3 (RMSNorm of queries and keys, wider heads)",
+    "phi3": "Phi-3 / Phi-3.5 (fused qkv and gate-up projections)",
+}
+
+
 def config_from_hf(hf) -> ModelConfig:
-    """The project's model config for a Hugging Face Llama config; a checkpoint whose attention the project's
-    model would compute differently (its own RoPE scaling, a sliding window, biases it has no place for) is
-    refused rather than evaluated as another model."""
+    """The project's model config for a Hugging Face config of one of FAMILIES; a checkpoint whose attention
+    the project's model would compute differently (a sliding window, a partial rotation, biases it has no place
+    for, an activation other than SiLU) is refused rather than evaluated as another model. Its RoPE, scaled or
+    not, is read by `released_rope`."""
     family = getattr(hf, "model_type", "llama")
-    if family not in ("llama", "mistral", "qwen2"):
-        raise UserError(f"only Llama-family checkpoints load here, not {family!r}")
+    if family not in FAMILIES:
+        raise UserError(f"{family!r} checkpoints are not computed here; the families that load: {', '.join(FAMILIES)}")
     heads = hf.num_attention_heads
     head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // heads
-    if head_dim * heads != hf.hidden_size:
-        raise UserError("checkpoints whose head_dim × heads differs from the width are not supported")
-    params = getattr(hf, "rope_parameters", None) or {}
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type != "default":
-        # a scaling on top of the checkpoint's own would compare another model than the one released
-        raise UserError(
-            f"the checkpoint ships its own RoPE scaling (rope_type {rope_type!r}, factor "
-            f"{params.get('factor')}); only checkpoints with plain RoPE are evaluated here"
-        )
     if sliding_window(hf) is not None:
         raise UserError(
             f"the checkpoint attends through a sliding window of {sliding_window(hf)} tokens, which the "
@@ -118,23 +125,116 @@ def config_from_hf(hf) -> ModelConfig:
     for flag in ("attention_bias", "mlp_bias"):  # Llama's optional biases (o_proj and the MLP too)
         if getattr(hf, flag, False):
             raise UserError(f"checkpoints with {flag} are not supported (biases the project's model has no place for)")
-    base = params.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
+    activation = getattr(hf, "hidden_act", "silu")
+    if activation != "silu":
+        raise UserError(f"the checkpoint's MLP activation is {activation!r}; the project's SwiGLU computes silu")
+    params = rope_parameters(hf)
     return ModelConfig(
         vocab_size=hf.vocab_size,
         d_model=hf.hidden_size,
         n_layers=hf.num_hidden_layers,
         n_heads=heads,
-        n_kv_heads=getattr(hf, "num_key_value_heads", heads),
+        n_kv_heads=getattr(hf, "num_key_value_heads", None) or heads,
         d_ff=hf.intermediate_size,
         norm="rmsnorm",
         mlp="swiglu",
         tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
         norm_eps=float(hf.rms_norm_eps),
         encoding="rope",
-        rope_base=float(base),
+        rope_base=float(params.get("rope_theta", getattr(hf, "rope_theta", 10000.0))),
         max_len=int(original_context(hf)),
         qkv_bias=stored("qkv_bias", family == "qwen2"),
+        head_size=stored("head_size", head_dim if head_dim * heads != hf.hidden_size else None),
+        qk_norm=stored("qk_norm", family == "qwen3"),
     )
+
+
+def rope_parameters(hf) -> dict:
+    """The checkpoint's one `rope_parameters` dict; RoPE set per layer type (Gemma's sliding and global layers)
+    is refused, as the project's model rotates every layer alike."""
+    params = dict(getattr(hf, "rope_parameters", None) or {})
+    per_layer = sorted(key for key, value in params.items() if isinstance(value, dict))
+    if per_layer:
+        raise UserError(f"the checkpoint sets its RoPE per layer type ({', '.join(per_layer)}), not computed here")
+    return params
+
+
+@dataclass(frozen=True)
+class ReleasedRope:
+    """The RoPE a checkpoint is released with, in the project's terms: the encoding (`rope`, or the scaling it
+    ships: pi, dynamic-ntk, yarn, llama3, longrope), its factor s and options (as `--encoding-option` gives
+    them), the pretraining context L the factor counts from, and the context it is released for."""
+
+    encoding: str
+    factor: float | None  # None: plain RoPE, no factor
+    options: tuple  # sorted (name, value) pairs
+    original_len: int  # L: original_max_position_embeddings, else max_position_embeddings
+    released_len: int  # max_position_embeddings
+
+    def describe(self) -> str:
+        if self.factor is None:
+            return f"{self.encoding}, context {self.released_len}"
+        return f"{self.encoding} s={self.factor:g} from L={self.original_len}, released context {self.released_len}"
+
+
+ROPE_KEYS = ("rope_type", "type", "rope_theta")  # what every RoPE type has besides its own parameters
+
+
+def released_rope(hf) -> ReleasedRope:
+    """The checkpoint's own RoPE as the scaling here that computes it (the inverse of `hf_rope_parameters`):
+    its transformers `rope_type` names the scaling, each option is read under its declared key, and a factor
+    left out is transformers' max_position_embeddings / original_max_position_embeddings. A type or a key
+    the project does not compute is refused by name."""
+    from extrapolate.encodings.frequencies import SCALINGS
+    from extrapolate.encodings.options import OPTIONS
+
+    params = rope_parameters(hf)
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    matches = [
+        name
+        for name, scaling in SCALINGS.items()
+        if scaling.transformers is not None
+        and scaling.transformers.rope_type == rope_type
+        and scaling.transformers.theta is None
+    ]
+    if not matches:
+        raise UserError(f"the checkpoint's RoPE type {rope_type!r} has no counterpart here")
+    name = matches[0]
+    scaling, reads = SCALINGS[name], SCALINGS[name].transformers.reads
+    params = with_attention_factor(params)
+    if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise UserError(
+            f"the checkpoint rotates a part of each head (partial_rotary_factor {params['partial_rotary_factor']}), "
+            "which the project's RoPE does not compute"
+        )
+    option_keys = {OPTIONS[option].hf_key: option for option in scaling.options}
+    unknown = sorted(set(params) - set(ROPE_KEYS) - set(reads) - set(option_keys) - {"partial_rotary_factor"})
+    if unknown:
+        raise UserError(f"the checkpoint's RoPE ({rope_type}) sets {', '.join(unknown)}, which is not computed here")
+    original, released = original_context(hf), int(hf.max_position_embeddings)
+    factor = None
+    if "factor" in reads:
+        factor = float(params.get("factor") or released / original)
+    options = tuple(sorted((option, params[key]) for key, option in option_keys.items() if params.get(key) is not None))
+    return ReleasedRope(name, factor, options, original, released)
+
+
+def with_attention_factor(params: dict) -> dict:
+    """YaRN's `mscale` and `mscale_all_dim` (DeepSeek's form) as the attention factor they give, the way
+    transformers reads them: both set and no attention factor given, mscale(s, a) / mscale(s, b) with
+    mscale(s, m) = 0.1·m·ln s + 1 (1 for s ≤ 1); otherwise they change nothing and are dropped."""
+    import math
+
+    params = dict(params)
+    mscale, mscale_all_dim = params.pop("mscale", None), params.pop("mscale_all_dim", None)
+    if mscale and mscale_all_dim and params.get("attention_factor") is None and params.get("factor"):
+        factor = float(params["factor"])
+
+        def scaled(m: float) -> float:
+            return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+        params["attention_factor"] = scaled(mscale) / scaled(mscale_all_dim)
+    return params
 
 
 def sliding_window(hf) -> int | None:
@@ -198,12 +298,33 @@ LAYER_NAMES = {
     "self_attn.q_proj.bias": "attn.q_proj.bias",
     "self_attn.k_proj.bias": "attn.k_proj.bias",
     "self_attn.v_proj.bias": "attn.v_proj.bias",  # Qwen2
+    "self_attn.q_norm.weight": "attn.q_norm.weight",
+    "self_attn.k_norm.weight": "attn.k_norm.weight",  # Qwen3
 }
 
 
+def split_fused(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    """Phi-3's fused projections as the separate ones of a Llama block: `qkv_proj` rows are the queries, then
+    the keys, then the values; `gate_up_proj` rows the gate, then the up projection (transformers' Phi-3 splits
+    them the same way in its forward)."""
+    widths = [config.n_heads * config.head_dim, config.kv_heads * config.head_dim, config.kv_heads * config.head_dim]
+    out = {}
+    for name, tensor in state.items():
+        if name.endswith("self_attn.qkv_proj.weight"):
+            prefix = name.removesuffix("qkv_proj.weight")
+            for part, piece in zip(("q", "k", "v"), tensor.split(widths, dim=0)):  # (width, D) each
+                out[f"{prefix}{part}_proj.weight"] = piece
+        elif name.endswith("mlp.gate_up_proj.weight"):
+            prefix = name.removesuffix("gate_up_proj.weight")
+            out[f"{prefix}gate_proj.weight"], out[f"{prefix}up_proj.weight"] = tensor.chunk(2, dim=0)
+        else:
+            out[name] = tensor
+    return out
+
+
 def to_project_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The project's names of a Hugging Face state dict; a tensor with no place in the project's model is an
-    error, never dropped (a dropped weight would evaluate another model)."""
+    """The project's names of a Hugging Face state dict (fused projections already split); a tensor with no
+    place in the project's model is an error, never dropped (a dropped weight would evaluate another model)."""
     out, unplaced = {}, []
     for name, tensor in state.items():
         if name in HF_NAMES:
@@ -236,9 +357,21 @@ def to_hf_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def from_hf_model(hf_model) -> TransformerLM:
+    """transformers' model as the project's, computing what it computes: its weights, and its RoPE as released
+    (plain, or the scaling it ships with, `released_rope`)."""
+    from extrapolate.encodings import encoding_for
+
     config = config_from_hf(hf_model.config)
-    model = TransformerLM(config)
-    state = to_project_names({k: v.float() for k, v in hf_model.state_dict().items()})
+    released = released_rope(hf_model.config)
+    encoding = encoding_for(
+        config,
+        released.encoding,
+        factor=released.factor or 1.0,
+        original_len=released.original_len,
+        options=dict(released.options),
+    )
+    model = TransformerLM(config, encoding)
+    state = to_project_names(split_fused({k: v.float() for k, v in hf_model.state_dict().items()}, config))
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if config.stored(k)]
     if missing or unexpected:
@@ -246,8 +379,9 @@ def from_hf_model(hf_model) -> TransformerLM:
     return model.eval()
 
 
-def load_pretrained(spec: str) -> PretrainedModel:
-    """`spec`: a known name (see `extrapolate models`), a folder with config.json, a .gguf file, or a hub id."""
+def load_transformers(spec: str):
+    """transformers' own (model, tokenizer) of `spec`: a known name (see `extrapolate models`), a folder with
+    config.json, a .gguf file, or a hub id."""
     local = Path(spec).expanduser()
     if spec.endswith(".gguf") and not local.exists():
         raise UserError(f"GGUF file {spec} does not exist")
@@ -272,8 +406,23 @@ def load_pretrained(spec: str) -> PretrainedModel:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
     except Exception as exc:  # transformers raises many types for a model it cannot use; none is a bug of ours
         raise UserError(f"could not load model {spec!r}: {first_line(exc)}") from None
+    if gguf:  # the scaling transformers' GGUF loader drops, read from the file itself
+        from extrapolate.data.gguf_rope import gguf_rope_parameters
+
+        config = hf_model.config
+        base = float(rope_parameters(config).get("rope_theta", getattr(config, "rope_theta", 10000.0)))
+        params = gguf_rope_parameters(Path(folder) / gguf, base, int(config.max_position_embeddings))
+        if params is not None:
+            config.rope_parameters = params
+    return hf_model, tokenizer
+
+
+def load_pretrained(spec: str) -> PretrainedModel:
+    """`spec` (see `load_transformers`) in the project's model, with its tokenizer and its RoPE as released."""
+    hf_model, tokenizer = load_transformers(spec)
     model = from_hf_model(hf_model)
-    return PretrainedModel(model, HFTokenizer(tokenizer, spec), spec, original_context(hf_model.config))
+    released = released_rope(hf_model.config)
+    return PretrainedModel(model, HFTokenizer(tokenizer, spec), spec, released.original_len, released)
 
 
 def check_gguf(path: Path) -> None:

@@ -40,6 +40,7 @@ MODEL_HF_TOKENIZER = "hf-tokenizer"  # the transformers tokenizer of a fine-tune
 class ByteTokenizer:
     name = "bytes"
     vocab_size = 256
+    bos_id, adds_bos = None, False  # no special tokens
 
     @property
     def identity(self) -> str:
@@ -57,6 +58,8 @@ class ByteTokenizer:
 
 class BPETokenizer:
     """A `tokenizers.Tokenizer` behind the project's tokenizer interface; `json` is its exact definition."""
+
+    bos_id, adds_bos = None, False  # trained without special tokens
 
     def __init__(self, json_text: str, requested_vocab: int):
         from tokenizers import Tokenizer

@@ -211,7 +211,8 @@ def rotary_shape(folder: Path) -> tuple[int, float] | None:
 
     try:
         config = json.loads((folder / "run.json").read_text())["model_config"]
-        return int(config["d_model"]) // int(config["n_heads"]), float(config["rope_base"])
+        head = config.get("head_size") or int(config["d_model"]) // int(config["n_heads"])
+        return int(head), float(config["rope_base"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -219,7 +220,21 @@ def rotary_shape(folder: Path) -> tuple[int, float] | None:
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
     table = label_variants(table)
-    write_page(folder, table, folder / "summary.md", [f"# Run summary: {', '.join(table['encoding'].unique())}", ""])
+    heading = [f"# Run summary: {', '.join(table['encoding'].unique())}", ""]
+    write_page(folder, table, folder / "summary.md", heading + checkpoint_lines(folder))
+
+
+def checkpoint_lines(folder: Path) -> list[str]:
+    """A pretrained model's original context (what a factor counts from) and the RoPE it is released with,
+    from the run.json the run wrote; nothing for a model trained here or a folder without that record."""
+    import json
+
+    try:
+        training = json.loads((folder / "run.json").read_text())["training"]
+        name, original, released = training["pretrained"], training["original_context"], training["released_rope"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [f"Checkpoint `{name}`: pretrained at L = {original}; released with {released}.", ""]
 
 
 # text columns a table written before they existed (or edited by hand) may leave empty

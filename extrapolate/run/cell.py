@@ -17,7 +17,7 @@ from extrapolate.report.table import append_positions, append_results, provenanc
 from extrapolate.run.evaluate import evaluate, trained_model
 from extrapolate.run.prepare import Prepared, prepare
 from extrapolate.run.reporter import Reporter
-from extrapolate.run.request import RunRequest, ignored_options, output_folder, resolve
+from extrapolate.run.request import RunRequest, ignored_options, output_folder, resolve, with_encoding
 from extrapolate.run.resolved import ResolvedRun, resolve_run
 from extrapolate.run.rows import diverged_rows, measurement_rows
 from extrapolate.tasks.depth_log import clear_logs
@@ -52,6 +52,7 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
     run …`) the N processes train one model on the global batch and split its evaluation."""
     from extrapolate.core.lock import folder_lock
 
+    request = with_encoding(request)  # a pretrained model's RoPE as released where no encoding is given
     check_used([get_spec(request.encoding)], request.encoding_options)
     ignored = ignored_options(request, [request.encoding])  # before resolution fills a checkpoint's tokenizer
     resolved_request = resolve(request)

@@ -51,6 +51,9 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
         summary = {
             "config_hash": resolved.model_hash,
             "pretrained": resolved.request.model,
+            # the context it was pretrained at (L, what a factor counts from) and the RoPE it is released with
+            "original_context": prepared.checkpoint.original_len,
+            "released_rope": prepared.checkpoint.released.describe(),
             "params": model.num_parameters(),
         }
         return TrainedModel(model, resolved.model_folder, None, summary, reused=True)
@@ -103,7 +106,7 @@ def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
     if builder is not None and config.passkey_fraction > 0:
         task = builder.task
         small = PromptBuilder(
-            dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer
+            dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer, builder.bos
         )
 
         def retrieval(model) -> float:
@@ -202,6 +205,7 @@ def evaluate(
             device=device,
             dtype=request.dtype,
             world=world,
+            bos=prepared.tokenizer.bos_id if request.bos == "always" else None,
         ),
         "passkey": lambda length: evaluate_passkey(
             model,

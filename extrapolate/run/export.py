@@ -1,4 +1,5 @@
-"""`extrapolate export`: a RoPE model trained here as a Hugging Face Llama checkpoint."""
+"""`extrapolate export`: a RoPE model trained here as a Hugging Face Llama checkpoint, and a pretrained
+checkpoint as a run stretched it (its own family, the run's RoPE scaling)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def export_run(source: Path, out: Path) -> None:
     from extrapolate.training.train import load_trained
 
     record = run_record(source)
+    if record and (record.get("training") or {}).get("pretrained") and not record.get("finetune"):
+        check_export_folder(out)
+        return export_pretrained(record, out)
     folder = cache_dir() / "models" / str(record["model_folder"]) if record else source
     if not (folder / "config.json").exists():
         if record:  # a run whose model is not in this machine's cache
@@ -42,6 +46,38 @@ def export_run(source: Path, out: Path) -> None:
         lineage,
         scaling=None if lineage else record and record.get("encoding"),
     )
+
+
+def export_pretrained(record: dict, out: Path) -> None:
+    """The pretrained checkpoint a run evaluated, with the RoPE it evaluated it with: transformers' own model of
+    the checkpoint (any family that loads here), its `rope_parameters` replaced by the run's scaling the way
+    transformers reads a replaced scaling, saved with its tokenizer. As released, the checkpoint is saved as it
+    is. The folder appears whole or not at all."""
+    from extrapolate.data.pretrained import config_from_hf, load_transformers, released_rope
+
+    name = str(record["training"]["pretrained"])
+    hf_model, tokenizer = load_transformers(name)
+    scaling = record.get("encoding") or {}
+    released = released_rope(hf_model.config)
+    config = hf_model.config
+    if scaling.get("name", "rope") != "rope" or released.encoding != "rope":
+        ours = config_from_hf(config)
+        plain = {"rope_type": "default", "rope_theta": float(scaling.get("base", ours.rope_base))}
+        rope = plain if scaling.get("name", "rope") == "rope" else zero_shot_rope(ours, scaling)
+        if rope is None:
+            raise UserError(f"{scaling.get('name')} has no transformers equivalent: the run cannot be exported")
+        config.rope_parameters = rope
+        # transformers' dynamic NTK counts from max_position_embeddings, every other type from the L it is given
+        if rope["rope_type"] == "dynamic":
+            config.max_position_embeddings = int(scaling.get("original_len", released.original_len))
+        if hasattr(config, "original_max_position_embeddings"):  # Phi-3's own copy of L takes precedence
+            config.original_max_position_embeddings = int(scaling.get("original_len", released.original_len))
+    with atomic_folder(out) as staging:
+        hf_model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "extrapolate.json").write_text(
+            json.dumps({"source": "extrapolate", "pretrained": name, "scaling": scaling}, indent=2)
+        )
 
 
 def run_record(source: Path) -> dict | None:

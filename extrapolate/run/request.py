@@ -38,7 +38,7 @@ TASKS = ("perplexity", "passkey")
 class RunRequest:
     """What a user asks for: the defaults here are those of the command line's options (cli/options.py)."""
 
-    encoding: str = "rope"
+    encoding: str | None = "rope"  # None: rope, or a pretrained model's RoPE as released (`with_encoding`)
     train_len: int | None = None  # None: DEFAULT_TRAIN_LEN for presets, a pretrained model's own context
     eval_lens: tuple[int, ...] = ()  # empty: L, 2L, … up to eval_len
     eval_len: int | None = None  # default 8·L
@@ -73,6 +73,9 @@ class RunRequest:
     finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
     finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
     finetune_lr: float | None = None  # default a tenth of --lr
+    # a BOS token first in every window and prompt: auto (where the tokenizer adds one by default) | always |
+    # never; resolved to always or never (`resolve_request`)
+    bos: str = "auto"
     encoding_options: tuple = ()  # sorted (name, value) pairs of a training-free encoding (encodings/options.py)
     out: Path | None = None
     name: str | None = None
@@ -86,7 +89,7 @@ class RunRequest:
 def resolve_request(request: RunRequest) -> RunRequest:
     """The request with every model-dependent default filled (the retrieval task, the training length, a
     pretrained checkpoint's tokenizer), checked in full; a mistake is one UserError line."""
-    request = named_retrieval_task(request)
+    request = named_retrieval_task(with_encoding(request))
     if request.encoding_options:  # only the options of this encoding (a sweep's apply where they exist)
         own = options_for(get_spec(request.encoding), request.encoding_options)
         if own and request.finetune_steps > 0:
@@ -97,16 +100,7 @@ def resolve_request(request: RunRequest) -> RunRequest:
         task = DEFAULT_RETRIEVAL_TASK["trained" if trained_here else "pretrained"]
         request = dataclasses.replace(request, passkey_task=task)
     if not trained_here:
-        shaping = [
-            f"--{name.replace('_', '-')}"
-            for name in ("width", "layers", "heads", "embed_std", "position_std", "position_lr_scale")
-            if getattr(request, name) is not None
-        ]
-        if shaping:  # silently ignored, they would suggest a model that was never built
-            raise UserError(
-                f"{', '.join(shaping)} shape a model trained here; the pretrained model "
-                f"{request.model} brings its own architecture and weights"
-            )
+        refuse_shaping(request)
         spec = get_spec(request.encoding)
         if spec.kind != "rotary":
             raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
@@ -114,8 +108,11 @@ def resolve_request(request: RunRequest) -> RunRequest:
         checkpoint = load_pretrained_once(request.model)
         train_len = checkpoint.original_len if request.train_len is None else request.train_len
         request = dataclasses.replace(request, train_len=train_len, tokenizer=checkpoint.tokenizer.identity)
-    elif request.train_len is None:
-        request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
+        request = dataclasses.replace(request, bos=resolved_bos(request.bos, checkpoint.tokenizer))
+    else:
+        request = dataclasses.replace(request, bos=resolved_bos(request.bos, None))
+        if request.train_len is None:
+            request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
     if request.steps is None:  # the budget of the model it trains, RoPE's for a RoPE scaling
         trained_spec = get_spec(get_spec(request.encoding).base_encoding)
         request = dataclasses.replace(request, steps=default_steps(trained_spec))
@@ -126,6 +123,55 @@ def resolve_request(request: RunRequest) -> RunRequest:
         config = architecture_for(request, spec.base_encoding)
         validate_shape(spec, n_heads=config.n_heads, head_dim=config.head_dim, factor=request.factor or 1.0)
     return request
+
+
+BOS_CHOICES = ("auto", "always", "never")
+
+
+def resolved_bos(bos: str, tokenizer) -> str:
+    """always or never: `auto` follows the tokenizer (a BOS where it adds one by default, as the field's
+    evaluations feed a model); the tokenizers of models trained here have no BOS token."""
+    require_known("--bos choice", bos, BOS_CHOICES)
+    has_bos = tokenizer is not None and tokenizer.bos_id is not None
+    if bos == "always" and not has_bos:
+        raise UserError("--bos always: the tokenizer has no BOS token (models trained here have none)")
+    if bos == "auto":
+        return "always" if has_bos and tokenizer.adds_bos else "never"
+    return bos
+
+
+def refuse_shaping(request: RunRequest) -> None:
+    """Options that shape a model trained here are refused for a pretrained model, before it is loaded: silently
+    ignored, they would suggest a model that was never built."""
+    shaping = [
+        f"--{name.replace('_', '-')}"
+        for name in ("width", "layers", "heads", "embed_std", "position_std", "position_lr_scale")
+        if getattr(request, name) is not None
+    ]
+    if shaping:
+        raise UserError(
+            f"{', '.join(shaping)} shape a model trained here; the pretrained model "
+            f"{request.model} brings its own architecture and weights"
+        )
+
+
+def with_encoding(request: RunRequest) -> RunRequest:
+    """The request with its encoding named: where none is given, rope for a model trained here, and for a
+    pretrained model its RoPE as released (the scaling it ships with, its factor and its options; a --factor or
+    an --encoding-option given replaces the checkpoint's own)."""
+    if request.encoding is not None:
+        return request
+    if not is_pretrained(request.model):
+        return dataclasses.replace(request, encoding="rope")
+    refuse_shaping(request)
+    released = load_pretrained_once(request.model).released
+    options = {**dict(released.options), **dict(request.encoding_options)}
+    return dataclasses.replace(
+        request,
+        encoding=released.encoding,
+        factor=request.factor if request.factor is not None else released.factor,
+        encoding_options=tuple(sorted(options.items())),
+    )
 
 
 @dataclass(frozen=True)
@@ -272,6 +318,7 @@ def check(request: RunRequest) -> None:
             f"--stride {request.stride} is longer than the evaluation length {shortest}: give --stride ≤ {shortest}"
         )
     require_known("kernel", request.kernel, KERNELS)
+    require_known("--bos choice", request.bos, BOS_CHOICES)
     if request.learned_policy not in ("error", "clamp"):
         raise UserError("--learned-policy must be error or clamp")
     if request.passkey_fraction is not None and not 0 <= request.passkey_fraction < 1:

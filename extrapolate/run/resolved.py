@@ -43,7 +43,12 @@ class ResolvedRun:
     @property
     def protocol_label(self) -> str:
         request = self.request
-        return "full-window" if request.protocol == "full" else f"sliding-window-stride-{request.stride}"
+        label = "full-window" if request.protocol == "full" else f"sliding-window-stride-{request.stride}"
+        return self.with_bos(label)
+
+    def with_bos(self, protocol: str) -> str:
+        """A protocol's name as the rows record it: "+bos" where every window or prompt starts with a BOS."""
+        return f"{protocol}+bos" if self.request.bos == "always" else protocol
 
     @property
     def finetune_len(self) -> int | None:

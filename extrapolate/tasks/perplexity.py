@@ -104,9 +104,12 @@ def evaluate_perplexity(
     dtype: str = "float32",
     max_batch_tokens: int = 16384,
     world: World = SINGLE,
+    bos: int | None = None,
 ) -> PerplexityResult:
     """docs: 1-D int64 token tensors. `budget`: tokens per document scored (the same for every length).
-    Under torchrun each rank scores every world.size-th window and the sums are added up."""
+    Under torchrun each rank scores every world.size-th window and the sums are added up. `bos`: a token each
+    window starts with (the tokenizer's BOS): the window is then the BOS and n - 1 tokens of the document, and
+    its first token is scored given the BOS alone, as the field's evaluations feed a model."""
     result = PerplexityResult(length, bucket_width=bucket_width)
     model.eval()
     windows = []
@@ -126,6 +129,9 @@ def evaluate_perplexity(
             chunk = group[i : i + per_batch]
             inputs = torch.stack([doc[s:e] for doc, s, e, _ in chunk]).to(device)  # (B, n)
             targets = torch.stack([doc[s + 1 : e + 1] for doc, s, e, _ in chunk]).to(device)  # (B, n)
+            if bos is not None:  # the BOS, then the window shifted by one: the same n positions
+                inputs = torch.cat([torch.full_like(inputs[:, :1], bos), inputs[:, :-1]], dim=1)  # (B, n)
+                targets = torch.stack([doc[s:e] for doc, s, e, _ in chunk]).to(device)  # (B, n)
             with autocast(device, dtype):
                 nll = model.token_nll(inputs, targets)  # (B, n) float32
             result.add(nll[:, offset:].float(), offset)

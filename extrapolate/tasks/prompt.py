@@ -61,9 +61,11 @@ def answer_words(text: str) -> list[str]:
 
 
 class PromptBuilder:
-    def __init__(self, task: PasskeyTask, tokenizer):
-        self.task, self.tokenizer = task, tokenizer
-        self.prefix = tokenizer.encode(task.task_sentence + " ") if task.variant == "classic" else []
+    def __init__(self, task: PasskeyTask, tokenizer, bos: int | None = None):
+        """`bos`: a token every prompt starts with (the tokenizer's BOS), or None."""
+        self.task, self.tokenizer, self.bos = task, tokenizer, bos
+        self.prefix = [bos] if bos is not None else []
+        self.prefix += tokenizer.encode(task.task_sentence + " ") if task.variant == "classic" else []
         self.filler_unit = tokenizer.encode(task.filler + " ")
         self.single = task.needles == 1 and task.queries == 1
         if self.single:  # the classic form: the question has no name in it
