@@ -14,6 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from extrapolate.core.config import ModelConfig
 from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings import PositionalEncoding, encoding_for
+from extrapolate.encodings.window import windowed
 from extrapolate.kernels.attention import causal_attention
 from extrapolate.kernels.linear import Linear
 
@@ -129,7 +130,7 @@ class TransformerLM(nn.Module):
         self.apply(self._init_weights)
         if config.embed_std is not None:
             nn.init.normal_(self.embed.weight, std=config.embed_std)
-        self.encoding = encoding or encoding_for(config)
+        self.encoding = windowed(encoding or encoding_for(config), config.sliding_window)
 
     @staticmethod
     def _init_weights(module):
@@ -149,7 +150,7 @@ class TransformerLM(nn.Module):
     def set_encoding(self, encoding: PositionalEncoding) -> None:
         """Swap the positional encoding (e.g. a RoPE scaling at evaluation); encodings with their own
         parameters keep them, so only parameter-free kinds should be swapped onto a trained model."""
-        self.encoding = encoding
+        self.encoding = windowed(encoding, self.config.sliding_window)  # a checkpoint's window stays
 
     def hidden_states(
         self, tokens: torch.Tensor, cache: list[dict] | None = None, seq_len: int | None = None

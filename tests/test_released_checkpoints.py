@@ -35,10 +35,23 @@ RELEASED = [
     ("qwen3", {"rope_type": "default"}, {"head_dim": 16}, "rope"),  # heads 16 wide in a width of 32
     ("qwen3", {"rope_type": "yarn", **YARN}, {"head_dim": 16}, "yarn"),
     ("mistral", {"rope_type": "llama3", **LLAMA3}, {"sliding_window": None}, "llama3"),
+    # a sliding window in every layer, under the released scaling: keys 16 or more tokens back are not seen
+    ("mistral", {"rope_type": "default"}, {"sliding_window": 16}, "rope"),
+    (
+        "qwen2",
+        {"rope_type": "yarn", **YARN},
+        {"use_sliding_window": True, "sliding_window": 16, "max_window_layers": 0},
+        "yarn",
+    ),
     # Phi-3's long-context form: no factor (max_position_embeddings / original), L outside rope_parameters
     ("phi3", {"rope_type": "longrope", **LONGROPE}, {"original_max_position_embeddings": ORIGINAL}, "longrope"),
 ]
-IDS = [f"{family}-{params['rope_type']}" + ("-mscale" if "mscale" in params else "") for family, params, *_ in RELEASED]
+IDS = [
+    f"{family}-{params['rope_type']}"
+    + ("-mscale" if "mscale" in params else "")
+    + ("-window" if "sliding_window" in extra else "")
+    for family, params, extra, _ in RELEASED
+]
 
 
 def checkpoint(family: str, rope: dict, extra: dict, seed: int = 0, released: int = 4 * ORIGINAL):
@@ -107,7 +120,11 @@ def test_mscale_becomes_the_attention_factor_transformers_derives_from_it():
 SCALINGS = [("rope", 1.0), ("pi", 4.0), ("dynamic-ntk", 4.0), ("ntk", 4.0), ("yarn", 4.0), ("llama3", 8.0)]
 
 
-@pytest.mark.parametrize("family,rope,extra", [RELEASED[3][:3], RELEASED[8][:3]], ids=["llama3", "qwen3-yarn"])
+@pytest.mark.parametrize(
+    "family,rope,extra",
+    [RELEASED[3][:3], RELEASED[8][:3], RELEASED[10][:3]],
+    ids=["llama3", "qwen3-yarn", "mistral-window"],
+)
 @pytest.mark.parametrize("encoding,factor", SCALINGS, ids=[name for name, _ in SCALINGS])
 def test_a_scaling_applied_replaces_the_released_one(family, rope, extra, encoding, factor):
     """The factor counts from the original context L, as transformers reads a replaced rope_parameters."""
@@ -129,11 +146,16 @@ def test_a_scaling_applied_replaces_the_released_one(family, rope, extra, encodi
     [
         ("gemma2", {"rope_type": "default"}, {"head_dim": 8}, "'gemma2' checkpoints are not computed here"),
         ("phi3", {"rope_type": "default", "partial_rotary_factor": 0.5}, {}, "partial_rotary_factor 0.5"),
-        ("mistral", {"rope_type": "default"}, {"sliding_window": 16}, "sliding window of 16"),
+        (
+            "qwen2",
+            {"rope_type": "default"},
+            {"use_sliding_window": True, "sliding_window": 16, "max_window_layers": 1},
+            "mixes layers with a sliding window of 16",
+        ),
         ("llama", {"rope_type": "default"}, {"attention_bias": True}, "attention_bias"),
         ("llama", {"rope_type": "default"}, {"hidden_act": "gelu"}, "activation is 'gelu'"),
     ],
-    ids=["gemma2", "partial-rotary", "sliding-window", "attention-bias", "activation"],
+    ids=["gemma2", "partial-rotary", "mixed-windows", "attention-bias", "activation"],
 )
 def test_what_the_project_cannot_compute_is_refused_by_name(family, rope, extra, message):
     if family == "gemma2":
@@ -345,3 +367,86 @@ def test_gguf_scaling_keys_become_rope_parameters(tmp_path):
     odd = gguf_file(tmp_path / "odd.gguf", scaling={"type": "su"})
     with pytest.raises(UserError, match="'su' has no counterpart"):
         gguf_rope_parameters(odd, 500.0, 128)
+
+
+# ---- instruct checkpoints: prompts in the chat template
+
+CHAT = (
+    "{% for m in messages %}<|user|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def chat_folder(tmp_path_factory):
+    """A checkpoint whose tokenizer has a chat template (an instruct checkpoint's)."""
+    from extrapolate.data.tokenizers import load_tokenizer
+    from tests.test_tokenizers import small_corpus
+
+    folder = tmp_path_factory.mktemp("chat")
+    checkpoint("llama", {"rope_type": "default"}, {}, released=ORIGINAL).save_pretrained(folder)
+    tokenizer = load_tokenizer("bpe:300", small_corpus()).to_transformers()
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|end|>", "<|assistant|>"]})
+    tokenizer.chat_template = CHAT
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_chat_prompt_is_the_user_turn_then_the_assistant_start_and_keeps_its_length(chat_folder):
+    from extrapolate.data.pretrained import HFTokenizer
+    from extrapolate.tasks.files import load_task
+    from extrapolate.tasks.prompt import PromptBuilder
+
+    tokenizer = HFTokenizer(transformers.AutoTokenizer.from_pretrained(chat_folder), "chat")
+    head, tail = tokenizer.chat_parts()
+    assert tokenizer.decode(head) == "<|user|>" and tokenizer.decode(tail) == "<|end|><|assistant|>"
+    builder = PromptBuilder(load_task("passkey"), tokenizer, chat=(head, tail))
+    plain = PromptBuilder(load_task("passkey"), tokenizer)
+    for depth in (0.0, 0.5, 1.0):
+        prompt, without = builder.trial(600, depth, 0), plain.trial(600, depth, 0)
+        assert len(prompt.ids) == 600 and prompt.ids[: len(head)] == head and prompt.ids[-len(tail) :] == tail
+        assert prompt.key == without.key
+        question = tokenizer.encode(" " + load_task("passkey").question)
+        assert prompt.ids[-len(tail) - len(question) : -len(tail)] == question  # the question ends the user turn
+
+
+def test_chat_template_auto_wraps_where_a_template_exists_and_is_recorded(tmp_path, chat_folder, monkeypatch):
+    from typer.testing import CliRunner
+
+    from extrapolate.cli.app import app
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    lengths = ("--tasks", "passkey", "--eval-lens", "256")
+    wrapped, run = run_cli(chat_folder, corpus, tmp_path / "auto", *lengths, "--chat-template", "auto")
+    plain, _ = run_cli(chat_folder, corpus, tmp_path / "none", *lengths)
+    assert run["request"]["chat_template"] == "template"
+    assert all(p.endswith("+chat") for p in wrapped.protocol) and not any("+chat" in p for p in plain.protocol)
+    assert set(wrapped.run_id).isdisjoint(set(plain.run_id))
+    args = ["run", "--model", str(chat_folder), "--corpus", str(corpus), *lengths]
+    result = CliRunner().invoke(app, [*args, "--chat-template", "nonsense", "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 2 and "--chat-template" in result.output
+
+
+# ---- sliding windows in the kernels
+
+
+@pytest.mark.parametrize("window", [1, 5, 16, 200])
+@pytest.mark.parametrize("cached", [0, 24])
+def test_a_sliding_window_equals_the_reference_in_blocks_and_from_a_cache(window, cached):
+    """The blocked kernel skips the keys a whole block cannot see and masks the rest: the same output as the full
+    score matrix, with several blocks, grouped-query heads and queries continuing a cache."""
+    from extrapolate.encodings import build_encoding
+    from extrapolate.encodings.window import SlidingWindow
+    from extrapolate.kernels.attention import blocked_attention, causal_attention, reference_attention
+
+    torch.manual_seed(window)
+    rope = build_encoding("rope", d_model=32, n_heads=4, head_dim=8, max_len=64)
+    windowed = SlidingWindow(rope, window)
+    q = torch.randn(2, 4, 40, 8)
+    k, v = torch.randn(2, 2, 40 + cached, 8), torch.randn(2, 2, 40 + cached, 8)
+    expected = reference_attention(q, k, v, windowed)
+    assert torch.allclose(blocked_attention(q, k, v, windowed, block_elements=2 * 4 * 64 * 8), expected, atol=1e-5)
+    assert torch.allclose(causal_attention(q, k, v, windowed), expected, atol=1e-5)
+    if window < 40 + cached:  # the window changes the output: keys out of it were really dropped
+        assert not torch.allclose(reference_attention(q, k, v, rope), expected, atol=1e-3)

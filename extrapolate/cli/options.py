@@ -148,6 +148,12 @@ SHARED = {
         "a BOS token first in every window and prompt: auto (where the tokenizer adds one by default, as the "
         "field's evaluations do) | always | never",
     ),
+    "chat_template": shared(
+        str,
+        DEFAULT.chat_template,
+        "retrieval prompts in the tokenizer's chat template, the question as the user turn and the answer "
+        "scored after the assistant's start: none | auto (where the tokenizer has one, e.g. an instruct checkpoint)",
+    ),
     "encoding_option": shared(
         Optional[list[str]],
         None,

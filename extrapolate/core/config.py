@@ -41,6 +41,8 @@ class ModelConfig:
     head_size: int | None = None
     # RMSNorm of every query and key head before the rotation (Qwen3 checkpoints); None: none
     qk_norm: bool | None = None
+    # every layer attends to its last `sliding_window` keys only (Mistral v0.1, Qwen2 with a window); None: all
+    sliding_window: int | None = None
 
     @property
     def head_dim(self) -> int:

@@ -26,6 +26,7 @@ UNSET_MEANS: dict[str, Any] = {
     "qkv_bias": False,  # no biases on the query, key and value projections
     "head_size": None,  # a head is d_model / n_heads wide
     "qk_norm": False,  # queries and keys enter the rotation as projected
+    "sliding_window": None,  # every query attends to every earlier key
     "compile": False,  # the training forward runs eagerly
 }
 
@@ -81,7 +82,14 @@ def run_identity(request, model_hash: str, factor: float) -> dict:
         "passkey_task": measured_task(request.tasks, request.passkey_task),
         **options_identity(request.encoding_options),
         **bos_identity(request.bos),
+        **chat_identity(request.chat_template),
     }
+
+
+def chat_identity(chat_template: str) -> dict:
+    """A run whose prompts are wrapped in the tokenizer's chat template (resolved to "template") holds
+    "chat": True; a run with plain prompts holds nothing, so it keeps the id it had before the choice existed."""
+    return {"chat": True} if chat_template == "template" else {}
 
 
 def bos_identity(bos: str) -> dict:

@@ -86,6 +86,18 @@ class HFTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
+    def chat_parts(self) -> tuple[list[int], list[int]] | None:
+        """The tokens of the chat template before and after one user turn, the assistant's turn opened after it
+        (where the answer is generated); None for a tokenizer without a template."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            return None
+        marker = "\x00USER\x00"  # no template writes this itself
+        text = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True
+        )
+        before, _, after = text.partition(marker)
+        return self.encode(before), self.encode(after)
+
     def encode_tensor(self, text: str) -> torch.Tensor:
         return torch.tensor(self.encode(text), dtype=torch.int64)
 
@@ -117,11 +129,7 @@ def config_from_hf(hf) -> ModelConfig:
         raise UserError(f"{family!r} checkpoints are not computed here; the families that load: {', '.join(FAMILIES)}")
     heads = hf.num_attention_heads
     head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // heads
-    if sliding_window(hf) is not None:
-        raise UserError(
-            f"the checkpoint attends through a sliding window of {sliding_window(hf)} tokens, which the "
-            "project's full causal attention does not compute"
-        )
+    window = sliding_window(hf)
     for flag in ("attention_bias", "mlp_bias"):  # Llama's optional biases (o_proj and the MLP too)
         if getattr(hf, flag, False):
             raise UserError(f"checkpoints with {flag} are not supported (biases the project's model has no place for)")
@@ -146,6 +154,7 @@ def config_from_hf(hf) -> ModelConfig:
         qkv_bias=stored("qkv_bias", family == "qwen2"),
         head_size=stored("head_size", head_dim if head_dim * heads != hf.hidden_size else None),
         qk_norm=stored("qk_norm", family == "qwen3"),
+        sliding_window=window,
     )
 
 
@@ -238,17 +247,24 @@ def with_attention_factor(params: dict) -> dict:
 
 
 def sliding_window(hf) -> int | None:
-    """The window of a checkpoint whose layers attend through one (Mistral v0.1; Qwen2 with use_sliding_window),
-    None when every layer attends to the whole prefix."""
+    """The window every layer of the checkpoint attends through (Mistral v0.1; Qwen2 with use_sliding_window),
+    None when every layer attends to the whole prefix. Windowed and full layers mixed (Qwen2's
+    max_window_layers, Gemma's alternation) are refused: the project's model attends alike in every layer."""
     window = getattr(hf, "sliding_window", None)
-    if not window:
+    if not window or getattr(hf, "use_sliding_window", True) is False:
         return None
     layer_types = getattr(hf, "layer_types", None)
-    if layer_types is not None:
-        return window if "sliding_attention" in layer_types else None
-    if getattr(hf, "use_sliding_window", True) is False:
+    if layer_types is None:
+        return int(window)
+    kinds = set(layer_types)
+    if kinds == {"full_attention"}:
         return None
-    return window
+    if kinds == {"sliding_attention"}:
+        return int(window)
+    raise UserError(
+        f"the checkpoint mixes layers with a sliding window of {window} tokens and full layers, which the "
+        "project's model (one attention for every layer) does not compute"
+    )
 
 
 def llama_config(config: ModelConfig, rope_parameters: dict | None = None, max_positions: int | None = None, **extra):

@@ -42,6 +42,9 @@ class ByteTokenizer:
     vocab_size = 256
     bos_id, adds_bos = None, False  # no special tokens
 
+    def chat_parts(self) -> None:
+        return None  # no chat template
+
     @property
     def identity(self) -> str:
         return "bytes"
@@ -60,6 +63,9 @@ class BPETokenizer:
     """A `tokenizers.Tokenizer` behind the project's tokenizer interface; `json` is its exact definition."""
 
     bos_id, adds_bos = None, False  # trained without special tokens
+
+    def chat_parts(self) -> None:
+        return None  # no chat template
 
     def __init__(self, json_text: str, requested_vocab: int):
         from tokenizers import Tokenizer

@@ -57,6 +57,7 @@ class PositionalEncoding(nn.Module):
     kind: str = "none"  # absolute | bias | rotary | none
     has_bias: bool = False
     toeplitz: bool = True  # the bias depends on i - j only (`bias_table`); False: on i too (`bias_block`)
+    horizon: int | None = None  # keys this many tokens back or further are never seen (a sliding window)
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         """pos: (T,) int64 -> (T,) int64, the positions every hook of this forward pass sees. Called once per

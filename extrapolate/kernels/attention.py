@@ -350,9 +350,15 @@ def blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS):
     for q0 in range(0, length, rows):
         q1 = min(length, q0 + rows)
         end = offset + q1  # keys past the block's last query are masked: skip them
-        bias = bias_rows(encoding, table, offset + q0, end, compute_dtype(q, end), q.device)  # (H, rows, end)
+        # keys beyond a horizon (a sliding window) of the block's first query are masked too: skip them
+        first = 0 if encoding.horizon is None or table is None else max(0, offset + q0 - encoding.horizon + 1)
+        dtype = compute_dtype(q, end - first)
+        if first:
+            bias = toeplitz_bias(table, offset + q0, end, dtype, k0=first)  # (H, rows, end - first)
+        else:
+            bias = bias_rows(encoding, table, offset + q0, end, dtype, q.device)  # (H, rows, end)
         out[:, :, q0:q1] = sdpa(
-            q[:, :, q0:q1], k[:, :, :end], v[:, :, :end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa
+            q[:, :, q0:q1], k[:, :, first:end], v[:, :, first:end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa
         )
     return out
 

@@ -106,7 +106,10 @@ def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
     if builder is not None and config.passkey_fraction > 0:
         task = builder.task
         small = PromptBuilder(
-            dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))), builder.tokenizer, builder.bos
+            dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))),
+            builder.tokenizer,
+            builder.bos,
+            builder.chat,
         )
 
         def retrieval(model) -> float:

@@ -57,7 +57,9 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
             f"corpus {corpus.name} has {stream.numel()} training tokens, too few for the fine-tune "
             f"length L' = {resolved.tuned_len}"
         )
-    builder = PromptBuilder(resolved.task, tokenizer, tokenizer.bos_id if request.bos == "always" else None)
+    bos = tokenizer.bos_id if request.bos == "always" else None
+    chat = tokenizer.chat_parts() if request.chat_template == "template" else None
+    builder = PromptBuilder(resolved.task, tokenizer, bos, chat)
     need = builder.fixed_tokens() + 32  # room for some filler
     fraction = request.passkey_fraction if checkpoint is None else 0.0
     if fraction is None:

@@ -76,6 +76,9 @@ class RunRequest:
     # a BOS token first in every window and prompt: auto (where the tokenizer adds one by default) | always |
     # never; resolved to always or never (`resolve_request`)
     bos: str = "auto"
+    # retrieval prompts in the tokenizer's chat template (the question as the user turn, the answer scored after
+    # the assistant's start): none | auto (where the tokenizer has a template); resolved to template or none
+    chat_template: str = "none"
     encoding_options: tuple = ()  # sorted (name, value) pairs of a training-free encoding (encodings/options.py)
     out: Path | None = None
     name: str | None = None
@@ -108,9 +111,12 @@ def resolve_request(request: RunRequest) -> RunRequest:
         checkpoint = load_pretrained_once(request.model)
         train_len = checkpoint.original_len if request.train_len is None else request.train_len
         request = dataclasses.replace(request, train_len=train_len, tokenizer=checkpoint.tokenizer.identity)
-        request = dataclasses.replace(request, bos=resolved_bos(request.bos, checkpoint.tokenizer))
+        tokenizer = checkpoint.tokenizer
+        chat = resolved_chat(request.chat_template, tokenizer)
+        request = dataclasses.replace(request, bos=resolved_bos(request.bos, tokenizer), chat_template=chat)
     else:
-        request = dataclasses.replace(request, bos=resolved_bos(request.bos, None))
+        chat = resolved_chat(request.chat_template, None)
+        request = dataclasses.replace(request, bos=resolved_bos(request.bos, None), chat_template=chat)
         if request.train_len is None:
             request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
     if request.steps is None:  # the budget of the model it trains, RoPE's for a RoPE scaling
@@ -153,6 +159,19 @@ def refuse_shaping(request: RunRequest) -> None:
             f"{', '.join(shaping)} shape a model trained here; the pretrained model "
             f"{request.model} brings its own architecture and weights"
         )
+
+
+CHAT_CHOICES = ("none", "auto", "template")  # template: what auto resolves to where the tokenizer has one
+
+
+def resolved_chat(choice: str, tokenizer) -> str:
+    """template or none: `auto` wraps prompts where the tokenizer has a chat template (an instruct checkpoint);
+    the tokenizers of models trained here have none."""
+    require_known("--chat-template choice", choice, CHAT_CHOICES)
+    has_template = tokenizer is not None and tokenizer.chat_parts() is not None
+    if choice == "template" and not has_template:
+        raise UserError("--chat-template: the tokenizer has no chat template")
+    return "template" if choice != "none" and has_template else "none"
 
 
 def with_encoding(request: RunRequest) -> RunRequest:
@@ -319,6 +338,7 @@ def check(request: RunRequest) -> None:
         )
     require_known("kernel", request.kernel, KERNELS)
     require_known("--bos choice", request.bos, BOS_CHOICES)
+    require_known("--chat-template choice", request.chat_template, CHAT_CHOICES)
     if request.learned_policy not in ("error", "clamp"):
         raise UserError("--learned-policy must be error or clamp")
     if request.passkey_fraction is not None and not 0 <= request.passkey_fraction < 1:

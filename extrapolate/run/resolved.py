@@ -50,6 +50,12 @@ class ResolvedRun:
         """A protocol's name as the rows record it: "+bos" where every window or prompt starts with a BOS."""
         return f"{protocol}+bos" if self.request.bos == "always" else protocol
 
+    def retrieval_protocol(self, task_identity: str) -> str:
+        """A retrieval task's protocol as the rows record it: its identity, "+chat" where its prompts are
+        wrapped in the chat template, "+bos" where they start with a BOS."""
+        chat = "+chat" if self.request.chat_template == "template" else ""
+        return self.with_bos(f"{task_identity}{chat}")
+
     @property
     def finetune_len(self) -> int | None:
         """L' of a run at an extended length (fine-tuned, or its zero-shot point), else None."""

@@ -47,7 +47,7 @@ def measurement_rows(
             ]
             positions += position_rows(resolved, m)
             continue
-        at["protocol"] = resolved.with_bos(prepared.passkey_builder.task.identity)
+        at["protocol"] = resolved.retrieval_protocol(prepared.passkey_builder.task.identity)
         if m.status != "ok":
             cells = [(d, float("nan"), float("nan"), 0) for d in prepared.passkey_builder.task.depths]
         else:

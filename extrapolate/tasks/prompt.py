@@ -61,15 +61,21 @@ def answer_words(text: str) -> list[str]:
 
 
 class PromptBuilder:
-    def __init__(self, task: PasskeyTask, tokenizer, bos: int | None = None):
-        """`bos`: a token every prompt starts with (the tokenizer's BOS), or None."""
-        self.task, self.tokenizer, self.bos = task, tokenizer, bos
-        self.prefix = [bos] if bos is not None else []
+    def __init__(
+        self, task: PasskeyTask, tokenizer, bos: int | None = None, chat: tuple[list[int], list[int]] | None = None
+    ):
+        """`bos`: a token every prompt starts with (the tokenizer's BOS), or None. `chat`: the tokens of a chat
+        template before and after a user turn (the assistant's turn opened after it), which then holds the whole
+        prompt, the question last, so the answer is the assistant's; None: the prompt as plain text."""
+        self.task, self.tokenizer, self.bos, self.chat = task, tokenizer, bos, chat
+        head, self.suffix = chat if chat is not None else ([], [])
+        self.prefix = [bos] if bos is not None and head[:1] != [bos] else []  # a template may open with it
+        self.prefix += head
         self.prefix += tokenizer.encode(task.task_sentence + " ") if task.variant == "classic" else []
         self.filler_unit = tokenizer.encode(task.filler + " ")
         self.single = task.needles == 1 and task.queries == 1
         if self.single:  # the classic form: the question has no name in it
-            self.question = tokenizer.encode(" " + task.question)
+            self.question = tokenizer.encode(" " + task.question) + self.suffix
 
     # --- keys -------------------------------------------------------------------------------------------
     def random_key(self, gen: torch.Generator) -> int | str:
@@ -105,7 +111,7 @@ class PromptBuilder:
     def question_for(self, names: list[str]) -> list[int]:
         if self.single:
             return self.question
-        return self.tokenizer.encode(" " + self.task.question.format(name=" and ".join(names)))
+        return self.tokenizer.encode(" " + self.task.question.format(name=" and ".join(names))) + self.suffix
 
     def answer(self, key, *more) -> list[int]:
         return self.tokenizer.encode(
