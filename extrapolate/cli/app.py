@@ -28,7 +28,27 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def show_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        stdout.print(f"extrapolate {version('extrapolate')}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def top(
+    version: Annotated[
+        bool, typer.Option("--version", help="print the version and exit", callback=show_version, is_eager=True)
+    ] = False,
+) -> None:
+    """How far past its training length does a positional encoding hold up?"""
+
+
 encodings_app = typer.Typer(help="Every encoding with its kind and parameters.", invoke_without_command=True)
 app.add_typer(encodings_app, name="encodings")
 

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from extrapolate.cli.config import apply_config
 from extrapolate.cli.util import parse_float_list, parse_int_list, parse_name_list
 from extrapolate.core.defaults import (
     DEFAULT_PASSKEY_FRACTION,
@@ -161,6 +162,16 @@ SHARED = {
     ),
     "out": shared(Optional[Path], DEFAULT.out, "output folder (default results/<encoding>-L<L>)"),
 }
+ConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--config",
+        help="a TOML file of these options (names as the flags), or a run's run.json to run it again; flags given "
+        "here override it",
+        callback=apply_config,
+        is_eager=True,
+    ),
+]
 KernelOpt = SHARED["kernel"][0]
 DeviceOpt = SHARED["device"][0]
 
@@ -193,8 +204,11 @@ def with_request(out_help: str | None = None, **defaults):
                 )
             )
 
+        added.append(inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=ConfigOpt, default=None))
+
         @functools.wraps(body)
         def command(**values):
+            values.pop("config")  # read already: its values are the options' defaults
             request = to_request({name: values.pop(name) for name in SHARED})
             return body(request=request, **values)
 

@@ -8,11 +8,16 @@ from rich.table import Table
 
 from extrapolate.cli.util import stderr, stdout, warn
 
+LOG_EVERY = 30.0  # seconds between plain progress lines where stderr is no terminal (a log file, SLURM, CI)
+
 
 class RichReporter:
-    """Renders training and evaluation progress with rich (on stderr, so stdout stays clean)."""
+    """Renders training and evaluation progress with rich (on stderr, so stdout stays clean). Where stderr is not
+    a terminal a bar draws nothing until it ends, so training also prints a plain line at least every
+    LOG_EVERY seconds: step, loss, tokens/s and the time left."""
 
-    def __init__(self):
+    def __init__(self, log_every: float = LOG_EVERY):
+        self.log_every = log_every
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         self.progress = Progress(
@@ -36,12 +41,23 @@ class RichReporter:
         self.progress.start()
         self.task = self.progress.add_task(label, total=total, info="")
         first = [True]
+        started, logged = time.monotonic(), [time.monotonic()]
+        plain = not stderr.is_terminal
 
         def on_step(step, total, loss, tokens_per_second):
             if first[0] and step > 1:  # the first step after a checkpoint: say the earlier steps are kept
                 self.progress.console.print(f"resumed from the checkpoint at step {step - 1}", highlight=False)
             first[0] = False
             self.progress.update(self.task, completed=step, info=f"loss {loss:.3f} · {tokens_per_second:,.0f} tok/s")
+            now = time.monotonic()
+            if plain and (now - logged[0] >= self.log_every or step == total):
+                logged[0] = now
+                left = (now - started) / max(step, 1) * (total - step)
+                stderr.print(
+                    f"{label} step {step}/{total} · loss {loss:.3f} · {tokens_per_second:,.0f} tok/s · "
+                    f"{left / 60:.1f} min left",
+                    highlight=False,
+                )
 
         return on_step
 

@@ -1,0 +1,76 @@
+"""`--config FILE` of `run` and `sweep`: option values kept in a file, so a run's settings can be kept, shared
+and re-run. A TOML file holds options by their flag names (`train-len = 512` or `train_len = 512`); a run's
+`run.json` holds its resolved request, so giving it back re-creates the same run id. The values become the
+command's defaults: a flag given on the command line overrides the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from extrapolate.core.errors import UserError
+
+# a run record's request fields under the option names of the command that reads it
+RECORD_NAMES = {"encoding_options": "encoding_option"}
+# a run's options as `sweep` names them (a list of one)
+SWEEP_NAMES = {"encoding": "encodings", "seed": "seeds"}
+LISTS = ("tasks", "eval_lens", "encodings", "seeds", "finetune_steps")  # comma-separated on the command line
+
+
+def read_config(path: Path) -> dict:
+    """The option values of a TOML file or of a run record (`run.json`, `runs/<run id>.json`): its request."""
+    from extrapolate.core.readers import read_json, reading
+
+    if path.suffix == ".json":
+        data = read_json(path, "run record", fields=("request",))["request"]
+        return from_record(data)
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with reading(path, "config file"), open(path, "rb") as handle:
+        data = tomllib.load(handle)
+    return {name.replace("-", "_"): value for name, value in data.items()}
+
+
+def from_record(request: dict) -> dict:
+    """A recorded request as option values: unset fields left to the defaults, a pretrained model's tokenizer
+    (recorded as the checkpoint's own, which it always uses) left out, encoding options as NAME=VALUE items."""
+    from extrapolate.run.request import is_pretrained
+
+    given = {name: value for name, value in request.items() if value is not None and value != []}
+    values = {RECORD_NAMES.get(name, name): value for name, value in given.items()}
+    if is_pretrained(str(values.get("model", ""))):
+        values.pop("tokenizer", None)
+    if "encoding_option" in values:
+        values["encoding_option"] = [f"{name}={as_text(value)}" for name, value in values["encoding_option"]]
+    return values
+
+
+def as_text(value) -> str:
+    """A value as a flag takes it: lists comma-separated, yes/no as true/false."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return ",".join(as_text(item) for item in value)
+    return str(value)
+
+
+def apply_config(ctx: click.Context, param: click.Parameter, path: Path | None) -> Path | None:
+    """The --config callback (eager: it runs before the other options are read): the file's values become the
+    command's defaults, each checked to name one of its options."""
+    if path is None:
+        return path
+    values = read_config(Path(path))
+    names = {p.name for p in ctx.command.params}
+    defaults = {}
+    for name, value in values.items():
+        if name not in names and SWEEP_NAMES.get(name) in names:  # a run's record given to sweep
+            name, value = SWEEP_NAMES[name], [value]
+        if name not in names or name == "config":
+            raise UserError(f"--config {path}: {name!r} is not an option of `{ctx.command.name}`")
+        defaults[name] = as_text(value) if name in LISTS and not isinstance(value, str) else value
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return path

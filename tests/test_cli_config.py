@@ -1,0 +1,87 @@
+"""`--config`: a run's settings kept in a file. A run.json given back re-creates the same run id; a TOML file's
+values are defaults that flags override; a name that is no option is one line, exit 2. `-h` and `--version`.
+Progress in a log: plain lines while training where stderr is no terminal."""
+
+import json
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from extrapolate.cli.app import app
+from tests.helpers import make_corpus
+from tests.test_tokenizers import tiny_run
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_a_run_json_given_back_re_creates_the_same_run_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    first = invoke(*tiny_run(corpus, tmp_path / "one", "--encoding", "alibi", "--seed", "3"))
+    assert first.exit_code == 0, first.output
+    again = invoke("run", "--config", str(tmp_path / "one" / "run.json"), "--out", str(tmp_path / "two"))
+    assert again.exit_code == 0, again.output
+    one, two = (pd.read_csv(tmp_path / name / "results.csv") for name in ("one", "two"))
+    assert set(one.run_id) == set(two.run_id) and set(two.encoding) == {"alibi"} and set(two.seed) == {3}
+    assert "reused the trained model" in again.output  # the same model, found in the cache
+
+
+def test_toml_values_are_defaults_that_flags_override(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    config = tmp_path / "run.toml"
+    config.write_text(
+        f'model = "tiny"\nsteps = 2\nbatch-size = 2\ntrain_len = 32\neval-lens = [32, 64]\n'
+        f'eval_tokens = 128\ncorpus = "{corpus}"\nencoding = "rope"\n'
+    )
+    result = invoke("run", "--config", str(config), "--steps", "3", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    request = json.loads((tmp_path / "out" / "run.json").read_text())["request"]
+    assert request["steps"] == 3 and request["train_len"] == 32 and request["eval_lens"] == [32, 64]
+    assert request["batch_size"] == 2
+
+
+def test_a_name_that_is_no_option_is_one_line(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text("train_len = 64\nlayres = 4\n")
+    result = invoke("run", "--config", str(config), "--out", str(tmp_path / "out"))
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "'layres' is not an option of `run`" in lines[0]
+    assert not (tmp_path / "out").exists()
+    missing = invoke("run", "--config", str(tmp_path / "none.toml"))
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_a_run_json_plans_the_same_cell_in_a_sweep(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    assert invoke(*tiny_run(corpus, tmp_path / "one", "--encoding", "alibi")).exit_code == 0
+    plan = invoke("sweep", "--config", str(tmp_path / "one" / "run.json"), "--dry-run", "--out", str(tmp_path / "s"))
+    assert plan.exit_code == 0, plan.output
+    # one cell, the run's encoding and seed, on the very model the run trained
+    model = json.loads((tmp_path / "one" / "run.json").read_text())["model_folder"]
+    assert "1 reused" in plan.output and model in plan.output and "1 evaluation cell(s)" in plan.output
+
+
+def test_help_and_version():
+    from importlib.metadata import version
+
+    assert invoke("--version").output.strip() == f"extrapolate {version('extrapolate')}"
+    for args in (["-h"], ["run", "-h"], ["sweep", "-h"], ["encodings", "show", "-h"]):
+        result = invoke(*args)
+        assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_training_prints_plain_progress_lines_in_a_log(capsys):
+    from extrapolate.cli.render import RichReporter
+
+    reporter = RichReporter(log_every=0.0)  # a line at every step
+    on_step = reporter.training(3, reused=False)
+    for step in (1, 2, 3):
+        on_step(step, 3, 2.5 - step / 10, 1234.0)
+    reporter.done_training()
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("training step")]
+    assert lines[0].startswith("training step 1/3 · loss 2.400 · 1,234 tok/s · ") and len(lines) == 3
+    assert lines[-1].endswith("0.0 min left")
