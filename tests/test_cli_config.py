@@ -85,3 +85,20 @@ def test_training_prints_plain_progress_lines_in_a_log(capsys):
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("training step")]
     assert lines[0].startswith("training step 1/3 · loss 2.400 · 1,234 tok/s · ") and len(lines) == 3
     assert lines[-1].endswith("0.0 min left")
+
+
+def test_listings_print_whole_names_at_any_width_and_as_json(monkeypatch):
+    from extrapolate.cli import util
+    from extrapolate.encodings import ENCODINGS
+    from extrapolate.tasks.files import list_task_names
+
+    monkeypatch.setattr(util.stdout, "_width", 40)  # a narrow terminal
+    for command, names in (("tasks", list_task_names()), ("encodings", [name for name, _ in ENCODINGS])):
+        table = invoke(command)
+        assert table.exit_code == 0, table.output
+        shown = {line.split("│")[1].strip() for line in table.output.splitlines() if line.count("│") > 2}
+        assert set(names) <= shown  # every name whole in its cell, none cut with "…"
+        listed = json.loads(invoke(command, "--json").output)
+        assert set(names) <= {row.get("name", row.get("task")) for row in listed}
+    models = json.loads(invoke("models", "--json").output)
+    assert {"tiny", "small", "base", "smollm2-135m"} <= {row["name"] for row in models}

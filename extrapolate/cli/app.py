@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from extrapolate.cli.options import DeviceOpt, KernelOpt, with_encoding_options, with_request
 from extrapolate.cli.render import (
@@ -16,6 +15,7 @@ from extrapolate.cli.render import (
     render_bench,
     render_bench_row,
     render_comparison,
+    render_listing,
     render_submission,
     render_sweep_plan,
 )
@@ -53,19 +53,22 @@ encodings_app = typer.Typer(help="Every encoding with its kind and parameters.",
 app.add_typer(encodings_app, name="encodings")
 
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the listing as JSON (a list of objects)")]
+
+
 @encodings_app.callback()
-def encodings_list(ctx: typer.Context) -> None:
+def encodings_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List every encoding: name, kind, parameters with defaults, description."""
     if ctx.invoked_subcommand is not None:
         return
     from extrapolate.encodings import ENCODINGS
 
-    table = Table("name", "kind", "parameters (defaults)", "description", title="positional encodings")
+    rows = []
     for name, spec in ENCODINGS:
         params = ", ".join(f"{k}={v}" for k, v in spec.parameters.items()) or "-"
         kind = spec.kind if spec.trains_own_model else f"{spec.kind} scaling of rope"
-        table.add_row(name, kind, params, spec.description)
-    stdout.print(table)
+        rows.append({"name": name, "kind": kind, "parameters (defaults)": params, "description": spec.description})
+    render_listing("positional encodings", rows, as_json)
 
 
 @encodings_app.command("show")
@@ -130,6 +133,7 @@ def encodings_show(
 @app.command("tasks")
 def tasks_list(
     validate: Annotated[Optional[Path], typer.Option(help="validate one task file and exit")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List the task files under tasks/ (each validated on load), or validate one file."""
     from extrapolate.tasks.files import list_task_names, load_task
@@ -138,19 +142,13 @@ def tasks_list(
         task = load_task(str(validate))
         stdout.print(f"{validate}: ok ({task.identity})", highlight=False)
         return
-    table = Table("task", "version", "variant", "depths", "trials", "identity", title="tasks")
-    table.add_row("perplexity", "-", "full | sliding", "-", "-", "built in (protocol options of `run`)")
+    columns = ("task", "version", "variant", "depths", "trials", "identity")
+    rows = [dict(zip(columns, ("perplexity", "-", "full | sliding", "-", "-", "built in (protocol options of `run`)")))]
     for name in list_task_names():
         task = load_task(name)
-        table.add_row(
-            name,
-            str(task.version),
-            task.variant,
-            ", ".join(f"{d:g}" for d in task.depths),
-            str(task.trials),
-            task.identity,
-        )
-    stdout.print(table)
+        depths = ", ".join(f"{d:g}" for d in task.depths)
+        rows.append(dict(zip(columns, (name, task.version, task.variant, depths, task.trials, task.identity))))
+    render_listing("tasks", rows, as_json)
 
 
 @app.command()
@@ -303,19 +301,22 @@ app.add_typer(models_app, name="models")
 
 
 @models_app.callback()
-def models_list(ctx: typer.Context) -> None:
+def models_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the size presets and the known pretrained models."""
     if ctx.invoked_subcommand is not None:
         return
     from extrapolate.core.config import PRESETS
     from extrapolate.data.pretrained import KNOWN
 
-    table = Table("name", "kind", "description", title="models")
-    for name, preset in PRESETS.items():
-        table.add_row(name, "preset (trained here)", ", ".join(f"{k}={v}" for k, v in preset.items()))
-    for name, known in KNOWN.items():
-        table.add_row(name, f"pretrained ({known.requirement})", known.description)
-    stdout.print(table)
+    rows = [
+        {"name": name, "kind": "preset (trained here)", "description": ", ".join(f"{k}={v}" for k, v in preset.items())}
+        for name, preset in PRESETS.items()
+    ]
+    rows += [
+        {"name": name, "kind": f"pretrained ({known.requirement})", "description": known.description}
+        for name, known in KNOWN.items()
+    ]
+    render_listing("models", rows, as_json)
 
 
 @models_app.command("fetch")

@@ -93,6 +93,25 @@ class RichReporter:
         stderr.print(f"  depth {depth:g}: greedy {greedy:.0%} · {done}", highlight=False)
 
 
+def render_listing(title: str, rows: list[dict], as_json: bool) -> None:
+    """A listing (`encodings`, `tasks`, `models`): as JSON (a list of objects, one per row), or as a table whose
+    first column, the names a command takes, is never cut at any width (the other cells wrap)."""
+    if as_json:
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    columns = list(rows[0])
+    table = Table(title=title)
+    table.add_column(columns[0], no_wrap=True, min_width=max(len(str(row[columns[0]])) for row in rows))
+    for column in columns[1:]:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(str(row[column]) for column in columns))
+    stdout.print(table)
+
+
 def render_comparison(result) -> None:
     checks = result.checks.copy()
     used = checks["change"].abs() / checks["tolerance"]  # share of its tolerance each quantity used
