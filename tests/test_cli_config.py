@@ -102,3 +102,14 @@ def test_listings_print_whole_names_at_any_width_and_as_json(monkeypatch):
         assert set(names) <= {row.get("name", row.get("task")) for row in listed}
     models = json.loads(invoke("models", "--json").output)
     assert {"tiny", "small", "base", "smollm2-135m"} <= {row["name"] for row in models}
+
+
+def test_run_and_sweep_group_their_options_in_panels():
+    for command, panels in (
+        ("run", ("Model", "Data", "Training", "Evaluation", "Retrieval", "Output")),
+        ("sweep", ("Model", "Data", "Training", "Evaluation", "Retrieval", "Output", "Cluster")),
+    ):
+        shown = {
+            line.split("─ ")[1].split(" ")[0] for line in invoke(command, "-h").output.splitlines() if "╭─ " in line
+        }
+        assert set(panels) <= shown, shown

@@ -158,12 +158,16 @@ def run(
         Optional[str],
         typer.Option(
             help="positional encoding (see `extrapolate encodings`); default rope, and for a pretrained model its "
-            "RoPE as released (the scaling it ships with, if any)"
+            "RoPE as released (the scaling it ships with, if any)",
+            rich_help_panel="Model",
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="seed for weights, data order and prompts")] = 0,
+    seed: Annotated[int, typer.Option(help="seed for weights, data order and prompts", rich_help_panel="Training")] = 0,
     finetune_steps: Annotated[
-        int, typer.Option(help="then fine-tune at L' for this many steps, with the scaling set for L'")
+        int,
+        typer.Option(
+            help="then fine-tune at L' for this many steps, with the scaling set for L'", rich_help_panel="Training"
+        ),
     ] = 0,
     request: RunRequest = None,
 ) -> None:
@@ -188,26 +192,39 @@ def sweep(
         str,
         typer.Option(
             help="classic (the eight seed encodings, the RoPE scalings and NoPE), newer, all, "
-            "or a comma-separated list of encodings and groups"
+            "or a comma-separated list of encodings and groups",
+            rich_help_panel="Model",
         ),
     ] = "classic",
-    seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
-    dry_run: Annotated[bool, typer.Option(help="print the plan and a time estimate; train nothing")] = False,
+    seeds: Annotated[str, typer.Option(help="comma-separated seeds", rich_help_panel="Training")] = "0",
+    dry_run: Annotated[
+        bool, typer.Option(help="print the plan and a time estimate; train nothing", rich_help_panel="Output")
+    ] = False,
     finetune_steps: Annotated[
-        Optional[str], typer.Option(help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')")
+        Optional[str],
+        typer.Option(
+            help="fine-tune steps at L' per encoding, e.g. 0,25,100,400 (0: zero-shot at L')",
+            rich_help_panel="Training",
+        ),
     ] = None,
     executor: Annotated[
         str,
         typer.Option(
-            help="local: every cell in this process; slurm: one SLURM job per cell (needs the \\[cluster] extra)"
+            help="local: every cell in this process; slurm: one SLURM job per cell (needs the \\[cluster] extra)",
+            rich_help_panel="Cluster",
         ),
     ] = "local",
     partition: Annotated[
-        Optional[str], typer.Option(help="slurm: partition to submit to (default: the cluster's)")
+        Optional[str],
+        typer.Option(help="slurm: partition to submit to (default: the cluster's)", rich_help_panel="Cluster"),
     ] = None,
-    gpus_per_task: Annotated[int, typer.Option(help="slurm: GPUs per job")] = 0,
-    cpus_per_task: Annotated[Optional[int], typer.Option(help="slurm: CPU cores per job")] = None,
-    time_min: Annotated[int, typer.Option(help="slurm: time limit per job in minutes")] = 1440,
+    gpus_per_task: Annotated[int, typer.Option(help="slurm: GPUs per job", rich_help_panel="Cluster")] = 0,
+    cpus_per_task: Annotated[
+        Optional[int], typer.Option(help="slurm: CPU cores per job", rich_help_panel="Cluster")
+    ] = None,
+    time_min: Annotated[
+        int, typer.Option(help="slurm: time limit per job in minutes", rich_help_panel="Cluster")
+    ] = 1440,
     request: RunRequest = None,
 ) -> None:
     """Every encoding × seed on the same model, data and budget; one results table and one report."""

@@ -47,6 +47,39 @@ def shared(kind, default, help: str, *flags: str) -> tuple:
     return Annotated[kind, typer.Option(*flags, help=help)], default
 
 
+# the help panel of each shared option (`run -h`, `sweep -h`): the options by what they set
+PANELS = {
+    "Model": ("model", "width", "layers", "heads", "embed_std", "position_std", "position_lr_scale", "encoding_option"),
+    "Data": ("corpus", "tokenizer"),
+    "Training": ("train_len", "steps", "batch_size", "lr", "train_dtype", "compile", "finetune_len", "finetune_lr"),
+    "Evaluation": (
+        "tasks",
+        "eval_len",
+        "eval_lens",
+        "factor",
+        "protocol",
+        "stride",
+        "eval_tokens",
+        "eval_docs",
+        "dtype",
+        "learned_policy",
+        "kernel",
+        "device",
+        "bos",
+    ),
+    "Retrieval": ("passkey_task", "passkey_fraction", "chat_template"),
+    "Output": ("out", "config"),
+}
+PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
+
+
+def in_panel(name: str, annotation):
+    """`annotation` (Annotated[type, typer.Option]) with its option shown in the help panel of `name`."""
+    kind, option = annotation.__origin__, annotation.__metadata__[0]
+    option.rich_help_panel = PANEL_OF[name]
+    return Annotated[kind, option]
+
+
 # option name -> (annotation, default); a command may override a default (sweep's tasks) or the help (out)
 SHARED = {
     "train_len": shared(
@@ -200,11 +233,15 @@ def with_request(out_help: str | None = None, **defaults):
                 annotation = Annotated[Optional[Path], typer.Option(help=out_help)]
             added.append(
                 inspect.Parameter(
-                    name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=defaults.get(name, default)
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=in_panel(name, annotation),
+                    default=defaults.get(name, default),
                 )
             )
 
-        added.append(inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=ConfigOpt, default=None))
+        config = in_panel("config", ConfigOpt)
+        added.append(inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=config, default=None))
 
         @functools.wraps(body)
         def command(**values):
