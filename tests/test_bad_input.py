@@ -111,7 +111,7 @@ def snapshot(folder):
 def test_damaged_checkpoint(work, name, kind):
     damage(checkpoint(work) / name, kind)
     out = work / "hf"
-    assert_one_line_error(cli.invoke(app, ["export", str(checkpoint(work)), "--hf", str(out)]), name)
+    assert_one_line_error(cli.invoke(app, ["export", str(checkpoint(work)), "--out", str(out)]), name)
     assert not out.exists()
 
 
@@ -152,7 +152,7 @@ def test_a_training_state_that_would_run_code_is_refused_unread(work, tmp_path):
 def test_damaged_run_record(work, kind):
     damage(work / "run" / "run.json", kind)
     out = work / "hf"
-    assert_one_line_error(cli.invoke(app, ["export", str(work / "run"), "--hf", str(out)]), "run.json")
+    assert_one_line_error(cli.invoke(app, ["export", str(work / "run"), "--out", str(out)]), "run.json")
     assert not out.exists()
 
 
@@ -317,7 +317,7 @@ def test_a_fine_tune_longer_than_the_corpus_is_refused_before_training(tmp_path)
         ["run", "--model", "tiny", "--out", ""],
         ["run", "--model", "tiny", "--out="],
         ["report", ""],
-        ["export", "RUN", "--hf", ""],
+        ["export", "RUN", "--out", ""],
         ["sweep", "--out", " "],
     ],
 )
@@ -361,9 +361,9 @@ def test_export_refuses_a_folder_of_several_scalings_and_takes_one_record(work):
     data = json.loads(record.read_text())
     data["encoding"] = {"name": "yarn", "base": 10000.0, "factor": 2.0, "original_len": 32}
     (run / "runs" / "yarn-run.json").write_text(json.dumps(data))
-    assert_one_line_error(cli.invoke(app, ["export", str(run), "--hf", str(work / "hf")]), "holds 2 runs")
+    assert_one_line_error(cli.invoke(app, ["export", str(run), "--out", str(work / "hf")]), "holds 2 runs")
     assert not (work / "hf").exists()
-    result = cli.invoke(app, ["export", str(run / "runs" / "yarn-run.json"), "--hf", str(work / "hf")])
+    result = cli.invoke(app, ["export", str(run / "runs" / "yarn-run.json"), "--out", str(work / "hf")])
     assert result.exit_code == 0, result.output
     parameters = json.loads((work / "hf" / "config.json").read_text())["rope_parameters"]
     assert parameters["rope_type"] == "yarn" and parameters["factor"] == 2.0
@@ -374,7 +374,7 @@ def test_export_refuses_a_folder_that_is_not_empty(work):
     out = work / "hf"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    assert_one_line_error(cli.invoke(app, ["export", str(work / "run"), "--hf", str(out)]), "not empty")
+    assert_one_line_error(cli.invoke(app, ["export", str(work / "run"), "--out", str(out)]), "not empty")
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 
@@ -498,11 +498,11 @@ def test_bad_number_bench(tmp_path, value, monkeypatch):
     import extrapolate.bench.measure
 
     def no_bench(*args, **kwargs):  # the options are checked before any measurement: never here
-        raise AssertionError("bench started with a bad --lengths")
+        raise AssertionError("bench started with a bad --eval-lens")
 
     monkeypatch.setattr(extrapolate.bench.measure, "run_bench", no_bench)
     out = tmp_path / "bench"
-    assert_one_line_error(cli.invoke(app, ["bench", f"--lengths={value}", "--out", str(out)]), "--lengths")
+    assert_one_line_error(cli.invoke(app, ["bench", f"--eval-lens={value}", "--out", str(out)]), "--eval-lens")
     assert not out.exists()
 
 

@@ -126,7 +126,7 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
             "bench",
             "--model",
             "tiny",
-            "--lengths",
+            "--eval-lens",
             "256",
             "--encodings",
             "rope,alibi",

@@ -113,3 +113,20 @@ def test_run_and_sweep_group_their_options_in_panels():
             line.split("─ ")[1].split(" ")[0] for line in invoke(command, "-h").output.splitlines() if "╭─ " in line
         }
         assert set(panels) <= shown, shown
+
+
+def test_one_name_per_concept_the_former_names_still_work_and_say_so(tmp_path):
+    from unittest import mock
+
+    with (
+        mock.patch("extrapolate.bench.job.bench_job", return_value=([], {})) as job,
+        mock.patch("extrapolate.cli.app.render_bench"),
+    ):
+        for flag in ("--eval-lens", "--lengths"):
+            result = invoke("bench", flag, "1k,2k", "--out", str(tmp_path / "b"))
+            assert result.exit_code == 0, result.output
+            assert job.call_args.args[0].lengths == (1024, 2048)
+            assert ("--lengths is called --eval-lens now" in result.output) == (flag == "--lengths")
+    assert "--lengths" not in invoke("bench", "-h").output and "--hf" not in invoke("export", "-h").output
+    missing = invoke("export", str(tmp_path))
+    assert missing.exit_code == 2 and "--out" in missing.output

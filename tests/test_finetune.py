@@ -221,7 +221,7 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
     from extrapolate.encodings import encoding_for
     from extrapolate.training.train import load_trained
 
-    assert CliRunner().invoke(app, ["export", str(out), "--hf", str(tmp_path / "hf")]).exit_code == 0
+    assert CliRunner().invoke(app, ["export", str(out), "--out", str(tmp_path / "hf")]).exit_code == 0
     theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", torch_dtype=torch.float32).eval()
     text = "the quiet river where old ships sail"
     assert transformers.AutoTokenizer.from_pretrained(tmp_path / "hf").encode(

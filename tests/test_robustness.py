@@ -291,9 +291,12 @@ def test_the_folder_lock_is_a_plain_file_while_held_and_gone_after(tmp_path):
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["bench", "--model", "tiny", "--lengths", "16", "--encodings", "rope", "--out", "{file}"], "is a file"),
-        (["bench", "--model", "tiny", "--lengths", "16", "--encodings", ",", "--out", "{tmp}/b"], "names no encoding"),
-        (["bench", "--model", "tiny", "--lengths", "16", "--dtype", "float16", "--out", "{tmp}/b"], "--dtype"),
+        (["bench", "--model", "tiny", "--eval-lens", "16", "--encodings", "rope", "--out", "{file}"], "is a file"),
+        (
+            ["bench", "--model", "tiny", "--eval-lens", "16", "--encodings", ",", "--out", "{tmp}/b"],
+            "names no encoding",
+        ),
+        (["bench", "--model", "tiny", "--eval-lens", "16", "--dtype", "float16", "--out", "{tmp}/b"], "--dtype"),
         (["encodings", "show", "yarn", "--factor", "4", "--plot", "{tmp}"], "name a file"),
         (["encodings", "show", "yarn", "--factor", "4", "--plot", "{tmp}/p.xyz"], "name a file"),
         (["encodings", "show", "yarn", "--factor", "4", "--plot", "{file}/p.png"], "is a file"),

@@ -222,7 +222,7 @@ def test_exported_bpe_model_loads_with_its_tokenizer_in_transformers(tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     cli = CliRunner()
     assert cli.invoke(app, tiny_run(corpus, tmp_path / "out", "--encoding", "rope")).exit_code == 0
-    result = cli.invoke(app, ["export", str(tmp_path / "out"), "--hf", str(tmp_path / "hf")])
+    result = cli.invoke(app, ["export", str(tmp_path / "out"), "--out", str(tmp_path / "hf")])
     assert result.exit_code == 0, result.output
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")

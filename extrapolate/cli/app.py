@@ -19,7 +19,7 @@ from extrapolate.cli.render import (
     render_submission,
     render_sweep_plan,
 )
-from extrapolate.cli.util import OneLineErrors, fail, stdout, warn
+from extrapolate.cli.util import OneLineErrors, fail, renamed, stdout, warn
 from extrapolate.run import RunRequest
 
 app = typer.Typer(
@@ -288,12 +288,14 @@ def reproduce(
         ),
     ] = False,
     reuse_models: Annotated[bool, typer.Option(help="reuse cached models instead of training from scratch")] = False,
-    keep: Annotated[Optional[Path], typer.Option(help="keep the fresh run in this folder")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="keep the fresh run in this folder")] = None,
+    keep: Annotated[Optional[Path], typer.Option(hidden=True, help="the former name of --out")] = None,
 ) -> None:
     """Re-run a reference suite and compare with results/<suite>: every quantity within the tolerance its
     measured seed spread implies, every claim holding."""
     from extrapolate.reproduce import reproduce_job
 
+    keep = renamed(out, keep, "--keep", "--out")
     outcome = reproduce_job(
         suite, RichReporter(), replace_reference=update, spread=spread, reuse_models=reuse_models, keep=keep
     )
@@ -354,19 +356,25 @@ def export(
             help="a run folder (with run.json), a run record (runs/<run id>.json) or a model checkpoint folder"
         ),
     ],
-    hf: Annotated[Path, typer.Option("--hf", help="write a Hugging Face Llama checkpoint to this folder")],
+    out: Annotated[Optional[Path], typer.Option(help="write the Hugging Face checkpoint to this folder")] = None,
+    hf: Annotated[Optional[Path], typer.Option("--hf", hidden=True, help="the former name of --out")] = None,
 ) -> None:
-    """Export a RoPE model trained here as a Hugging Face Llama checkpoint, with the RoPE scaling its run used."""
+    """Export a run's model as a Hugging Face checkpoint, with the RoPE scaling its run used (a model trained here
+    as a Llama checkpoint; a pretrained one in its own family)."""
     from extrapolate.run.export import export_run
 
-    export_run(run_dir, hf)
-    stdout.print(f"wrote {hf}", highlight=False)
+    out = renamed(out, hf, "--hf", "--out")
+    if out is None:
+        fail("export: give the folder to write with --out")
+    export_run(run_dir, out)
+    stdout.print(f"wrote {out}", highlight=False)
 
 
 @app.command()
 def bench(
     model: Annotated[str, typer.Option(help="size preset to measure")] = "small",
-    lengths: Annotated[str, typer.Option(help="evaluation lengths")] = "4k,8k,16k,32k",
+    eval_lens: Annotated[str, typer.Option(help="evaluation lengths")] = "4k,8k,16k,32k",
+    lengths: Annotated[Optional[str], typer.Option(hidden=True, help="the former name of --eval-lens")] = None,
     encodings: Annotated[str, typer.Option(help="encodings to measure")] = "rope,alibi,t5,sinusoidal,yarn",
     device: DeviceOpt = "auto",
     dtype: Annotated[str, typer.Option(help="evaluation precision")] = "float32",
@@ -382,7 +390,7 @@ def bench(
 
     request = BenchRequest(
         model,
-        tuple(parse_int_list(lengths, "--lengths", 16)),
+        tuple(parse_int_list(renamed(eval_lens, lengths, "--lengths", "--eval-lens"), "--eval-lens", 16)),
         tuple(parse_name_list(encodings)),
         device,
         dtype,

@@ -118,3 +118,11 @@ def number_checked(callback):
         return value if callback is None else callback(ctx, param, value)
 
     return check
+
+
+def renamed(value, old_value, old: str, new: str):
+    """An option's value given by its name (`new`) or by its former one (`old`), which still works and says so."""
+    if old_value is None:
+        return value
+    warn(f"{old} is called {new} now (the old name still works)")
+    return old_value
