@@ -1,10 +1,13 @@
 """A decoder-only transformer LM that calls the encoding's three hooks and knows no encoding by name.
 
-It can host Llama-family weights (RMSNorm, SwiGLU, grouped-query attention, untied head) as well as the
-small models trained here (LayerNorm/GELU variants included).
+It can host Llama-family weights (RMSNorm, SwiGLU, grouped-query attention, untied head) and Gemma's (GeGLU,
+RMSNorm as 1 + w, norms after attention and MLP, sliding and full layers each with their own encoding) as well
+as the small models trained here (LayerNorm/GELU variants included).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +17,7 @@ from torch.utils.checkpoint import checkpoint
 from extrapolate.core.config import ModelConfig
 from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings import PositionalEncoding, encoding_for
+from extrapolate.encodings.softcap import capped, soft_cap
 from extrapolate.encodings.window import windowed
 from extrapolate.kernels.attention import causal_attention
 from extrapolate.kernels.linear import Linear
@@ -43,25 +47,52 @@ class RMSNorm(nn.Module):
         return self.weight * xf.to(x.dtype)
 
 
+class UnitOffsetRMSNorm(RMSNorm):
+    """RMSNorm whose weight is stored as w and scales by 1 + w, the scaling in float32 before the cast back
+    (Gemma's form: its checkpoints store w, and a zero weight is the plain normalisation)."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__(dim, eps)
+        nn.init.zeros_(self.weight)
+
+    def forward(self, x):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (xf * (1.0 + self.weight.float())).to(x.dtype)
+
+
+def rms_norm(dim: int, config: ModelConfig) -> RMSNorm:
+    """An RMSNorm over `dim` features in the form the config's weights are stored in."""
+    return UnitOffsetRMSNorm(dim, config.norm_eps) if config.norm_unit_offset else RMSNorm(dim, config.norm_eps)
+
+
 def make_norm(config: ModelConfig) -> nn.Module:
     if config.norm == "rmsnorm":
-        return RMSNorm(config.d_model, config.norm_eps)
+        return rms_norm(config.d_model, config)
     return nn.LayerNorm(config.d_model, eps=config.norm_eps)
+
+
+def tanh_gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+# the gate activation of each gated MLP: SwiGLU (Llama) and GeGLU with tanh-approximated GELU (Gemma)
+GATES = {"swiglu": F.silu, "geglu": tanh_gelu}
 
 
 class MLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.swiglu = config.mlp == "swiglu"
+        self.gate = GATES.get(config.mlp)  # None: an ungated GELU MLP
         hidden = config.ff_dim
-        if self.swiglu:
+        if self.gate is not None:
             self.gate_proj = Linear(config.d_model, hidden, bias=False)
         self.up_proj = Linear(config.d_model, hidden, bias=False)
         self.down_proj = Linear(hidden, config.d_model, bias=False)
 
     def forward(self, x):
-        if self.swiglu:
-            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.gate is not None:
+            return self.down_proj(self.gate(self.gate_proj(x)) * self.up_proj(x))
         return self.down_proj(F.gelu(self.up_proj(x)))
 
 
@@ -74,10 +105,12 @@ class Attention(nn.Module):
         self.k_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=qkv_bias)
         self.v_proj = Linear(config.d_model, self.kv_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = Linear(self.heads * self.head_dim, config.d_model, bias=False)
-        if config.qk_norm:  # one RMSNorm over each head's width, shared by the heads (Qwen3)
-            self.q_norm = RMSNorm(self.head_dim, config.norm_eps)
-            self.k_norm = RMSNorm(self.head_dim, config.norm_eps)
+        if config.qk_norm:  # one RMSNorm over each head's width, shared by the heads (Qwen3, Gemma 3)
+            self.q_norm = rms_norm(self.head_dim, config)
+            self.k_norm = rms_norm(self.head_dim, config)
         self.qk_norm = bool(config.qk_norm)
+        # the kernels divide scores by √head_dim: queries scaled by √(head_dim / s) make that q·k / √s
+        self.query_scale = None if config.attention_scalar is None else (self.head_dim / config.attention_scalar) ** 0.5
 
     def forward(
         self, x, pos, encoding: PositionalEncoding, kernel: str, cache: dict | None = None, seq_len: int | None = None
@@ -90,6 +123,8 @@ class Attention(nn.Module):
         q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, T, Dh), (B, Hkv, T, Dh)
         v = self.v_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
         q, k = encoding.rotate(q, k, pos, seq_len)
+        if self.query_scale is not None:
+            q = q * self.query_scale
         if cache is not None:  # keys and values of earlier positions, already rotated
             if "k" in cache:
                 k, v = (
@@ -106,10 +141,35 @@ class Block(nn.Module):
         super().__init__()
         self.attn_norm, self.attn = make_norm(config), Attention(config)
         self.mlp_norm, self.mlp = make_norm(config), MLP(config)
+        self.post_norms = bool(config.post_norms)
+        if self.post_norms:  # Gemma 2 and 3: each output normed again before it joins the residual
+            self.attn_out_norm, self.mlp_out_norm = make_norm(config), make_norm(config)
 
     def forward(self, x, pos, encoding, kernel, cache=None, seq_len=None):
+        if self.post_norms:
+            x = x + self.attn_out_norm(self.attn(self.attn_norm(x), pos, encoding, kernel, cache, seq_len))
+            return x + self.mlp_out_norm(self.mlp(self.mlp_norm(x)))
         x = x + self.attn(self.attn_norm(x), pos, encoding, kernel, cache, seq_len)
         return x + self.mlp(self.mlp_norm(x))
+
+
+class SoftCappedHead(Linear):
+    """The output head with its logits soft-capped to (-c, c) as c·tanh(logits / c) (Gemma 2's final
+    soft-capping), so every caller of `lm_head` gets the logits the checkpoint computes."""
+
+    def __init__(self, d_model: int, vocab_size: int, cap: float):
+        super().__init__(d_model, vocab_size, bias=False)
+        self.cap = cap
+
+    def forward(self, x):
+        return soft_cap(super().forward(x), self.cap)
+
+
+def sliding_rope(config: ModelConfig) -> PositionalEncoding | None:
+    """The sliding layers' own plain RoPE (Gemma 3's local base); None where they rotate as the full layers."""
+    if config.sliding_rope_base is None:
+        return None
+    return encoding_for(dataclasses.replace(config, rope_base=config.sliding_rope_base), "rope")
 
 
 class TransformerLM(nn.Module):
@@ -119,7 +179,10 @@ class TransformerLM(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.norm = make_norm(config)
-        self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
+        if config.logit_softcap is None:
+            self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
+        else:
+            self.lm_head = SoftCappedHead(config.d_model, config.vocab_size, config.logit_softcap)
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         self._kernel = "auto"  # the requested attention kernel: `use_kernel`
@@ -130,7 +193,8 @@ class TransformerLM(nn.Module):
         self.apply(self._init_weights)
         if config.embed_std is not None:
             nn.init.normal_(self.embed.weight, std=config.embed_std)
-        self.encoding = windowed(encoding or encoding_for(config), config.sliding_window)
+        self.sliding_rope = sliding_rope(config)  # kept by `set_encoding`, which swaps the full layers' encoding
+        self.set_encoding(encoding or encoding_for(config))
 
     @staticmethod
     def _init_weights(module):
@@ -149,8 +213,37 @@ class TransformerLM(nn.Module):
 
     def set_encoding(self, encoding: PositionalEncoding) -> None:
         """Swap the positional encoding (e.g. a RoPE scaling at evaluation); encodings with their own
-        parameters keep them, so only parameter-free kinds should be swapped onto a trained model."""
-        self.encoding = windowed(encoding, self.config.sliding_window)  # a checkpoint's window stays
+        parameters keep them, so only parameter-free kinds should be swapped onto a trained model. With sliding
+        and full layers (Gemma), the full layers take it; the sliding layers keep their window, and their own
+        RoPE where they have one (Gemma 3's local RoPE: an extension of such a checkpoint stretches its full
+        layers only, as a replaced `rope_parameters` of its full layers does in transformers). Every layer keeps
+        the checkpoint's soft cap of attention scores (Gemma 2)."""
+        config, cap = self.config, self.config.attention_softcap
+        if config.layer_types is None:
+            self.encoding = windowed(capped(encoding, cap), config.sliding_window)  # a checkpoint's window stays
+            return
+        self.encoding = capped(encoding, cap)
+        local = self.encoding if self.sliding_rope is None else capped(self.sliding_rope, cap)
+        self.sliding_encoding = windowed(local, config.sliding_window)
+
+    def layer_encodings(self) -> list[PositionalEncoding]:
+        """The encoding each layer attends with, in layer order: `encoding` in every layer, or, where the config
+        names sliding and full layers, `sliding_encoding` in the sliding ones."""
+        if self.config.layer_types is None:
+            return [self.encoding] * len(self.blocks)
+        return [self.sliding_encoding if kind == "sliding" else self.encoding for kind in self.config.layer_types]
+
+    def attention_encodings(self) -> list[PositionalEncoding]:
+        """The distinct encodings the layers attend with, in the order the layers first use them: what the
+        kernels a measurement ran are planned for."""
+        return list({id(encoding): encoding for encoding in self.layer_encodings()}.values())
+
+    def token_embeddings(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B, T) -> (B, T, D): the embedding rows, times the config's multiplier in their dtype (Gemma's
+        √d_model, rounded to that dtype as its checkpoints compute it)."""
+        x = self.embed(tokens)  # (B, T, D)
+        multiplier = self.config.embed_multiplier
+        return x if multiplier is None else x * x.new_tensor(multiplier)
 
     def hidden_states(
         self, tokens: torch.Tensor, cache: list[dict] | None = None, seq_len: int | None = None
@@ -163,13 +256,13 @@ class TransformerLM(nn.Module):
         offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
         pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (T,)
         pos = self.encoding.positions(pos)  # (T,) once per forward: every layer sees the same positions
-        x = self.encoding.embed(self.embed(tokens), pos)
+        x = self.encoding.embed(self.token_embeddings(tokens), pos)
         recompute = self.checkpointing and torch.is_grad_enabled() and cache is None
-        for i, block in enumerate(self.blocks):
+        for i, (block, encoding) in enumerate(zip(self.blocks, self.layer_encodings())):
             if recompute:
-                x = checkpoint(block, x, pos, self.encoding, self.kernel, None, seq_len, use_reentrant=False)
+                x = checkpoint(block, x, pos, encoding, self.kernel, None, seq_len, use_reentrant=False)
                 continue
-            x = block(x, pos, self.encoding, self.kernel, cache[i] if cache is not None else None, seq_len)
+            x = block(x, pos, encoding, self.kernel, cache[i] if cache is not None else None, seq_len)
         return self.norm(x)
 
     def compile_training(self) -> None:

@@ -16,9 +16,11 @@ from extrapolate.run.request import architecture_for
 
 def legacy_hash(config: ModelConfig) -> str:
     """The hash as computed before the field existed: the canonical JSON of every other field (the fields
-    added after it, the learned table's recipe, query/key/value biases, a head size and query/key norms, are
-    left out while unset, as the real hash does)."""
-    later = {"position_std", "position_lr_scale", "qkv_bias", "head_size", "qk_norm"}
+    added after it, the learned table's recipe, query/key/value biases, a head size, query/key norms, a sliding
+    window and Gemma's layers, are left out while unset, as the real hash does)."""
+    later = {"position_std", "position_lr_scale", "qkv_bias", "head_size", "qk_norm", "sliding_window"}
+    later |= {"layer_types", "sliding_rope_base", "embed_multiplier", "norm_unit_offset", "post_norms"}
+    later |= {"attention_scalar", "logit_softcap", "attention_softcap"}
     data = {k: v for k, v in to_dict(config).items() if k != "embed_std" and not (k in later and v is None)}
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
 

@@ -39,6 +39,15 @@ def test_the_optional_fields_and_what_unset_means():
         "qkv_bias": False,
         "head_size": None,
         "qk_norm": False,
+        "sliding_window": None,
+        "layer_types": None,
+        "sliding_rope_base": None,
+        "embed_multiplier": 1.0,
+        "norm_unit_offset": False,
+        "post_norms": False,
+        "attention_scalar": None,
+        "logit_softcap": None,
+        "attention_softcap": None,
         "compile": False,
     }
 

@@ -144,7 +144,6 @@ def test_a_scaling_applied_replaces_the_released_one(family, rope, extra, encodi
 @pytest.mark.parametrize(
     "family,rope,extra,message",
     [
-        ("gemma2", {"rope_type": "default"}, {"head_dim": 8}, "'gemma2' checkpoints are not computed here"),
         ("phi3", {"rope_type": "default", "partial_rotary_factor": 0.5}, {}, "partial_rotary_factor 0.5"),
         (
             "qwen2",
@@ -155,11 +154,9 @@ def test_a_scaling_applied_replaces_the_released_one(family, rope, extra, encodi
         ("llama", {"rope_type": "default"}, {"attention_bias": True}, "attention_bias"),
         ("llama", {"rope_type": "default"}, {"hidden_act": "gelu"}, "activation is 'gelu'"),
     ],
-    ids=["gemma2", "partial-rotary", "mixed-windows", "attention-bias", "activation"],
+    ids=["partial-rotary", "mixed-windows", "attention-bias", "activation"],
 )
 def test_what_the_project_cannot_compute_is_refused_by_name(family, rope, extra, message):
-    if family == "gemma2":
-        pytest.importorskip("transformers.models.gemma2")
     with pytest.raises(UserError, match=message):
         from_hf_model(checkpoint(family, rope, extra))
 
@@ -287,7 +284,7 @@ def test_a_stretched_checkpoint_exports_to_what_transformers_loads_with_the_same
 
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     _, run = run_cli(llama3_folder, make_corpus(tmp_path / "corpus"), tmp_path / "run", *extra)
-    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--hf", str(tmp_path / "hf")])
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--out", str(tmp_path / "hf")])
     assert result.exit_code == 0, result.output
     exported = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32).eval()
     ours = load_pretrained(str(llama3_folder)).model

@@ -193,10 +193,10 @@ def test_cached_continuation_equals_one_pass(encoding):
 
 
 def test_out_of_memory_at_one_length_is_recorded_and_the_rest_continues(tmp_path, monkeypatch):
-    from extrapolate.run import evaluate as evaluate_module
+    from extrapolate.tasks import perplexity as perplexity_module
 
     corpus = make_corpus(tmp_path / "corpus")
-    original = evaluate_module.evaluate_perplexity
+    original = perplexity_module.evaluate_perplexity
 
     def flaky(model, docs, length, **kwargs):
         if length == 64:
@@ -207,7 +207,7 @@ def test_out_of_memory_at_one_length_is_recorded_and_the_rest_continues(tmp_path
             )
         return original(model, docs, length, **kwargs)
 
-    monkeypatch.setattr(evaluate_module, "evaluate_perplexity", flaky)
+    monkeypatch.setattr(perplexity_module, "evaluate_perplexity", flaky)
     result = runner.invoke(app, tiny_args(corpus, tmp_path / "o", "rope"))
     assert result.exit_code == 0 and "Traceback" not in result.output
     said = [line for line in result.output.splitlines() if "out of memory" in line]

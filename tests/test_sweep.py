@@ -317,13 +317,16 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
 
     model = TransformerLM(ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, max_len=64))
     prepared = SimpleNamespace(
-        heldout=[None, None], lengths=[64, 128], device=torch.device("cpu"), checkpoint=SimpleNamespace(model=model)
+        heldout=[None, None],
+        lengths=[64, 128],
+        device=torch.device("cpu"),
+        checkpoint=SimpleNamespace(model=model),
+        passkey_builder=None,
+        tokenizer=SimpleNamespace(bos_id=None),
     )
+    request = SimpleNamespace(tasks=("perplexity",), model="some-checkpoint", protocol="full", stride=256, bos="never")
     cell = SimpleNamespace(
-        request=SimpleNamespace(tasks=("perplexity",), model="some-checkpoint"),
-        is_pretrained=True,
-        budget=256,
-        model_folder=Path("some-checkpoint"),
+        request=request, is_pretrained=True, budget=256, bucket_width=16, model_folder=Path("some-checkpoint")
     )
     one = estimate_seconds([cell], {cell.model_folder: True}, prepared)
     assert 0 < one < float("inf")  # measured on the real model

@@ -22,7 +22,7 @@ class ModelConfig:
     n_kv_heads: int | None = None  # None: same as n_heads; fewer: grouped-query attention
     d_ff: int | None = None  # None: 4·d (gelu) or the Llama rule (swiglu)
     norm: str = "rmsnorm"  # rmsnorm | layernorm
-    mlp: str = "swiglu"  # swiglu | gelu
+    mlp: str = "swiglu"  # swiglu | geglu (gated, tanh-approximated GELU: Gemma) | gelu
     tie_embeddings: bool = True
     norm_eps: float = 1e-5
     encoding: str = "rope"  # the encoding the model is trained with
@@ -43,6 +43,23 @@ class ModelConfig:
     qk_norm: bool | None = None
     # every layer attends to its last `sliding_window` keys only (Mistral v0.1, Qwen2 with a window); None: all
     sliding_window: int | None = None
+    # per layer, "sliding" or "full" (Gemma 2 and 3): only the sliding layers attend through `sliding_window`
+    # and rotate with `sliding_rope_base`; None: every layer attends alike
+    layer_types: tuple[str, ...] | None = None
+    # the sliding layers' own plain RoPE base (Gemma 3's local RoPE); None: they rotate as the full layers do
+    sliding_rope_base: float | None = None
+    # token embeddings multiplied by this as looked up, in their dtype (Gemma: √d_model); None: by 1
+    embed_multiplier: float | None = None
+    # RMSNorm weights stored as w scale by 1 + w, in float32 (Gemma); None: by w
+    norm_unit_offset: bool | None = None
+    # the attention and MLP outputs normed again before their residual adds (Gemma 2 and 3); None: not
+    post_norms: bool | None = None
+    # attention scores are q·k / √attention_scalar (Gemma's query_pre_attn_scalar); None: q·k / √head_dim
+    attention_scalar: float | None = None
+    # logits soft-capped as c·tanh(logits / c) (Gemma 2's final_logit_softcapping); None: as the head gives them
+    logit_softcap: float | None = None
+    # attention scores soft-capped as c·tanh(s / c) before the mask (Gemma 2's attn_logit_softcapping); None: not
+    attention_softcap: float | None = None
 
     @property
     def head_dim(self) -> int:
@@ -75,8 +92,12 @@ class ModelConfig:
             raise UserError(f"kv heads ({self.kv_heads}) must divide heads ({self.n_heads})")
         if self.norm not in ("rmsnorm", "layernorm"):
             raise UserError(f"norm must be rmsnorm or layernorm, got {self.norm!r}")
-        if self.mlp not in ("swiglu", "gelu"):
-            raise UserError(f"mlp must be swiglu or gelu, got {self.mlp!r}")
+        if self.mlp not in ("swiglu", "geglu", "gelu"):
+            raise UserError(f"mlp must be swiglu, geglu or gelu, got {self.mlp!r}")
+        if self.layer_types is not None and (
+            len(self.layer_types) != self.n_layers or not set(self.layer_types) <= {"sliding", "full"}
+        ):
+            raise UserError(f"layer_types must name each of the {self.n_layers} layers sliding or full")
         if self.embed_std is not None and not self.embed_std > 0:
             raise UserError(f"--embed-std must be > 0, got {self.embed_std}")
         if self.position_std is not None and not 0 <= self.position_std < float("inf"):
@@ -135,7 +156,8 @@ def config_hash(data: Any, length: int = 12) -> str:
 
 def model_config_from_dict(data: dict) -> ModelConfig:
     names = {f.name for f in dataclasses.fields(ModelConfig)}
-    return ModelConfig(**{k: v for k, v in data.items() if k in names})
+    # a JSON array is the tuple the config holds (`layer_types`), so a config read back equals the one written
+    return ModelConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names})
 
 
 def train_config_from_dict(data: dict) -> TrainConfig:

@@ -27,6 +27,14 @@ UNSET_MEANS: dict[str, Any] = {
     "head_size": None,  # a head is d_model / n_heads wide
     "qk_norm": False,  # queries and keys enter the rotation as projected
     "sliding_window": None,  # every query attends to every earlier key
+    "layer_types": None,  # every layer attends alike
+    "sliding_rope_base": None,  # sliding layers rotate as the full ones
+    "embed_multiplier": 1.0,  # token embeddings enter as looked up
+    "norm_unit_offset": False,  # RMSNorm scales by its weight w
+    "post_norms": False,  # attention and MLP outputs join the residual as computed
+    "attention_scalar": None,  # scores are q·k / √head_dim
+    "logit_softcap": None,  # logits as the head gives them
+    "attention_softcap": None,  # attention scores as q·k gives them
     "compile": False,  # the training forward runs eagerly
 }
 
@@ -66,10 +74,12 @@ def pretrained_identity(name: str) -> dict:
     return {"pretrained": name}
 
 
-def run_identity(request, model_hash: str, factor: float) -> dict:
+def run_identity(request, model_hash: str, factor: float, task_file_read: bool) -> dict:
     """What the id of a cell's rows is the hash of: its model, its factor s, and each field of its resolved
     request (a RunRequest) that changes a measurement. A field that changes none of the run's measurements is
-    None or left out (`measured_stride`, `measured_task`, `options_identity`), so giving it makes no new run."""
+    None or left out (`measured_stride`, `measured_task`, `options_identity`), so giving it makes no new run.
+    `task_file_read`: whether one of the request's task kinds measures the retrieval task file's prompts (the
+    kinds live in tasks/, above this module, which the caller asks)."""
     return {
         "model": model_hash,
         "encoding": request.encoding,
@@ -79,7 +89,7 @@ def run_identity(request, model_hash: str, factor: float) -> dict:
         "dtype": request.dtype,
         "eval_tokens": request.eval_tokens,
         "learned_policy": request.learned_policy,
-        "passkey_task": measured_task(request.tasks, request.passkey_task),
+        "passkey_task": measured_task(task_file_read, request.passkey_task),
         **options_identity(request.encoding_options),
         **bos_identity(request.bos),
         **chat_identity(request.chat_template),
@@ -104,10 +114,11 @@ def measured_stride(protocol: str, stride: int) -> int | None:
     return stride if protocol == "sliding" else None
 
 
-def measured_task(tasks: Iterable[str], passkey_task: str | None) -> str | None:
-    """The retrieval task a run id holds: None when the run scores no retrieval, where the task file changes no
-    measurement (a perplexity run keeps its id whichever task is the default)."""
-    return passkey_task if "passkey" in tasks else None
+def measured_task(task_file_read: bool, passkey_task: str | None) -> str | None:
+    """The retrieval task a run id holds: None when no task kind of the run reads the task file (it scores no
+    retrieval), where the file changes no measurement (a perplexity run keeps its id whichever task is the
+    default)."""
+    return passkey_task if task_file_read else None
 
 
 def options_identity(options: Iterable[tuple[str, Any]]) -> dict:

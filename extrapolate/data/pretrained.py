@@ -1,4 +1,4 @@
-"""Pretrained Llama-family checkpoints in the project's own model class: a Hugging Face folder or model id
+"""Pretrained Llama-family and Gemma checkpoints in the project's own model class: a Hugging Face folder or model id
 (safetensors + config.json), or a GGUF file (dequantized by the `gguf` package through `transformers`).
 
 Loading into `TransformerLM` means every RoPE scaling and attention kernel of the project applies to them.
@@ -116,14 +116,20 @@ FAMILIES = {
     "qwen2": "Qwen2 / Qwen2.5 (query, key and value biases)",
     "qwen3": "Qwen3 (RMSNorm of queries and keys, wider heads)",
     "phi3": "Phi-3 / Phi-3.5 (fused qkv and gate-up projections)",
+    "gemma": "Gemma 1 (GeGLU, RMSNorm as 1 + w, embeddings scaled by √width, tied head)",
+    "gemma2": "Gemma 2 (sliding and full layers, norms after attention and MLP, attention-logit and final-logit "
+    "soft-capping)",
+    "gemma3_text": "Gemma 3 text (sliding layers with their own local RoPE between full layers, query/key norms)",
 }
+GEMMA = ("gemma", "gemma2", "gemma3_text")  # Gemma's block: GeGLU, RMSNorm as 1 + w, embeddings scaled by √width
+LAYER_TYPED = ("gemma2", "gemma3_text")  # sliding and full layers mixed, four norms per block
 
 
 def config_from_hf(hf) -> ModelConfig:
     """The project's model config for a Hugging Face config of one of FAMILIES; a checkpoint whose attention
-    the project's model would compute differently (a sliding window, a partial rotation, biases it has no place
-    for, an activation other than SiLU) is refused rather than evaluated as another model. Its RoPE, scaled or
-    not, is read by `released_rope`."""
+    the project's model would compute differently (windowed and full layers mixed outside Gemma, a partial
+    rotation, biases it has no place for, an activation other than its gated MLP's) is refused rather than
+    evaluated as another model. Its RoPE, scaled or not, is read by `released_rope`."""
     family = getattr(hf, "model_type", "llama")
     if family not in FAMILIES:
         raise UserError(f"{family!r} checkpoints are not computed here; the families that load: {', '.join(FAMILIES)}")
@@ -133,10 +139,9 @@ def config_from_hf(hf) -> ModelConfig:
     for flag in ("attention_bias", "mlp_bias"):  # Llama's optional biases (o_proj and the MLP too)
         if getattr(hf, flag, False):
             raise UserError(f"checkpoints with {flag} are not supported (biases the project's model has no place for)")
-    activation = getattr(hf, "hidden_act", "silu")
-    if activation != "silu":
-        raise UserError(f"the checkpoint's MLP activation is {activation!r}; the project's SwiGLU computes silu")
+    mlp = gated_mlp(hf, family)
     params = rope_parameters(hf)
+    gemma = gemma_fields(hf, family, head_dim) if family in GEMMA else {}
     return ModelConfig(
         vocab_size=hf.vocab_size,
         d_model=hf.hidden_size,
@@ -145,7 +150,7 @@ def config_from_hf(hf) -> ModelConfig:
         n_kv_heads=getattr(hf, "num_key_value_heads", None) or heads,
         d_ff=hf.intermediate_size,
         norm="rmsnorm",
-        mlp="swiglu",
+        mlp=mlp,
         tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
         norm_eps=float(hf.rms_norm_eps),
         encoding="rope",
@@ -153,19 +158,99 @@ def config_from_hf(hf) -> ModelConfig:
         max_len=int(original_context(hf)),
         qkv_bias=stored("qkv_bias", family == "qwen2"),
         head_size=stored("head_size", head_dim if head_dim * heads != hf.hidden_size else None),
-        qk_norm=stored("qk_norm", family == "qwen3"),
+        qk_norm=stored("qk_norm", family in ("qwen3", "gemma3_text")),
         sliding_window=window,
+        **gemma,
     )
 
 
+def gated_mlp(hf, family: str) -> str:
+    """The project's gated MLP computing the checkpoint's: SwiGLU (silu) for the Llama-block families, GeGLU
+    (tanh-approximated GELU, read where each Gemma's MLP reads it) for Gemma's; any other activation refused."""
+    if family not in GEMMA:
+        activation = getattr(hf, "hidden_act", "silu")
+        if activation != "silu":
+            raise UserError(f"the checkpoint's MLP activation is {activation!r}; the project's SwiGLU computes silu")
+        return "swiglu"
+    activation = getattr(hf, "hidden_act" if family == "gemma" else "hidden_activation")
+    if activation != "gelu_pytorch_tanh":
+        raise UserError(
+            f"the checkpoint's MLP activation is {activation!r}; the project's GeGLU computes gelu_pytorch_tanh"
+        )
+    return "geglu"
+
+
+def gemma_fields(hf, family: str, head_dim: int) -> dict:
+    """What a Gemma block adds to the config: embeddings scaled by √width, RMSNorm as 1 + w, and for Gemma 2
+    and 3 the norms after attention and MLP, the attention scale 1/√query_pre_attn_scalar, the sliding and
+    full layers with the sliding layers' own RoPE, the final-logit soft-capping and Gemma 2's attention-logit
+    soft-capping (a tanh of every score, which the capped attention kernels compute). Bidirectional attention
+    is refused: the project's attention is causal."""
+    fields = {"embed_multiplier": float(hf.hidden_size) ** 0.5, "norm_unit_offset": True}
+    if family not in LAYER_TYPED:
+        return fields
+    if getattr(hf, "use_bidirectional_attention", None):
+        raise UserError("the checkpoint attends bidirectionally, which the project's causal attention does not compute")
+    # Gemma 3's attention never applies its attn_logit_softcapping (transformers passes it on for Gemma 2 only)
+    cap = getattr(hf, "attn_logit_softcapping", None) if family == "gemma2" else None
+    scalar = float(hf.query_pre_attn_scalar)
+    final_cap = getattr(hf, "final_logit_softcapping", None)
+    kinds = layer_types(hf)
+    return {
+        **fields,
+        "post_norms": True,
+        "attention_scalar": None if scalar == head_dim else scalar,
+        "logit_softcap": None if final_cap is None else float(final_cap),
+        "attention_softcap": None if cap is None else float(cap),
+        "layer_types": kinds,
+        "sliding_rope_base": sliding_rope_base(hf) if kinds else None,  # no sliding layer: no local RoPE to read
+    }
+
+
+LAYER_TYPES = {"sliding_attention": "sliding", "full_attention": "full"}  # transformers' names: the project's
+
+
 def rope_parameters(hf) -> dict:
-    """The checkpoint's one `rope_parameters` dict; RoPE set per layer type (Gemma's sliding and global layers)
-    is refused, as the project's model rotates every layer alike."""
+    """The `rope_parameters` of the checkpoint's full layers: its one dict, or, where it sets RoPE per layer
+    type (Gemma 3), the full layers' own (`sliding_rope_base` reads the sliding layers'). RoPE set per any
+    other grouping of layers is refused, as the project's model has no place for it."""
     params = dict(getattr(hf, "rope_parameters", None) or {})
     per_layer = sorted(key for key, value in params.items() if isinstance(value, dict))
-    if per_layer:
+    if not per_layer:
+        return params
+    if getattr(hf, "model_type", None) not in LAYER_TYPED or set(params) != set(LAYER_TYPES):
         raise UserError(f"the checkpoint sets its RoPE per layer type ({', '.join(per_layer)}), not computed here")
-    return params
+    return dict(params["full_attention"])
+
+
+def sliding_rope_base(hf) -> float | None:
+    """The base of the sliding layers' own RoPE where the checkpoint sets RoPE per layer type (Gemma 3's local
+    RoPE, plain); None where every layer rotates alike (Gemma 2). A scaled local RoPE is refused by name."""
+    params = dict(getattr(hf, "rope_parameters", None) or {})
+    local = params.get("sliding_attention")
+    if not isinstance(local, dict):
+        return None
+    rope_type = local.get("rope_type", local.get("type", "default"))
+    unknown = sorted(set(local) - set(ROPE_KEYS))
+    if rope_type != "default" or unknown:
+        raise UserError(
+            f"the checkpoint's sliding layers rotate with RoPE {rope_type!r}"
+            + (f" ({', '.join(unknown)})" if unknown else "")
+            + "; the project's model gives them plain RoPE only"
+        )
+    return float(local["rope_theta"])
+
+
+def layer_types(hf) -> tuple[str, ...] | None:
+    """Which layers are the sliding ones and which attend to the whole prefix, in the project's names, for the
+    families that mix them (Gemma 2 and 3); None where every layer is full."""
+    kinds = getattr(hf, "layer_types", None) or ()
+    unknown = sorted(set(kinds) - set(LAYER_TYPES))
+    if unknown:
+        raise UserError(f"the checkpoint has layers of type {', '.join(unknown)}, which are not computed here")
+    if "sliding_attention" not in kinds:
+        return None
+    return tuple(LAYER_TYPES[kind] for kind in kinds)
 
 
 @dataclass(frozen=True)
@@ -259,8 +344,8 @@ def sliding_window(hf) -> int | None:
     kinds = set(layer_types)
     if kinds == {"full_attention"}:
         return None
-    if kinds == {"sliding_attention"}:
-        return int(window)
+    if kinds == {"sliding_attention"} or getattr(hf, "model_type", None) in LAYER_TYPED:
+        return int(window)  # Gemma's sliding layers: the config's `layer_types` says which they are
     raise UserError(
         f"the checkpoint mixes layers with a sliding window of {window} tokens and full layers, which the "
         "project's model (one attention for every layer) does not compute"
@@ -292,8 +377,19 @@ def llama_config(config: ModelConfig, rope_parameters: dict | None = None, max_p
 
 
 def original_context(hf) -> int:
-    params = getattr(hf, "rope_parameters", None) or {}
+    params = rope_parameters(hf)
     return int(params.get("original_max_position_embeddings") or hf.max_position_embeddings)
+
+
+def replace_rope(hf, params: dict) -> None:
+    """Give the checkpoint's config `params` as its RoPE, the way transformers reads a replaced scaling: its one
+    `rope_parameters`, or, where set per layer type (Gemma 3), its full layers' (the sliding layers keep their
+    own, as the project's model keeps them)."""
+    current = getattr(hf, "rope_parameters", None) or {}
+    if isinstance(current.get("full_attention"), dict):
+        hf.rope_parameters = {**current, "full_attention": params}
+    else:
+        hf.rope_parameters = params
 
 
 HF_NAMES = {
@@ -317,6 +413,14 @@ LAYER_NAMES = {
     "self_attn.q_norm.weight": "attn.q_norm.weight",
     "self_attn.k_norm.weight": "attn.k_norm.weight",  # Qwen3
 }
+# Gemma 2 and 3 norm the attention's output after it (their post_attention_layernorm) and the MLP's input and
+# output with two norms more
+POST_NORM_NAMES = {
+    **LAYER_NAMES,
+    "post_attention_layernorm.weight": "attn_out_norm.weight",
+    "pre_feedforward_layernorm.weight": "mlp_norm.weight",
+    "post_feedforward_layernorm.weight": "mlp_out_norm.weight",
+}
 
 
 def split_fused(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
@@ -338,17 +442,19 @@ def split_fused(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str
     return out
 
 
-def to_project_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The project's names of a Hugging Face state dict (fused projections already split); a tensor with no
-    place in the project's model is an error, never dropped (a dropped weight would evaluate another model)."""
+def to_project_names(state: dict[str, torch.Tensor], post_norms: bool = False) -> dict[str, torch.Tensor]:
+    """The project's names of a Hugging Face state dict (fused projections already split; `post_norms`: a Gemma
+    2 or 3 block's names); a tensor with no place in the project's model is an error, never dropped (a dropped
+    weight would evaluate another model)."""
+    layer_names = POST_NORM_NAMES if post_norms else LAYER_NAMES
     out, unplaced = {}, []
     for name, tensor in state.items():
         if name in HF_NAMES:
             out[HF_NAMES[name]] = tensor
-        elif name.startswith("model.layers.") and name.split(".", 3)[3] in LAYER_NAMES:
+        elif name.startswith("model.layers.") and name.split(".", 3)[3] in layer_names:
             _, _, index, rest = name.split(".", 3)
-            out[f"blocks.{index}.{LAYER_NAMES[rest]}"] = tensor
-        elif not name.endswith("rotary_emb.inv_freq"):  # RoPE's frequencies are computed, not weights
+            out[f"blocks.{index}.{layer_names[rest]}"] = tensor
+        elif not (".rotary_emb." in name and name.endswith("inv_freq")):  # RoPE's frequencies: computed, not weights
             unplaced.append(name)
     if unplaced:
         raise UserError(
@@ -387,7 +493,8 @@ def from_hf_model(hf_model) -> TransformerLM:
         options=dict(released.options),
     )
     model = TransformerLM(config, encoding)
-    state = to_project_names(split_fused({k: v.float() for k, v in hf_model.state_dict().items()}, config))
+    state = split_fused({k: v.float() for k, v in hf_model.state_dict().items()}, config)
+    state = to_project_names(state, post_norms=bool(config.post_norms))
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if config.stored(k)]
     if missing or unexpected:
@@ -429,7 +536,7 @@ def load_transformers(spec: str):
         base = float(rope_parameters(config).get("rope_theta", getattr(config, "rope_theta", 10000.0)))
         params = gguf_rope_parameters(Path(folder) / gguf, base, int(config.max_position_embeddings))
         if params is not None:
-            config.rope_parameters = params
+            replace_rope(config, params)
     return hf_model, tokenizer
 
 

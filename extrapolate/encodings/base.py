@@ -58,6 +58,7 @@ class PositionalEncoding(nn.Module):
     has_bias: bool = False
     toeplitz: bool = True  # the bias depends on i - j only (`bias_table`); False: on i too (`bias_block`)
     horizon: int | None = None  # keys this many tokens back or further are never seen (a sliding window)
+    score_cap: float | None = None  # scores soft-capped as c·tanh(s / c) before the bias (`softcap.ScoreCap`)
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         """pos: (T,) int64 -> (T,) int64, the positions every hook of this forward pass sees. Called once per

@@ -21,7 +21,7 @@ class SlidingWindow(PositionalEncoding):
         if inner.two_part_form() is not None or not inner.toeplitz:
             raise UserError(f"{inner.name} attends by its own rule past a distance: no sliding window applies to it")
         self.inner, self.window, self.horizon = inner, window, window
-        self.name, self.kind = inner.name, inner.kind
+        self.name, self.kind, self.score_cap = inner.name, inner.kind, inner.score_cap
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         return self.inner.positions(pos)

@@ -9,18 +9,25 @@ encodings (`flex.py`), and for a few queries (decoding, a short pass) one SDPA c
 mask. On the CPU: fused SDPA, the fused bias kernels (float32 evaluation), the two-part kernel, and the blocked
 kernel — queries in blocks, keys past the block's end skipped (causal), the bias of each block built from the
 (H, n) distance table as a Toeplitz view, never an n×n tensor — which is also the portable fallback.
+
+Soft-capped scores (an encoding with `score_cap`, Gemma 2) enter no fused causal or bias kernel, as the cap is
+a function of the scores themselves: flex_attention caps them in its score modification where flex would run,
+and elsewhere the capped blocked kernel computes each query block's scores explicitly.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from extrapolate.encodings.base import LinearBias, PositionalEncoding
+from extrapolate.encodings.softcap import soft_cap
 from extrapolate.kernels import flex, two_part
 from extrapolate.kernels.flash import attend, attend_band, merge
 from extrapolate.kernels.heads import expand_kv_heads
@@ -56,7 +63,10 @@ FLEX = AttentionPlan("flex")  # flex_attention (`flex_attention_of`); blocked wh
 TWO_PART = AttentionPlan("two-part")  # CPU evaluation of Self-Extend and ReRoPE (`two_part.fused_attention`)
 BLOCKED = AttentionPlan("blocked")  # query blocks against the keys up to theirs: any device, any encoding
 REFERENCE = AttentionPlan("reference")  # the full score matrix: the slow ground truth for tests
+FLEX_CAPPED = AttentionPlan("flex-capped")  # flex_attention capping each score (`flex_attention_of`)
+BLOCKED_CAPPED = AttentionPlan("blocked-capped")  # explicit score blocks, capped: `capped_blocked_attention`
 PLANS = (SDPA, SDPA_CACHE, SDPA_LOWER_RIGHT, SDPA_ROWS, FUSED_BIAS, FLEX, TWO_PART, BLOCKED, REFERENCE)
+PLANS += (FLEX_CAPPED, BLOCKED_CAPPED)
 
 
 @dataclass
@@ -83,6 +93,8 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> Attenti
     first step of `attention_plan`, and what `run` names when an encoding cannot run the requested kernel."""
     if requested not in KERNELS:
         raise ValueError(f"unknown kernel {requested!r}; valid: {', '.join(KERNELS)}")
+    if encoding.score_cap is not None:  # soft-capped scores: the capped kernels, whatever else was asked for
+        return {"flex": FLEX_CAPPED, "reference": REFERENCE}.get(requested, BLOCKED_CAPPED)
     if encoding.two_part_form() is not None:  # Self-Extend, ReRoPE: their own two-part kernels
         return {"blocked": BLOCKED, "reference": REFERENCE}.get(requested, TWO_PART)
     if requested == "auto":
@@ -119,6 +131,8 @@ def attention_plan(
     family = kernel_for(encoding, requested)
     device_type = torch.device(device).type
     flex_usable = FLEX_STATUS.failed is None
+    if encoding.score_cap is not None:
+        return _capped_plan(family, requested, device_type, queries, backward)
     if device_type == "cuda" and requested not in ("blocked", "reference"):
         # every encoding has a fused kernel here for every shape, forward and backward: the blocked kernel runs
         # only when asked for, or after flex_attention failed to compile
@@ -150,18 +164,37 @@ def attention_plan(
     return BLOCKED
 
 
+def _capped_plan(family: AttentionPlan, requested: str, device_type: str, queries: int, backward: bool):
+    """The kernel of soft-capped scores: flex, which caps in its score modification, where flex would run for
+    these shapes (on CUDA unless the blocked kernel is asked for; elsewhere when flex is), else the capped
+    blocked kernel — for a few queries too, which no SDPA call can cap."""
+    if family == REFERENCE:
+        return REFERENCE
+    wanted = family == FLEX_CAPPED or (device_type == "cuda" and requested != "blocked")
+    cpu_training = device_type == "cpu" and backward  # the CPU build has no flex backward
+    if wanted and queries >= FLEX_MIN_QUERIES and not cpu_training and FLEX_STATUS.failed is None:
+        return FLEX_CAPPED
+    return BLOCKED_CAPPED
+
+
 def recorded_kernel(
-    encoding: PositionalEncoding, requested: str, device: torch.device | str, dtype: torch.dtype, shapes
+    encoding: PositionalEncoding | list[PositionalEncoding],
+    requested: str,
+    device: torch.device | str,
+    dtype: torch.dtype,
+    shapes,
 ) -> str:
     """What a measurement whose attention calls have these (queries, keys) `shapes` ran: the names of the plans
     `attention_plan` makes for them. Asked after the measurement, so a flex_attention that failed to compile is
-    recorded as the blocked kernel it fell back to.
+    recorded as the blocked kernel it fell back to. `encoding`: the one every layer attends with, or the
+    distinct ones of a model whose layers attend differently (Gemma's sliding and full layers), in layer order.
 
     Distinct kernels are joined by "+" in call order: passkey's prompt pass and its continuations from the KV
     cache can run different kernels (RoPE on the CPU: "sdpa+sdpa-cache", as fused causal SDPA cannot continue a
     cache; a bias encoding on CUDA: "flex+sdpa-rows", as a few queries never compile flex), and one name would
     hide that."""
-    plans = [attention_plan(encoding, requested, device, dtype, queries, keys) for queries, keys in shapes]
+    encodings = encoding if isinstance(encoding, list) else [encoding]
+    plans = [attention_plan(e, requested, device, dtype, queries, keys) for queries, keys in shapes for e in encodings]
     return "+".join(dict.fromkeys(plan.name for plan in plans))
 
 
@@ -184,10 +217,12 @@ def causal_attention(
 
 def _blocked(q, k, v, encoding, block_elements: int, backward: bool = False) -> torch.Tensor:
     """The blocked kernel of this encoding. A two-part encoding has its own: q and k arrive unrotated, and
-    each part rotates them its own way."""
+    each part rotates them its own way; soft-capped scores have theirs, which caps each block's scores."""
     form = encoding.two_part_form()
     if form is not None:
         return two_part.blocked_attention(q, k, v, form, block_elements)
+    if encoding.score_cap is not None:
+        return capped_blocked_attention(q, k, v, encoding, block_elements, backward)
     return blocked_attention(q, k, v, encoding, block_elements)
 
 
@@ -203,7 +238,7 @@ def _flex_or_blocked(q, k, v, encoding, block_elements: int, backward: bool) -> 
     """flex_attention, or where it fails (then marked failed, and every later plan is blocked) the blocked
     kernel."""
     out = _try_flex(q, k, v, encoding, backward)
-    return out if out is not None else _blocked(q, k, v, encoding, block_elements)
+    return out if out is not None else _blocked(q, k, v, encoding, block_elements, backward)
 
 
 # Each plan's kernel, called as (q, k, v, encoding, block_elements, backward). The kernels are looked up by
@@ -219,6 +254,10 @@ KERNEL_FUNCTIONS: dict[AttentionPlan, KernelFunction] = {
     TWO_PART: lambda q, k, v, encoding, *_: two_part.fused_attention(q, k, v, encoding.two_part_form()),
     BLOCKED: _blocked,
     REFERENCE: _reference,
+    FLEX_CAPPED: _flex_or_blocked,
+    BLOCKED_CAPPED: lambda q, k, v, encoding, block_elements, backward: capped_blocked_attention(
+        q, k, v, encoding, block_elements, backward
+    ),
 }
 
 
@@ -247,22 +286,24 @@ def sdpa(q, k, v, **options) -> torch.Tensor:
 
 
 def flex_attention_of(q, k, v, encoding, compiled: bool = True):
-    """The encoding's attention through flex_attention: its bias as a score modification, or its two parts
-    side by side (q and k unrotated)."""
+    """The encoding's attention through flex_attention: its bias (and its scores' soft cap) as a score
+    modification, or its two parts side by side (q and k unrotated)."""
     form = encoding.two_part_form()
     if form is not None:
         return flex.flex_two_part_attention(*two_part.side_by_side(q, k, v, form), form.window, compiled=compiled)
     keys = k.shape[2]
-    bias = encoding.score_bias(keys, device=q.device)
+    bias = encoding.score_bias(keys, device=q.device)  # None: capped scores without a bias
     # partial blocks score masked pairs too (and padding rows past the end): keep their lookups in the table
-    return flex.flex_bias_attention(q, k, v, lambda h, i, d: bias(h, i, d.clamp(0, keys - 1)), compiled=compiled)
+    lookup = None if bias is None else lambda h, i, d: bias(h, i, d.clamp(0, keys - 1))
+    return flex.flex_bias_attention(q, k, v, lookup, compiled=compiled, cap=encoding.score_cap)
 
 
 def _check_backward(q, encoding) -> None:
     """One small forward and backward through flex with this encoding, before training relies on it: a
     backend that cannot differentiate a score modification fails here, where the blocked kernel can still
     take over, rather than in the middle of a training step. Gradients go nowhere (no `.grad` is touched)."""
-    key = (encoding.name, str(q.device))
+    capped = "" if encoding.score_cap is None else "-capped"  # a score modification of its own
+    key = (encoding.name + capped, str(q.device))
     if key in FLEX_STATUS.backward_checked:
         return
     heads, dim = q.shape[1], q.shape[-1]
@@ -335,28 +376,46 @@ def toeplitz_bias(table: torch.Tensor, q0: int, q1: int, dtype: torch.dtype, k0:
     return strip.to(dtype).unfold(-1, keys, 1).flip(-2)  # (H, rows, keys)
 
 
+def distance_table(encoding, keys: int, device) -> torch.Tensor | None:
+    """(H, keys) float32, the encoding's bias over distances, or (1, keys) zeros where it has none (which still
+    give the blocks their causal mask); None for a bias of the query's position too (`bias_rows` computes
+    those rows)."""
+    if not encoding.toeplitz:
+        return None
+    table = encoding.bias_table(keys, device=device)  # (H, keys) float32
+    return torch.zeros(1, keys, device=device) if table is None else table
+
+
+def first_key(encoding, table, q0: int) -> int:
+    """The first key a query block starting at absolute position q0 can see: keys beyond the horizon (a sliding
+    window) of its first query are masked for all its queries, so the blocked kernels skip them."""
+    if encoding.horizon is None or table is None:
+        return 0
+    return max(0, q0 - encoding.horizon + 1)
+
+
+def block_bias(encoding, table, q0: int, q1: int, first: int, dtype, device) -> torch.Tensor:
+    """(H, q1-q0, q1-first) bias of queries q0 … q1-1 (absolute) against keys first … q1-1, -inf above the
+    diagonal: a Toeplitz cut of `table`, or the encoding's rows (`bias_rows`) where no key is skipped."""
+    if first:
+        return toeplitz_bias(table, q0, q1, dtype, k0=first)
+    return bias_rows(encoding, table, q0, q1, dtype, device)
+
+
 def blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS):
     batch, heads, length, _ = q.shape
     keys = k.shape[2]
     offset = keys - length  # absolute position of the first query
-    table = None
-    if encoding.toeplitz:
-        table = encoding.bias_table(keys, device=q.device)  # (H, Tk) float32
-        if table is None:  # no bias: a zero table still gives the causal mask
-            table = torch.zeros(1, keys, device=q.device)
+    table = distance_table(encoding, keys, q.device)  # (H or 1, Tk) or None
     rows = max(16, min(length, block_elements // max(1, batch * heads * keys)))
     out = torch.empty_like(q)
     gqa = q.shape[1] != k.shape[1]
     for q0 in range(0, length, rows):
         q1 = min(length, q0 + rows)
         end = offset + q1  # keys past the block's last query are masked: skip them
-        # keys beyond a horizon (a sliding window) of the block's first query are masked too: skip them
-        first = 0 if encoding.horizon is None or table is None else max(0, offset + q0 - encoding.horizon + 1)
+        first = first_key(encoding, table, offset + q0)
         dtype = compute_dtype(q, end - first)
-        if first:
-            bias = toeplitz_bias(table, offset + q0, end, dtype, k0=first)  # (H, rows, end - first)
-        else:
-            bias = bias_rows(encoding, table, offset + q0, end, dtype, q.device)  # (H, rows, end)
+        bias = block_bias(encoding, table, offset + q0, end, first, dtype, q.device)  # (H, rows, end - first)
         out[:, :, q0:q1] = sdpa(
             q[:, :, q0:q1], k[:, :, first:end], v[:, :, first:end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa
         )
@@ -372,11 +431,52 @@ def bias_rows(encoding, table, q0: int, q1: int, dtype, device) -> torch.Tensor:
     return encoding.bias_block(q0, q1, device=device).to(dtype)
 
 
+def capped_blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS, backward: bool = False):
+    """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh) -> (B, H, Tq, Dh), every score soft-capped at the encoding's
+    `score_cap` before its bias and the causal mask are added. No fused kernel takes a function of the scores,
+    so each query block's scores are computed explicitly in float32 (`capped_block`), against the keys up to
+    its last query and from its first query's horizon on, B·H·rows·keys at most `block_elements` (16 rows at
+    least). `backward`: each block is recomputed in the backward pass instead of keeping its scores, so training
+    holds one block's scores at a time, never the n×n of all blocks."""
+    batch, heads, length, _ = q.shape
+    keys = k.shape[2]
+    offset = keys - length  # absolute position of the first query
+    table = distance_table(encoding, keys, q.device)  # (H or 1, Tk) or None
+    rows = max(16, min(length, block_elements // max(1, batch * heads * keys)))
+    out = torch.empty_like(q)
+    for q0 in range(0, length, rows):
+        q1 = min(length, q0 + rows)
+        end = offset + q1  # keys past the block's last query are masked: skip them
+        first = first_key(encoding, table, offset + q0)
+        block = functools.partial(capped_block, encoding, table, offset + q0, first)
+        inputs = (q[:, :, q0:q1], k[:, :, first:end], v[:, :, first:end])
+        out[:, :, q0:q1] = checkpoint(block, *inputs, use_reentrant=False) if backward else block(*inputs)
+    return out
+
+
+def capped_block(encoding, table, q0: int, first: int, q, k, v) -> torch.Tensor:
+    """One query block of `capped_blocked_attention`: q (B, H, rows, Dh) at absolute positions q0 … q0+rows-1
+    against k, v (B, Hkv, keys, Dh) at positions first … q0+rows-1 -> (B, H, rows, Dh) in q's dtype."""
+    batch, heads, rows, dim = q.shape
+    kv_heads, keys = k.shape[1], k.shape[2]
+    # the g = H / Hkv query heads of a key head stacked as g·rows queries (heads h = j·g + i use key head j):
+    # the keys are never copied per query head
+    stacked = q.float().reshape(batch, kv_heads, -1, dim)  # (B, Hkv, g·rows, Dh)
+    scores = (stacked @ k.float().transpose(-1, -2)) * dim**-0.5  # (B, Hkv, g·rows, keys)
+    bias = block_bias(encoding, table, q0, q0 + rows, first, torch.float32, q.device)  # (H or 1, rows, keys)
+    capped = soft_cap(scores.view(batch, heads, rows, keys), encoding.score_cap) + bias  # (B, H, rows, keys)
+    out = capped.softmax(-1).view(batch, kv_heads, -1, keys) @ v.float()  # (B, Hkv, g·rows, Dh)
+    return out.view(batch, heads, rows, dim).to(q.dtype)
+
+
 def reference_attention(q, k, v, encoding):
-    """Plain softmax(q·kᵀ/√d + bias + causal mask)·v with the full matrix: the slow ground truth for tests."""
+    """Plain softmax(q·kᵀ/√d + bias + causal mask)·v with the full matrix, the scores soft-capped first where
+    the encoding caps them: the slow ground truth for tests."""
     keys = k.shape[2]
     k, v = expand_kv_heads(k, q.shape[1]), expand_kv_heads(v, q.shape[1])  # (B, H, Tk, Dh)
     scores = (q.float() @ k.float().transpose(-1, -2)) / q.shape[-1] ** 0.5  # (B, H, Tq, Tk)
+    if encoding.score_cap is not None:
+        scores = soft_cap(scores, encoding.score_cap)
     k_pos = torch.arange(keys, device=q.device)
     q_pos = k_pos[keys - q.shape[2] :]
     bias = encoding.bias(q_pos, k_pos)

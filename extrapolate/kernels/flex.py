@@ -3,6 +3,7 @@ and backward.
 
 - Bias kinds: the bias enters as a score modification computed inside the kernel from the encoding's
   `score_bias` (ALiBi, T5, KERPLE read their (H, n) distance table; FIRE evaluates its MLP per score).
+- Soft-capped scores (Gemma 2): the same score modification caps each score before it adds the bias.
 - Two-part rotary kinds (Self-Extend, ReRoPE): one call over the keys twice, near copy then far copy, with
   q and k of each part side by side in a head of twice the size (see `kernels.two_part`): a single softmax
   over both parts, so gradients flow as through any attention.
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 
 import torch
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+from extrapolate.encodings.softcap import soft_cap
 
 BLOCK = 128  # flex's block size: the unit in which fully masked key blocks are skipped
 
@@ -124,13 +127,18 @@ def block_mask(queries: int, total_keys: int, offset: int, ranges: tuple[KeyRang
     )
 
 
-def flex_bias_attention(q, k, v, bias, compiled: bool = True):
+def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None = None):
     """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh); `bias(h, i, d)`: the encoding's bias of query i (absolute)
-    at distance d, elementwise on index tensors (`PositionalEncoding.score_bias`) -> (B, H, Tq, Dh)."""
+    at distance d, elementwise on index tensors (`PositionalEncoding.score_bias`), or None -> (B, H, Tq, Dh).
+    `cap`: each score soft-capped at it (`soft_cap`) before the bias is added."""
     queries, keys = q.shape[2], k.shape[2]
     offset = keys - queries  # the queries are the last Tq positions (earlier keys come from a cache)
 
     def add_bias(score, b, h, q_idx, kv_idx):
+        if cap is not None:
+            score = soft_cap(score, cap)
+        if bias is None:
+            return score
         # only visible (causal) pairs reach the softmax, so the distance is ≥ 0 where it counts
         i = q_idx + offset
         return score + bias(h, i, i - kv_idx)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from extrapolate.report.table import split_label
+from extrapolate.tasks.perplexity import PERPLEXITY
 
 
 def finetune_curves(table: pd.DataFrame) -> pd.DataFrame:
@@ -15,7 +16,7 @@ def finetune_curves(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rows = table[
         table["finetune_len"].notna()
-        & (table["task"] == "perplexity")
+        & (table["task"] == PERPLEXITY.name)
         & (table["metric"] == "ppl")
         & (table["status"] == "ok")
     ]

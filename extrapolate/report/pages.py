@@ -21,6 +21,8 @@ from extrapolate.report.table import (
     read_table,
 )
 from extrapolate.report.training_log import heldout_section, load_training
+from extrapolate.tasks.passkey import PASSKEY
+from extrapolate.tasks.perplexity import PERPLEXITY
 
 if TYPE_CHECKING:
     from extrapolate.report.retrieval import Rule, Verdict
@@ -49,7 +51,7 @@ def _matrix(frame: pd.DataFrame, cell) -> str:
 
 
 def _ppl(agg: pd.DataFrame) -> pd.DataFrame:
-    return agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+    return agg[(agg["task"] == PERPLEXITY.name) & (agg["metric"] == "ppl")]
 
 
 def perplexity_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None) -> dict[str, float]:
@@ -156,18 +158,18 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
         encoding=[labels.get(r, e) for r, e in zip(positions["run_id"], positions["encoding"])]
     )
     try:
-        ppl = agg[(agg["task"] == "perplexity") & (agg["metric"] == "ppl")]
+        ppl = _ppl(agg)
         reference = perplexity_at_L(agg, base_encodings(table))
-        if not ppl.empty:
-            figures["perplexity"] = perplexity_figure(ppl)
+        if not ppl.empty:  # each kind's figure is named after it
+            figures[PERPLEXITY.name] = perplexity_figure(ppl)
         if not ppl[ppl["encoding"].isin(list(reference))].empty:  # no value at L to divide by: an empty frame
             figures["ratio"] = perplexity_figure(ppl, reference=reference)
         if finetune_section(table, {}):
             figures["finetune"] = finetune_figure(table, reference)
         if len(positions):
             figures["positions"] = position_figure(positions)
-        if ((agg["task"] == "passkey") & (agg["metric"] == "accuracy")).any():
-            figures["passkey"] = passkey_figure(agg, verdicts=said)
+        if ((agg["task"] == PASSKEY.name) & (agg["metric"] == "accuracy")).any():
+            figures[PASSKEY.name] = passkey_figure(agg, verdicts=said)
         # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
         rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
         shape = rotary_shape(folder)
@@ -291,7 +293,7 @@ def body(
 
     bases = base_encodings(table)
     lines = []
-    if (agg["task"] == "perplexity").any():
+    if (agg["task"] == PERPLEXITY.name).any():
         lines += [
             "## Perplexity (mean ± 95% interval over seeds)",
             "",
@@ -324,10 +326,10 @@ def body(
     lines += shapes_section(table)
     lines += heldout_section(training, bases)
     captions = {
-        "perplexity": "perplexity vs length",
+        PERPLEXITY.name: "perplexity vs length",
         "ratio": "ratio to the base model at L",
         "positions": "loss by position",
-        "passkey": "passkey accuracy",
+        PASSKEY.name: "passkey accuracy",
         "finetune": "perplexity at L' vs fine-tuning steps",
         "frequencies": "RoPE scalings: inv_freq / θ per pair",
     }

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from extrapolate.core.atomic import atomic_path  # noqa: E402
 from extrapolate.encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
+from extrapolate.tasks.passkey import PASSKEY  # noqa: E402
 
 if TYPE_CHECKING:
     from extrapolate.report.retrieval import Verdict
@@ -232,7 +233,7 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] |
     import numpy as np
     from matplotlib.patches import Rectangle
 
-    cells = agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
+    cells = agg[(agg["task"] == PASSKEY.name) & (agg["metric"] == metric)]
     encodings = list(dict.fromkeys(cells["encoding"]))
     lengths = sorted(cells["eval_len"].unique())
     depths = sorted(cells["depth"].dropna().unique())

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from extrapolate.report.training_log import budget, formation_step
+from extrapolate.tasks.passkey import PASSKEY
 
 THRESHOLD = 0.8  # "retrieves at this length" when no task file says otherwise: mean over depths ≥ 80%
 # a mean of tenths that should be 0.8 can sum to 0.7999…: a score this close to the threshold reaches it
@@ -101,7 +102,7 @@ UNKNOWN = Verdict(NOT_MEASURED)  # an encoding without retrieval cells at L, its
 
 
 def _passkey(agg: pd.DataFrame, metric: str) -> pd.DataFrame:
-    return agg[(agg["task"] == "passkey") & (agg["metric"] == metric)]
+    return agg[(agg["task"] == PASSKEY.name) & (agg["metric"] == metric)]
 
 
 def at_L(agg: pd.DataFrame, rule: Rule = Rule()) -> dict[str, str]:
@@ -123,7 +124,7 @@ def task_rule(folder: Path, table: pd.DataFrame) -> Rule:
     from extrapolate.core.paths import RUNS_FOLDER
     from extrapolate.tasks.files import list_task_names, load_task
 
-    identities = set(table.loc[table["task"] == "passkey", "protocol"].dropna().astype(str))
+    identities = set(table.loc[table["task"] == PASSKEY.name, "protocol"].dropna().astype(str))
     if not identities:
         return Rule()
     named = set(list_task_names())
@@ -275,7 +276,7 @@ def retrieval_section(
     agg: pd.DataFrame, training: pd.DataFrame, said: dict[str, Verdict], rule: Rule = Rule()
 ) -> list[str]:
     """The retrieval tables and the steps until retrieval formed; `said`: `verdicts` by `rule`."""
-    if not (agg["task"] == "passkey").any():
+    if not (agg["task"] == PASSKEY.name).any():
         return []
     lines = [
         "## Retrieval (greedy exact match, mean over depths)",

@@ -15,6 +15,7 @@ from extrapolate import __version__
 from extrapolate.core.atomic import atomic_path
 from extrapolate.core.readers import reading
 from extrapolate.report.stats import student_t_quantile
+from extrapolate.tasks.passkey import PASSKEY
 
 COLUMNS = [
     "run_id",
@@ -106,7 +107,7 @@ ROW_CHECKS = {
         ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
         ("finetune_steps", "finetune_len"),
         ("train_len", "eval_len"),
-        filled_where=(("task", "passkey", "depth"),),
+        filled_where=(("task", PASSKEY.name, "depth"),),  # a retrieval row is one depth's
     ),
     POSITIONS_FILE: RowChecks(
         ("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),

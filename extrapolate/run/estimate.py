@@ -10,6 +10,8 @@ import torch
 from extrapolate.data.batches import BatchSource
 from extrapolate.run import Prepared, ResolvedRun
 from extrapolate.run.reporter import Reporter
+from extrapolate.run.resolved import task_setup
+from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import build_model, make_optimizer, model_folder, training_step
 
@@ -29,12 +31,8 @@ def estimate_seconds(
         return 0.0
     began = time.perf_counter()
     first = pending[0]
-    per_cell_tokens = 0
-    if "perplexity" in first.request.tasks:
-        per_cell_tokens += len(prepared.heldout) * first.budget * len(prepared.lengths)
-    if "passkey" in first.request.tasks:
-        task = prepared.passkey_builder.task
-        per_cell_tokens += sum(prepared.lengths) * task.trials * len(task.depths) * 2
+    setup = task_setup(first, prepared)
+    per_cell_tokens = sum(kind.evaluated_tokens(setup, prepared.lengths) for kind in asked_kinds(first.request.tasks))
     if first.is_pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
         n = min(min(prepared.lengths), FORWARD_TOKENS)
         reporter.note(f"timing two forward passes of {n} tokens for the estimate")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +20,9 @@ from extrapolate.encodings import encoding_for
 from extrapolate.kernels.attention import recorded_kernel
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.reporter import Reporter
-from extrapolate.run.resolved import ResolvedRun
-from extrapolate.tasks.depth_log import DepthLog
+from extrapolate.run.resolved import ResolvedRun, task_setup
+from extrapolate.tasks.kinds import MeasureContext, asked_kinds
 from extrapolate.tasks.passkey import evaluate_passkey
-from extrapolate.tasks.perplexity import evaluate_perplexity
 from extrapolate.tasks.prompt import PromptBuilder
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.finetune import finetune as run_finetune
@@ -36,10 +34,10 @@ PROBE_HELDOUT_TOKENS = 8192  # held-out tokens scored per probe, the same ones e
 
 @dataclass
 class Measurement:
-    task: str  # perplexity | passkey
+    task: str  # the name of its kind (tasks.kinds)
     length: int
     status: str  # ok | unsupported | oom | non-finite
-    result: object  # PerplexityResult, a list of PasskeyCell, or None when the status is not ok
+    result: object  # what its kind's `measure` returned, or None when the status is not ok
     kernel: str  # the kernels its attention calls ran, "+"-joined in call order
 
 
@@ -183,47 +181,18 @@ def measure(device: torch.device, evaluate, on_oom=lambda asked: None):
 def evaluate(
     resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporter, folder: Path | None = None
 ) -> list[Measurement]:
-    """Every (task, length) the resolved run plans, perplexity first, in the model's evaluation encoding. With
-    an output `folder`, a retrieval cell logs its finished depths there, so a stopped one resumes from them."""
+    """Every (task, length) the resolved run plans, its kinds in the order of their registration (perplexity
+    first), in the model's evaluation encoding. With an output `folder`, a measurement that keeps its progress
+    (a retrieval cell's finished depths) keeps it there, so a stopped one resumes from it."""
     request, device, world = resolved.request, prepared.device, current()
-
-    def depth_log(length: int) -> DepthLog | None:
-        if folder is None:
-            return None
-        return DepthLog.for_cell(
-            folder, resolved.run_id, prepared.passkey_builder.task.identity, length, world.rank, world.size
-        )
-
     model.use_kernel(request.kernel)
     model.set_encoding(evaluation_encoding(resolved, model))
-    tasks = {
-        "perplexity": lambda length: evaluate_perplexity(
-            model,
-            prepared.heldout,
-            length,
-            protocol=request.protocol,
-            stride=request.stride,
-            budget=resolved.budget,
-            bucket_width=resolved.bucket_width,
-            device=device,
-            dtype=request.dtype,
-            world=world,
-            bos=prepared.tokenizer.bos_id if request.bos == "always" else None,
-        ),
-        "passkey": lambda length: evaluate_passkey(
-            model,
-            prepared.passkey_builder,
-            length,
-            device,
-            request.dtype,
-            world=world,
-            log=depth_log(length),
-            on_depth=reporter.retrieval_depth,
-        ),
-    }
+    setup = task_setup(resolved, prepared)
+    context = MeasureContext(model, device, request.dtype, world, folder, resolved.run_id, reporter.retrieval_depth)
     out = []
-    for task, run in tasks.items():
-        for length in resolved.lengths if task in request.tasks else []:
+    for kind in asked_kinds(request.tasks):
+        task = kind.name
+        for length in resolved.lengths:
             reporter.evaluating(task, length)
 
             def out_of_memory(asked: str, task=task, length=length) -> None:
@@ -232,15 +201,14 @@ def evaluate(
                     f"{' (' + asked + ')' if asked else ''}; recorded as oom, the other cells go on"
                 )
 
-            status, result = measure(device, functools.partial(run, length), out_of_memory)
-            if task == "perplexity" and status == "ok" and math.isnan(result.nll):
-                # NaN is no measurement (the model's numbers broke down, e.g. weights blown up by the learning
-                # rate): the row says so instead of entering means and plots as a perplexity
+            status, result = measure(device, functools.partial(kind.measure, setup, context, length), out_of_memory)
+            broken = kind.non_finite(result) if status == "ok" else ""
+            if broken:  # no measurement: the row says so instead of entering means and plots
                 status, result = "non-finite", None
-                reporter.warn(f"{resolved.spec.name} at {length}: the loss is NaN; the cell is recorded `non-finite`")
+                reporter.warn(f"{resolved.spec.name} at {length}: {broken}; the cell is recorded `non-finite`")
             # asked after the measurement, so a kernel that fell back (flex failing to compile) is recorded as such
             kernel = recorded_kernel(
-                model.encoding,
+                model.attention_encodings(),
                 request.kernel,
                 device,
                 activation_dtype(device, request.dtype),

@@ -53,7 +53,7 @@ def export_pretrained(record: dict, out: Path) -> None:
     the checkpoint (any family that loads here), its `rope_parameters` replaced by the run's scaling the way
     transformers reads a replaced scaling, saved with its tokenizer. As released, the checkpoint is saved as it
     is. The folder appears whole or not at all."""
-    from extrapolate.data.pretrained import config_from_hf, load_transformers, released_rope
+    from extrapolate.data.pretrained import config_from_hf, load_transformers, released_rope, replace_rope
 
     name = str(record["training"]["pretrained"])
     hf_model, tokenizer = load_transformers(name)
@@ -66,7 +66,7 @@ def export_pretrained(record: dict, out: Path) -> None:
         rope = plain if scaling.get("name", "rope") == "rope" else zero_shot_rope(ours, scaling)
         if rope is None:
             raise UserError(f"{scaling.get('name')} has no transformers equivalent: the run cannot be exported")
-        config.rope_parameters = rope
+        replace_rope(config, rope)
         # transformers' dynamic NTK counts from max_position_embeddings, every other type from the L it is given
         if rope["rope_type"] == "dynamic":
             config.max_position_embeddings = int(scaling.get("original_len", released.original_len))

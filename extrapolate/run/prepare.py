@@ -13,6 +13,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.data.corpora import Corpus, load_corpus
 from extrapolate.data.tokenizers import load_tokenizer
 from extrapolate.run.request import ResolvedRequest
+from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.tasks.prompt import PromptBuilder
 
 
@@ -64,18 +65,16 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     fraction = request.passkey_fraction if checkpoint is None else 0.0
     if fraction is None:
         fraction = DEFAULT_PASSKEY_FRACTION if request.train_len >= need else 0.0
-    used = fraction > 0 or "passkey" in request.tasks
+    kinds = asked_kinds(request.tasks)
+    used = fraction > 0 or any(kind.reads_task_file for kind in kinds)
     if used:
         if fraction > 0 and request.train_len < need:
             raise UserError(
                 f"--train-len {request.train_len} leaves no room for passkey training prompts "
                 f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length"
             )
-        if "passkey" in request.tasks and min(lengths) < builder.fixed_tokens() + 16:
-            raise UserError(
-                f"{builder.task.name} prompts need at least {builder.fixed_tokens() + 16} tokens; "
-                f"the shortest evaluation length is {min(lengths)}"
-            )
+        for kind in kinds:  # a kind whose prompts would not fit the shortest length is refused before training
+            kind.check_lengths(builder, lengths)
     return Prepared(
         corpus,
         tokenizer,

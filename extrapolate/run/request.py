@@ -29,9 +29,8 @@ from extrapolate.encodings.catalog import validate_shape
 from extrapolate.encodings.options import options_for
 from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.tasks.files import PasskeyTask, list_task_names, load_task
-from extrapolate.tasks.perplexity import PROTOCOLS
-
-TASKS = ("perplexity", "passkey")
+from extrapolate.tasks.kinds import TASK_KINDS, asked_kinds, task_file_kind
+from extrapolate.tasks.perplexity import PERPLEXITY, PROTOCOLS
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ class RunRequest:
     position_lr_scale: float | None = None  # the learned table's rate / the model's; None: LEARNED_TABLE_LR_SCALE
     corpus: str = DEFAULT_CORPUS
     tokenizer: str = "bpe"  # models trained here: bytes | bpe | bpe:N; a pretrained model uses its own
-    tasks: tuple[str, ...] = ("perplexity",)
+    tasks: tuple[str, ...] = (PERPLEXITY.name,)
     steps: int | None = None  # None: the encoding's default budget (DEFAULT_STEPS, or its own `default_steps`)
     batch_size: int = DEFAULT_BATCH_SIZE
     lr: float = DEFAULT_LR
@@ -240,12 +239,13 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
             "--factor scales the RoPE scalings (pi, ntk, yarn, …) and sets a fine-tune's L', and "
             f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored"
         )
-    if "perplexity" not in request.tasks:
-        given = changed("protocol", "stride", "eval_tokens", "eval_docs")
+    for name, kind in TASK_KINDS:
+        if name in request.tasks:
+            notes += kind.unused_options(request, defaults)
+            continue
+        given = changed(*kind.request_options)
         if given:
-            notes.append(f"{', '.join(given)} set the perplexity evaluation, which --tasks does not include: ignored")
-    elif request.protocol == "full" and request.stride != defaults.stride:
-        notes.append("--stride sets the sliding protocol; --protocol full scores one window per chunk: ignored")
+            notes.append(f"{', '.join(given)} set the {name} evaluation, which --tasks does not include: ignored")
     if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:
         notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
     swapped = substituted_kernels(request.kernel, encodings)
@@ -299,13 +299,13 @@ def substituted_kernels(requested: str, encodings: list[str]) -> dict[str, str]:
 
 def named_retrieval_task(request: RunRequest) -> RunRequest:
     """`--tasks ruler-multikey`: the retrieval task, with that task file."""
-    named = [t for t in request.tasks if t not in TASKS and t in list_task_names()]
+    named = [t for t in request.tasks if t not in TASK_KINDS and t in list_task_names()]
     if not named:
         return request
     if len(named) > 1 or (request.passkey_task not in (None, named[0])):
         also = f" and --passkey-task {request.passkey_task}" if request.passkey_task else ""
         raise UserError(f"one retrieval task per run, got {', '.join(named)}{also}")
-    tasks = tuple(dict.fromkeys("passkey" if t == named[0] else t for t in request.tasks))
+    tasks = tuple(dict.fromkeys(task_file_kind().name if t == named[0] else t for t in request.tasks))
     return dataclasses.replace(request, tasks=tasks, passkey_task=named[0])
 
 
@@ -330,12 +330,9 @@ def check(request: RunRequest) -> None:
         raise UserError(f"--train-dtype must be one of {', '.join(TRAIN_DTYPES)}, got {request.train_dtype!r}")
     if request.stride < 1:
         raise UserError(f"--stride must be at least 1, got {request.stride}")
-    shortest = min(lengths_for(request))
-    if request.protocol == "sliding" and "perplexity" in request.tasks and request.stride > shortest:
-        # a window moving by more than its length would leave the tokens between two windows unscored
-        raise UserError(
-            f"--stride {request.stride} is longer than the evaluation length {shortest}: give --stride ≤ {shortest}"
-        )
+    lengths = lengths_for(request)
+    for kind in asked_kinds(request.tasks):
+        kind.check_request(request, lengths)
     require_known("kernel", request.kernel, KERNELS)
     require_known("--bos choice", request.bos, BOS_CHOICES)
     require_known("--chat-template choice", request.chat_template, CHAT_CHOICES)
@@ -346,7 +343,7 @@ def check(request: RunRequest) -> None:
     if not request.tasks:
         raise UserError("--tasks names no task: give perplexity, passkey or a retrieval task's name")
     for task in request.tasks:  # a retrieval task file's name is one too (before `named_retrieval_task` maps it)
-        require_known("task", task, [*TASKS, *list_task_names()])
+        require_known("task", task, [*TASK_KINDS.names(), *list_task_names()])
     if not 0 <= request.seed < 2**63:  # what every generator seeds from (a signed 64-bit integer)
         raise UserError(f"--seed must be in [0, 2^63), got {request.seed}")
     if request.eval_docs is not None and request.eval_docs < 1:

@@ -14,11 +14,10 @@ from extrapolate.core.identity import pretrained_identity, run_identity, stored
 from extrapolate.encodings import EncodingSpec, encoding_for
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.request import ResolvedRequest, RunRequest
-from extrapolate.tasks.passkey import attention_shapes
+from extrapolate.tasks.kinds import Shapes, TaskSetup, asked_kinds, marked, reads_task_file
+from extrapolate.tasks.perplexity import window_protocol
 from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
 from extrapolate.training.train import model_folder
-
-Shapes = tuple[tuple[int, int], ...]  # (queries, keys) of each attention call a measurement makes
 
 
 @dataclass(frozen=True)
@@ -42,19 +41,10 @@ class ResolvedRun:
 
     @property
     def protocol_label(self) -> str:
+        """The run's protocol, the perplexity windows' ("+bos" where every window starts with a BOS): the rows of a
+        diverged cell record it; a measured row records its kind's own (`TaskKind.protocol`)."""
         request = self.request
-        label = "full-window" if request.protocol == "full" else f"sliding-window-stride-{request.stride}"
-        return self.with_bos(label)
-
-    def with_bos(self, protocol: str) -> str:
-        """A protocol's name as the rows record it: "+bos" where every window or prompt starts with a BOS."""
-        return f"{protocol}+bos" if self.request.bos == "always" else protocol
-
-    def retrieval_protocol(self, task_identity: str) -> str:
-        """A retrieval task's protocol as the rows record it: its identity, "+chat" where its prompts are
-        wrapped in the chat template, "+bos" where they start with a BOS."""
-        chat = "+chat" if self.request.chat_template == "template" else ""
-        return self.with_bos(f"{task_identity}{chat}")
+        return marked(window_protocol(request.protocol, request.stride), request.bos == "always")
 
     @property
     def finetune_len(self) -> int | None:
@@ -91,13 +81,7 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
             original_len=request.train_len,
             options=dict(request.encoding_options),
         )
-    attention: dict[tuple[str, int], Shapes] = {}
-    for length in resolved.lengths:
-        if "perplexity" in request.tasks:
-            attention["perplexity", length] = ((length, length),)  # full windows, no cache
-        if "passkey" in request.tasks:
-            attention["passkey", length] = tuple(attention_shapes(prepared.passkey_builder, length))
-    return ResolvedRun(
+    planned = ResolvedRun(
         request,
         spec,
         resolved.lengths,
@@ -109,7 +93,28 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
         folder,
         run_id(request, model_hash, factor),
         max(request.eval_tokens, max(resolved.lengths)),
-        attention,
+        {},
+    )
+    setup = task_setup(planned, prepared)
+    attention = {
+        (kind.name, length): kind.attention_shapes(setup, length)
+        for length in resolved.lengths
+        for kind in asked_kinds(request.tasks)
+    }
+    return dataclasses.replace(planned, attention=attention)
+
+
+def task_setup(resolved: ResolvedRun, prepared: Prepared) -> TaskSetup:
+    """What the task kinds read of a cell's plan and its job's data to plan, measure and record it."""
+    request = resolved.request
+    return TaskSetup(
+        heldout=prepared.heldout,
+        prompts=prepared.passkey_builder,
+        windows=request.protocol,
+        stride=request.stride,
+        budget=resolved.budget,
+        bucket_width=resolved.bucket_width,
+        bos=prepared.tokenizer.bos_id if request.bos == "always" else None,
     )
 
 
@@ -167,5 +172,6 @@ def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:
 
 
 def run_id(request: RunRequest, model_hash: str, factor: float) -> str:
-    """The id of a cell's rows, known before any training (a sweep skips the cells its table already has)."""
-    return config_hash(run_identity(request, model_hash, factor), 10)
+    """The id of a cell's rows, known before any training (a sweep skips the cells its table already has). The
+    retrieval task file enters it where one of the request's kinds measures its prompts."""
+    return config_hash(run_identity(request, model_hash, factor, reads_task_file(request.tasks)), 10)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import torch
-
 from extrapolate.report.table import provenance
 from extrapolate.run.evaluate import Measurement
 from extrapolate.run.prepare import Prepared
-from extrapolate.run.resolved import ResolvedRun
+from extrapolate.run.resolved import ResolvedRun, task_setup
+from extrapolate.tasks.kinds import TASK_KINDS, asked_kinds
 
 
 def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:
@@ -33,56 +32,34 @@ def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:
 def measurement_rows(
     resolved: ResolvedRun, prepared: Prepared, params: int, measurements: list[Measurement]
 ) -> tuple[list[dict], list[dict]]:
-    """(results rows, position rows) of a cell's measurements."""
+    """(results rows, position rows) of a cell's measurements, each laid out by its kind."""
     common = {**common_columns(resolved, prepared), "factor": resolved.factor, "params": params}
+    setup = task_setup(resolved, prepared)
     rows, positions = [], []
     for m in measurements:
+        kind = TASK_KINDS.get(m.task)
         at = {**common, "kernel": m.kernel, "eval_len": m.length, "task": m.task, "status": m.status}
-        if m.task == "perplexity":
-            nll = m.result.nll if m.result else float("nan")
-            tokens = m.result.tokens if m.result else 0
-            rows += [
-                {**at, "metric": metric, "value": value, "depth": None, "n_tokens": tokens}
-                for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp())))
-            ]
-            positions += position_rows(resolved, m)
-            continue
-        at["protocol"] = resolved.retrieval_protocol(prepared.passkey_builder.task.identity)
-        if m.status != "ok":
-            cells = [(d, float("nan"), float("nan"), 0) for d in prepared.passkey_builder.task.depths]
-        else:
-            cells = [(c.depth, c.accuracy, c.rank_accuracy, c.trials) for c in m.result]
-        for depth, accuracy, rank_accuracy, trials in cells:
-            rows += [
-                {**at, "metric": metric, "value": value, "depth": depth, "n_tokens": trials * m.length}
-                for metric, value in (("accuracy", accuracy), ("rank_accuracy", rank_accuracy))
-            ]
+        at["protocol"] = kind.protocol(setup)
+        rows += [{**at, **row} for row in kind.rows(setup, m.length, m.result)]
+        positions += position_rows(resolved, m.length, kind.position_rows(m.result, m.length))
     return rows, positions
 
 
-def position_rows(resolved: ResolvedRun, m: Measurement) -> list[dict]:
-    """Loss by position bucket inside the window, for one perplexity measurement."""
-    if not m.result:
-        return []
-    result, width = m.result, m.result.bucket_width
-    return [
-        {
-            "run_id": resolved.run_id,
-            "encoding": resolved.spec.name,
-            "seed": resolved.request.seed,
-            "train_len": resolved.request.train_len,
-            "eval_len": m.length,
-            "bucket_start": b * width,
-            "bucket_end": min((b + 1) * width, m.length),
-            "nll": result.bucket_nll[b] / result.bucket_tokens[b],
-            "n_tokens": result.bucket_tokens[b],
-        }
-        for b in sorted(result.bucket_nll)
-    ]
+def position_rows(resolved: ResolvedRun, length: int, buckets: list[dict]) -> list[dict]:
+    """The position table's rows of one measurement: its kind's loss by position bucket, with the cell's keys."""
+    keys = {
+        "run_id": resolved.run_id,
+        "encoding": resolved.spec.name,
+        "seed": resolved.request.seed,
+        "train_len": resolved.request.train_len,
+        "eval_len": length,
+    }
+    return [{**keys, **bucket} for bucket in buckets]
 
 
 def diverged_rows(resolved: ResolvedRun, prepared: Prepared) -> list[dict]:
-    """The rows of a cell whose training diverged: every planned measurement, status `diverged`."""
+    """The rows of a cell whose training diverged: every planned measurement, status `diverged`, each kind's
+    rows under the run's protocol."""
     common = {
         **common_columns(resolved, prepared),
         "factor": None,
@@ -92,16 +69,11 @@ def diverged_rows(resolved: ResolvedRun, prepared: Prepared) -> list[dict]:
         "n_tokens": 0,
         "status": "diverged",
     }
+    setup = task_setup(resolved, prepared)
     rows = []
     for length in resolved.lengths:
-        if "perplexity" in resolved.request.tasks:
+        for kind in asked_kinds(resolved.request.tasks):
             rows += [
-                {**common, "eval_len": length, "task": "perplexity", "metric": m, "depth": None} for m in ("nll", "ppl")
-            ]
-        if "passkey" in resolved.request.tasks:
-            rows += [
-                {**common, "eval_len": length, "task": "passkey", "metric": m, "depth": depth}
-                for depth in prepared.passkey_builder.task.depths
-                for m in ("accuracy", "rank_accuracy")
+                {**common, "eval_len": length, "task": kind.name, **row} for row in kind.failed_rows(setup, length)
             ]
     return rows

@@ -33,6 +33,7 @@ from extrapolate.run import (
 )
 from extrapolate.run.cell import new_folder_guard
 from extrapolate.run.request import ignored_options
+from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import TrainingDiverged
 
@@ -85,10 +86,11 @@ def missing_lengths(resolved: ResolvedRun, table) -> list[int]:
 
 
 def still_to_run(resolved: ResolvedRun, missing: list[int]) -> ResolvedRun:
-    """The cell narrowed to its missing lengths. Retrieval prompts do not depend on the other lengths; with
-    perplexity the whole cell runs again, so every length of it scores the same tokens (the budget is set by
-    its longest length)."""
-    if not missing or missing == list(resolved.lengths) or "perplexity" in resolved.request.tasks:
+    """The cell narrowed to its missing lengths. Retrieval prompts do not depend on the other lengths; with a
+    kind whose lengths score the same text (perplexity: the budget is set by the longest length) the whole
+    cell runs again, so every length of it stays comparable."""
+    together = any(kind.lengths_together for kind in asked_kinds(resolved.request.tasks))
+    if not missing or missing == list(resolved.lengths) or together:
         return resolved
     attention = {key: shapes for key, shapes in resolved.attention.items() if key[1] in missing}
     return dataclasses.replace(resolved, lengths=tuple(missing), attention=attention)

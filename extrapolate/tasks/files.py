@@ -200,8 +200,9 @@ def load_task(name_or_path: str) -> PasskeyTask:
         path = TASKS_DIR / f"{name_or_path}.toml"
     if not path.exists():
         from extrapolate.core.registry import unknown_name_message
+        from extrapolate.tasks.kinds import without_task_file
 
-        raise UserError(unknown_name_message("task", name_or_path, list_task_names() + ["perplexity"]))
+        raise UserError(unknown_name_message("task", name_or_path, list_task_names() + without_task_file()))
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -1,7 +1,8 @@
 """Passkey retrieval at one length: greedy exact match and the log-likelihood rank of the true key.
 
 The prompts of one length are encoded into key/value caches, their shared prefix once; greedy decoding and
-the scoring of the true key against its distractors both continue from a prompt's cache.
+the scoring of the true key against its distractors both continue from a prompt's cache. `PASSKEY`, the
+kind every retrieval task file is measured by, is registered here (tasks/kinds.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import torch
 
 from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
+from extrapolate.core.errors import UserError
 from extrapolate.tasks.depth_log import DepthLog
+from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
 from extrapolate.tasks.prompt import PromptBuilder
 
 CACHE_BUDGET_BYTES = 1 << 30  # candidates scored per chunk: the copied caches stay under this
@@ -189,3 +192,70 @@ def evaluate_passkey(
         )
         for d, depth in enumerate(task.depths)
     ]
+
+
+def retrieval_protocol(builder: PromptBuilder) -> str:
+    """A retrieval task's protocol as the rows record it: its identity, "+chat" where its prompts are wrapped in
+    the chat template, "+bos" where they start with a BOS."""
+    chat = "+chat" if builder.chat is not None else ""
+    return marked(f"{builder.task.identity}{chat}", builder.bos is not None)
+
+
+class PasskeyKind(TaskKind):
+    """Every retrieval task (the task file's prompts): greedy exact match and the rank of the true key, per
+    depth, at a length."""
+
+    name = "passkey"
+    metrics = ("accuracy", "rank_accuracy")
+    reads_task_file = True
+
+    def check_lengths(self, prompts: PromptBuilder, lengths: tuple[int, ...]) -> None:
+        if min(lengths) < prompts.fixed_tokens() + 16:
+            raise UserError(
+                f"{prompts.task.name} prompts need at least {prompts.fixed_tokens() + 16} tokens; "
+                f"the shortest evaluation length is {min(lengths)}"
+            )
+
+    def attention_shapes(self, setup: TaskSetup, length: int) -> Shapes:
+        return tuple(attention_shapes(setup.prompts, length))
+
+    def measure(self, setup: TaskSetup, context: MeasureContext, length: int) -> list[PasskeyCell]:
+        log = None
+        if context.log_folder is not None:  # the cell's finished depths, so a stopped cell resumes from them
+            world = context.world
+            identity = setup.prompts.task.identity
+            log = DepthLog.for_cell(context.log_folder, context.run_id, identity, length, world.rank, world.size)
+        return evaluate_passkey(
+            context.model,
+            setup.prompts,
+            length,
+            context.device,
+            context.dtype,
+            world=context.world,
+            log=log,
+            on_depth=context.on_depth,
+        )
+
+    def protocol(self, setup: TaskSetup) -> str:
+        return retrieval_protocol(setup.prompts)
+
+    def rows(self, setup: TaskSetup, length: int, result: list[PasskeyCell] | None) -> list[dict]:
+        if result is None:
+            cells = [(depth, float("nan"), float("nan"), 0) for depth in setup.prompts.task.depths]
+        else:
+            cells = [(c.depth, c.accuracy, c.rank_accuracy, c.trials) for c in result]
+        return [
+            {"metric": metric, "value": value, "depth": depth, "n_tokens": trials * length}
+            for depth, accuracy, rank_accuracy, trials in cells
+            for metric, value in (("accuracy", accuracy), ("rank_accuracy", rank_accuracy))
+        ]
+
+    def failed_rows(self, setup: TaskSetup, length: int) -> list[dict]:
+        return [{"metric": metric, "depth": depth} for depth in setup.prompts.task.depths for metric in self.metrics]
+
+    def evaluated_tokens(self, setup: TaskSetup, lengths) -> int:
+        task = setup.prompts.task
+        return sum(lengths) * task.trials * len(task.depths) * 2
+
+
+PASSKEY = register(PasskeyKind())

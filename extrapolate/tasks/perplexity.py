@@ -7,17 +7,21 @@
 - `sliding`: windows of n moving by `stride` ≤ n; each step scores only the tokens no earlier window scored,
   and a last window ends at the budget, so every length scores all of it.
 
-Loss by position inside the window is kept in buckets: it shows where past-L degradation starts.
+Loss by position inside the window is kept in buckets: it shows where past-L degradation starts. `PERPLEXITY`,
+the kind, is registered here (tasks/kinds.py).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 
 from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
+from extrapolate.core.errors import UserError
+from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
 
 PROTOCOLS = ("full", "sliding")
 
@@ -136,3 +140,85 @@ def evaluate_perplexity(
                 nll = model.token_nll(inputs, targets)  # (B, n) float32
             result.add(nll[:, offset:].float(), offset)
     return result.summed(world)
+
+
+def window_protocol(protocol: str, stride: int) -> str:
+    """A perplexity protocol's name as the rows record it: full-window, or sliding-window-stride-N."""
+    return "full-window" if protocol == "full" else f"sliding-window-stride-{stride}"
+
+
+class PerplexityKind(TaskKind):
+    """Token-weighted mean NLL (and its exponential) of the held-out documents' windows at a length."""
+
+    name = "perplexity"
+    metrics = ("nll", "ppl")
+    lengths_together = True  # every length scores the budget, which the longest length sets
+    request_options = ("protocol", "stride", "eval_tokens", "eval_docs")
+
+    def check_request(self, request, lengths: list[int]) -> None:
+        shortest = min(lengths)
+        if request.protocol == "sliding" and request.stride > shortest:
+            # a window moving by more than its length would leave the tokens between two windows unscored
+            raise UserError(
+                f"--stride {request.stride} is longer than the evaluation length {shortest}: give --stride ≤ {shortest}"
+            )
+
+    def unused_options(self, request, defaults) -> list[str]:
+        if request.protocol == "full" and request.stride != defaults.stride:
+            return ["--stride sets the sliding protocol; --protocol full scores one window per chunk: ignored"]
+        return []
+
+    def attention_shapes(self, setup: TaskSetup, length: int) -> Shapes:
+        return ((length, length),)  # full windows, no cache
+
+    def measure(self, setup: TaskSetup, context: MeasureContext, length: int) -> PerplexityResult:
+        return evaluate_perplexity(
+            context.model,
+            setup.heldout,
+            length,
+            protocol=setup.windows,
+            stride=setup.stride,
+            budget=setup.budget,
+            bucket_width=setup.bucket_width,
+            device=context.device,
+            dtype=context.dtype,
+            world=context.world,
+            bos=setup.bos,
+        )
+
+    def non_finite(self, result: PerplexityResult) -> str:
+        # NaN is no measurement (the model's numbers broke down, e.g. weights blown up by the learning rate): the
+        # row says so instead of entering means and plots as a perplexity
+        return "the loss is NaN" if math.isnan(result.nll) else ""
+
+    def protocol(self, setup: TaskSetup) -> str:
+        return marked(window_protocol(setup.windows, setup.stride), setup.bos is not None)
+
+    def rows(self, setup: TaskSetup, length: int, result: PerplexityResult | None) -> list[dict]:
+        nll = result.nll if result else float("nan")
+        tokens = result.tokens if result else 0
+        return [
+            {"metric": metric, "value": value, "depth": None, "n_tokens": tokens}
+            for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp())))
+        ]
+
+    def position_rows(self, result: PerplexityResult | None, length: int) -> list[dict]:
+        """Loss by position bucket inside the window."""
+        if not result:
+            return []
+        width = result.bucket_width
+        return [
+            {
+                "bucket_start": b * width,
+                "bucket_end": min((b + 1) * width, length),
+                "nll": result.bucket_nll[b] / result.bucket_tokens[b],
+                "n_tokens": result.bucket_tokens[b],
+            }
+            for b in sorted(result.bucket_nll)
+        ]
+
+    def evaluated_tokens(self, setup: TaskSetup, lengths) -> int:
+        return len(setup.heldout) * setup.budget * len(lengths)
+
+
+PERPLEXITY = register(PerplexityKind())

@@ -1,0 +1,141 @@
+"""A task kind as a plug-in: what one kind of evaluation builds at a length, how it scores the model there, which
+metrics and rows it records, and what a run, its id, its data and its dry-run estimate need of it. Each kind's
+module defines one `TaskKind` and registers it in `TASK_KINDS` (perplexity.py, passkey.py); run/ asks the
+registry for the kinds a request names and calls them, so no code outside a kind's module decides anything by
+its name. The order of registration is the order in which a cell measures its kinds and writes their rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from extrapolate.core.distributed import SINGLE, World
+from extrapolate.core.registry import Registry
+
+Shapes = tuple[tuple[int, int], ...]  # (queries, keys) of each attention call a measurement makes
+
+
+@dataclass(frozen=True)
+class TaskSetup:
+    """What a kind reads of a cell and its job to plan, measure and record one length: built by run/ from the
+    resolved run and the job's prepared data, so a kind looks nothing up itself."""
+
+    heldout: list  # the held-out documents, 1-D int64 token tensors
+    prompts: object | None  # the retrieval task file's PromptBuilder (tasks.prompt), where the job builds prompts
+    windows: str  # the perplexity protocol: full | sliding
+    stride: int  # the sliding protocol's step
+    budget: int  # tokens scored per held-out document at every length
+    bucket_width: int  # positions per bucket of the loss by position
+    bos: int | None  # the token every window starts with (the tokenizer's BOS), or None
+
+
+@dataclass(frozen=True)
+class MeasureContext:
+    """What a kind's measurement runs with, beyond its setup: the model in its evaluation encoding and kernel,
+    where and how it runs, and where a long measurement keeps or reports its progress."""
+
+    model: object  # a TransformerLM
+    device: object  # torch.device
+    dtype: str  # the evaluation precision
+    world: World = SINGLE  # under torchrun each rank measures its share and the counts are added up
+    log_folder: Path | None = None  # where a resumable measurement keeps its progress (None: it keeps none)
+    run_id: str = ""  # the cell's run id, which such progress is kept under
+    on_depth: Callable[[float, float, bool], None] | None = None  # a retrieval depth finished (reporter)
+
+
+def marked(label: str, bos: bool) -> str:
+    """A protocol's name as the rows record it: "+bos" where every window or prompt starts with a BOS."""
+    return f"{label}+bos" if bos else label
+
+
+class TaskKind:
+    """One kind of evaluation. A subclass names itself and its metrics and implements `attention_shapes`,
+    `measure`, `protocol` and `rows`; the other hooks have the defaults of a kind that needs nothing more."""
+
+    name: str  # the `task` column of its rows and its name in --tasks
+    metrics: tuple[str, ...]  # the `metric` column of its rows, in the order they are written
+    # its prompts come from the retrieval task file (--passkey-task, or a task file named in --tasks): the file is
+    # then read and prepared, and its identity enters the run id
+    reads_task_file: bool = False
+    # its lengths score the same text (a budget set by the longest length): a cell missing some lengths measures
+    # every length again, so they stay comparable
+    lengths_together: bool = False
+    # the RunRequest fields only this kind reads: given while it is not asked for, a warning says they were ignored
+    request_options: tuple[str, ...] = ()
+
+    def check_request(self, request, lengths: list[int]) -> None:
+        """Refuse (UserError) a request (a run.RunRequest) this kind cannot measure at `lengths`, before any
+        data is read."""
+
+    def unused_options(self, request, defaults) -> list[str]:
+        """One sentence per option of `request` that this kind, asked for, ignores (`defaults`: a RunRequest
+        with every default)."""
+        return []
+
+    def check_lengths(self, prompts, lengths: tuple[int, ...]) -> None:
+        """Refuse (UserError), before any training, evaluation lengths too short for this kind's prompts
+        (`prompts`: the job's PromptBuilder)."""
+
+    def attention_shapes(self, setup: TaskSetup, length: int) -> Shapes:
+        """(queries, keys) of the attention calls `measure` makes at `length`, for the kernels they run."""
+        raise NotImplementedError
+
+    def measure(self, setup: TaskSetup, context: MeasureContext, length: int) -> object:
+        """The result of scoring the model at `length` (what `rows` lays out)."""
+        raise NotImplementedError
+
+    def non_finite(self, result) -> str:
+        """What makes a result no measurement (e.g. "the loss is NaN"); "" for a result that is one."""
+        return ""
+
+    def protocol(self, setup: TaskSetup) -> str:
+        """The `protocol` column of its measured rows."""
+        raise NotImplementedError
+
+    def rows(self, setup: TaskSetup, length: int, result) -> list[dict]:
+        """The `metric`, `value`, `depth` and `n_tokens` of each row of one measurement at `length`; `result`
+        None for a length that was not measured (out of memory, unsupported, non-finite): NaN values."""
+        raise NotImplementedError
+
+    def failed_rows(self, setup: TaskSetup, length: int) -> list[dict]:
+        """The `metric` and `depth` of each row it would have written at `length`, for a cell whose training
+        failed (every value NaN)."""
+        return [{"metric": metric, "depth": None} for metric in self.metrics]
+
+    def position_rows(self, result, length: int) -> list[dict]:
+        """Rows of the position table (`bucket_start`, `bucket_end`, `nll`, `n_tokens`) of one measurement."""
+        return []
+
+    def evaluated_tokens(self, setup: TaskSetup, lengths: Iterable[int]) -> int:
+        """About how many tokens its measurements at `lengths` run through the model (a dry run's estimate)."""
+        return 0
+
+
+TASK_KINDS: Registry[TaskKind] = Registry("task")
+
+
+def register(kind: TaskKind) -> TaskKind:
+    return TASK_KINDS.add(kind.name, kind)
+
+
+def asked_kinds(tasks: Iterable[str]) -> list[TaskKind]:
+    """The registered kinds named in `tasks`, in the order of registration (other names are left out: a request
+    is checked for unknown names where it is resolved)."""
+    asked = set(tasks)
+    return [kind for name, kind in TASK_KINDS if name in asked]
+
+
+def reads_task_file(tasks: Iterable[str]) -> bool:
+    """Whether a kind named in `tasks` measures the retrieval task file's prompts."""
+    return any(kind.reads_task_file for kind in asked_kinds(tasks))
+
+
+def task_file_kind() -> TaskKind:
+    """The kind that measures a task file's prompts: the one `--tasks <task file>` stands for."""
+    return next(kind for _, kind in TASK_KINDS if kind.reads_task_file)
+
+
+def without_task_file() -> list[str]:
+    """The names of the kinds that need no task file (a name --tasks takes besides the task files')."""
+    return [name for name, kind in TASK_KINDS if not kind.reads_task_file]
