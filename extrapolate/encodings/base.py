@@ -119,3 +119,36 @@ class PositionalEncoding(nn.Module):
     def describe(self) -> dict:
         """Parameters that identify this encoding (recorded with results)."""
         return {}
+
+
+class Wrapped(PositionalEncoding):
+    """An encoding on top of another (a sliding window, a soft cap): every hook and property passes through to
+    `inner` unless the wrapper overrides it, so a RoPE scaling under it rotates as it would alone. Neither
+    fused form applies to the wrapped attention."""
+
+    def __init__(self, inner: PositionalEncoding):
+        super().__init__()
+        self.inner = inner
+        self.name, self.kind, self.has_bias, self.toeplitz = inner.name, inner.kind, inner.has_bias, inner.toeplitz
+        self.horizon, self.score_cap = inner.horizon, inner.score_cap
+
+    def positions(self, pos: torch.Tensor) -> torch.Tensor:
+        return self.inner.positions(pos)
+
+    def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return self.inner.embed(x, pos)
+
+    def rotate(self, q, k, pos, seq_len=None):
+        return self.inner.rotate(q, k, pos, seq_len)
+
+    def bias_table(self, n: int, device: torch.device | None = None) -> torch.Tensor | None:
+        return self.inner.bias_table(n, device=device)
+
+    def score_bias(self, keys: int, device: torch.device | None = None):
+        return self.inner.score_bias(keys, device=device)
+
+    def bias_block(self, q0: int, q1: int, device: torch.device | None = None) -> torch.Tensor | None:
+        return self.inner.bias_block(q0, q1, device=device)
+
+    def describe(self) -> dict:
+        return self.inner.describe()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from extrapolate.core.errors import UserError
-from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.base import PositionalEncoding, Wrapped
 
 
 def soft_cap(x: torch.Tensor, cap: float) -> torch.Tensor:
@@ -18,32 +18,12 @@ def soft_cap(x: torch.Tensor, cap: float) -> torch.Tensor:
     return torch.tanh(x / cap) * cap
 
 
-class ScoreCap(PositionalEncoding):
+class ScoreCap(Wrapped):
     def __init__(self, inner: PositionalEncoding, cap: float):
-        super().__init__()
         if inner.two_part_form() is not None:
             raise UserError(f"{inner.name} attends in two parts, whose kernels do not soft-cap attention scores")
-        self.inner, self.score_cap = inner, float(cap)
-        self.name, self.kind = inner.name, inner.kind
-        self.has_bias, self.toeplitz, self.horizon = inner.has_bias, inner.toeplitz, inner.horizon
-
-    def positions(self, pos: torch.Tensor) -> torch.Tensor:
-        return self.inner.positions(pos)
-
-    def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        return self.inner.embed(x, pos)
-
-    def rotate(self, q, k, pos, seq_len=None):
-        return self.inner.rotate(q, k, pos, seq_len)
-
-    def bias_table(self, n: int, device: torch.device | None = None) -> torch.Tensor | None:
-        return self.inner.bias_table(n, device=device)
-
-    def score_bias(self, keys: int, device: torch.device | None = None):
-        return self.inner.score_bias(keys, device=device)
-
-    def bias_block(self, q0: int, q1: int, device: torch.device | None = None) -> torch.Tensor | None:
-        return self.inner.bias_block(q0, q1, device=device)
+        super().__init__(inner)
+        self.score_cap = float(cap)
 
     def describe(self) -> dict:
         return {**self.inner.describe(), "attention_softcap": self.score_cap}

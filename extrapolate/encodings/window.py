@@ -9,28 +9,15 @@ from __future__ import annotations
 import torch
 
 from extrapolate.core.errors import UserError
-from extrapolate.encodings.base import PositionalEncoding
+from extrapolate.encodings.base import PositionalEncoding, Wrapped
 
 
-class SlidingWindow(PositionalEncoding):
-    has_bias = True
-    toeplitz = True
-
+class SlidingWindow(Wrapped):
     def __init__(self, inner: PositionalEncoding, window: int):
-        super().__init__()
         if inner.two_part_form() is not None or not inner.toeplitz:
             raise UserError(f"{inner.name} attends by its own rule past a distance: no sliding window applies to it")
-        self.inner, self.window, self.horizon = inner, window, window
-        self.name, self.kind, self.score_cap = inner.name, inner.kind, inner.score_cap
-
-    def positions(self, pos: torch.Tensor) -> torch.Tensor:
-        return self.inner.positions(pos)
-
-    def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        return self.inner.embed(x, pos)
-
-    def rotate(self, q, k, pos, seq_len=None):
-        return self.inner.rotate(q, k, pos, seq_len)
+        super().__init__(inner)
+        self.has_bias, self.window, self.horizon = True, window, window
 
     def bias_table(self, n: int, device: torch.device | None = None) -> torch.Tensor:
         """(H, n) or, over an encoding without a bias, (1, n): its bias, -inf from `window` tokens back."""

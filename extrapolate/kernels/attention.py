@@ -402,20 +402,26 @@ def block_bias(encoding, table, q0: int, q1: int, first: int, dtype, device) -> 
     return bias_rows(encoding, table, q0, q1, dtype, device)
 
 
-def blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS):
+def query_blocks(q: torch.Tensor, keys: int, encoding, table, block_elements: int):
+    """The query blocks of the blocked kernels, as (q0, q1, start, first, end): rows q0 … q1-1 of q (B, H, Tq,
+    Dh), the last Tq of `keys` positions, at absolute positions start … end-1, seeing keys first … end-1 (keys
+    past the block's last query are masked, and so are those beyond its first query's horizon: both skipped).
+    B·H·rows·keys stays within `block_elements` (16 rows at least)."""
     batch, heads, length, _ = q.shape
-    keys = k.shape[2]
     offset = keys - length  # absolute position of the first query
-    table = distance_table(encoding, keys, q.device)  # (H or 1, Tk) or None
     rows = max(16, min(length, block_elements // max(1, batch * heads * keys)))
-    out = torch.empty_like(q)
-    gqa = q.shape[1] != k.shape[1]
     for q0 in range(0, length, rows):
         q1 = min(length, q0 + rows)
-        end = offset + q1  # keys past the block's last query are masked: skip them
-        first = first_key(encoding, table, offset + q0)
+        yield q0, q1, offset + q0, first_key(encoding, table, offset + q0), offset + q1
+
+
+def blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS):
+    table = distance_table(encoding, k.shape[2], q.device)  # (H or 1, Tk) or None
+    out = torch.empty_like(q)
+    gqa = q.shape[1] != k.shape[1]
+    for q0, q1, start, first, end in query_blocks(q, k.shape[2], encoding, table, block_elements):
         dtype = compute_dtype(q, end - first)
-        bias = block_bias(encoding, table, offset + q0, end, first, dtype, q.device)  # (H, rows, end - first)
+        bias = block_bias(encoding, table, start, end, first, dtype, q.device)  # (H, rows, end - first)
         out[:, :, q0:q1] = sdpa(
             q[:, :, q0:q1], k[:, :, first:end], v[:, :, first:end], attn_mask=bias.unsqueeze(0), enable_gqa=gqa
         )
@@ -438,17 +444,10 @@ def capped_blocked_attention(q, k, v, encoding, block_elements: int = BLOCK_ELEM
     its last query and from its first query's horizon on, B·H·rows·keys at most `block_elements` (16 rows at
     least). `backward`: each block is recomputed in the backward pass instead of keeping its scores, so training
     holds one block's scores at a time, never the n×n of all blocks."""
-    batch, heads, length, _ = q.shape
-    keys = k.shape[2]
-    offset = keys - length  # absolute position of the first query
-    table = distance_table(encoding, keys, q.device)  # (H or 1, Tk) or None
-    rows = max(16, min(length, block_elements // max(1, batch * heads * keys)))
+    table = distance_table(encoding, k.shape[2], q.device)  # (H or 1, Tk) or None
     out = torch.empty_like(q)
-    for q0 in range(0, length, rows):
-        q1 = min(length, q0 + rows)
-        end = offset + q1  # keys past the block's last query are masked: skip them
-        first = first_key(encoding, table, offset + q0)
-        block = functools.partial(capped_block, encoding, table, offset + q0, first)
+    for q0, q1, start, first, end in query_blocks(q, k.shape[2], encoding, table, block_elements):
+        block = functools.partial(capped_block, encoding, table, start, first)
         inputs = (q[:, :, q0:q1], k[:, :, first:end], v[:, :, first:end])
         out[:, :, q0:q1] = checkpoint(block, *inputs, use_reentrant=False) if backward else block(*inputs)
     return out
