@@ -20,7 +20,7 @@ def legacy_hash(config: ModelConfig) -> str:
     window and Gemma's layers, are left out while unset, as the real hash does)."""
     later = {"position_std", "position_lr_scale", "qkv_bias", "head_size", "qk_norm", "sliding_window"}
     later |= {"layer_types", "sliding_rope_base", "embed_multiplier", "norm_unit_offset", "post_norms"}
-    later |= {"attention_scalar", "logit_softcap", "attention_softcap"}
+    later |= {"attention_scalar", "logit_softcap", "attention_softcap", "rotary_dim"}
     data = {k: v for k, v in to_dict(config).items() if k != "embed_std" and not (k in later and v is None)}
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
 

@@ -48,6 +48,7 @@ def test_the_optional_fields_and_what_unset_means():
         "attention_scalar": None,
         "logit_softcap": None,
         "attention_softcap": None,
+        "rotary_dim": None,
         "compile": False,
     }
 

@@ -144,7 +144,6 @@ def test_a_scaling_applied_replaces_the_released_one(family, rope, extra, encodi
 @pytest.mark.parametrize(
     "family,rope,extra,message",
     [
-        ("phi3", {"rope_type": "default", "partial_rotary_factor": 0.5}, {}, "partial_rotary_factor 0.5"),
         (
             "qwen2",
             {"rope_type": "default"},
@@ -154,7 +153,7 @@ def test_a_scaling_applied_replaces_the_released_one(family, rope, extra, encodi
         ("llama", {"rope_type": "default"}, {"attention_bias": True}, "attention_bias"),
         ("llama", {"rope_type": "default"}, {"hidden_act": "gelu"}, "activation is 'gelu'"),
     ],
-    ids=["partial-rotary", "mixed-windows", "attention-bias", "activation"],
+    ids=["mixed-windows", "attention-bias", "activation"],
 )
 def test_what_the_project_cannot_compute_is_refused_by_name(family, rope, extra, message):
     with pytest.raises(UserError, match=message):

@@ -60,10 +60,19 @@ class ModelConfig:
     logit_softcap: float | None = None
     # attention scores soft-capped as c·tanh(s / c) before the mask (Gemma 2's attn_logit_softcapping); None: not
     attention_softcap: float | None = None
+    # RoPE rotates the first `rotary_dim` features of each head and passes the rest (Phi-4-mini's
+    # partial_rotary_factor); None: the whole head
+    rotary_dim: int | None = None
 
     @property
     def head_dim(self) -> int:
         return self.head_size or self.d_model // self.n_heads
+
+    @property
+    def rotated_dim(self) -> int:
+        """The features of each head RoPE rotates, what its frequencies are computed for: `rotary_dim` or the
+        whole head."""
+        return self.rotary_dim or self.head_dim
 
     @property
     def kv_heads(self) -> int:

@@ -35,6 +35,7 @@ UNSET_MEANS: dict[str, Any] = {
     "attention_scalar": None,  # scores are q·k / √head_dim
     "logit_softcap": None,  # logits as the head gives them
     "attention_softcap": None,  # attention scores as q·k gives them
+    "rotary_dim": None,  # RoPE rotates the whole head
     "compile": False,  # the training forward runs eagerly
 }
 

@@ -127,9 +127,9 @@ LAYER_TYPED = ("gemma2", "gemma3_text")  # sliding and full layers mixed, four n
 
 def config_from_hf(hf) -> ModelConfig:
     """The project's model config for a Hugging Face config of one of FAMILIES; a checkpoint whose attention
-    the project's model would compute differently (windowed and full layers mixed outside Gemma, a partial
-    rotation, biases it has no place for, an activation other than its gated MLP's) is refused rather than
-    evaluated as another model. Its RoPE, scaled or not, is read by `released_rope`."""
+    the project's model would compute differently (windowed and full layers mixed outside Gemma, biases it has
+    no place for, an activation other than its gated MLP's) is refused rather than evaluated as another model.
+    Its RoPE, scaled or not, is read by `released_rope`; the part of each head it rotates by `partial_rotation`."""
     family = getattr(hf, "model_type", "llama")
     if family not in FAMILIES:
         raise UserError(f"{family!r} checkpoints are not computed here; the families that load: {', '.join(FAMILIES)}")
@@ -160,8 +160,34 @@ def config_from_hf(hf) -> ModelConfig:
         head_size=stored("head_size", head_dim if head_dim * heads != hf.hidden_size else None),
         qk_norm=stored("qk_norm", family in ("qwen3", "gemma3_text")),
         sliding_window=window,
+        rotary_dim=partial_rotation(hf, family, head_dim, params),
         **gemma,
     )
+
+
+PARTIAL_ROTARY = ("phi3",)  # the families whose attention rotates a part of each head (transformers' Phi-3)
+
+
+def partial_rotation(hf, family: str, head_dim: int, params: dict) -> int | None:
+    """The features of each head the checkpoint's RoPE rotates, int(head_dim · partial_rotary_factor) as
+    transformers computes it; None where it rotates the whole head. A partial rotation is refused in a family
+    whose transformers attention rotates whole heads whatever the factor says, and where the part is not an
+    even number of features (RoPE rotates pairs)."""
+    fraction = float(params.get("partial_rotary_factor", getattr(hf, "partial_rotary_factor", None) or 1.0))
+    rotated = int(head_dim * fraction)
+    if rotated == head_dim:
+        return None
+    if family not in PARTIAL_ROTARY:
+        raise UserError(
+            f"the checkpoint sets partial_rotary_factor {fraction:g}, which transformers' {family} attention does "
+            f"not apply (only {', '.join(PARTIAL_ROTARY)} rotates a part of each head)"
+        )
+    if rotated < 2 or rotated % 2:
+        raise UserError(
+            f"the checkpoint rotates {rotated} features of each head (partial_rotary_factor {fraction:g} of "
+            f"{head_dim}); RoPE rotates pairs, an even number of at least 2"
+        )
+    return rotated
 
 
 def gated_mlp(hf, family: str) -> str:
@@ -295,12 +321,7 @@ def released_rope(hf) -> ReleasedRope:
         raise UserError(f"the checkpoint's RoPE type {rope_type!r} has no counterpart here")
     name = matches[0]
     scaling, reads = SCALINGS[name], SCALINGS[name].transformers.reads
-    params = with_attention_factor(params)
-    if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
-        raise UserError(
-            f"the checkpoint rotates a part of each head (partial_rotary_factor {params['partial_rotary_factor']}), "
-            "which the project's RoPE does not compute"
-        )
+    params = with_attention_factor(params)  # its partial_rotary_factor is the config's `rotary_dim`
     option_keys = {OPTIONS[option].hf_key: option for option in scaling.options}
     unknown = sorted(set(params) - set(ROPE_KEYS) - set(reads) - set(option_keys) - {"partial_rotary_factor"})
     if unknown:
@@ -358,6 +379,8 @@ def llama_config(config: ModelConfig, rope_parameters: dict | None = None, max_p
     `max_position_embeddings` to write, the model's length by default."""
     if config.qkv_bias:
         raise UserError("models with query/key/value biases (Qwen2) do not export to Llama checkpoints")
+    if config.rotary_dim is not None:  # transformers' Llama rotates whole heads
+        raise UserError("models that rotate a part of each head (Phi-4-mini) do not export to Llama checkpoints")
     return require_transformers().LlamaConfig(
         vocab_size=config.vocab_size,
         hidden_size=config.d_model,
@@ -384,8 +407,12 @@ def original_context(hf) -> int:
 def replace_rope(hf, params: dict) -> None:
     """Give the checkpoint's config `params` as its RoPE, the way transformers reads a replaced scaling: its one
     `rope_parameters`, or, where set per layer type (Gemma 3), its full layers' (the sliding layers keep their
-    own, as the project's model keeps them)."""
+    own, as the project's model keeps them). A partial rotation stays: it is the architecture's (Phi-4-mini's
+    heads rotate their first features whatever the scaling), and transformers reads it from `rope_parameters`."""
     current = getattr(hf, "rope_parameters", None) or {}
+    fraction = current.get("partial_rotary_factor")
+    if fraction is not None and float(fraction) != 1.0:
+        params = {**params, "partial_rotary_factor": fraction}
     if isinstance(current.get("full_attention"), dict):
         hf.rope_parameters = {**current, "full_attention": params}
     else:

@@ -15,6 +15,7 @@ from extrapolate.encodings.bias import ALIBI, T5
 from extrapolate.encodings.fire import FIRE
 from extrapolate.encodings.frequencies import SCALINGS, check_scaling
 from extrapolate.encodings.kerple import KERPLE_LOG, KERPLE_POWER
+from extrapolate.encodings.partial import partially_rotated
 from extrapolate.encodings.prope import PROPE
 from extrapolate.encodings.randomized import ROPE_RANDOMIZED, SINUSOIDAL_RANDOMIZED
 from extrapolate.encodings.rerope import REROPE
@@ -117,13 +118,14 @@ def encoding_for(
 ) -> PositionalEncoding:
     """The encoding `name` (default: the config's own) shaped for a model config: its width, heads, head size,
     length, RoPE base and learned-table recipe (an unset recipe field is built as the identity rules say it
-    means). The one place a model's encoding is built from its config."""
+    means). Where the config rotates a part of each head (`rotary_dim`), the encoding is built for that part
+    and rotates it alone (`partial.PartialRotary`). The one place a model's encoding is built from its config."""
     table = {k: as_built(k, getattr(config, k, None)) for k in ("position_std", "position_lr_scale")}
-    return build_encoding(
+    encoding = build_encoding(
         name or config.encoding,
         d_model=config.d_model,
         n_heads=config.n_heads,
-        head_dim=config.head_dim,
+        head_dim=config.rotated_dim,
         max_len=config.max_len,
         base=config.rope_base,
         factor=factor,
@@ -131,3 +133,4 @@ def encoding_for(
         **table,
         **options,
     )
+    return partially_rotated(encoding, config.rotary_dim)

@@ -169,7 +169,7 @@ def zero_shot_rope(config, scaling: dict | None) -> dict | None:
         float(scaling.get("factor", 1.0)),
         int(scaling.get("original_len", config.max_len)),
         options,
-        head_dim=config.head_dim,
+        head_dim=config.rotated_dim,
     )
 
 
