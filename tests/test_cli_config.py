@@ -130,3 +130,12 @@ def test_one_name_per_concept_the_former_names_still_work_and_say_so(tmp_path):
     assert "--lengths" not in invoke("bench", "-h").output and "--hf" not in invoke("export", "-h").output
     missing = invoke("export", str(tmp_path))
     assert missing.exit_code == 2 and "--out" in missing.output
+
+
+def test_run_dry_run_plans_its_one_cell_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    plan = invoke(*tiny_run(corpus, tmp_path / "out", "--encoding", "alibi", "--dry-run"))
+    assert plan.exit_code == 0, plan.output
+    assert "1 model(s) to train, 0 reused; 1 evaluation cell(s)" in plan.output and "alibi" in plan.output
+    assert not (tmp_path / "out").exists() and not list((tmp_path / "cache").glob("models/*/complete.json"))

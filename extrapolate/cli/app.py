@@ -169,6 +169,9 @@ def run(
             help="then fine-tune at L' for this many steps, with the scaling set for L'", rich_help_panel="Training"
         ),
     ] = 0,
+    dry_run: Annotated[
+        bool, typer.Option(help="print the plan and a time estimate; train nothing", rich_help_panel="Output")
+    ] = False,
     request: RunRequest = None,
 ) -> None:
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
@@ -177,10 +180,14 @@ def run(
     from extrapolate.core.distributed import main_process
     from extrapolate.run import run as run_job
 
-    folder = run_job(
-        replace(request, encoding=encoding and encoding.lower(), seed=seed, finetune_steps=finetune_steps),
-        RichReporter() if main_process() else None,
-    )
+    request = replace(request, encoding=encoding and encoding.lower(), seed=seed, finetune_steps=finetune_steps)
+    if dry_run:
+        from extrapolate.run.sweep import plan_run
+
+        folder, plan = plan_run(request, RichReporter())
+        render_sweep_plan(plan, folder, request.device)
+        return
+    folder = run_job(request, RichReporter() if main_process() else None)
     if main_process():  # under torchrun: rank 0 speaks for the job
         stdout.print(f"wrote {folder}/results.csv and {folder}/summary.md", highlight=False)
 

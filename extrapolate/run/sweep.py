@@ -196,6 +196,17 @@ def sweep_job(
     return folder, sweep(template, names, seeds, folder, reporter, dry_run=dry_run, finetune_steps=finetune_steps)
 
 
+def plan_run(request: RunRequest, reporter: Reporter | None = None) -> tuple[Path, tuple[list[Cell], float | None]]:
+    """`run --dry-run`: the one cell `run` would measure, planned as a sweep of one without training anything:
+    its model (to train or reused), the time estimate, and run's own output folder."""
+    from extrapolate.run.request import output_folder, resolve_request, with_encoding
+
+    request = resolve_request(with_encoding(request))
+    steps = [request.finetune_steps] if request.finetune_steps else None
+    template = dataclasses.replace(request, out=output_folder(request))
+    return sweep_job(template, request.encoding, [request.seed], reporter, dry_run=True, finetune_steps=steps)
+
+
 def submit_job(
     template: RunRequest, encodings: str, seeds: list[int], options, finetune_steps: list[int] | None = None
 ):
