@@ -139,3 +139,15 @@ def test_run_dry_run_plans_its_one_cell_and_writes_nothing(tmp_path, monkeypatch
     assert plan.exit_code == 0, plan.output
     assert "1 model(s) to train, 0 reused; 1 evaluation cell(s)" in plan.output and "alibi" in plan.output
     assert not (tmp_path / "out").exists() and not list((tmp_path / "cache").glob("models/*/complete.json"))
+
+
+def test_quiet_prints_no_progress(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    loud = invoke(*tiny_run(corpus, tmp_path / "loud", "--encoding", "alibi"))
+    quiet = invoke(*tiny_run(corpus, tmp_path / "quiet", "--encoding", "alibi", "--quiet"))
+    assert loud.exit_code == quiet.exit_code == 0, quiet.output
+    assert "evaluating perplexity" in loud.output and "evaluating" not in quiet.output
+    # one line, the folder written (folded by the narrow test terminal)
+    said = " ".join(quiet.output.split())
+    assert said == f"wrote {tmp_path / 'quiet'}/results.csv and {tmp_path / 'quiet'}/summary.md"

@@ -18,6 +18,7 @@ from extrapolate.cli.render import (
     render_listing,
     render_submission,
     render_sweep_plan,
+    reporter_for,
 )
 from extrapolate.cli.util import OneLineErrors, fail, renamed, stdout, warn
 from extrapolate.run import RunRequest
@@ -53,6 +54,7 @@ encodings_app = typer.Typer(help="Every encoding with its kind and parameters.",
 app.add_typer(encodings_app, name="encodings")
 
 
+QuietOpt = Annotated[bool, typer.Option(help="no progress output, only warnings and errors", rich_help_panel="Output")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the listing as JSON (a list of objects)")]
 
 
@@ -172,6 +174,7 @@ def run(
     dry_run: Annotated[
         bool, typer.Option(help="print the plan and a time estimate; train nothing", rich_help_panel="Output")
     ] = False,
+    quiet: QuietOpt = False,
     request: RunRequest = None,
 ) -> None:
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
@@ -184,10 +187,10 @@ def run(
     if dry_run:
         from extrapolate.run.sweep import plan_run
 
-        folder, plan = plan_run(request, RichReporter())
+        folder, plan = plan_run(request, reporter_for(quiet))
         render_sweep_plan(plan, folder, request.device)
         return
-    folder = run_job(request, RichReporter() if main_process() else None)
+    folder = run_job(request, reporter_for(quiet) if main_process() else None)
     if main_process():  # under torchrun: rank 0 speaks for the job
         stdout.print(f"wrote {folder}/results.csv and {folder}/summary.md", highlight=False)
 
@@ -232,6 +235,7 @@ def sweep(
     time_min: Annotated[
         int, typer.Option(help="slurm: time limit per job in minutes", rich_help_panel="Cluster")
     ] = 1440,
+    quiet: QuietOpt = False,
     request: RunRequest = None,
 ) -> None:
     """Every encoding × seed on the same model, data and budget; one results table and one report."""
@@ -264,7 +268,7 @@ def sweep(
         request,
         encodings,
         parse_int_list(seeds, "--seeds", 0),
-        RichReporter() if main_process() else None,
+        reporter_for(quiet) if main_process() else None,
         dry_run,
         steps,
     )

@@ -93,6 +93,21 @@ class RichReporter:
         stderr.print(f"  depth {depth:g}: greedy {greedy:.0%} · {done}", highlight=False)
 
 
+class QuietReporter:
+    """`--quiet`: no progress at all, only warnings (and errors, which the CLI prints itself)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None  # every progress hook does nothing (`training` gives no callback)
+
+    def warn(self, message: str):
+        warn(message)
+
+
+def reporter_for(quiet: bool):
+    """The progress sink of `run` and `sweep`: rich progress, or warnings alone with --quiet."""
+    return QuietReporter() if quiet else RichReporter()
+
+
 def render_listing(title: str, rows: list[dict], as_json: bool) -> None:
     """A listing (`encodings`, `tasks`, `models`): as JSON (a list of objects, one per row), or as a table whose
     first column, the names a command takes, is never cut at any width (the other cells wrap)."""
