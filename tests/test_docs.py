@@ -1,0 +1,84 @@
+"""Every Markdown file of the repository renders as written and points at what exists: its code fences close
+(CommonMark's rule: a closing fence carries no text after it), every relative link and image resolves, and
+every `extrapolate …` command in a code block parses against the CLI (its commands, options and values)."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import typer
+
+from extrapolate.cli.app import app
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted(p for p in ROOT.rglob("*.md") if not {".git", "node_modules"} & set(p.parts) and "egg-info" not in str(p))
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def code_blocks(text: str) -> tuple[list[list[str]], list[int]]:
+    """The lines of each fenced block, and the line numbers of fences left open at the end."""
+    blocks, current, opened = [], None, None
+    for number, line in enumerate(text.splitlines(), 1):
+        match = FENCE.match(line)
+        if current is None:
+            if match:
+                current, opened = [], (match.group(1), number)
+            continue
+        fence, info = (match.group(1), match.group(2)) if match else ("", "")
+        if match and fence[0] == opened[0][0] and len(fence) >= len(opened[0]) and not info.strip():
+            blocks.append(current)
+            current = None
+        else:
+            current.append(line)
+    return blocks, ([opened[1]] if current is not None else [])
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+def test_fences_close_and_relative_links_resolve(doc):
+    text = doc.read_text(encoding="utf-8")
+    _, unclosed = code_blocks(text)
+    assert not unclosed, f"{doc.name}: the code fence opened at line {unclosed[0]} never closes"
+    outside = re.sub(r"```.*?```", "", text, flags=re.S)  # links inside code are code, not links
+    for target in LINK.findall(outside):
+        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = (doc.parent / target.split("#")[0]).resolve()
+        assert path.exists(), f"{doc.relative_to(ROOT)}: {target} does not exist"
+
+
+def commands(doc: Path) -> list[str]:
+    """Each `extrapolate …` command of the file's code blocks, its continued lines joined."""
+    blocks, _ = code_blocks(doc.read_text(encoding="utf-8"))
+    found = []
+    for block in blocks:
+        joined = "\n".join(block).replace("\\\n", " ")
+        for line in joined.splitlines():
+            line = line.split(" #")[0].strip().removeprefix("$ ")
+            if line.startswith("extrapolate "):
+                found.append(line)
+    return found
+
+
+COMMANDS = [(doc, command) for doc in DOCS for command in commands(doc)]
+
+
+@pytest.mark.parametrize("doc,command", COMMANDS, ids=[f"{d.name}:{c[:60]}" for d, c in COMMANDS])
+def test_every_documented_command_parses(doc, command):
+    """Parsed down to its subcommand as the CLI would, without running it: an unknown command or option, or a
+    value of the wrong type, fails here."""
+    words = shlex.split(command.split(" > ")[0].split(" | ")[0])[1:]
+    group = typer.main.get_command(app)
+    ctx = group.make_context("extrapolate", list(words), resilient_parsing=False)
+    while hasattr(group, "commands") and remaining(ctx):  # a group: descend into the subcommand named
+        name, *rest = remaining(ctx)
+        group = group.get_command(ctx, name)
+        assert group is not None, f"{doc.name}: no command {name!r} in `{command}`"
+        ctx = group.make_context(name, rest, parent=ctx, resilient_parsing=False)
+
+
+def remaining(ctx) -> list[str]:
+    """The words a group left for its subcommand (click keeps the subcommand's name apart from its arguments)."""
+    protected = getattr(ctx, "_protected_args", None) or getattr(ctx, "protected_args", None) or []
+    return [*protected, *ctx.args]
