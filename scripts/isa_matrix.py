@@ -66,7 +66,7 @@ def main() -> int:
         env = SETTINGS[name]
         with tempfile.TemporaryDirectory(prefix=f"isa-{name}-") as folder:
             start = time.perf_counter()
-            command = [sys.executable, "-m", "extrapolate", "reproduce", "--suite", args.suite, "--keep", folder]
+            command = [sys.executable, "-m", "extrapolate", "reproduce", "--suite", args.suite, "--out", folder]
             done = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True)
             seconds = time.perf_counter() - start
             fresh = load_results(Path(folder))

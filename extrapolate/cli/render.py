@@ -7,6 +7,7 @@ import time
 from rich.table import Table
 
 from extrapolate.cli.util import stderr, stdout, warn
+from extrapolate.run.reporter import Reporter
 
 LOG_EVERY = 30.0  # seconds between plain progress lines where stderr is no terminal (a log file, SLURM, CI)
 
@@ -93,11 +94,8 @@ class RichReporter:
         stderr.print(f"  depth {depth:g}: greedy {greedy:.0%} · {done}", highlight=False)
 
 
-class QuietReporter:
-    """`--quiet`: no progress at all, only warnings (and errors, which the CLI prints itself)."""
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None  # every progress hook does nothing (`training` gives no callback)
+class QuietReporter(Reporter):
+    """`--quiet`: the library's silent reporter, but for warnings (errors the CLI prints itself)."""
 
     def warn(self, message: str):
         warn(message)

@@ -8,6 +8,7 @@ Needs the optional extra: pip install 'extrapolate[hf]'.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import zipfile
@@ -338,8 +339,6 @@ def with_attention_factor(params: dict) -> dict:
     """YaRN's `mscale` and `mscale_all_dim` (DeepSeek's form) as the attention factor they give, the way
     transformers reads them: both set and no attention factor given, mscale(s, a) / mscale(s, b) with
     mscale(s, m) = 0.1·m·ln s + 1 (1 for s ≤ 1); otherwise they change nothing and are dropped."""
-    import math
-
     params = dict(params)
     mscale, mscale_all_dim = params.pop("mscale", None), params.pop("mscale_all_dim", None)
     if mscale and mscale_all_dim and params.get("attention_factor") is None and params.get("factor"):
