@@ -29,6 +29,8 @@ for end in ${ends[*]}; do
     venv="$work/$end"
     "$uv" venv -q --python "$(command -v python3)" "$venv"
     "$uv" pip install -q --python "$venv/bin/python" --resolution "$resolution" -e '.[test]'
+    # uv makes venvs without pip, which the built-in corpus and models are fetched with (as users' venvs have)
+    "$uv" pip install -q --python "$venv/bin/python" pip
     echo "== $end: installed"
     "$uv" pip freeze -q --python "$venv/bin/python" | grep -v '^-e' | tr '\n' ' '
     echo
