@@ -34,10 +34,12 @@ ALLOWED = Counter(
 
 
 def own_modules() -> set[Path]:
-    """The registry's module and each registered kind's own module."""
+    """The registry's module and each registered kind's own module (every module of its package, for a kind
+    that is a package of its own under tasks/, as RULER's is)."""
     modules = {PACKAGE / "tasks" / "kinds.py"}
     for _, kind in TASK_KINDS:
-        modules.add(Path(sys.modules[type(kind).__module__].__file__).resolve())
+        module = Path(sys.modules[type(kind).__module__].__file__).resolve()
+        modules |= set(module.parent.glob("*.py")) if module.parent != PACKAGE / "tasks" else {module}
     return modules
 
 

@@ -139,17 +139,19 @@ def tasks_list(
 ) -> None:
     """List the task files under tasks/ (each validated on load), or validate one file."""
     from extrapolate.tasks.files import list_task_names, load_task
+    from extrapolate.tasks.kinds import without_task_file
 
     if validate is not None:
         task = load_task(str(validate))
         stdout.print(f"{validate}: ok ({task.identity})", highlight=False)
         return
-    columns = ("task", "version", "variant", "depths", "trials", "identity")
-    rows = [dict(zip(columns, ("perplexity", "-", "full | sliding", "-", "-", "built in (protocol options of `run`)")))]
+    columns = ("task", "kind", "version", "prompts", "identity")
+    built_in = [(name, name, "-", "-", "built in (protocol options of `run`)") for name in without_task_file()]
+    rows = [dict(zip(columns, values)) for values in built_in]
     for name in list_task_names():
         task = load_task(name)
-        depths = ", ".join(f"{d:g}" for d in task.depths)
-        rows.append(dict(zip(columns, (name, task.version, task.variant, depths, task.trials, task.identity))))
+        values = (name, task.kind, task.version, task.prompts_per_length, task.identity)
+        rows.append(dict(zip(columns, values)))
     render_listing("tasks", rows, as_json)
 
 

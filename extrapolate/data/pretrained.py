@@ -80,6 +80,7 @@ class HFTokenizer:
         digest = hashlib.sha256(backend.to_str().encode()).hexdigest()[:10] if backend is not None else "slow"
         self.identity = f"hf{self.vocab_size}-{digest}"  # recorded with results, like a trained model's tokenizer
         self.bos_id = tokenizer.bos_token_id  # None: the tokenizer has no BOS token
+        self.eos_id = tokenizer.eos_token_id  # where a generated answer ends (None: it runs its full length)
         # whether it puts the BOS first when asked to add its special tokens (its default for a text)
         marked = tokenizer("a", add_special_tokens=True).input_ids if self.bos_id is not None else []
         self.adds_bos = bool(marked) and marked[0] == self.bos_id

@@ -3,7 +3,6 @@ status and the kernel its attention calls ran."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -21,9 +20,7 @@ from extrapolate.kernels.attention import recorded_kernel
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import ResolvedRun, task_setup
-from extrapolate.tasks.kinds import MeasureContext, asked_kinds
-from extrapolate.tasks.passkey import evaluate_passkey
-from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.tasks.kinds import MeasureContext, asked_kinds, file_kind
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.finetune import finetune as run_finetune
 from extrapolate.training.train import Probe, TrainedModel, model_folder, train
@@ -102,18 +99,11 @@ def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
     retrieval = None
     builder = prepared.passkey_builder
     if builder is not None and config.passkey_fraction > 0:
-        task = builder.task
-        small = PromptBuilder(
-            dataclasses.replace(task, trials=max(1, PROBE_PROMPTS // len(task.depths))),
-            builder.tokenizer,
-            builder.bos,
-            builder.chat,
-        )
+        kind = file_kind(builder.task)
 
         def retrieval(model) -> float:
             model.use_kernel(kernel)
-            cells = evaluate_passkey(model, small, resolved.request.train_len, prepared.device, "float32", rank=False)
-            return sum(c.accuracy for c in cells) / len(cells)
+            return kind.probe(builder, model, resolved.request.train_len, prepared.device, PROBE_PROMPTS)
 
     return Probe(every=max(10, config.steps // 30), retrieval=retrieval, heldout=heldout)
 

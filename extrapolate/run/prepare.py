@@ -13,8 +13,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.data.corpora import Corpus, load_corpus
 from extrapolate.data.tokenizers import load_tokenizer
 from extrapolate.run.request import ResolvedRequest
-from extrapolate.tasks.kinds import asked_kinds
-from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.tasks.kinds import asked_kinds, file_kind
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class Prepared:
     lengths: tuple[int, ...]
     passkey_fraction: float  # share of training rows that are retrieval prompts
     passkey_identity: str  # the task identity those rows come from ("" when there are none)
-    passkey_builder: PromptBuilder | None  # when the job trains or evaluates on retrieval prompts
+    passkey_builder: object | None  # the task file's prompt builder, when the job trains or evaluates on its prompts
     checkpoint: object | None  # the loaded PretrainedModel of a pretrained model, else None
 
 
@@ -60,7 +59,7 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         )
     bos = tokenizer.bos_id if request.bos == "always" else None
     chat = tokenizer.chat_parts() if request.chat_template == "template" else None
-    builder = PromptBuilder(resolved.task, tokenizer, bos, chat)
+    builder = file_kind(resolved.task).prompt_builder(resolved.task, tokenizer, bos, chat, heldout)
     need = builder.fixed_tokens() + 32  # room for some filler
     fraction = request.passkey_fraction if checkpoint is None else 0.0
     if fraction is None:

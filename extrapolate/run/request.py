@@ -29,7 +29,7 @@ from extrapolate.encodings.catalog import validate_shape
 from extrapolate.encodings.options import options_for
 from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.tasks.files import PasskeyTask, list_task_names, load_task
-from extrapolate.tasks.kinds import TASK_KINDS, asked_kinds, task_file_kind
+from extrapolate.tasks.kinds import TASK_KINDS, asked_kinds, file_kind
 from extrapolate.tasks.perplexity import PERPLEXITY, PROTOCOLS
 
 
@@ -101,6 +101,7 @@ def resolve_request(request: RunRequest) -> RunRequest:
     if request.passkey_task is None:
         task = DEFAULT_RETRIEVAL_TASK["trained" if trained_here else "pretrained"]
         request = dataclasses.replace(request, passkey_task=task)
+    request = measured_by_file_kind(request)
     if not trained_here:
         refuse_shaping(request)
         spec = get_spec(request.encoding)
@@ -299,14 +300,27 @@ def substituted_kernels(requested: str, encodings: list[str]) -> dict[str, str]:
 
 def named_retrieval_task(request: RunRequest) -> RunRequest:
     """`--tasks ruler-multikey`: the retrieval task, with that task file."""
-    named = [t for t in request.tasks if t not in TASK_KINDS and t in list_task_names()]
+    named = [t for t in request.tasks if t not in TASK_KINDS and is_task_file(t)]
     if not named:
         return request
     if len(named) > 1 or (request.passkey_task not in (None, named[0])):
         also = f" and --passkey-task {request.passkey_task}" if request.passkey_task else ""
         raise UserError(f"one retrieval task per run, got {', '.join(named)}{also}")
-    tasks = tuple(dict.fromkeys(task_file_kind().name if t == named[0] else t for t in request.tasks))
+    tasks = tuple(dict.fromkeys(file_kind(load_task(named[0])).name if t == named[0] else t for t in request.tasks))
     return dataclasses.replace(request, tasks=tasks, passkey_task=named[0])
+
+
+def is_task_file(name: str) -> bool:
+    """A task file's name under tasks/, or the path of a task file."""
+    return name in list_task_names() or (name.endswith(".toml") and Path(name).is_file())
+
+
+def measured_by_file_kind(request: RunRequest) -> RunRequest:
+    """The retrieval kind asked for is the one the task file names: `--tasks passkey --passkey-task vt`
+    measures VT with RULER's kind."""
+    kind = file_kind(load_task(request.passkey_task)).name
+    tasks = [kind if t in TASK_KINDS and TASK_KINDS.get(t).reads_task_file else t for t in request.tasks]
+    return dataclasses.replace(request, tasks=tuple(dict.fromkeys(tasks)))
 
 
 def check(request: RunRequest) -> None:
@@ -343,7 +357,8 @@ def check(request: RunRequest) -> None:
     if not request.tasks:
         raise UserError("--tasks names no task: give perplexity, passkey or a retrieval task's name")
     for task in request.tasks:  # a retrieval task file's name is one too (before `named_retrieval_task` maps it)
-        require_known("task", task, [*TASK_KINDS.names(), *list_task_names()])
+        if not is_task_file(task):
+            require_known("task", task, [*TASK_KINDS.names(), *list_task_names()])
     if not 0 <= request.seed < 2**63:  # what every generator seeds from (a signed 64-bit integer)
         raise UserError(f"--seed must be in [0, 2^63), got {request.seed}")
     if request.eval_docs is not None and request.eval_docs < 1:

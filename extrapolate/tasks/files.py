@@ -6,6 +6,7 @@ import string
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
@@ -52,12 +53,17 @@ class PasskeyTask:
     same_name: bool = False
     answer_join: str = ", "
     depth_floor: float = 0.0  # with `threshold`: every depth ≥ this too at a length that retrieves; 0 = none
+    kind: ClassVar[str]  # the task kind that measures it, set by that kind's module (tasks/passkey.py)
 
     @property
     def identity(self) -> str:
         """Recorded with results: the same identity means the same prompts. It hashes the fields less the
         optional ones at their defaults (`identity.without_defaults`)."""
         return f"{self.name}-v{self.version}-{self.variant}-{config_hash(without_defaults(self, OPTIONAL), 8)}"
+
+    @property
+    def prompts_per_length(self) -> int:
+        return self.trials * len(self.depths)
 
     @property
     def answer_keys(self) -> int:
@@ -69,7 +75,7 @@ class PasskeyTask:
 OPTIONAL = ("keys", "names", "needles", "queries", "same_name", "answer_join", "key_digits", "depth_floor")
 
 
-def _check(data: dict, path: str) -> PasskeyTask:
+def check_passkey_task(data: dict, path: str) -> PasskeyTask:
     expected = {f.name for f in fields(PasskeyTask)}
     for name in sorted(expected - set(OPTIONAL)):
         if name not in data:
@@ -192,7 +198,9 @@ def placeholders(text: str, path: str, field: str, allowed: tuple[str, ...]) -> 
     return {name for _, name, _, _ in parsed if name}
 
 
-def load_task(name_or_path: str) -> PasskeyTask:
+def load_task(name_or_path: str):
+    """The task of a task file (a name under tasks/ or a TOML path): its `kind` (default: passkey) reads and
+    checks the rest."""
     path = Path(name_or_path)
     if not path.exists() and (path.suffix == ".toml" or len(path.parts) > 1):  # a path, not a task's name
         raise UserError(f"task file {name_or_path} does not exist")
@@ -209,7 +217,13 @@ def load_task(name_or_path: str) -> PasskeyTask:
         raise UserError(
             f"task file {path.name} is not valid TOML or cannot be read: {' '.join(str(exc).split())}"
         ) from None
-    return _check(data, path.name)
+    from extrapolate.tasks.kinds import TASK_KINDS
+
+    readers = [name for name, k in TASK_KINDS if k.reads_task_file]
+    kind = data.pop("kind", next(name for name, k in TASK_KINDS if k.default_for_files))
+    if kind not in readers:
+        raise UserError(f"task file {path.name}: field 'kind' must be one of {', '.join(readers)}, not {kind!r}")
+    return TASK_KINDS.get(kind).load_file(data, path)
 
 
 def list_task_names() -> list[str]:

@@ -58,11 +58,28 @@ class TaskKind:
     # its prompts come from the retrieval task file (--passkey-task, or a task file named in --tasks): the file is
     # then read and prepared, and its identity enters the run id
     reads_task_file: bool = False
+    # the kind of a task file that names none (the files written before kinds were named: the passkey's)
+    default_for_files: bool = False
     # its lengths score the same text (a budget set by the longest length): a cell missing some lengths measures
     # every length again, so they stay comparable
     lengths_together: bool = False
     # the RunRequest fields only this kind reads: given while it is not asked for, a warning says they were ignored
     request_options: tuple[str, ...] = ()
+
+    def load_file(self, data: dict, path: Path):
+        """A kind that `reads_task_file`: the task of a task file naming this kind (`data`, its parsed TOML
+        without `kind`), every field checked (UserError)."""
+        raise NotImplementedError
+
+    def prompt_builder(self, task, tokenizer, bos: int | None, chat, heldout: list):
+        """A kind that `reads_task_file`: the builder of `task`'s prompts (what `TaskSetup.prompts` holds and
+        what training rows are drawn from, with `training_row`)."""
+        raise NotImplementedError
+
+    def probe(self, builder, model, length: int, device, prompts: int) -> float:
+        """A kind that `reads_task_file`: its accuracy at `length` on about `prompts` of its prompts (the
+        retrieval probe during training)."""
+        raise NotImplementedError
 
     def check_request(self, request, lengths: list[int]) -> None:
         """Refuse (UserError) a request (a run.RunRequest) this kind cannot measure at `lengths`, before any
@@ -131,9 +148,10 @@ def reads_task_file(tasks: Iterable[str]) -> bool:
     return any(kind.reads_task_file for kind in asked_kinds(tasks))
 
 
-def task_file_kind() -> TaskKind:
-    """The kind that measures a task file's prompts: the one `--tasks <task file>` stands for."""
-    return next(kind for _, kind in TASK_KINDS if kind.reads_task_file)
+def file_kind(task) -> TaskKind:
+    """The kind that measures a task file's prompts (the kind the file names): what `--tasks <task file>`
+    stands for."""
+    return TASK_KINDS.get(task.kind)
 
 
 def without_task_file() -> list[str]:

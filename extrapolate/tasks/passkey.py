@@ -7,6 +7,7 @@ kind every retrieval task file is measured by, is registered here (tasks/kinds.p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
 from extrapolate.core.errors import UserError
 from extrapolate.tasks.depth_log import DepthLog
+from extrapolate.tasks.files import PasskeyTask, check_passkey_task
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
 from extrapolate.tasks.prompt import PromptBuilder
 
@@ -42,12 +44,19 @@ def cache_bytes(cache: list[dict]) -> int:
 
 
 @torch.no_grad()
-def greedy_answers(model, cache, last_logits, steps: int, seq_len: int) -> list[list[int]]:
-    """Greedy continuation of a batch from its cache. last_logits: (B, V) at the prompt's last position."""
+def greedy_answers(model, cache, last_logits, steps: int, seq_len: int, stop: int | None = None) -> list[list[int]]:
+    """Greedy continuation of a batch from its cache. last_logits: (B, V) at the prompt's last position.
+    With `stop`, decoding ends early once every sequence has produced that token (what follows it is
+    the caller's to cut)."""
     out = []
     token = last_logits.argmax(-1, keepdim=True)  # (B, 1)
+    ended = torch.zeros_like(token, dtype=torch.bool)
     for _ in range(steps):
         out.append(token)
+        if stop is not None:
+            ended |= token == stop
+            if bool(ended.all()):
+                break
         hidden = model.hidden_states(token, cache=cache, seq_len=seq_len)  # (B, 1, D)
         token = model.lm_head(hidden[:, -1]).float().argmax(-1, keepdim=True)
     return torch.cat(out, 1).tolist()
@@ -208,6 +217,24 @@ class PasskeyKind(TaskKind):
     name = "passkey"
     metrics = ("accuracy", "rank_accuracy")
     reads_task_file = True
+    default_for_files = True
+
+    def load_file(self, data: dict, path):
+        return check_passkey_task(data, path.name)
+
+    def prompt_builder(self, task, tokenizer, bos, chat, heldout):
+        return PromptBuilder(task, tokenizer, bos, chat)
+
+    def probe(self, builder: PromptBuilder, model, length: int, device, prompts: int) -> float:
+        task = builder.task
+        small = PromptBuilder(
+            dataclasses.replace(task, trials=max(1, prompts // len(task.depths))),
+            builder.tokenizer,
+            builder.bos,
+            builder.chat,
+        )
+        cells = evaluate_passkey(model, small, length, device, "float32", rank=False)
+        return sum(c.accuracy for c in cells) / len(cells)
 
     def check_lengths(self, prompts: PromptBuilder, lengths: tuple[int, ...]) -> None:
         if min(lengths) < prompts.fixed_tokens() + 16:
@@ -259,3 +286,4 @@ class PasskeyKind(TaskKind):
 
 
 PASSKEY = register(PasskeyKind())
+PasskeyTask.kind = PASSKEY.name  # a passkey task file is measured by this kind

@@ -1,0 +1,114 @@
+"""A RULER task's prompts, exact in tokens: [BOS, chat opening] examples · template head · context ·
+template tail [chat closing] · answer prefix, with `length - tokens_to_generate` tokens in all, so the prompt
+and its generated answer fill exactly the length evaluated.
+
+Pieces are tokenized separately and concatenated, as the passkey prompts are (tasks/prompt.py); a context
+that leaves a few tokens of its budget unused (lists grow a line or a word at a time) is topped up with the
+task's noise sentence cut at token level, between the template's head and the context."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from extrapolate.core.errors import UserError
+from extrapolate.tasks.prompt import hash_ints
+from extrapolate.tasks.ruler.generators import GENERATORS, Draw
+from extrapolate.tasks.ruler.haystack import Essay, filler
+from extrapolate.tasks.ruler.task import RulerTask
+
+CONTEXT = "\x00CONTEXT\x00"  # stands for {context} while the rest of a template is filled
+
+
+@dataclass(frozen=True)
+class RulerPrompt:
+    ids: list[int]  # length - tokens_to_generate tokens, ending with the answer prefix
+    outputs: tuple[str, ...]  # the references the generated answer is scored on
+    departs: int  # tokens before this index are text other prompts of the length may share
+
+
+class RulerBuilder:
+    """`bos`: a token every prompt starts with, or None; `chat`: the chat template's tokens before and after a
+    user turn (the answer prefix then opens the assistant's turn), or None; `heldout`: the held-out
+    documents (token ids) the essay haystack is cut from."""
+
+    def __init__(self, task: RulerTask, tokenizer, bos: int | None = None, chat=None, heldout=()):
+        self.task, self.tokenizer, self.bos, self.chat = task, tokenizer, bos, chat
+        head, self.suffix = chat if chat is not None else ([], [])
+        self.prefix = ([bos] if bos is not None and head[:1] != [bos] else []) + list(head)
+        self.essay = Essay(heldout, tokenizer)
+        self.noise_unit = tokenizer.encode(task.noise + " ")
+        self.generator = GENERATORS[task.task](self)
+
+    # --- text -------------------------------------------------------------------------------------------
+    def fill(self, template: str, draw: Draw, context: str = CONTEXT) -> str:
+        """A template with the sample's fields (and `context`) in place, worded for the sample."""
+        text = self.generator.rewrite(template, draw)
+        return text.format(**draw.fields, context=context)
+
+    # --- prompts ----------------------------------------------------------------------------------------
+    def sample_rng(self, length: int, index: int) -> random.Random:
+        """Every sample is seeded from (task seed, length, index): the same file gives the same prompts."""
+        return random.Random(hash_ints(self.task.seed, length, index))
+
+    def assemble(self, draw: Draw, size: int, example: bool = True, framed: bool = True, length: int = 0) -> list[int]:
+        """The prompt of `draw` in exactly `size` tokens (its examples first when `example`, inside the BOS
+        and chat template when `framed`)."""
+        ids, _ = self._assemble(draw, size, example, framed, length or size)
+        return ids
+
+    def _assemble(self, draw: Draw, size: int, example: bool, framed: bool, length: int) -> tuple[list[int], int]:
+        rng = random.Random(draw.seed ^ 0x5EED)
+        shots = self.generator.example(rng, length) if example else []
+        before, after = self.fill(self.task.template, draw).split(CONTEXT)
+        head = (self.prefix if framed else []) + shots + self.tokenizer.encode(before)
+        tail = self.tokenizer.encode(after) + (self.suffix if framed else [])
+        tail += self.tokenizer.encode(self.fill(self.task.answer_prefix, draw))
+        budget = size - len(head) - len(tail)
+        if budget < 1:
+            raise UserError(f"{self.task.name} needs more than {size} tokens for its prompt (its template and answer)")
+        context = self.generator.context(draw, budget, length)
+        if len(context.tokens) > budget:
+            raise UserError(f"{self.task.name} cannot fit its smallest context in {size} tokens")
+        pad = filler(self.noise_unit, budget - len(context.tokens))
+        return head + pad + context.tokens + tail, len(head) + len(pad) + context.departs
+
+    def prompt(self, length: int, index: int) -> RulerPrompt:
+        """Sample `index` of the task at `length`."""
+        draw = self.generator.draw(self.sample_rng(length, index), length)
+        ids, departs = self._assemble(draw, length - self.task.tokens_to_generate, True, True, length)
+        return RulerPrompt(ids, tuple(draw.outputs), departs)
+
+    def decode_tokens(self) -> int:
+        return self.task.tokens_to_generate
+
+    def fixed_tokens(self) -> int:
+        """About the fewest tokens a prompt needs before its context holds anything (a length check)."""
+        draw = self.generator.draw(self.sample_rng(0, 0), 1 << 12)
+        head = len(self.prefix) + len(self.tokenizer.encode(self.fill(self.task.template, draw, "")))
+        examples = len(self.generator.example(random.Random(0), 1 << 12))
+        return head + examples + len(self.suffix) + len(self.tokenizer.encode(self.fill(self.task.answer_prefix, draw)))
+
+    # --- training ---------------------------------------------------------------------------------------
+    def training_row(
+        self, gen: torch.Generator, length: int, answer_only: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens (length + 1,), loss mask (length,)): a prompt of this task and its answer filling a
+        training row, the loss on the answer only (or on every token)."""
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+        rng = random.Random(seed)
+        draw = self.generator.draw(rng, length + 1)
+        # the context decides some references (the common words): assemble first, then word the answer
+        size = length + 1 - self.answer_bound(draw)
+        prompt = self.assemble(draw, size, length=length + 1)
+        answer = self.tokenizer.encode(self.generator.answer(draw.outputs))
+        tokens = (prompt + answer + filler(self.noise_unit, length + 1))[: length + 1]
+        mask = torch.zeros(length) if answer_only else torch.ones(length)
+        mask[len(prompt) - 1 : len(prompt) - 1 + len(answer)] = 1.0  # targets at these indices are the answer
+        return torch.tensor(tokens, dtype=torch.int64), mask
+
+    def answer_bound(self, draw: Draw) -> int:
+        """Tokens reserved for a training row's answer: the task's generation length, as at evaluation."""
+        return self.task.tokens_to_generate

@@ -1,0 +1,142 @@
+"""RULER's tasks as a kind: greedy generation of each task's answer length after its prompt, scored by
+its metric; the score at a length is the mean over the task's samples (0–1; RULER prints it × 100).
+
+The prompts of a length run in batches in the order in which they depart from what they share (the essay
+before the shallowest needle, the template's head): that shared prefix is encoded once, at batch 1, and
+each batch continues from its cache. A batch's scores are logged as it finishes, so a stopped cell
+resumes from its next batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from extrapolate.core.device import autocast
+from extrapolate.core.distributed import SINGLE, World
+from extrapolate.core.errors import UserError
+from extrapolate.tasks.depth_log import DepthLog
+from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, register
+from extrapolate.tasks.passkey import greedy_answers, retrieval_protocol, trunk_lengths
+from extrapolate.tasks.ruler.builder import RulerBuilder
+from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
+from extrapolate.tasks.ruler.task import load_ruler_task
+
+BATCH_CACHE_BYTES = 2 << 30  # a batch's key/value caches stay under this
+MAX_BATCH = 8
+
+
+@dataclass
+class RulerCell:
+    score: float  # mean over the samples, 0–1
+    samples: int
+
+
+def batch_size(model, length: int) -> int:
+    """Prompts per batch: as many as keep their caches under BATCH_CACHE_BYTES."""
+    config = model.config
+    per_token = 2 * config.n_layers * config.kv_heads * config.head_dim * 4  # keys and values, float32 bound
+    return max(1, min(MAX_BATCH, BATCH_CACHE_BYTES // max(1, per_token * length)))
+
+
+@torch.no_grad()
+def evaluate_ruler(
+    model,
+    builder: RulerBuilder,
+    length: int,
+    device: torch.device,
+    dtype: str = "float32",
+    world: World = SINGLE,
+    log: DepthLog | None = None,
+    samples: int | None = None,
+) -> RulerCell:
+    """The task's score at `length` over its samples (or the first `samples`). Under torchrun each rank
+    generates every world.size-th sample and the sums are added up."""
+    model.eval()
+    task = builder.task
+    count = task.samples if samples is None else samples
+    mine = world.mine(count)
+    prompts = sorted((builder.prompt(length, i) for i in mine), key=lambda p: p.departs)
+    size = batch_size(model, length)
+    batches = [prompts[i : i + size] for i in range(0, len(prompts), size)]
+    ids = [torch.tensor([p.ids for p in batch], device=device) for batch in batches]  # (B, n) each
+    metric = METRIC_FUNCTIONS[task.metric]
+    eos = getattr(builder.tokenizer, "eos_id", None)
+    finished = log.finished() if log else {}
+    total = torch.zeros(2, dtype=torch.float64)  # [score sum, samples]
+    with autocast(device, dtype):
+        trunk, done = model.new_cache(), 0
+        for b, (batch, batch_ids, shared) in enumerate(zip(batches, ids, trunk_lengths(ids))):
+            if shared > done:  # grow the shared prefix's cache (batch 1)
+                model.hidden_states(batch_ids[:1, done:shared], cache=trunk, seq_len=length)
+                done = shared
+            if b in finished:
+                total += torch.tensor(finished[b], dtype=torch.float64)
+                continue
+            cache = [dict(layer) for layer in trunk]  # the batch must not grow the trunk
+            hidden = model.hidden_states(batch_ids[:, done:], cache=cache, seq_len=length)  # (B, n - done, D)
+            last = model.lm_head(hidden[:, -1]).float()  # (B, V)
+            answers = greedy_answers(model, cache, last, task.tokens_to_generate, length, stop=eos)
+            scores = [metric(builder.tokenizer.decode(until(a, eos)), p.outputs) for a, p in zip(answers, batch)]
+            total += torch.tensor([sum(scores), len(scores)], dtype=torch.float64)
+            if log:
+                log.record(b, sum(scores), float(len(scores)))
+    total = world.sum(total)
+    return RulerCell(float(total[0] / max(1.0, float(total[1]))), int(total[1]))
+
+
+def until(tokens: list[int], stop: int | None) -> list[int]:
+    """A generated answer up to (without) its first end-of-sequence token."""
+    return tokens[: tokens.index(stop)] if stop is not None and stop in tokens else tokens
+
+
+class RulerKind(TaskKind):
+    """Every RULER task file (`kind = "ruler"`): the mean score of greedy answers at a length."""
+
+    name = "ruler"
+    metrics = ("score",)
+    reads_task_file = True
+
+    def load_file(self, data: dict, path):
+        return load_ruler_task(data, path)
+
+    def prompt_builder(self, task, tokenizer, bos, chat, heldout):
+        return RulerBuilder(task, tokenizer, bos, chat, heldout)
+
+    def check_lengths(self, prompts: RulerBuilder, lengths: tuple[int, ...]) -> None:
+        need = prompts.fixed_tokens() + prompts.task.tokens_to_generate + 16
+        if min(lengths) < need:
+            raise UserError(
+                f"{prompts.task.name} prompts need at least {need} tokens with their answer; "
+                f"the shortest evaluation length is {min(lengths)}"
+            )
+
+    def attention_shapes(self, setup: TaskSetup, length: int) -> Shapes:
+        prompt = length - setup.prompts.task.tokens_to_generate
+        return ((prompt, prompt), (1, prompt + 1))
+
+    def measure(self, setup: TaskSetup, context: MeasureContext, length: int) -> RulerCell:
+        log = None
+        if context.log_folder is not None:
+            world = context.world
+            identity = setup.prompts.task.identity
+            log = DepthLog.for_cell(context.log_folder, context.run_id, identity, length, world.rank, world.size)
+        return evaluate_ruler(context.model, setup.prompts, length, context.device, context.dtype, context.world, log)
+
+    def probe(self, builder: RulerBuilder, model, length: int, device, prompts: int) -> float:
+        return evaluate_ruler(model, builder, length, device, samples=min(prompts, builder.task.samples)).score
+
+    def protocol(self, setup: TaskSetup) -> str:
+        return retrieval_protocol(setup.prompts)
+
+    def rows(self, setup: TaskSetup, length: int, result: RulerCell | None) -> list[dict]:
+        samples = setup.prompts.task.samples
+        value = float("nan") if result is None else result.score
+        return [{"metric": "score", "value": value, "depth": None, "n_tokens": samples * length}]
+
+    def evaluated_tokens(self, setup: TaskSetup, lengths) -> int:
+        task = setup.prompts.task
+        return sum(lengths) * task.samples + len(lengths) * task.samples * task.tokens_to_generate
+
+
+RULER = register(RulerKind())

@@ -1,0 +1,278 @@
+"""RULER's 13 tasks (tasks/*.toml, `kind = "ruler"`): each generator puts its answer in the context the
+stated number of times, in a prompt of exactly the requested tokens, the same for the same seed; the
+scorers are RULER's on hand-written outputs; task files are validated field by field."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from extrapolate.core.errors import UserError
+from extrapolate.data.tokenizers import ByteTokenizer
+from extrapolate.tasks.files import load_task
+from extrapolate.tasks.kinds import file_kind
+from extrapolate.tasks.ruler.haystack import DEPTHS, fit_count
+from extrapolate.tasks.ruler.score import cleaned, string_match_all, string_match_part
+
+from .test_passkey import WordTokenizer
+
+RULER_TASKS = [
+    "niah_single_1",
+    "niah_single_2",
+    "niah_single_3",
+    "niah_multikey_1",
+    "niah_multikey_2",
+    "niah_multikey_3",
+    "niah_multivalue",
+    "niah_multiquery",
+    "vt",
+    "cwe",
+    "fwe",
+    "qa_1",
+    "qa_2",
+]
+OFFLINE = [t for t in RULER_TASKS if not t.startswith("qa")]
+ESSAY = " ".join(
+    f"Line {i} of the book tells of the sea. The king rode home! Was it late? It was." for i in range(4000)
+)
+
+
+def builder_for(task, tokenizer=None, heldout=None):
+    tokenizer = tokenizer or WordTokenizer()
+    heldout = heldout if heldout is not None else [torch.tensor(tokenizer.encode(ESSAY))]
+    return file_kind(task).prompt_builder(task, tokenizer, None, None, heldout)
+
+
+def squad_file(folder: Path) -> Path:
+    paragraphs = []
+    for p in range(30):
+        qas = [{"question": f"Who built tower {p}?", "answers": [{"text": f"Mason{p}"}], "is_impossible": False}]
+        qas.append({"question": f"What is unknowable {p}?", "answers": [], "is_impossible": True})
+        paragraphs.append({"context": f"Tower {p} stands by river {p}. It was built by Mason{p} long ago.", "qas": qas})
+    data = {"data": [{"title": f"T{a}", "paragraphs": paragraphs[a * 10 : a * 10 + 10]} for a in range(3)]}
+    path = folder / "squad.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def hotpot_file(folder: Path) -> Path:
+    rows = []
+    for i in range(30):
+        context = [
+            [f"Town{i}", [f"Town{i} lies north. ", f"Its mayor is Mayor{i}."]],
+            [f"Mayor{i}", [f"Mayor{i} was born in Y{i}."]],
+        ]
+        rows.append({"question": f"Where was the mayor of Town{i} born?", "answer": f"Y{i}", "context": context})
+    path = folder / "hotpot.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def local_task(name: str, folder: Path):
+    """qa_1/qa_2 as a user runs them: a copy of the task file naming a local dataset file."""
+    data = (squad_file if name == "qa_1" else hotpot_file)(folder)
+    text = load_task_text(name).replace('data = ""', f'data = "{data.name}"')
+    path = folder / f"{name}.toml"
+    path.write_text(text)
+    return load_task(str(path))
+
+
+def load_task_text(name: str) -> str:
+    from extrapolate.tasks.files import TASKS_DIR
+
+    return (TASKS_DIR / f"{name}.toml").read_text()
+
+
+def test_the_thirteen_tasks_are_listed_by_their_ruler_names():
+    from typer.testing import CliRunner
+
+    from extrapolate.cli.app import app
+
+    out = CliRunner().invoke(app, ["tasks", "--json"]).output
+    listed = {row["task"]: row for row in json.loads(out)}
+    for name in RULER_TASKS:
+        assert listed[name]["kind"] == "ruler"
+
+
+@pytest.mark.parametrize("name", RULER_TASKS)
+@pytest.mark.parametrize("length", [1024, 2048])
+def test_prompts_are_exact_in_tokens_and_seeded(name, length, tmp_path):
+    task = local_task(name, tmp_path) if name.startswith("qa") else load_task(name)
+    builder = builder_for(task)
+    first, again, other = builder.prompt(length, 0), builder.prompt(length, 0), builder.prompt(length, 1)
+    assert len(first.ids) == length - task.tokens_to_generate
+    assert first == again
+    assert first.ids != other.ids
+    assert first.outputs and all(isinstance(o, str) and o for o in first.outputs)
+
+
+def main_context(builder, prompt) -> str:
+    """The decoded prompt after its solved examples: from the last time the template's opening appears."""
+    text = builder.tokenizer.decode(prompt.ids)
+    opening = builder.task.template.split("{")[0][:40]
+    return text[text.rfind(opening) :] if opening and opening in text else text
+
+
+@pytest.mark.parametrize("name", [t for t in OFFLINE if t.startswith("niah")])
+def test_every_needle_value_is_in_the_context_once(name):
+    task = load_task(name)
+    builder = builder_for(task)
+    args = dict(task.args)
+    for index in range(3):
+        prompt = builder.prompt(2048, index)
+        text = main_context(builder, prompt)
+        assert len(prompt.outputs) == args["num_needle_v"] * args["num_needle_q"]
+        for value in prompt.outputs:
+            assert text.count(value) == 1, (value, text.count(value))
+        needles = re.findall(r"One of the special magic \w+ for ", text)
+        distractors = args["type_haystack"] == "needle"
+        assert (len(needles) > 10) if distractors else len(needles) == args["num_needle_k"] * args["num_needle_v"]
+
+
+def test_a_single_needle_question_is_worded_in_the_singular():
+    builder = builder_for(load_task("niah_single_1"))
+    text = builder.tokenizer.decode(builder.prompt(1024, 0).ids)
+    assert text.startswith("A special magic number is hidden within the following text.")
+    assert text.endswith("The special magic number for " + text.split(" for ")[-1])
+    assert " is" in text[-40:] and "numbers" not in text[-120:]
+
+
+def test_essay_needles_sit_at_sentence_boundaries():
+    task = load_task("niah_multivalue")
+    builder = builder_for(task)
+    prompt = builder.prompt(2048, 0)
+    text = builder.tokenizer.decode(prompt.ids)
+    for value in prompt.outputs:
+        before = text[: text.index(f"is: {value}.")]
+        preceding = before[: before.rindex(" One of the special magic")]
+        assert preceding.rstrip().endswith((".", "!", "?")), preceding[-30:]
+    assert DEPTHS[0] == 0 and DEPTHS[-1] == 100 and len(set(DEPTHS)) == 40
+
+
+def test_variable_tracking_hides_each_hop_once_after_one_solved_example():
+    task = load_task("vt")
+    builder = builder_for(task)
+    prompt = builder.prompt(2048, 0)
+    text = main_context(builder, prompt)
+    names = prompt.outputs
+    assert len(names) == dict(task.args)["num_hops"] + 1 and all(re.fullmatch(r"[A-Z]{5}", n) for n in names)
+    value = re.search(rf"VAR {names[0]} = (\d+)", text).group(1)
+    assert text.count(f"VAR {names[0]} = {value}") == 1
+    for a, b in zip(names, names[1:]):
+        assert text.count(f"VAR {b} = VAR {a}") == 1
+    assert f"assigned the value {value}" in text
+    whole = builder.tokenizer.decode(prompt.ids)
+    example = whole[: whole.rfind("Memorize and track")]
+    assert re.search(r"they are: +([A-Z]{3} ){4}[A-Z]{3}\n", example), "the solved example comes first with its answer"
+
+
+@pytest.mark.parametrize("length, repeats", [(2048, (6, 1)), (4096, (30, 3))])
+def test_common_words_appear_their_stated_number_of_times(length, repeats):
+    task = load_task("cwe")
+    builder = builder_for(task)
+    prompt = builder.prompt(length, 0)
+    text = main_context(builder, prompt)
+    listed = re.findall(r"\d+\. ([a-z][\w'-]*)", text.split("Question:")[0])
+    counts = {w: listed.count(w) for w in set(listed)}
+    assert len(prompt.outputs) == 10
+    assert all(counts[w] == repeats[0] for w in prompt.outputs)
+    assert set(counts.values()) == set(repeats)
+    assert sum(c == repeats[0] for c in counts.values()) == 10
+
+
+def test_frequent_words_are_the_three_most_frequent_after_the_noise_word():
+    task = load_task("fwe")
+    builder = builder_for(task)
+    prompt = builder.prompt(2048, 0)
+    text = main_context(builder, prompt).split("Question:")[0]
+    words = [w for w in text.split() if re.fullmatch(r"[a-z]{6}|\.\.\.", w)]
+    ranked = sorted(set(words), key=words.count, reverse=True)
+    assert ranked[0] == "..."
+    assert list(prompt.outputs) == ranked[1:4]
+    assert words.count(ranked[1]) > words.count(ranked[2]) > words.count(ranked[3]) > words.count(ranked[4])
+
+
+@pytest.mark.parametrize("name", ["qa_1", "qa_2"])
+def test_qa_puts_the_questions_own_documents_among_distractors(name, tmp_path):
+    task = local_task(name, tmp_path)
+    builder = builder_for(task)
+    prompt = builder.prompt(1024, 0)
+    text = builder.tokenizer.decode(prompt.ids)
+    question = re.search(r"Question: (.*)$", text.split(" Answer:")[0]).group(1)
+    answer = prompt.outputs[0]
+    assert answer in text
+    assert text.count("Document ") > 5
+    assert "unknowable" not in question
+
+
+def test_qa_without_a_data_file_says_how_to_give_one():
+    with pytest.raises(UserError, match="args.data"):
+        builder_for(load_task("qa_1"))
+
+
+def test_byte_and_word_tokenizers_both_give_exact_lengths():
+    for tokenizer in (ByteTokenizer(), WordTokenizer()):
+        task = load_task("niah_single_2")
+        builder = builder_for(task, tokenizer, [torch.tensor(tokenizer.encode(ESSAY))])
+        assert len(builder.prompt(3000, 2).ids) == 3000 - task.tokens_to_generate
+
+
+def test_training_rows_end_with_the_answer_under_the_mask():
+    task = load_task("vt")
+    builder = builder_for(task)
+    tokens, mask = builder.training_row(torch.Generator().manual_seed(0), 2048)
+    assert tokens.shape == (2049,) and mask.shape == (2048,)
+    answered = builder.tokenizer.decode(tokens[1:][mask.bool()].tolist())
+    assert re.fullmatch(r"([A-Z]{5} ){4}[A-Z]{5}", answered.strip())
+
+
+def test_string_match_all_is_the_share_of_references_found():
+    assert string_match_all("The numbers are 1234567 and 7654321.", ["1234567", "7654321"]) == 1.0
+    assert string_match_all("only 1234567", ["1234567", "7654321", "1111111"]) == pytest.approx(1 / 3)
+    assert string_match_all("UUID: ABC-def", ["abc-DEF"]) == 1.0  # case-insensitive
+    assert string_match_all("nothing", ["x1"]) == 0.0
+
+
+def test_string_match_part_is_whether_any_reference_is_found():
+    assert string_match_part("It was Mason7.", ["Mason7", "a mason"]) == 1.0
+    assert string_match_part("It was Mason7.", ["Mason8", "a mason"]) == 0.0
+
+
+def test_predictions_are_cleaned_as_ruler_cleans_them():
+    assert cleaned("  \tfoo\x00bar\n ") == "foo\nbar"
+
+
+def test_fit_count_finds_the_largest_count_that_fits():
+    count, tokens = fit_count(lambda n: [0] * (3 * n + 5), 100)
+    assert count == 31 and len(tokens) == 98
+    assert fit_count(lambda n: [0] * n, 50, 0, 20) == (20, [0] * 20)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (('task = "niah"', 'task = "needle"'), "field 'task' must be one of"),
+        (('metric = "string_match_all"', 'metric = "exact"'), "field 'metric'"),
+        (("threshold = 0.856", "threshold = 85.6"), "RULER's 85.6 is 0.856"),
+        (('type_haystack = "noise"', 'type_haystack = "sand"'), "argument 'type_haystack'"),
+        (('type_haystack = "noise"', 'haystack = "noise"'), "takes no argument 'haystack'"),
+        (("{context}", "{contents}"), "placeholder {contents}"),
+        (("samples = 20", "samples = 0"), "field 'samples'"),
+    ],
+)
+def test_task_files_are_validated_field_by_field(change, message, tmp_path):
+    text = load_task_text("niah_single_1")
+    assert change[0] in text
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace(change[0], change[1], 1))
+    with pytest.raises(UserError, match=re.escape(message)):
+        load_task(str(path))
+
+
+def test_an_unknown_kind_is_refused(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(load_task_text("vt").replace('kind = "ruler"', 'kind = "rulers"'))
+    with pytest.raises(UserError, match="field 'kind' must be one of"):
+        load_task(str(path))
