@@ -1,6 +1,7 @@
 """Every Markdown file of the repository renders as written and points at what exists: its code fences close
 (CommonMark's rule: a closing fence carries no text after it), every relative link and image resolves, and
-every `extrapolate …` command in a code block parses against the CLI (its commands, options and values)."""
+every `extrapolate …` command in a code block parses against the CLI (its commands, options and values); and
+docs/cli.md is the reference generated from the CLI itself (`python -m extrapolate.cli.reference`)."""
 
 import re
 import shlex
@@ -82,3 +83,25 @@ def remaining(ctx) -> list[str]:
     """The words a group left for its subcommand (click keeps the subcommand's name apart from its arguments)."""
     protected = getattr(ctx, "_protected_args", None) or getattr(ctx, "protected_args", None) or []
     return [*protected, *ctx.args]
+
+
+def test_cli_reference_is_current():
+    """docs/cli.md is the CLI reference generated from the commands themselves: a command or option changed
+    without regenerating it fails here."""
+    from extrapolate.cli.reference import REGENERATE, cli_reference
+
+    written = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert written == cli_reference(), f"docs/cli.md differs from the CLI: regenerate it with `{REGENERATE}`"
+
+
+def test_cli_reference_ignores_the_terminal_and_hidden_names(monkeypatch):
+    """The reference reads no terminal (width, colour) and lists no hidden option: the former names that still
+    work (--keep, --hf, --lengths) stay out of it."""
+    from extrapolate.cli.reference import cli_reference
+
+    plain = cli_reference()
+    monkeypatch.setenv("COLUMNS", "20")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert cli_reference() == plain
+    for hidden in ("--keep", "--hf", "--lengths"):
+        assert f"`{hidden}" not in plain and f"/ {hidden}" not in plain, hidden
