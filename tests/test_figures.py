@@ -1,5 +1,7 @@
 """Figures read as drawn: no tick outside the data's range, every encoding and every variant of one in its own
-colour, a figure left out where it would be an empty frame."""
+colour, a figure left out where it would be an empty frame; the perplexity figures in one panel per family with
+no two lines of a panel alike and an axis that never magnifies a percent into a cliff; the report opening with
+its findings."""
 
 import matplotlib
 import pandas as pd
@@ -79,3 +81,146 @@ def test_the_ratio_figure_is_left_out_without_a_value_at_L(tmp_path):
     for figure in figures.values():
         plt.close(figure)
     assert names == ["finetune", "perplexity"]
+
+
+def ppl_agg(values_by_encoding: dict[str, dict[int, float]], L: int = 256) -> pd.DataFrame:
+    """The aggregated perplexity rows the figures draw: encoding -> {length: perplexity}, one seed."""
+    return pd.DataFrame(
+        [
+            {"encoding": e, "train_len": L, "eval_len": n, "mean": v, "ci95": 0.0, "status": "ok"}
+            for e, values in values_by_encoding.items()
+            for n, v in values.items()
+        ]
+    )
+
+
+# ALiBi's committed showcase row: a 1.6% change, which a fitted axis drew as a cliff from bottom to top
+FLAT = {256: 51.281, 512: 50.777, 1024: 50.592, 2048: 50.466}
+
+
+def test_a_flat_series_spans_at_least_ten_percent_around_its_value_at_L():
+    from extrapolate.report.plots import perplexity_figure
+
+    figure = perplexity_figure(ppl_agg({"alibi": FLAT}))
+    (low, high), ticks = figure.axes[0].get_ylim(), list(figure.axes[0].get_yticks())
+    plt.close(figure)
+    assert low <= 51.281 * 0.9 and high >= 51.281 * 1.1
+    assert len([t for t in ticks if low <= t <= high]) >= 3  # labelled, not one lone tick
+
+
+def test_the_ratio_figure_shades_the_ten_percent_band_and_spans_it():
+    from extrapolate.report.plots import perplexity_figure
+
+    figure = perplexity_figure(ppl_agg({"alibi": FLAT}), reference={"alibi": 51.281})
+    ax = figure.axes[0]
+    bands = [(p.get_y(), p.get_y() + p.get_height()) for p in ax.patches]
+    (low, high) = ax.get_ylim()
+    plt.close(figure)
+    assert bands == [(pytest.approx(0.9), pytest.approx(1.1))]
+    assert low < 0.9 and high > 1.1  # the band's edges inside the frame
+
+
+def test_the_span_floor_holds_the_data_and_ten_percent_around_each_centre():
+    from extrapolate.report.panels import span_floor
+
+    low, high = span_floor(50.4, 51.3, [51.3], 0.10)
+    assert low <= 51.3 * 0.9 and high >= 51.3 * 1.1
+    low, high = span_floor(40.0, 150.0, [46.4, 135.6], 0.10)  # a wide range keeps all of its data
+    assert low <= 40.0 and high >= 150.0
+    assert span_floor(51.0, 51.0, [], 0.10) == (
+        pytest.approx(51 * 0.9 * 0.98, rel=1e-3),
+        pytest.approx(51 * 1.1 / 0.98, rel=1e-3),
+    )
+
+
+def test_every_encoding_lands_in_exactly_one_panel_and_an_unknown_one_in_other(monkeypatch):
+    import dataclasses
+
+    from extrapolate.report.panels import ABSOLUTE, BIAS, OTHER, ROTARY, SCALINGS, family, panels
+
+    labels = [*sweep_order(), "yarn s=4", "rope+ft100", "pi+ft25", "mystery-encoding"]
+    grouped = panels(labels)
+    placed = [label for members in grouped.values() for label in members]
+    assert sorted(placed) == sorted(labels)  # each once
+    assert grouped[OTHER] == ["nope", "mystery-encoding"]
+    assert {family(n) for n in ("sinusoidal", "learned")} == {ABSOLUTE}
+    assert {family(n) for n in ("alibi", "t5", "kerple-log", "fire")} == {BIAS}
+    assert {family(n) for n in ("rope", "xpos", "rope+ft100")} == {ROTARY}
+    assert {family(n) for n in ("pi", "ntk", "yarn", "yarn s=4", "llama3", "longrope")} == {SCALINGS}
+    # a new encoding lands by its registry kind, one of a kind no panel names in "other"
+    from extrapolate.encodings import ENCODINGS
+
+    alibi = ENCODINGS.get("alibi")
+    monkeypatch.setitem(ENCODINGS._items, "new-bias", dataclasses.replace(alibi, name="new-bias"))
+    monkeypatch.setitem(ENCODINGS._items, "wavelet", dataclasses.replace(alibi, name="wavelet", kind="wavelet"))
+    assert family("new-bias") == BIAS and family("wavelet") == OTHER
+
+
+def drawn_lines(figure) -> list[list[tuple[str, tuple, str, str]]]:
+    """Per panel, each legend entry's (label, colour, line style, marker) as drawn."""
+    from matplotlib.colors import to_rgb
+
+    out = []
+    for ax in figure.axes:
+        lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+        out.append(
+            [(line.get_label(), to_rgb(line.get_color()), line.get_linestyle(), line.get_marker()) for line in lines]
+        )
+    return out
+
+
+@pytest.mark.parametrize("ratio", [False, True])
+def test_no_two_lines_of_a_panel_look_alike_and_every_encoding_is_drawn(ratio):
+    """All 22 encodings, variants of one and a name the registry lacks: each drawn in exactly one panel (plain
+    RoPE also as the reference in the others), and within a panel no two lines share colour, style and
+    marker."""
+    from extrapolate.report.plots import perplexity_figure
+
+    labels = [*sweep_order(), "yarn s=4", "yarn+ft100", "pi+ft25", "mystery-encoding"]
+    agg = ppl_agg({label: {256: 40.0 + i, 512: 41.0 + i} for i, label in enumerate(labels)})
+    figure = perplexity_figure(agg, reference={label: 40.0 for label in labels} if ratio else None)
+    panels = [panel for panel in drawn_lines(figure) if panel]
+    plt.close(figure)
+    own = [label for panel in panels for label, *_ in panel if label != "rope (reference)"]
+    assert sorted(own) == sorted(labels)
+    assert len(panels) == 5 and all(panel[0][0] in ("rope", "rope (reference)") for panel in panels)
+    for panel in panels:
+        looks = [look for _, *look in panel]
+        assert len(set(map(tuple, looks))) == len(looks), panel
+    reference = {tuple(look) for panel in panels for label, *look in panel if label in ("rope", "rope (reference)")}
+    assert len(reference) == 1  # the reference line looks the same in every panel
+
+
+def test_looks_stay_apart_for_many_lines_and_the_palette_is_okabe_ito():
+    from extrapolate.report.panels import LINE_COLOURS, OKABE_ITO, looks
+
+    many = [f"method-{i}" for i in range(40)] + [f"yarn+ft{n}" for n in range(1, 12)] + ["yarn"]
+    chosen = looks(many)
+    assert len({(look.colour, look.linestyle, look.marker) for look in chosen.values()}) == len(many)
+    assert {look.colour for look in chosen.values()} <= set(LINE_COLOURS) <= set(OKABE_ITO)
+    few = looks(["pi", "ntk", "yarn", "llama3"])  # a small panel: every line differs in colour and marker too
+    assert len({look.colour for look in few.values()}) == 4 and len({look.marker for look in few.values()}) == 4
+
+
+def test_the_report_opens_with_the_findings_and_ends_with_the_setup(tmp_path):
+    """The committed reference table, re-reported: the first section after the title is the findings, the
+    last the set-up, and no section of the old order is lost."""
+    import shutil
+    from pathlib import Path
+
+    from extrapolate.report.pages import write_report
+
+    shutil.copy(Path(__file__).resolve().parents[1] / "results" / "reference" / "results.csv", tmp_path)
+    text = write_report(tmp_path).read_text()
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    assert text.startswith("# extrapolate report\n\n## Findings\n\n### Effective length")
+    assert sections[0] == "## Findings" and sections[-1] == "## Setup"
+    assert "### The published shapes" in text.split("## Figures")[0]  # a finding, before the figures
+    for heading in (
+        "## Perplexity (mean ± 95% interval over seeds)",
+        "## Perplexity relative to the base model at L",
+        "## Retrieval (greedy exact match, mean over depths)",
+    ):
+        assert heading in sections
+    setup = text.split("## Setup")[1]
+    assert "- model: `tiny`" in setup and "extrapolate 0.1.0" in setup and "device `cpu`" in setup

@@ -14,6 +14,7 @@ from extrapolate.core.paths import check_output_names
 from extrapolate.report.table import (
     POSITION_COLUMNS,
     POSITIONS_FILE,
+    PPL_TOLERANCE,
     RESULTS_FILE,
     aggregate,
     label_variants,
@@ -26,8 +27,6 @@ from extrapolate.tasks.perplexity import PERPLEXITY
 
 if TYPE_CHECKING:
     from extrapolate.report.retrieval import Rule, Verdict
-
-PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
 
 
 def fmt(mean: float, ci: float | None = None, status: str = "ok") -> str:
@@ -222,8 +221,8 @@ def rotary_shape(folder: Path) -> tuple[int, float] | None:
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
     table = label_variants(table)
-    heading = [f"# Run summary: {', '.join(table['encoding'].unique())}", ""]
-    write_page(folder, table, folder / "summary.md", heading + checkpoint_lines(folder))
+    title = f"# Run summary: {', '.join(table['encoding'].unique())}"
+    write_page(folder, table, folder / "summary.md", title, tuple(checkpoint_lines(folder)))
 
 
 def checkpoint_lines(folder: Path) -> list[str]:
@@ -255,8 +254,13 @@ def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]) -> None:
-    """A report page and its figures: every figure drawn and every line computed before anything is written."""
+SETUP = "## Setup"
+
+
+def write_page(folder: Path, table: pd.DataFrame, path: Path, title: str, setup: tuple[str, ...] = ()) -> None:
+    """A report page and its figures: every figure drawn and every line computed before anything is written.
+    The page opens with what was found and ends with how it was measured (`setup`: lines of the set-up
+    before the table's own provenance)."""
     from extrapolate.report.retrieval import base_encodings, pretrained_encodings, task_rule, verdicts
 
     table = with_unrecorded(table)
@@ -266,15 +270,18 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, heading: list[str]
     figures = draw_figures(folder, table, agg, said)
     try:
         lines = (
-            heading
-            + [*setup_lines(table), ""]
+            [title, ""]
             + body(agg, figure_links(figures), load_training(folder), table, rule, said)
+            + [SETUP, "", *setup, *setup_lines(table), ""]
         )
     except BaseException:
         close_figures(figures)
         raise
     save_figures(folder, figures)
     write_text(path, "\n".join(lines))
+
+
+FINDINGS, FIGURES = "## Findings", "## Figures"
 
 
 def body(
@@ -285,11 +292,63 @@ def body(
     rule: Rule,
     said: dict[str, Verdict],
 ) -> list[str]:
-    """`rule`: the retrieval task's "retrieves at this length" (`report.retrieval.task_rule`); `said`: what it
-    says of each model at L (`report.retrieval.verdicts`)."""
-    from extrapolate.report.finetune import finetune_section
-    from extrapolate.report.retrieval import base_encodings, retrieval_length, retrieval_section
+    """What the page says between its title and its set-up: the findings (effective lengths, the published
+    shapes that hold or fail), the figures, then the measurements they come from. `rule`: the retrieval task's
+    "retrieves at this length" (`report.retrieval.task_rule`); `said`: what it says of each model at L
+    (`report.retrieval.verdicts`)."""
+    return findings(agg, table, rule, said) + figure_lines(figures) + measurements(agg, training, table, rule, said)
+
+
+def findings(agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str, Verdict]) -> list[str]:
+    from extrapolate.report.retrieval import base_encodings, retrieval_length
     from extrapolate.report.shapes import shapes_section
+
+    bases = base_encodings(table)
+    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, said, rule)
+    lines = [
+        FINDINGS,
+        "",
+        "### Effective length",
+        "",
+        f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
+        f"length at which the model retrieves ({rule.describe()}), every length from L on included in both "
+        "(retrieval: for models that retrieve at L).",
+        "",
+        "| encoding | perplexity | retrieval |",
+        "|---|---|---|",
+    ]
+    for encoding in dict.fromkeys(list(eff) + list(keys)):
+        lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
+    lines.append("")
+    return lines + shapes_section(table)
+
+
+CAPTIONS = {
+    PERPLEXITY.name: "perplexity vs length",
+    "ratio": "ratio to the base model at L",
+    "positions": "loss by position",
+    PASSKEY.name: "passkey accuracy",
+    "finetune": "perplexity at L' vs fine-tuning steps",
+    "frequencies": "RoPE scalings: inv_freq / θ per pair",
+}
+
+
+def figure_lines(figures: dict[str, str]) -> list[str]:
+    if not figures:
+        return []
+    lines = [FIGURES, ""]
+    for key, name in figures.items():
+        lines += [f"![{CAPTIONS[key]}]({name})", ""]
+    return lines
+
+
+def measurements(
+    agg: pd.DataFrame, training: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str, Verdict]
+) -> list[str]:
+    """The tables the findings are read from: perplexity, its ratio to L, fine-tuning, retrieval, held-out
+    perplexity during training."""
+    from extrapolate.report.finetune import finetune_section
+    from extrapolate.report.retrieval import base_encodings, retrieval_section
 
     bases = base_encodings(table)
     lines = []
@@ -309,32 +368,7 @@ def body(
         ]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
     lines += retrieval_section(agg, training, said, rule)
-    eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, said, rule)
-    lines += [
-        "## Effective length",
-        "",
-        f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
-        f"length at which the model retrieves ({rule.describe()}), every length from L on included in both "
-        "(retrieval: for models that retrieve at L).",
-        "",
-        "| encoding | perplexity | retrieval |",
-        "|---|---|---|",
-    ]
-    for encoding in dict.fromkeys(list(eff) + list(keys)):
-        lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
-    lines.append("")
-    lines += shapes_section(table)
     lines += heldout_section(training, bases)
-    captions = {
-        PERPLEXITY.name: "perplexity vs length",
-        "ratio": "ratio to the base model at L",
-        "positions": "loss by position",
-        PASSKEY.name: "passkey accuracy",
-        "finetune": "perplexity at L' vs fine-tuning steps",
-        "frequencies": "RoPE scalings: inv_freq / θ per pair",
-    }
-    for key, name in figures.items():
-        lines += [f"![{captions[key]}]({name})", ""]
     return lines
 
 
@@ -350,5 +384,6 @@ def write_report(folder: Path) -> Path:
     if table.empty:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     path = folder / "report.md"
-    write_page(folder, table, path, ["# extrapolate report", "", "## Setup", ""])
+    regenerate = f"- this page and its figures: `extrapolate report` on this folder, from its {RESULTS_FILE} alone"
+    write_page(folder, table, path, "# extrapolate report", (regenerate,))
     return path

@@ -12,17 +12,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from extrapolate.core.atomic import atomic_path  # noqa: E402
 from extrapolate.encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
+from extrapolate.report.table import PPL_TOLERANCE, encoding_of, variant_order  # noqa: E402
 from extrapolate.tasks.passkey import PASSKEY  # noqa: E402
 
 if TYPE_CHECKING:
     from extrapolate.report.retrieval import Verdict
-
-
-def encoding_of(label: str) -> str:
-    """The encoding a table label names: "yarn s=4+ft100" -> "yarn" (`results.label_variants`)."""
-    from extrapolate.report.table import FINETUNED, SCALED
-
-    return label.split(FINETUNED, 1)[0].split(SCALED, 1)[0]
 
 
 def colour(name: str) -> str:
@@ -32,18 +26,6 @@ def colour(name: str) -> str:
 
     name = encoding_of(name)
     return ENCODINGS.get(name).colour if name in ENCODINGS else "#555555"
-
-
-def _variant_order(label: str) -> tuple[float, int]:
-    """(factor, fine-tuning steps) of a label, (0, 0) for a plain name: the order of one encoding's variants."""
-    from extrapolate.report.table import FINETUNED, SCALED
-
-    scaled, _, steps = label.partition(FINETUNED)
-    _, _, factor = scaled.partition(SCALED)
-    try:
-        return float(factor or 0), int(steps or 0)
-    except ValueError:
-        return 0.0, 0
 
 
 def palette(labels) -> dict[str, str]:
@@ -59,7 +41,7 @@ def palette(labels) -> dict[str, str]:
     for members in groups.values():
         rgb = to_rgb(colour(members[0]))
         towards = 1.0 if sum(rgb) / 3 < 0.3 else 0.0  # black cannot darken: lighten it
-        for rank, label in enumerate(sorted(members, key=_variant_order)):
+        for rank, label in enumerate(sorted(members, key=variant_order)):
             mix = 0.6 * rank / max(len(members) - 1, 1)
             out[label] = to_hex(tuple(c + (towards - c) * mix for c in rgb))
     return out
@@ -152,72 +134,155 @@ def _length_axis(ax, lengths, train_lens):
     ax.grid(True, which="both", alpha=0.3)
 
 
+# round numbers a log axis over less than a decade is labelled at (× a power of ten), roundest first
+LOG_MANTISSAS = ((1,), (2, 5), (1.5, 3, 4, 6, 8), (1.2, 2.5, 7, 9))
+
+
+def log_ticks(ax) -> None:
+    """Plain-number ticks on a log y axis whose limits are set. Over a decade or more, the axis's own
+    (`plain_log_ticks`); over less than twice, evenly stepped round numbers (46, 48, 50…), where log and linear
+    spacing barely differ; in between, the roundest numbers that keep apart on the log scale (`LOG_MANTISSAS`:
+    1 and 10 first, then 2 and 5, …), since the axis's own are then one or two."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
+
+    lo, hi = ax.get_ylim()
+    if hi / lo >= 10:
+        plain_log_ticks(ax)
+        return
+    if hi / lo < 2:
+        ticks = [t for t in MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= t <= hi]
+    else:
+        decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        gap, ticks = math.log(hi / lo) / 9, []  # at most about nine labels
+        for tier in LOG_MANTISSAS:
+            for t in (float(f"{m * 10.0**e:.6g}") for e in decades for m in tier):
+                if lo <= t <= hi and all(abs(math.log(t / other)) >= gap for other in ticks):
+                    ticks.append(t)
+        ticks.sort()
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter("{x:g}")
+
+
+def panel_axes(count: int, title: str, ylabel: str, xlabel: str):
+    """A figure of `count` panels (`panels.grid`) sharing the y axis, each with room for its legend on its
+    right; the grid's unused cells left blank."""
+    from extrapolate.report.panels import grid
+
+    rows, columns = grid(count)
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(6.6 * columns, 3.1 * rows + 1.0),
+        dpi=120,
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
+    )
+    for ax in axes.flat[max(count, 1) :]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.supylabel(ylabel, fontsize=10)
+    fig.supxlabel(xlabel, fontsize=10)
+    return fig, list(axes.flat[: max(count, 1)])
+
+
+def panel_legend(ax) -> None:
+    if ax.get_legend_handles_labels()[0]:  # every cell failed: an empty frame, no legend
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=3.2)  # outside a curve
+
+
 def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str | None = None):
-    """Perplexity vs evaluation length, one line per encoding; with `reference` (encoding -> perplexity at L
-    of its base model) the ratio to it. `agg`: results.aggregate restricted to task == perplexity, metric == ppl."""
+    """Perplexity vs evaluation length, one panel per family of encodings (`report.panels`) with plain RoPE in
+    each as the reference line; with `reference` (encoding -> perplexity at L of its base model) the ratio to
+    it, the band within ±10% of it shaded. The panels share the y axis, which spans at least ±10% around each
+    line's value at L (`panels.span_floor`), so that a change of a percent or two never fills a frame.
+    `agg`: results.aggregate restricted to task == perplexity, metric == ppl."""
+    import numpy as np
+
+    from extrapolate.report.panels import figure_panels, looks, span_floor, with_reference
+
     ratio = reference is not None
-    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
     # a log axis takes neither inf (a perplexity that overflowed) nor NaN: those cells stay in the tables only
     ok = agg[(agg["status"] == "ok") & (agg["mean"] > 0) & (agg["mean"] < float("inf"))]
-    colours = palette(agg["encoding"])
+    curves = {}  # label -> (lengths, values, 95% half-widths, value at L or else the first value)
     for encoding, group in ok.groupby("encoding", sort=False):
         group = group.sort_values("eval_len")
-        y, err = group["mean"].to_numpy(), group["ci95"].to_numpy()
+        x, y, err = group["eval_len"].to_numpy(), group["mean"].to_numpy(), group["ci95"].fillna(0).to_numpy()
         if ratio:
             if not 0 < reference.get(encoding, float("nan")) < float("inf"):
                 continue
             y, err = y / reference[encoding], err / reference[encoding]
-        ax.errorbar(
-            group["eval_len"],
-            y,
-            yerr=err,
-            marker="o",
-            markersize=4,
-            capsize=2,
-            label=encoding,
-            color=colours[encoding],
-            linewidth=1.8,
-        )
-    _length_axis(ax, agg["eval_len"].unique().tolist(), agg["train_len"].unique().tolist())
-    ax.set_yscale("log")
-    plain_log_ticks(ax)
-    ax.set_xlabel("evaluation length (tokens, log₂ scale)")
-    ax.set_ylabel("perplexity / base model's perplexity at L" if ratio else "perplexity (log scale)")
-    ax.set_title(
-        title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length")
+        at_L = y[x == group["train_len"].to_numpy()]
+        curves[str(encoding)] = (x, y, err, float(at_L[0] if len(at_L) else y[0]))
+    grouped = figure_panels(curves)
+    title = title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length")
+    fig, axes = panel_axes(
+        len(grouped),
+        title + (f"\nshaded: within ±{PPL_TOLERANCE:.0%} of the base model at L" if ratio else ""),
+        "perplexity ÷ base model's perplexity at L (log scale)" if ratio else "perplexity (log scale)",
+        "evaluation length (tokens, log₂ scale)",
     )
-    if ax.get_legend_handles_labels()[0]:  # every cell failed: an empty frame, no legend
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a curve
-    fig.tight_layout()
+    lengths, train_lens = agg["eval_len"].unique().tolist(), agg["train_len"].unique().tolist()
+    for ax, (panel, members) in zip(axes, grouped.items() or [("", [])]):
+        if ratio:
+            ax.axhspan(1 - PPL_TOLERANCE, 1 + PPL_TOLERANCE, facecolor="#d9d9d9", edgecolor="none", zorder=0)
+        drawn = with_reference(members, curves)
+        look = looks(drawn)
+        for label in drawn:
+            x, y, err, _ = curves[label]
+            shown = label if label in members else f"{label} (reference)"
+            if err.any():
+                ax.errorbar(x, y, yerr=err, markersize=4, capsize=2, label=shown, **look[label].kwargs())
+            else:  # one seed: no interval, and no error-bar glyph in the legend
+                ax.plot(x, y, markersize=4, label=shown, **look[label].kwargs())
+        _length_axis(ax, lengths, train_lens)
+        ax.set_yscale("log")
+        ax.set_title(panel, fontsize=10)
+        panel_legend(ax)
+    lows = [v for x, y, err, _ in curves.values() for v in np.where(y - err > 0, y - err, y)]
+    highs = [v for x, y, err, _ in curves.values() for v in y + err]
+    centres = [c for *_, c in curves.values()] + ([1.0] if ratio else [])
+    limits = span_floor(min(lows, default=float("inf")), max(highs, default=0.0), centres, PPL_TOLERANCE)
+    for ax in axes:
+        ax.set_ylim(*limits)
+        log_ticks(ax)
     return fig
 
 
 def position_figure(positions, eval_len: int | None = None):
-    """Mean NLL by position inside the window at the longest evaluated length, one line per encoding."""
-    fig, ax = plt.subplots(figsize=(8.5, 4.5), dpi=120)
+    """Mean NLL by position inside the window at the longest evaluated length, one panel per family of
+    encodings (`report.panels`), plain RoPE in each as the reference line."""
+    from extrapolate.report.panels import figure_panels, looks, with_reference
+
     eval_len = eval_len or int(positions["eval_len"].max())
     at = positions[positions["eval_len"] == eval_len]
-    colours = palette(at["encoding"])
+    curves = {}
     for encoding, group in at.groupby("encoding", sort=False):
         by_bucket = group.groupby("bucket_start").apply(
             lambda g: (g["nll"] * g["n_tokens"]).sum() / g["n_tokens"].sum(), include_groups=False
         )
         width = float(group["bucket_end"].iloc[0] - group["bucket_start"].iloc[0])
-        ax.plot(
-            by_bucket.index + width / 2,
-            by_bucket.to_numpy(),
-            marker=".",
-            label=encoding,
-            color=colours[encoding],
-            linewidth=1.8,
-        )
-    train_length_marks(ax, at["train_len"].unique())
-    ax.set_xlabel("position inside the window (bucket centre, tokens)")
-    ax.set_ylabel("mean NLL (nats/token)")
-    ax.set_title(f"loss by position at evaluation length {eval_len}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+        curves[str(encoding)] = (by_bucket.index + width / 2, by_bucket.to_numpy())
+    grouped = figure_panels(curves)
+    fig, axes = panel_axes(
+        len(grouped),
+        f"loss by position at evaluation length {eval_len}",
+        "mean NLL (nats/token)",
+        "position inside the window (bucket centre, tokens)",
+    )
+    for ax, (panel, members) in zip(axes, grouped.items() or [("", [])]):
+        drawn = with_reference(members, curves)
+        look = looks(drawn)
+        for label in drawn:
+            shown = label if label in members else f"{label} (reference)"
+            ax.plot(*curves[label], markersize=3, markevery=4, label=shown, **look[label].kwargs())
+        train_length_marks(ax, at["train_len"].unique())
+        ax.set_title(panel, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        panel_legend(ax)
     return fig
 
 

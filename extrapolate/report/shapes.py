@@ -99,12 +99,13 @@ def published_shapes(table: pd.DataFrame) -> list[tuple[str, bool, str]]:
 
 
 def shapes_section(table: pd.DataFrame) -> list[str]:
-    """The report's lines on the published shapes (none when the table can check none of them)."""
+    """The report's lines on the published shapes, a subsection of its findings (none when the table can check
+    none of them)."""
     checked = published_shapes(table)
     if not checked:
         return []
     lines = [
-        "## The published shapes",
+        "### The published shapes",
         "",
         "What the literature reports for these encodings, checked at the longest length measured past L "
         '(zero-shot; "flat": within 10% of the value at L; "degrades": at least 1.2×, RoPE 1.5×).',

@@ -273,3 +273,21 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     out["depth"] = out["depth"].replace(-1, float("nan"))
     out = out.sort_values(by).reset_index(drop=True)
     return in_encoding_order(out).reset_index(drop=True) if "encoding" in by else out
+
+
+PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
+
+
+def encoding_of(label: str) -> str:
+    """The encoding a table label names: "yarn s=4+ft100" -> "yarn" (`label_variants`)."""
+    return label.split(FINETUNED, 1)[0].split(SCALED, 1)[0]
+
+
+def variant_order(label: str) -> tuple[float, int]:
+    """(factor, fine-tuning steps) of a label, (0, 0) for a plain name: the order of one encoding's variants."""
+    scaled, _, steps = label.partition(FINETUNED)
+    _, _, factor = scaled.partition(SCALED)
+    try:
+        return float(factor or 0), int(steps or 0)
+    except ValueError:
+        return 0.0, 0
