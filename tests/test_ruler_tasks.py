@@ -276,3 +276,73 @@ def test_an_unknown_kind_is_refused(tmp_path):
     path.write_text(load_task_text("vt").replace('kind = "ruler"', 'kind = "rulers"'))
     with pytest.raises(UserError, match="field 'kind' must be one of"):
         load_task(str(path))
+
+
+def test_training_rows_of_several_tasks_are_drawn_in_turn():
+    from extrapolate.run.prepare import MixedRows
+
+    tokenizer = WordTokenizer()
+    vt, needle = (builder_for(load_task(name), tokenizer) for name in ("vt-compact", "niah_single_1"))
+    rows = MixedRows((vt, needle))
+    gen = torch.Generator().manual_seed(0)
+    answers = []
+    for _ in range(20):
+        tokens, mask = rows.training_row(gen, 1024)
+        answers.append(vt.tokenizer.decode(tokens[1:][mask.bool()].tolist()))
+    assert any(re.fullmatch(r" ?([A-Z]{5} ){4}[A-Z]{5}", a) for a in answers)  # variable tracking's answer
+    assert any(re.fullmatch(r" \d{7}\.", a) for a in answers)  # the needle's value
+
+
+def test_train_tasks_change_the_model_only_when_given(tmp_path):
+    from extrapolate.run import RunRequest
+    from extrapolate.run.prepare import MixedRows, prepare
+    from extrapolate.run.request import resolve
+
+    from .helpers import make_corpus
+
+    corpus = str(make_corpus(tmp_path / "corpus", documents=4, words=3000))
+    base = dict(model="tiny", train_len=512, steps=2, corpus=corpus, tokenizer="bpe:512", eval_lens=(512,))
+    plain = resolve(RunRequest(**base))
+    assert plain.request.train_tasks == ()
+    mixed = resolve(RunRequest(**base, train_tasks=("passkey-word", "vt-compact")))
+    before, after = prepare(plain), prepare(mixed)
+    assert before.passkey_identity == load_task("passkey-word").identity  # the task file's rows, as before
+    assert after.passkey_identity == load_task("passkey-word").identity + "+" + load_task("vt-compact").identity
+    assert isinstance(after.training_rows, MixedRows) and before.training_rows is before.passkey_builder
+    with pytest.raises(UserError, match="training task"):
+        resolve(RunRequest(**base, train_tasks=("no-such-task",)))
+    with pytest.raises(UserError, match="passkey-fraction 0"):
+        resolve(RunRequest(**base, train_tasks=("vt-compact",), passkey_fraction=0.0))
+
+
+def test_effective_length_is_the_longest_length_up_to_which_every_score_passes():
+    from extrapolate.report.ruler import effective_length
+
+    assert effective_length({1024: 0.9, 2048: 0.86, 4096: 0.5, 8192: 0.9}) == 2048  # a later recovery does not count
+    assert effective_length({1024: 0.8, 2048: 0.9}) is None
+    assert effective_length({1024: 0.9, 2048: 0.9}, threshold=0.95) is None
+    assert effective_length({1024: 1.0, 2048: 1.0}) == 2048
+
+
+def test_the_ruler_average_and_its_table_come_from_the_rows():
+    import pandas as pd
+
+    from extrapolate.report.ruler import AVERAGE, effective_lengths, ruler_scores, ruler_section
+
+    def row(task, length, value, seed=0):
+        identity = load_task(task).identity
+        return {"task": "ruler", "metric": "score", "status": "ok", "protocol": identity, "encoding": "rope",
+                "eval_len": length, "value": value, "seed": seed}  # fmt: skip
+
+    table = pd.DataFrame(
+        [row("vt", 1024, 1.0), row("vt", 2048, 0.5), row("cwe", 1024, 0.8), row("cwe", 2048, 0.6)]
+        + [row("vt", 1024, 0.9, seed=1), row("niah_single_1", 1024, 1.0, seed=0)]
+    )
+    scores = ruler_scores(table)
+    assert set(scores["task"]) == {"vt", "cwe", "niah_single_1"}
+    effective = effective_lengths(scores)
+    assert effective[("rope", "vt")] == 1024 and effective[("rope", "cwe")] is None
+    # average at 1024: (0.95 + 0.8 + 1.0) / 3 = 0.9167 ≥ 0.856; at 2048: (0.5 + 0.6) / 2 < 0.856
+    assert effective[("rope", AVERAGE)] == 1024
+    text = "\n".join(ruler_section(table))
+    assert "| vt | 95.0 | 50.0 | 1024 |" in text and "| **RULER average** | 91.7 | 55.0 | 1024 |" in text

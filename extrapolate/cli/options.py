@@ -67,7 +67,7 @@ PANELS = {
         "device",
         "bos",
     ),
-    "Retrieval": ("passkey_task", "passkey_fraction", "chat_template"),
+    "Retrieval": ("passkey_task", "passkey_fraction", "train_tasks", "chat_template"),
     "Output": ("out", "config"),
 }
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
@@ -165,6 +165,12 @@ SHARED = {
         f"(default: {DEFAULT_RETRIEVAL_TASK['trained']}, a one-token key, for models trained here; "
         "the 5-digit passkey for pretrained models)",
     ),
+    "train_tasks": shared(
+        Optional[str],
+        None,
+        "comma-separated task files whose prompts make the retrieval share of training rows, drawn in turn "
+        "(e.g. passkey,vt; default: the retrieval task file)",
+    ),
     "finetune_len": shared(
         Optional[int],
         DEFAULT.finetune_len,
@@ -213,8 +219,10 @@ def to_request(values: dict) -> RunRequest:
     """The shared options as the library's request (lists parsed; the encoding and seed set by the command)."""
     tasks, eval_lens = values.pop("tasks"), values.pop("eval_lens")
     options = parse_encoding_options(values.pop("encoding_option"))
+    train_tasks = values.pop("train_tasks")
     return RunRequest(
         tasks=tuple(parse_name_list(tasks)),
+        train_tasks=tuple(parse_name_list(train_tasks)) if train_tasks else (),
         encoding_options=options,
         eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens is not None else (),
         **values,

@@ -24,6 +24,7 @@ from extrapolate.report.table import (
 from extrapolate.report.training_log import heldout_section, load_training
 from extrapolate.tasks.passkey import PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
+from extrapolate.tasks.ruler.kind import RULER
 
 if TYPE_CHECKING:
     from extrapolate.report.retrieval import Rule, Verdict
@@ -149,6 +150,7 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
     from extrapolate.report.finetune import finetune_figure, finetune_section
     from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from extrapolate.report.retrieval import base_encodings
+    from extrapolate.report.ruler import ruler_figure
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
@@ -169,6 +171,9 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
             figures["positions"] = position_figure(positions)
         if ((agg["task"] == PASSKEY.name) & (agg["metric"] == "accuracy")).any():
             figures[PASSKEY.name] = passkey_figure(agg, verdicts=said)
+        heatmap = ruler_figure(table)
+        if heatmap is not None:
+            figures[RULER.name] = heatmap
         # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
         rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
         shape = rotary_shape(folder)
@@ -301,6 +306,7 @@ def body(
 
 def findings(agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str, Verdict]) -> list[str]:
     from extrapolate.report.retrieval import base_encodings, retrieval_length
+    from extrapolate.report.ruler import ruler_findings
     from extrapolate.report.shapes import shapes_section
 
     bases = base_encodings(table)
@@ -320,7 +326,7 @@ def findings(agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str,
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
     lines.append("")
-    return lines + shapes_section(table)
+    return lines + ruler_findings(table) + shapes_section(table)
 
 
 CAPTIONS = {
@@ -330,6 +336,7 @@ CAPTIONS = {
     PASSKEY.name: "passkey accuracy",
     "finetune": "perplexity at L' vs fine-tuning steps",
     "frequencies": "RoPE scalings: inv_freq / θ per pair",
+    RULER.name: "RULER score per task and length",
 }
 
 
@@ -349,6 +356,7 @@ def measurements(
     perplexity during training."""
     from extrapolate.report.finetune import finetune_section
     from extrapolate.report.retrieval import base_encodings, retrieval_section
+    from extrapolate.report.ruler import ruler_section
 
     bases = base_encodings(table)
     lines = []
@@ -368,6 +376,7 @@ def measurements(
         ]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
     lines += retrieval_section(agg, training, said, rule)
+    lines += ruler_section(table)
     lines += heldout_section(training, bases)
     return lines
 

@@ -54,7 +54,7 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
         return TrainedModel(model, resolved.model_folder, None, summary, reused=True)
 
     config, finetune = resolved.train_config, resolved.finetune
-    rows = prepared.passkey_builder.training_row if prepared.passkey_builder is not None else None
+    rows = prepared.training_rows.training_row if prepared.training_rows is not None else None
     source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed, config.passkey_fraction, rows)
     callback = reporter.training(config.steps, ckpt.is_complete(model_folder(config)))
     result = train(config, source, prepared.device, on_step=callback, probe=training_probe(resolved, prepared))
@@ -69,7 +69,7 @@ def finetuned(
 ) -> TrainedModel:
     """The base model fine-tuned at L' (cached, resumed or continued from a shorter fine-tune)."""
     phase = resolved.finetune.phase  # the same mixture of corpus and retrieval rows as the base, at L'
-    rows = prepared.passkey_builder.training_row if prepared.passkey_builder is not None else None
+    rows = prepared.training_rows.training_row if prepared.training_rows is not None else None
     source = BatchSource(prepared.stream, phase.seq_len, phase.batch_size, phase.seed, phase.passkey_fraction, rows)
     callback = reporter.training(
         phase.steps, ckpt.is_complete(resolved.model_folder), f"fine-tuning at {phase.seq_len}"

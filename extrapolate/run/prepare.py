@@ -13,6 +13,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.data.corpora import Corpus, load_corpus
 from extrapolate.data.tokenizers import load_tokenizer
 from extrapolate.run.request import ResolvedRequest
+from extrapolate.tasks.files import load_task
 from extrapolate.tasks.kinds import asked_kinds, file_kind
 
 
@@ -28,6 +29,20 @@ class Prepared:
     passkey_identity: str  # the task identity those rows come from ("" when there are none)
     passkey_builder: object | None  # the task file's prompt builder, when the job trains or evaluates on its prompts
     checkpoint: object | None  # the loaded PretrainedModel of a pretrained model, else None
+    # what the retrieval share of the training rows is drawn from (`training_row`): the task file's builder, or
+    # the --train-tasks builders in turn; None when no training row holds a prompt
+    training_rows: object | None = None
+
+
+@dataclass(frozen=True)
+class MixedRows:
+    """Training rows from several tasks' prompt builders: each row draws which task it holds, then its prompt."""
+
+    builders: tuple
+
+    def training_row(self, gen: torch.Generator, length: int, answer_only: bool = True):
+        pick = int(torch.randint(len(self.builders), (1,), generator=gen))
+        return self.builders[pick].training_row(gen, length, answer_only)
 
 
 def prepare(resolved: ResolvedRequest) -> Prepared:
@@ -74,6 +89,13 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
             )
         for kind in kinds:  # a kind whose prompts would not fit the shortest length is refused before training
             kind.check_lengths(builder, lengths)
+    rows, identity = (builder if fraction > 0 else None), (builder.task.identity if fraction > 0 else "")
+    if request.train_tasks and fraction > 0:
+        builders = tuple(
+            training_builder(name, tokenizer, bos, chat, heldout, request.train_len) for name in request.train_tasks
+        )
+        rows = builders[0] if len(builders) == 1 else MixedRows(builders)
+        identity = "+".join(b.task.identity for b in builders)
     return Prepared(
         corpus,
         tokenizer,
@@ -82,7 +104,18 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         device,
         lengths,
         fraction,
-        builder.task.identity if fraction > 0 else "",
+        identity,
         builder if used else None,
         checkpoint,
+        rows,
     )
+
+
+def training_builder(name: str, tokenizer, bos, chat, heldout, train_len: int):
+    """The prompt builder of one --train-tasks task file, refused where its prompt and answer cannot fit in L."""
+    task = load_task(name)
+    builder = file_kind(task).prompt_builder(task, tokenizer, bos, chat, heldout)
+    need = builder.fixed_tokens() + builder.decode_tokens() + 16
+    if train_len < need:
+        raise UserError(f"--train-tasks {name}: its prompts need at least {need} tokens; --train-len is {train_len}")
+    return builder

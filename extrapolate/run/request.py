@@ -69,6 +69,8 @@ class RunRequest:
     # share of training rows that are passkey prompts (within L); None: DEFAULT_PASSKEY_FRACTION when L leaves room
     passkey_fraction: float | None = None
     passkey_task: str | None = None  # a task name under tasks/ or a TOML path; None: see DEFAULT_RETRIEVAL_TASK
+    # the task files whose prompts make the retrieval share of the training rows, in turn (empty: passkey_task)
+    train_tasks: tuple[str, ...] = ()
     finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
     finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
     finetune_lr: float | None = None  # default a tenth of --lr
@@ -264,6 +266,7 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
             "lr",
             "tokenizer",
             "passkey_fraction",
+            "train_tasks",
             "learned_policy",
             *(() if request.extended else ("train_dtype", "compile")),
         )
@@ -354,6 +357,11 @@ def check(request: RunRequest) -> None:
         raise UserError("--learned-policy must be error or clamp")
     if request.passkey_fraction is not None and not 0 <= request.passkey_fraction < 1:
         raise UserError("--passkey-fraction must be in [0, 1)")
+    for task in request.train_tasks:
+        if not is_task_file(task):
+            require_known("training task", task, list_task_names())
+    if request.train_tasks and request.passkey_fraction == 0:
+        raise UserError("--train-tasks with --passkey-fraction 0: no training row would hold their prompts")
     if not request.tasks:
         raise UserError("--tasks names no task: give perplexity, passkey or a retrieval task's name")
     for task in request.tasks:  # a retrieval task file's name is one too (before `named_retrieval_task` maps it)

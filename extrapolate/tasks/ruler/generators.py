@@ -147,6 +147,8 @@ class VariableTracking(Generator):
     """Chains "VAR B = VAR A" from "VAR A = 12345" hidden in noise or essay; the answer is every variable of
     the first chain (the one holding the value asked), after one solved example."""
 
+    least = 0  # the chains alone are a context (a length that holds no noise line besides)
+
     def draw(self, rng: random.Random, length: int, letters: int = 5, hops: int | None = None) -> Draw:
         chains_n, hops = self.args["num_chains"], self.args["num_hops"] if hops is None else hops
         names = variable_names(rng, (hops + 1) * chains_n, letters)

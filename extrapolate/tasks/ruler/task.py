@@ -16,6 +16,7 @@ from extrapolate.core.errors import UserError
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 NEEDLE = "One of the special magic {type_needle_v} for {key} is: {value}."
 METRICS = ("string_match_all", "string_match_part")
+DEFAULT_THRESHOLD = 0.856  # RULER's bar: Llama-2-7B's average at 4k (85.6 on its 0–100 scale)
 # each generator's arguments and their defaults (RULER's): a task file may set these and no others
 ARGUMENTS: dict[str, dict[str, object]] = {
     "niah": {
