@@ -58,6 +58,8 @@ def run_args(folder, out, *extra):
         "32",
         "--eval-len",
         "64",
+        "--tasks",  # the default's retrieval would be left out with a warning: no prompt fits in 32 tokens
+        "perplexity",
         "--eval-tokens",
         "64",
         "--corpus",

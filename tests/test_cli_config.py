@@ -151,3 +151,19 @@ def test_quiet_prints_no_progress(tmp_path, monkeypatch):
     # one line, the folder written (folded by the narrow test terminal)
     said = " ".join(quiet.output.split())
     assert said == f"wrote {tmp_path / 'quiet'}/results.csv and {tmp_path / 'quiet'}/summary.md"
+
+
+def test_run_measures_both_axes_by_default_and_leaves_retrieval_out_where_no_prompt_fits(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    common = ["run", "--model", "tiny", "--steps", "2", "--batch-size", "2", "--eval-tokens", "256"]
+    common += ["--corpus", str(corpus), "--tokenizer", "bytes"]
+    short = invoke(*common, "--train-len", "32", "--eval-len", "64", "--out", str(tmp_path / "short"))
+    assert short.exit_code == 0, short.output
+    assert "warning: passkey left out: passkey-word prompts need at least" in short.output
+    assert set(pd.read_csv(tmp_path / "short" / "results.csv").task) == {"perplexity"}
+    both = invoke(*common, "--train-len", "128", "--eval-len", "128", "--out", str(tmp_path / "both"))
+    assert both.exit_code == 0, both.output
+    assert set(pd.read_csv(tmp_path / "both" / "results.csv").task) == {"perplexity", "passkey"}
+    named = invoke(*common, "--train-len", "32", "--eval-len", "64", "--tasks", "perplexity,passkey")
+    assert named.exit_code == 2 and "prompts need at least" in named.output  # asked for by name: an error

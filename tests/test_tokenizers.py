@@ -175,6 +175,8 @@ def tiny_run(corpus, out, *extra):
         "32",
         "--eval-len",
         "64",
+        "--tasks",  # the default's retrieval would be left out with a warning: no prompt fits in 32 tokens
+        "perplexity",
         "--eval-tokens",
         "128",
         "--corpus",

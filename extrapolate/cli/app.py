@@ -22,6 +22,7 @@ from extrapolate.cli.render import (
 )
 from extrapolate.cli.util import OneLineErrors, fail, renamed, stdout, warn
 from extrapolate.run import RunRequest
+from extrapolate.tasks.kinds import default_tasks
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -156,7 +157,7 @@ def tasks_list(
 
 
 @app.command()
-@with_request()
+@with_request(tasks=None)
 def run(
     encoding: Annotated[
         Optional[str],
@@ -198,7 +199,7 @@ def run(
 
 
 @app.command()
-@with_request(out_help="output folder (default results/sweep-L<L>)", tasks="perplexity,passkey")
+@with_request(out_help="output folder (default results/sweep-L<L>)", tasks=",".join(default_tasks()))
 def sweep(
     encodings: Annotated[
         str,

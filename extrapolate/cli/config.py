@@ -16,7 +16,16 @@ from extrapolate.core.errors import UserError
 RECORD_NAMES = {"encoding_options": "encoding_option"}
 # a run's options as `sweep` names them (a list of one)
 SWEEP_NAMES = {"encoding": "encodings", "seed": "seeds"}
-LISTS = ("tasks", "eval_lens", "encodings", "seeds", "finetune_steps")  # comma-separated on the command line
+LISTS = (
+    "tasks",
+    "train_tasks",
+    "eval_lens",
+    "encodings",
+    "seeds",
+    "finetune_steps",
+)  # comma-separated on the command line
+# request fields a command sets itself from its options (run's optional retrieval, from its default --tasks)
+DERIVED = ("optional_tasks",)
 
 
 def read_config(path: Path) -> dict:
@@ -40,7 +49,7 @@ def from_record(request: dict) -> dict:
     (recorded as the checkpoint's own, which it always uses) left out, encoding options as NAME=VALUE items."""
     from extrapolate.run.request import is_pretrained
 
-    given = {name: value for name, value in request.items() if value is not None and value != []}
+    given = {n: v for n, v in request.items() if v is not None and v != [] and n not in DERIVED}
     values = {RECORD_NAMES.get(name, name): value for name, value in given.items()}
     if is_pretrained(str(values.get("model", ""))):
         values.pop("tokenizer", None)

@@ -27,6 +27,7 @@ from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.data.tokenizers import DEFAULT_BPE_VOCAB
 from extrapolate.encodings.options import SHOWN, TRAINING_FREE, OptionSpec, parse_encoding_options
 from extrapolate.run import RunRequest
+from extrapolate.tasks.kinds import TASK_KINDS, default_tasks
 from extrapolate.training.finetune import WARMUP_STEPS
 
 DEFAULT = RunRequest()  # every default of the options below
@@ -125,7 +126,12 @@ SHARED = {
         f"tokenizer of models trained here: bpe ({DEFAULT_BPE_VOCAB} ids, learned from the corpus) "
         "| bpe:N | bytes; a pretrained model uses its own",
     ),
-    "tasks": shared(str, ",".join(DEFAULT.tasks), "comma-separated tasks: perplexity, passkey"),
+    "tasks": shared(
+        Optional[str],
+        ",".join(DEFAULT.tasks),
+        "comma-separated tasks: perplexity, passkey, or a task file's name (see `extrapolate tasks`); `run` without "
+        "it measures perplexity and the passkey, the passkey left out where the lengths hold no prompt",
+    ),
     "steps": shared(
         Optional[int],
         DEFAULT.steps,
@@ -215,13 +221,21 @@ KernelOpt = SHARED["kernel"][0]
 DeviceOpt = SHARED["device"][0]
 
 
+def retrieval_kinds(names) -> tuple[str, ...]:
+    return tuple(name for name in names if TASK_KINDS.get(name).reads_task_file)
+
+
 def to_request(values: dict) -> RunRequest:
     """The shared options as the library's request (lists parsed; the encoding and seed set by the command)."""
     tasks, eval_lens = values.pop("tasks"), values.pop("eval_lens")
     options = parse_encoding_options(values.pop("encoding_option"))
     train_tasks = values.pop("train_tasks")
     return RunRequest(
-        tasks=tuple(parse_name_list(tasks)),
+        tasks=tuple(parse_name_list(tasks)) if tasks is not None else default_tasks(),
+        # not given (run): both axes, the retrieval left out with a warning where no prompt fits
+        optional_tasks=()
+        if tasks is not None
+        else tuple(t for t in default_tasks() if TASK_KINDS.get(t).reads_task_file),
         train_tasks=tuple(parse_name_list(train_tasks)) if train_tasks else (),
         encoding_options=options,
         eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens is not None else (),

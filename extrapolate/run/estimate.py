@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from extrapolate.core.device import autocast
 from extrapolate.data.batches import BatchSource
 from extrapolate.run import Prepared, ResolvedRun
 from extrapolate.run.reporter import Reporter
@@ -32,13 +33,16 @@ def estimate_seconds(
     began = time.perf_counter()
     first = pending[0]
     setup = task_setup(first, prepared)
-    per_cell_tokens = sum(kind.evaluated_tokens(setup, prepared.lengths) for kind in asked_kinds(first.request.tasks))
+    kinds = asked_kinds(first.request.tasks)
+    per_cell_tokens = sum(kind.evaluated_tokens(setup, prepared.lengths) for kind in kinds)
+    decoding = [step for kind in kinds for step in kind.decode_steps(setup, prepared.lengths)]
     if first.is_pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
         n = min(min(prepared.lengths), FORWARD_TOKENS)
         reporter.note(f"timing two forward passes of {n} tokens for the estimate")
         rate = forward_tokens_per_second(prepared, n)
         reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {rate:,.0f} tokens/s")
-        return len(pending) * per_cell_tokens / rate
+        decode = decoding_seconds(prepared.checkpoint.model, decoding, first.request.dtype, reporter)
+        return len(pending) * (per_cell_tokens / rate + decode)
     # a RoPE model's steps where one is planned (the others cost about as much), else the first cell's own
     config = next((c.train_config for c in pending if c.train_config.model.encoding == "rope"), first.train_config)
     # a step's time grows with its rows: a share of the batch is timed and scaled, so that a dry run at long
@@ -63,11 +67,35 @@ def estimate_seconds(
     )
     bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
     train_seconds = len(bases) * config.steps * per_step
+    decode = decoding_seconds(model, decoding, first.request.dtype, reporter)
     return (
         train_seconds
         + finetune_tokens(pending, models) / tokens_per_second
-        + len(pending) * per_cell_tokens / (3 * tokens_per_second)
+        + len(pending) * (per_cell_tokens / (3 * tokens_per_second) + decode)
     )
+
+
+@torch.no_grad()
+def decoding_seconds(model, steps: list[tuple[int, int]], dtype: str, reporter: Reporter) -> float:
+    """Seconds of the one-token decoding calls `steps` ((batch, context length) each), from one such call timed
+    in the evaluation precision at the most common batch and at a context of up to FORWARD_TOKENS (a lower
+    bound at longer contexts)."""
+    if not steps:
+        return 0.0
+    batch = max(set(b for b, _ in steps), key=[b for b, _ in steps].count)
+    context = min(FORWARD_TOKENS, min(n for _, n in steps))
+    device = next(model.parameters()).device
+    model.eval()
+    with autocast(device, dtype):
+        cache = model.new_cache()
+        model.hidden_states(torch.zeros(1, context, dtype=torch.int64, device=device), cache=cache)  # shared, batch 1
+        token = torch.zeros(batch, 1, dtype=torch.int64, device=device)  # (batch, 1)
+        model.lm_head(model.hidden_states(token, cache=[dict(layer) for layer in cache])[:, -1])  # warm-up
+        start = time.perf_counter()
+        model.lm_head(model.hidden_states(token, cache=[dict(layer) for layer in cache])[:, -1])
+        step = time.perf_counter() - start
+    reporter.note(f"one decoding step of batch {batch} timed: {step * 1000:.0f} ms; {len(steps):,} steps a cell")
+    return step * len(steps)
 
 
 def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int:

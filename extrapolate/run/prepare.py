@@ -3,7 +3,7 @@ stream, the device, the evaluation lengths and the retrieval prompts (run and sw
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -32,6 +32,8 @@ class Prepared:
     # what the retrieval share of the training rows is drawn from (`training_row`): the task file's builder, or
     # the --train-tasks builders in turn; None when no training row holds a prompt
     training_rows: object | None = None
+    # what an optional kind that cannot be measured was left out for ({kind: the reason}); see RunRequest
+    left_out: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,14 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     fraction = request.passkey_fraction if checkpoint is None else 0.0
     if fraction is None:
         fraction = DEFAULT_PASSKEY_FRACTION if request.train_len >= need else 0.0
-    kinds = asked_kinds(request.tasks)
+    kinds, left_out = asked_kinds(request.tasks), {}
+    for kind in kinds:
+        if kind.name in request.optional_tasks:
+            try:
+                kind.check_lengths(builder, lengths)
+            except UserError as exc:
+                left_out[kind.name] = str(exc)
+    kinds = [kind for kind in kinds if kind.name not in left_out]
     used = fraction > 0 or any(kind.reads_task_file for kind in kinds)
     if used:
         if fraction > 0 and request.train_len < need:
@@ -108,6 +117,7 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         builder if used else None,
         checkpoint,
         rows,
+        left_out,
     )
 
 

@@ -71,6 +71,10 @@ class RunRequest:
     passkey_task: str | None = None  # a task name under tasks/ or a TOML path; None: see DEFAULT_RETRIEVAL_TASK
     # the task files whose prompts make the retrieval share of the training rows, in turn (empty: passkey_task)
     train_tasks: tuple[str, ...] = ()
+    # kinds of `tasks` left out, with a warning, where the shortest evaluation length cannot hold their prompts
+    # (`run`'s default retrieval, so that a short --train-len still runs its perplexity); asked for by name, a
+    # kind that cannot be measured is an error
+    optional_tasks: tuple[str, ...] = ()
     finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
     finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
     finetune_lr: float | None = None  # default a tenth of --lr

@@ -60,6 +60,8 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
     """One cell's plan from its resolved request and the job's shared data (the tokenizer's identity and
     vocabulary complete the model's identity)."""
     request, spec, factor, tuned = resolved.request, resolved.spec, resolved.factor, resolved.tuned_len
+    if prepared.left_out:  # optional kinds the lengths cannot measure: the cell is the run without them
+        request = dataclasses.replace(request, tasks=tuple(t for t in request.tasks if t not in prepared.left_out))
     finetune = None
     if prepared.checkpoint is not None:
         config, model_hash, folder = None, config_hash(pretrained_identity(request.model)), Path(request.model)

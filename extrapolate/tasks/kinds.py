@@ -128,6 +128,11 @@ class TaskKind:
         """About how many tokens its measurements at `lengths` run through the model (a dry run's estimate)."""
         return 0
 
+    def decode_steps(self, setup: TaskSetup, lengths: Iterable[int]) -> list[tuple[int, int]]:
+        """(batch, context length) of each one-token decoding call its measurements make at `lengths`, where
+        generation and not the prompt's forward pass sets the time (a dry run's estimate); [] for none."""
+        return []
+
 
 TASK_KINDS: Registry[TaskKind] = Registry("task")
 
@@ -157,3 +162,9 @@ def file_kind(task) -> TaskKind:
 def without_task_file() -> list[str]:
     """The names of the kinds that need no task file (a name --tasks takes besides the task files')."""
     return [name for name, kind in TASK_KINDS if not kind.reads_task_file]
+
+
+def default_tasks() -> tuple[str, ...]:
+    """What `run` and `sweep` measure when --tasks is not given: every kind that needs no task file, then the
+    kind of a task file that names none (perplexity, then the passkey)."""
+    return (*without_task_file(), next(name for name, kind in TASK_KINDS if kind.default_for_files))

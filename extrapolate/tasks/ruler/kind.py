@@ -136,7 +136,15 @@ class RulerKind(TaskKind):
 
     def evaluated_tokens(self, setup: TaskSetup, lengths) -> int:
         task = setup.prompts.task
-        return sum(lengths) * task.samples + len(lengths) * task.samples * task.tokens_to_generate
+        return sum(lengths) * task.samples
+
+    def decode_steps(self, setup: TaskSetup, lengths) -> list[tuple[int, int]]:
+        task, steps = setup.prompts.task, []
+        for length in lengths:
+            batch = min(MAX_BATCH, task.samples)  # the model's own bound (`batch_size`) only lowers it
+            batches = -(-task.samples // batch)
+            steps += [(batch, length)] * (batches * task.tokens_to_generate)
+        return steps
 
 
 RULER = register(RulerKind())
