@@ -165,5 +165,7 @@ def test_run_measures_both_axes_by_default_and_leaves_retrieval_out_where_no_pro
     both = invoke(*common, "--train-len", "128", "--eval-len", "128", "--out", str(tmp_path / "both"))
     assert both.exit_code == 0, both.output
     assert set(pd.read_csv(tmp_path / "both" / "results.csv").task) == {"perplexity", "passkey"}
-    named = invoke(*common, "--train-len", "32", "--eval-len", "64", "--tasks", "perplexity,passkey")
+    named = invoke(
+        *common, "--train-len", "32", "--eval-len", "64", "--tasks", "perplexity,passkey", "--out", str(tmp_path / "n")
+    )
     assert named.exit_code == 2 and "prompts need at least" in named.output  # asked for by name: an error
