@@ -346,3 +346,71 @@ def test_the_ruler_average_and_its_table_come_from_the_rows():
     assert effective[("rope", AVERAGE)] == 1024
     text = "\n".join(ruler_section(table))
     assert "| vt | 95.0 | 50.0 | 1024 |" in text and "| **RULER average** | 91.7 | 55.0 | 1024 |" in text
+
+
+def tiny_ruler_model():
+    from extrapolate.core.config import ModelConfig
+    from extrapolate.model import TransformerLM
+
+    torch.manual_seed(0)
+    return TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, encoding="rope", max_len=2048)).eval()
+
+
+def test_ruler_prompts_continuing_a_shared_prefix_get_the_logits_of_a_full_pass(monkeypatch):
+    """Batches continue a prefix encoded once; each prompt's last logits equal those of the prompt run whole."""
+    import dataclasses
+
+    from extrapolate.tasks.ruler import kind as ruler_kind
+
+    task = dataclasses.replace(load_task("niah_single_2"), samples=5)
+    tokenizer = ByteTokenizer()
+    builder = builder_for(task, tokenizer, [torch.tensor(tokenizer.encode(ESSAY))])
+    model = tiny_ruler_model()
+    monkeypatch.setattr(ruler_kind, "MAX_BATCH", 2)  # three batches
+    seen, greedy = [], ruler_kind.greedy_answers
+    monkeypatch.setattr(
+        ruler_kind, "greedy_answers", lambda m, c, last, *a, **k: seen.append(last) or greedy(m, c, last, *a, **k)
+    )
+    cell = ruler_kind.evaluate_ruler(model, builder, 1200, torch.device("cpu"))
+    assert cell.samples == 5 and 0 <= cell.score <= 1
+    prompts = sorted((builder.prompt(1200, i) for i in range(5)), key=lambda p: p.departs)
+    assert [len(s) for s in seen] == [2, 2, 1]
+    with torch.no_grad():
+        full = model(torch.tensor([p.ids for p in prompts]))[:, -1]  # (5, V)
+    torch.testing.assert_close(torch.cat(seen), full, atol=1e-4, rtol=1e-4)
+
+
+def test_a_stopped_ruler_cell_resumes_from_its_logged_batches(monkeypatch, tmp_path):
+    import dataclasses
+
+    from extrapolate.tasks.depth_log import DepthLog
+    from extrapolate.tasks.ruler import kind as ruler_kind
+
+    task = dataclasses.replace(load_task("niah_single_1"), samples=4)
+    builder = builder_for(task, ByteTokenizer())
+    model = tiny_ruler_model()
+    monkeypatch.setattr(ruler_kind, "MAX_BATCH", 2)
+    whole = ruler_kind.evaluate_ruler(model, builder, 1000, torch.device("cpu"))
+    greedy, calls = ruler_kind.greedy_answers, []
+
+    def stop_at_second_batch(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return greedy(*args, **kwargs)
+
+    log = DepthLog(tmp_path / "log.json", "cell")
+    monkeypatch.setattr(ruler_kind, "greedy_answers", stop_at_second_batch)
+    with pytest.raises(KeyboardInterrupt):
+        ruler_kind.evaluate_ruler(model, builder, 1000, torch.device("cpu"), log=log)
+    assert len(log.finished()) == 1
+    calls.clear()
+    monkeypatch.setattr(ruler_kind, "greedy_answers", lambda *a, **k: calls.append(1) or greedy(*a, **k))
+    resumed = ruler_kind.evaluate_ruler(model, builder, 1000, torch.device("cpu"), log=log)
+    assert len(calls) == 1 and resumed == whole
+
+
+def test_generation_stops_at_the_end_of_sequence_token():
+    from extrapolate.tasks.ruler.kind import until
+
+    assert until([5, 6, 2, 7], 2) == [5, 6] and until([5, 6], 2) == [5, 6] and until([5, 2], None) == [5, 2]

@@ -115,6 +115,25 @@ def trunk_lengths(groups: list[torch.Tensor]) -> list[int]:
     return lengths
 
 
+def shared_prefix_passes(model, groups: list[torch.Tensor], length: int, skip=frozenset()):
+    """For each group of prompts (token ids (B, n) each, in pass order, all of one length n): its key/value
+    cache and the logits at its last position (B, V), after one pass over what it does not share with the
+    groups after it. The prefix every remaining group shares (`trunk_lengths`) is encoded once, at batch 1,
+    and only grown; a group in `skip` (indices) yields (None, None) and is not run, its prefix still grown,
+    so the passes after it compute what they would have."""
+    trunk, done = model.new_cache(), 0
+    for index, (ids, shared) in enumerate(zip(groups, trunk_lengths(groups))):
+        if shared > done:  # grow the shared prefix's cache (batch 1)
+            model.hidden_states(ids[:1, done:shared], cache=trunk, seq_len=length)
+            done = shared
+        if index in skip:
+            yield None, None
+            continue
+        cache = [dict(layer) for layer in trunk]  # the group must not grow the trunk
+        hidden = model.hidden_states(ids[:, done:], cache=cache, seq_len=length)  # (B, n - done, D)
+        yield cache, model.lm_head(hidden[:, -1]).float()
+
+
 def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int]]:
     """(queries, keys) of the attention calls `evaluate_passkey` makes at `length`, for the kernels they run:
     the shared-prefix passes and the prompt suffixes, a greedy step from a prompt's cache, and the longest
@@ -168,19 +187,14 @@ def evaluate_passkey(
         if on_depth:
             on_depth(task.depths[d], float(counts[d, 0]) / max(len(mine), 1), logged)
 
+    skip = {i for i, (d, _) in enumerate(groups) if d in finished}
     with autocast(device, dtype):
-        trunk, done = model.new_cache(), 0
-        for (d, prompts), group_ids, shared in zip(groups, ids, trunk_lengths(ids)):
-            if shared > done:  # grow the shared prefix's cache (batch 1)
-                model.hidden_states(group_ids[:1, done:shared], cache=trunk, seq_len=length)
-                done = shared
+        for (d, prompts), (cache, last) in zip(groups, shared_prefix_passes(model, ids, length, skip)):
             if d in finished:
                 counts[d] = torch.tensor(finished[d], dtype=torch.float64)
                 report(d, logged=True)
                 continue
-            cache = [dict(layer) for layer in trunk]  # the suffixes must not grow the trunk
-            hidden = model.hidden_states(group_ids[:, done:], cache=cache, seq_len=length)  # (trials, n - done, D)
-            last = model.lm_head(hidden[:, -1]).float()  # (trials, V)
+            # cache: the prompts' keys and values; last: (trials, V) logits at their last position
             answers = greedy_answers(model, [dict(layer) for layer in cache], last, steps, length)
             for i, (t, prompt) in enumerate(zip(mine, prompts)):
                 counts[d, 0] += builder.is_correct(builder.tokenizer.decode(answers[i]), prompt)

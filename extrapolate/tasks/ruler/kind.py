@@ -17,7 +17,7 @@ from extrapolate.core.distributed import SINGLE, World
 from extrapolate.core.errors import UserError
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, register
-from extrapolate.tasks.passkey import greedy_answers, retrieval_protocol, trunk_lengths
+from extrapolate.tasks.passkey import greedy_answers, retrieval_protocol, shared_prefix_passes
 from extrapolate.tasks.ruler.builder import RulerBuilder
 from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
 from extrapolate.tasks.ruler.task import load_ruler_task
@@ -65,17 +65,12 @@ def evaluate_ruler(
     finished = log.finished() if log else {}
     total = torch.zeros(2, dtype=torch.float64)  # [score sum, samples]
     with autocast(device, dtype):
-        trunk, done = model.new_cache(), 0
-        for b, (batch, batch_ids, shared) in enumerate(zip(batches, ids, trunk_lengths(ids))):
-            if shared > done:  # grow the shared prefix's cache (batch 1)
-                model.hidden_states(batch_ids[:1, done:shared], cache=trunk, seq_len=length)
-                done = shared
+        passes = shared_prefix_passes(model, ids, length, set(finished))
+        for b, (batch, (cache, last)) in enumerate(zip(batches, passes)):
             if b in finished:
                 total += torch.tensor(finished[b], dtype=torch.float64)
                 continue
-            cache = [dict(layer) for layer in trunk]  # the batch must not grow the trunk
-            hidden = model.hidden_states(batch_ids[:, done:], cache=cache, seq_len=length)  # (B, n - done, D)
-            last = model.lm_head(hidden[:, -1]).float()  # (B, V)
+            # cache: the batch's keys and values; last: (B, V) logits at each prompt's last position
             answers = greedy_answers(model, cache, last, task.tokens_to_generate, length, stop=eos)
             scores = [metric(builder.tokenizer.decode(until(a, eos)), p.outputs) for a, p in zip(answers, batch)]
             total += torch.tensor([sum(scores), len(scores)], dtype=torch.float64)
