@@ -90,6 +90,8 @@ def test_evaluation_without_a_fast_bf16_path_runs_either_dtype_and_trains_in_flo
     out = tmp_path / "out"
     args = [
         "run",
+        "--tasks",
+        "perplexity",
         "--model",
         "tiny",
         "--steps",

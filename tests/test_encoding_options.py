@@ -52,6 +52,8 @@ def test_run_evaluates_with_the_options_and_keeps_them_in_its_identity(tmp_path,
     corpus = make_corpus(tmp_path / "corpus")
     args = [
         "run",
+        "--tasks",
+        "perplexity",
         "--encoding",
         "self-extend",
         "--model",

@@ -193,6 +193,8 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
     out = tmp_path / "out"
     args = [
         "run",
+        "--tasks",
+        "perplexity",
         "--model",
         str(tmp_path / "llama"),
         "--encoding",

@@ -217,7 +217,17 @@ def test_a_gemma3_run_records_both_kernels_and_exports_the_scaling_it_ran(tmp_pa
 
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     corpus = make_corpus(tmp_path / "corpus")
-    args = ["run", "--model", str(gemma3_folder), "--corpus", str(corpus), "--eval-lens", "32,96"]
+    args = [
+        "run",
+        "--model",
+        str(gemma3_folder),
+        "--corpus",
+        str(corpus),
+        "--eval-lens",
+        "32,96",
+        "--tasks",
+        "perplexity",
+    ]
     args += ["--eval-tokens", "96", "--encoding", "yarn", "--factor", "2", "--out", str(tmp_path / "run")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

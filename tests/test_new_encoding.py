@@ -64,6 +64,8 @@ def test_toy_bias_goes_through_train_evaluate_report(registered, tmp_path):
     out = tmp_path / "out"
     args = [
         "run",
+        "--tasks",
+        "perplexity",
         "--encoding",
         "capped",
         "--model",

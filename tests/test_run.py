@@ -27,6 +27,8 @@ def isolated_cache(tmp_path, monkeypatch):
 def tiny_args(corpus, out, encoding="alibi", *extra):
     return [
         "run",
+        "--tasks",
+        "perplexity",
         "--encoding",
         encoding,
         "--model",
