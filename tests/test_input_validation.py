@@ -30,6 +30,8 @@ def assert_one_line_error(result, needle):
 def run_args(corpus, out, *extra):
     return [
         "run",
+        "--tasks",
+        "perplexity",
         "--model",
         "tiny",
         "--steps",

@@ -31,6 +31,8 @@ def corpus(tmp_path):
 def base(corpus, out, *extra):
     return [
         "run",
+        "--tasks",
+        "perplexity",
         "--model",
         "tiny",
         "--steps",

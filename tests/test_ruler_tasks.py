@@ -414,3 +414,16 @@ def test_generation_stops_at_the_end_of_sequence_token():
     from extrapolate.tasks.ruler.kind import until
 
     assert until([5, 6, 2, 7], 2) == [5, 6] and until([5, 6], 2) == [5, 6] and until([5, 2], None) == [5, 2]
+
+
+def test_word_lists_of_another_release_are_refused(monkeypatch):
+    from extrapolate.tasks.ruler import words
+
+    words.word_list.cache_clear()
+    monkeypatch.setitem(words.WORD_LISTS, "verblist.txt", "0" * 64)
+    try:
+        with pytest.raises(UserError, match="differs from wonderwords==2.2.0"):
+            words.word_list("verblist.txt")
+    finally:
+        words.word_list.cache_clear()
+    assert len(words.word_list("nounlist.txt")) > 6000  # the pinned lists themselves read

@@ -41,7 +41,9 @@ def estimate_seconds(
         reporter.note(f"timing two forward passes of {n} tokens for the estimate")
         rate = forward_tokens_per_second(prepared, n)
         reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {rate:,.0f} tokens/s")
-        decode = decoding_seconds(prepared.checkpoint.model, decoding, first.request.dtype, reporter)
+        decode = (
+            decoding_seconds(prepared.checkpoint.model, decoding, first.request.dtype, reporter) if decoding else 0.0
+        )
         return len(pending) * (per_cell_tokens / rate + decode)
     # a RoPE model's steps where one is planned (the others cost about as much), else the first cell's own
     config = next((c.train_config for c in pending if c.train_config.model.encoding == "rope"), first.train_config)
@@ -67,7 +69,7 @@ def estimate_seconds(
     )
     bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
     train_seconds = len(bases) * config.steps * per_step
-    decode = decoding_seconds(model, decoding, first.request.dtype, reporter)
+    decode = decoding_seconds(model, decoding, first.request.dtype, reporter) if decoding else 0.0
     return (
         train_seconds
         + finetune_tokens(pending, models) / tokens_per_second
@@ -80,8 +82,6 @@ def decoding_seconds(model, steps: list[tuple[int, int]], dtype: str, reporter: 
     """Seconds of the one-token decoding calls `steps` ((batch, context length) each), from one such call timed
     in the evaluation precision at the most common batch and at a context of up to FORWARD_TOKENS (a lower
     bound at longer contexts)."""
-    if not steps:
-        return 0.0
     batch = max(set(b for b, _ in steps), key=[b for b, _ in steps].count)
     context = min(FORWARD_TOKENS, min(n for _, n in steps))
     device = next(model.parameters()).device
