@@ -427,3 +427,22 @@ def test_word_lists_of_another_release_are_refused(monkeypatch):
     finally:
         words.word_list.cache_clear()
     assert len(words.word_list("nounlist.txt")) > 6000  # the pinned lists themselves read
+
+
+def test_progress_is_reported_after_every_batch(monkeypatch):
+    import dataclasses
+
+    from extrapolate.tasks.ruler import kind as ruler_kind
+
+    task = dataclasses.replace(load_task("niah_single_1"), samples=3)
+    monkeypatch.setattr(ruler_kind, "MAX_BATCH", 2)
+    seen = []
+    ruler_kind.evaluate_ruler(
+        tiny_ruler_model(),
+        builder_for(task, ByteTokenizer()),
+        1000,
+        torch.device("cpu"),
+        on_progress=lambda *a: seen.append(a),
+    )
+    assert [(done, total, logged) for done, total, _, logged in seen] == [(2, 3, False), (3, 3, False)]
+    assert all(summary.startswith("score ") for _, _, summary, _ in seen)

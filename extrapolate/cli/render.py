@@ -87,6 +87,11 @@ class RichReporter:
         self.evaluation_start = time.monotonic()
         stderr.print(f"evaluating {what} at {length} tokens", highlight=False)
 
+    def evaluation_progress(self, done: int, total: int, summary: str, logged: bool):
+        minutes = (time.monotonic() - getattr(self, "evaluation_start", time.monotonic())) / 60
+        when = "logged earlier" if logged else f"{minutes:.1f} min"
+        stderr.print(f"  prompts {done}/{total}: {summary} · {when}", highlight=False)
+
     def retrieval_depth(self, depth: float, greedy: float, logged: bool):
         # a retrieval cell at long lengths runs for an hour on a CPU: one line a depth shows it moving
         minutes = (time.monotonic() - getattr(self, "evaluation_start", time.monotonic())) / 60

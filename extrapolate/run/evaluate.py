@@ -178,7 +178,16 @@ def evaluate(
     model.use_kernel(request.kernel)
     model.set_encoding(evaluation_encoding(resolved, model))
     setup = task_setup(resolved, prepared)
-    context = MeasureContext(model, device, request.dtype, world, folder, resolved.run_id, reporter.retrieval_depth)
+    context = MeasureContext(
+        model,
+        device,
+        request.dtype,
+        world,
+        folder,
+        resolved.run_id,
+        reporter.retrieval_depth,
+        reporter.evaluation_progress,
+    )
     out = []
     for kind in asked_kinds(request.tasks):
         task = kind.name

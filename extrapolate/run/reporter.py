@@ -12,6 +12,10 @@ class Reporter:
     def evaluating(self, what: str, length: int) -> None:
         pass
 
+    def evaluation_progress(self, done: int, total: int, summary: str, logged: bool) -> None:
+        """A measurement finished `done` of its `total` prompts (`summary`: its score so far; `logged`: read back
+        from its log, not asked again)."""
+
     def retrieval_depth(self, depth: float, greedy: float, logged: bool) -> None:
         """A retrieval cell finished one depth (`logged`: read back from its depth log, not asked again)."""
 

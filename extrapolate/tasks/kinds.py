@@ -42,6 +42,8 @@ class MeasureContext:
     log_folder: Path | None = None  # where a resumable measurement keeps its progress (None: it keeps none)
     run_id: str = ""  # the cell's run id, which such progress is kept under
     on_depth: Callable[[float, float, bool], None] | None = None  # a retrieval depth finished (reporter)
+    # (done, total, summary, logged): a measurement finished some of its prompts (reporter.evaluation_progress)
+    on_progress: Callable[[int, int, str, bool], None] | None = None
 
 
 def marked(label: str, bos: bool) -> str:

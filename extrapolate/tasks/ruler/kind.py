@@ -49,6 +49,7 @@ def evaluate_ruler(
     world: World = SINGLE,
     log: DepthLog | None = None,
     samples: int | None = None,
+    on_progress=None,
 ) -> RulerCell:
     """The task's score at `length` over its samples (or the first `samples`). Under torchrun each rank
     generates every world.size-th sample and the sums are added up."""
@@ -69,6 +70,7 @@ def evaluate_ruler(
         for b, (batch, (cache, last)) in enumerate(zip(batches, passes)):
             if b in finished:
                 total += torch.tensor(finished[b], dtype=torch.float64)
+                report(on_progress, total, len(mine), logged=True)
                 continue
             # cache: the batch's keys and values; last: (B, V) logits at each prompt's last position
             answers = greedy_answers(model, cache, last, task.tokens_to_generate, length, stop=eos)
@@ -76,8 +78,16 @@ def evaluate_ruler(
             total += torch.tensor([sum(scores), len(scores)], dtype=torch.float64)
             if log:
                 log.record(b, sum(scores), float(len(scores)))
+            report(on_progress, total, len(mine), logged=False)
     total = world.sum(total)
     return RulerCell(float(total[0] / max(1.0, float(total[1]))), int(total[1]))
+
+
+def report(on_progress, total: torch.Tensor, count: int, logged: bool) -> None:
+    """One progress line a batch (on a CPU a batch at 8192 tokens takes minutes): prompts done, score so far."""
+    if on_progress is not None:
+        done = int(total[1])
+        on_progress(done, count, f"score {float(total[0]) / max(1, done):.0%}", logged)
 
 
 def until(tokens: list[int], stop: int | None) -> list[int]:
@@ -116,7 +126,16 @@ class RulerKind(TaskKind):
             world = context.world
             identity = setup.prompts.task.identity
             log = DepthLog.for_cell(context.log_folder, context.run_id, identity, length, world.rank, world.size)
-        return evaluate_ruler(context.model, setup.prompts, length, context.device, context.dtype, context.world, log)
+        return evaluate_ruler(
+            context.model,
+            setup.prompts,
+            length,
+            context.device,
+            context.dtype,
+            context.world,
+            log,
+            on_progress=context.on_progress,
+        )
 
     def probe(self, builder: RulerBuilder, model, length: int, device, prompts: int) -> float:
         return evaluate_ruler(model, builder, length, device, samples=min(prompts, builder.task.samples)).score
