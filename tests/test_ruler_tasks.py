@@ -446,3 +446,14 @@ def test_progress_is_reported_after_every_batch(monkeypatch):
     )
     assert [(done, total, logged) for done, total, _, logged in seen] == [(2, 3, False), (3, 3, False)]
     assert all(summary.startswith("score ") for _, _, summary, _ in seen)
+
+
+def test_the_length_check_counts_the_example_of_the_shortest_length():
+    """Common words shows a shorter solved example below 4096 tokens: a length that holds it is not refused."""
+    task = load_task("cwe")
+    builder = builder_for(task)
+    kind = file_kind(task)
+    assert builder.fixed_tokens(2048) < builder.fixed_tokens(4096)
+    kind.check_lengths(builder, (2048, 4096))  # the prompt at 2048 is made (test above): no refusal
+    with pytest.raises(UserError, match="cwe prompts need at least"):
+        kind.check_lengths(builder, (200,))

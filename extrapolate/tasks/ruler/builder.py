@@ -84,11 +84,12 @@ class RulerBuilder:
     def decode_tokens(self) -> int:
         return self.task.tokens_to_generate
 
-    def fixed_tokens(self) -> int:
-        """About the fewest tokens a prompt needs before its context holds anything (a length check)."""
-        draw = self.generator.draw(self.sample_rng(0, 0), 1 << 12)
+    def fixed_tokens(self, length: int = 1 << 12) -> int:
+        """About the fewest tokens a prompt at `length` needs before its context holds anything (its examples
+        depend on the length: common words shows a shorter one below 4096)."""
+        draw = self.generator.draw(self.sample_rng(0, 0), length)
         head = len(self.prefix) + len(self.tokenizer.encode(self.fill(self.task.template, draw, "")))
-        examples = len(self.generator.example(random.Random(0), 1 << 12))
+        examples = len(self.generator.example(random.Random(0), length))
         return head + examples + len(self.suffix) + len(self.tokenizer.encode(self.fill(self.task.answer_prefix, draw)))
 
     # --- training ---------------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ class RulerKind(TaskKind):
         return RulerBuilder(task, tokenizer, bos, chat, heldout)
 
     def check_lengths(self, prompts: RulerBuilder, lengths: tuple[int, ...]) -> None:
-        need = prompts.fixed_tokens() + prompts.task.tokens_to_generate + 16
+        need = prompts.fixed_tokens(min(lengths)) + prompts.task.tokens_to_generate + 16
         if min(lengths) < need:
             raise UserError(
                 f"{prompts.task.name} prompts need at least {need} tokens with their answer; "
