@@ -332,7 +332,8 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
     assert 0 < one < float("inf")  # measured on the real model
     from extrapolate.run import estimate
 
-    monkeypatch.setattr(estimate, "forward_tokens_per_second", lambda prepared, length: 1000.0)  # no timing noise
+    # no timing noise
+    monkeypatch.setattr(estimate, "forward_tokens_per_second", lambda prepared, length, dtype: 1000.0)
     one = estimate_seconds([cell], {cell.model_folder: True}, prepared)
     assert estimate_seconds([cell] * 3, {cell.model_folder: True}, prepared) == pytest.approx(
         3 * one

@@ -19,6 +19,7 @@ from extrapolate.training.train import build_model, make_optimizer, model_folder
 TIMED_STEPS = 3  # after one warm-up step
 TIMED_TOKENS = 32768  # rows of a timed step: at most this many tokens (at least one row)
 FORWARD_TOKENS = 1024  # a pretrained model's forward rate is timed at this length at most
+DECODE_TIMINGS = 3  # decoding steps timed after a warm-up
 
 
 def estimate_seconds(
@@ -39,7 +40,7 @@ def estimate_seconds(
     if first.is_pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
         n = min(min(prepared.lengths), FORWARD_TOKENS)
         reporter.note(f"timing two forward passes of {n} tokens for the estimate")
-        rate = forward_tokens_per_second(prepared, n)
+        rate = forward_tokens_per_second(prepared, n, first.request.dtype)
         reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {rate:,.0f} tokens/s")
         decode = (
             decoding_seconds(prepared.checkpoint.model, decoding, first.request.dtype, reporter) if decoding else 0.0
@@ -90,10 +91,12 @@ def decoding_seconds(model, steps: list[tuple[int, int]], dtype: str, reporter: 
         cache = model.new_cache()
         model.hidden_states(torch.zeros(1, context, dtype=torch.int64, device=device), cache=cache)  # shared, batch 1
         token = torch.zeros(batch, 1, dtype=torch.int64, device=device)  # (batch, 1)
-        model.lm_head(model.hidden_states(token, cache=[dict(layer) for layer in cache])[:, -1])  # warm-up
-        start = time.perf_counter()
-        model.lm_head(model.hidden_states(token, cache=[dict(layer) for layer in cache])[:, -1])
-        step = time.perf_counter() - start
+        times = []
+        for _ in range(DECODE_TIMINGS + 1):  # the first a warm-up; the fastest of the others counts
+            start = time.perf_counter()
+            model.lm_head(model.hidden_states(token, cache=[dict(layer) for layer in cache])[:, -1])
+            times.append(time.perf_counter() - start)
+        step = min(times[1:])
     reporter.note(f"one decoding step of batch {batch} timed: {step * 1000:.0f} ms; {len(steps):,} steps a cell")
     return step * len(steps)
 
@@ -113,12 +116,15 @@ def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int
 
 
 @torch.no_grad()
-def forward_tokens_per_second(prepared: Prepared, length: int) -> float:
+def forward_tokens_per_second(prepared: Prepared, length: int, dtype: str = "float32") -> float:
     """Tokens per second of one forward pass of a pretrained model at `length` (at most FORWARD_TOKENS: a
-    lower bound on the time of longer windows, whose attention costs more per token)."""
+    lower bound on the time of longer windows, whose attention costs more per token), in the evaluation
+    precision."""
     model, n = prepared.checkpoint.model, min(length, FORWARD_TOKENS)
-    ids = torch.zeros(1, n, dtype=torch.int64, device=next(model.parameters()).device)  # (1, n), where it lives
-    model(ids)  # warm-up
-    start = time.perf_counter()
-    model(ids)
+    device = next(model.parameters()).device
+    ids = torch.zeros(1, n, dtype=torch.int64, device=device)  # (1, n), where it lives
+    with autocast(device, dtype):
+        model(ids)  # warm-up
+        start = time.perf_counter()
+        model(ids)
     return n / (time.perf_counter() - start)
