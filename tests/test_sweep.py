@@ -324,7 +324,9 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
         passkey_builder=None,
         tokenizer=SimpleNamespace(bos_id=None),
     )
-    request = SimpleNamespace(tasks=("perplexity",), model="some-checkpoint", protocol="full", stride=256, bos="never")
+    request = SimpleNamespace(
+        tasks=("perplexity",), model="some-checkpoint", protocol="full", stride=256, bos="never", dtype="float32"
+    )
     cell = SimpleNamespace(
         request=request, is_pretrained=True, budget=256, bucket_width=16, model_folder=Path("some-checkpoint")
     )
