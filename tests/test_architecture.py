@@ -1,4 +1,4 @@
-"""The package's layers (README, "Architecture"): imports only go down them, as `lint-imports` checks from the
+"""The package's layers (docs/architecture.md): imports only go down them, as `lint-imports` checks from the
 contract in pyproject.toml; no module imports itself back through others; the top of the package is the
 layers and little else, each folder saying in its docstring what it owns and what it may import."""
 

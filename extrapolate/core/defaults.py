@@ -14,7 +14,7 @@ DEFAULT_PASSKEY_FRACTION = 0.5
 DEFAULT_STEPS = 1200
 # Sinusoidal positions form retrieval at L later than the other encodings (the showcase's seed: at step 1200,
 # with the token embeddings at D^-1/2; not in 1200 steps at all), so they train twice the default budget
-# (README, results/absolute-recipes/NOTES.md).
+# (docs/encodings.md, results/absolute-recipes/NOTES.md).
 SINUSOIDAL_STEPS = 2400
 # Models trained here learn a one-token key in budget; an ordered 5-digit copy needs an induction circuit
 # that small models do not form in a few million tokens (results/showcase/NOTES.md). Pretrained models take
