@@ -1,4 +1,4 @@
-"""The interop check of docs/encodings.md on a real checkpoint: SmolLM2-135M (GGUF, dequantized) in the project's
+"""The interop check of docs/pretrained.md on a real checkpoint: SmolLM2-135M (GGUF, dequantized) in the project's
 model vs transformers' own Llama with the matching rope_type, max |Δ logit| in fp32 per encoding.
 
     python benchmarks/smollm2_interop.py [--length 8448]
