@@ -45,6 +45,16 @@ class MeasureContext:
     # (done, total, summary, logged): a measurement finished some of its prompts (reporter.evaluation_progress)
     on_progress: Callable[[int, int, str, bool], None] | None = None
 
+    def cell_log(self, task_identity: str, length: int):
+        """The log of a retrieval cell's finished parts (a stopped cell resumes from them), or None where this
+        measurement keeps no progress."""
+        if self.log_folder is None:
+            return None
+        from extrapolate.tasks.depth_log import DepthLog
+
+        world = self.world
+        return DepthLog.for_cell(self.log_folder, self.run_id, task_identity, length, world.rank, world.size)
+
 
 def marked(label: str, bos: bool) -> str:
     """A protocol's name as the rows record it: "+bos" where every window or prompt starts with a BOS."""

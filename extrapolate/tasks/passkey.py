@@ -261,11 +261,7 @@ class PasskeyKind(TaskKind):
         return tuple(attention_shapes(setup.prompts, length))
 
     def measure(self, setup: TaskSetup, context: MeasureContext, length: int) -> list[PasskeyCell]:
-        log = None
-        if context.log_folder is not None:  # the cell's finished depths, so a stopped cell resumes from them
-            world = context.world
-            identity = setup.prompts.task.identity
-            log = DepthLog.for_cell(context.log_folder, context.run_id, identity, length, world.rank, world.size)
+        log = context.cell_log(setup.prompts.task.identity, length)
         return evaluate_passkey(
             context.model,
             setup.prompts,

@@ -121,11 +121,7 @@ class RulerKind(TaskKind):
         return ((prompt, prompt), (1, prompt + 1))
 
     def measure(self, setup: TaskSetup, context: MeasureContext, length: int) -> RulerCell:
-        log = None
-        if context.log_folder is not None:
-            world = context.world
-            identity = setup.prompts.task.identity
-            log = DepthLog.for_cell(context.log_folder, context.run_id, identity, length, world.rank, world.size)
+        log = context.cell_log(setup.prompts.task.identity, length)
         return evaluate_ruler(
             context.model,
             setup.prompts,
