@@ -168,6 +168,29 @@ def test_variable_tracking_hides_each_hop_once_after_one_solved_example():
     assert re.search(r"they are: +([A-Z]{3} ){4}[A-Z]{3}\n", example), "the solved example comes first with its answer"
 
 
+@pytest.mark.parametrize("name, line", [("vt", r"VAR [A-Z]{5} = "), ("cwe", r"\d+\. \w"), ("niah_single_1", r"One of")])
+def test_the_noise_top_up_never_runs_into_the_contexts_lines(name, line):
+    """The tokens that top a context up to its exact length end with a newline: every line of the context
+    still starts a line (RULER's contexts hold no such fragment)."""
+    builder = builder_for(load_task(name))
+    for index in range(6):
+        prompt = builder.prompt(1024, index)
+        text = main_context(builder, prompt)
+        for match in re.finditer(line, text):
+            if name != "cwe" or text[match.start() : match.start() + 3] == "1. ":
+                assert text[match.start() - 1] in "\n ", text[match.start() - 30 : match.end()]
+    assert builder.pad(1) == builder.newline and builder.pad(0) == []
+    assert builder.tokenizer.decode(builder.pad(7)).endswith("\n")
+
+
+def test_essay_needles_are_single_spaced():
+    builder = builder_for(load_task("niah_single_2"))
+    for index in range(4):
+        text = builder.tokenizer.decode(builder.prompt(2048, index).ids)
+        at = text.index("One of the special magic")
+        assert "  " not in text[at - 40 : at + 120], text[at - 40 : at + 120]
+
+
 @pytest.mark.parametrize("length, repeats", [(2048, (6, 1)), (4096, (30, 3))])
 def test_common_words_appear_their_stated_number_of_times(length, repeats):
     task = load_task("cwe")

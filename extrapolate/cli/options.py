@@ -174,8 +174,8 @@ SHARED = {
     "train_tasks": shared(
         Optional[str],
         None,
-        "comma-separated task files whose prompts make the retrieval share of training rows, drawn in turn "
-        "(e.g. passkey,vt; default: the retrieval task file)",
+        "comma-separated task files whose prompts make the retrieval share of training rows, each row drawn "
+        "from one of them at random (e.g. passkey,vt; default: the retrieval task file)",
     ),
     "finetune_len": shared(
         Optional[int],

@@ -4,7 +4,8 @@ and its generated answer fill exactly the length evaluated.
 
 Pieces are tokenized separately and concatenated, as the passkey prompts are (tasks/prompt.py); a context
 that leaves a few tokens of its budget unused (lists grow a line or a word at a time) is topped up with the
-task's noise sentence cut at token level, between the template's head and the context."""
+task's noise sentence cut at token level and closed by a newline, between the template's head and the context
+(so that the fragment never runs into the context's first line)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class RulerBuilder:
         self.prefix = ([bos] if bos is not None and head[:1] != [bos] else []) + list(head)
         self.essay = Essay(heldout, tokenizer)
         self.noise_unit = tokenizer.encode(task.noise + " ")
+        self.newline = tokenizer.encode("\n")
         self.generator = GENERATORS[task.task](self)
 
     # --- text -------------------------------------------------------------------------------------------
@@ -72,8 +74,15 @@ class RulerBuilder:
         context = self.generator.context(draw, budget, length)
         if len(context.tokens) > budget:
             raise UserError(f"{self.task.name} cannot fit its smallest context in {size} tokens")
-        pad = filler(self.noise_unit, budget - len(context.tokens))
+        pad = self.pad(budget - len(context.tokens))
         return head + pad + context.tokens + tail, len(head) + len(pad) + context.departs
+
+    def pad(self, count: int) -> list[int]:
+        """`count` tokens of the noise sentence cut at token level, the last of them a newline."""
+        if count <= 0:
+            return []
+        closing = self.newline[:count]
+        return filler(self.noise_unit, count - len(closing)) + closing
 
     def prompt(self, length: int, index: int) -> RulerPrompt:
         """Sample `index` of the task at `length`."""
@@ -105,7 +114,7 @@ class RulerBuilder:
         size = length + 1 - self.answer_bound(draw)
         prompt = self.assemble(draw, size, length=length + 1)
         answer = self.tokenizer.encode(self.generator.answer(draw.outputs))
-        tokens = (prompt + answer + filler(self.noise_unit, length + 1))[: length + 1]
+        tokens = (prompt + answer + self.newline + filler(self.noise_unit, length + 1))[: length + 1]
         mask = torch.zeros(length) if answer_only else torch.ones(length)
         mask[len(prompt) - 1 : len(prompt) - 1 + len(answer)] = 1.0  # targets at these indices are the answer
         return torch.tensor(tokens, dtype=torch.int64), mask

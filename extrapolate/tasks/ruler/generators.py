@@ -116,7 +116,7 @@ class Niah(Generator):
         needles = draw.state["needles"]
         haystack = self.args["type_haystack"]
         if haystack == "essay":
-            pieces = [self.encode(" " + n + " ") for n in needles]
+            pieces = [self.encode(" " + n) for n in needles]  # the essay's next token brings its own space
             rng = random.Random(draw.seed)
             depths = (
                 rng.sample(DEPTHS, len(needles)) if len(needles) <= len(DEPTHS) else rng.choices(DEPTHS, k=len(needles))
@@ -155,7 +155,7 @@ class VariableTracking(Generator):
         chains, groups = [], []
         for c in range(chains_n):
             group = names[c * (hops + 1) : (c + 1) * (hops + 1)]
-            value = str(rng.randint(10000, 99999))
+            value = str(rng.randint(10000, 99998))  # numpy's randint(10000, 99999): the high end excluded
             chains.append(
                 [f"VAR {group[0]} = {value}"] + [f"VAR {group[j + 1]} = VAR {group[j]} " for j in range(hops)]
             )
@@ -169,7 +169,7 @@ class VariableTracking(Generator):
         if self.args["type_haystack"] == "essay":
             rng = random.Random(draw.seed)
             flat = interleave(chains, rng)
-            pieces = [self.encode(" " + line.strip() + ". ") for line in flat]
+            pieces = [self.encode(" " + line.strip() + ".") for line in flat]
             depths = rng.sample(DEPTHS, len(flat)) if len(flat) <= len(DEPTHS) else rng.choices(DEPTHS, k=len(flat))
             essay = self.builder.essay.tokens(max(0, budget - sum(map(len, pieces))))
             tokens, first = self.builder.essay.insert(essay, pieces, depths)

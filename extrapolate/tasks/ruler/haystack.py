@@ -84,9 +84,11 @@ class Essay:
 
 
 def insert_lines(lines: list[str], inserts: list[str], rng: random.Random) -> tuple[list[str], int]:
-    """RULER's noise and needle haystacks: `inserts` at distinct random line positions (in their order);
-    the lines and the index of the first inserted line."""
-    positions = sorted(rng.sample(range(len(lines) + 1), len(inserts))) if lines else [0] * len(inserts)
+    """RULER's noise and needle haystacks: `inserts` before distinct random lines (in their order), never
+    after the last line; the lines and the index of the first inserted line. A context too short for
+    distinct lines (a length with fewer lines than inserts) shares positions."""
+    n, k = len(lines), len(inserts)
+    positions = sorted(rng.sample(range(n), k) if n >= k else rng.choices(range(n + 1), k=k))
     out = list(lines)
     for offset, (position, line) in enumerate(zip(positions, inserts)):
         out.insert(position + offset, line)
