@@ -230,6 +230,28 @@ def test_qa_puts_the_questions_own_documents_among_distractors(name, tmp_path):
     assert "unknowable" not in question
 
 
+@pytest.mark.parametrize("name", ["qa_1", "qa_2"])
+def test_qa_asks_the_files_questions_in_order_the_same_at_every_length(name, tmp_path):
+    builder = builder_for(local_task(name, tmp_path))
+    questions = builder.generator.questions
+    for index in (0, 1, 7):
+        short, long = builder.prompt(1024, index), builder.prompt(2048, index)
+        assert short.outputs == long.outputs == tuple(questions[index].answers)
+        assert builder.tokenizer.decode(long.ids).count(questions[index].query) == 1
+    wrapped = builder.prompt(1024, len(questions))
+    assert wrapped.outputs == tuple(questions[0].answers)  # past the last question, the first again
+
+
+def test_qa_identity_changes_with_its_data_files_contents(tmp_path):
+    """Same identity, same prompts: a resumed cell must not mix prompts of two versions of the user's file."""
+    before = local_task("qa_1", tmp_path)
+    data = tmp_path / "squad.json"
+    data.write_text(data.read_text().replace("Mason1", "Builder1"))
+    after = load_task(str(tmp_path / "qa_1.toml"))
+    assert before.identity != after.identity and before.data_sha256 and after.data_sha256
+    assert load_task("vt").identity == "vt-v2-ruler-696acb5b"  # tasks without a data file: no digest field
+
+
 def test_qa_without_a_data_file_says_how_to_give_one():
     with pytest.raises(UserError, match="args.data"):
         builder_for(load_task("qa_1"))

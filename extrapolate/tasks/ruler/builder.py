@@ -86,7 +86,7 @@ class RulerBuilder:
 
     def prompt(self, length: int, index: int) -> RulerPrompt:
         """Sample `index` of the task at `length`."""
-        draw = self.generator.draw(self.sample_rng(length, index), length)
+        draw = self.generator.draw_sample(self.sample_rng(length, index), length, index)
         ids, departs = self._assemble(draw, length - self.task.tokens_to_generate, True, True, length)
         return RulerPrompt(ids, tuple(draw.outputs), departs)
 

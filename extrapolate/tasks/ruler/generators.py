@@ -59,6 +59,11 @@ class Generator:
     def draw(self, rng: random.Random, length: int) -> Draw:
         raise NotImplementedError
 
+    def draw_sample(self, rng: random.Random, length: int, index: int) -> Draw:
+        """Sample `index` of an evaluation at `length`: a fresh draw, unless the task pairs its samples
+        across lengths as RULER does (QA asks question `index` at every length)."""
+        return self.draw(rng, length)
+
     def context(self, draw: Draw, budget: int, length: int) -> Context:
         raise NotImplementedError
 
@@ -303,15 +308,21 @@ class QuestionAnswering(Generator):
 
         self.questions, self.documents = load_qa(self.task)
 
-    def draw(self, rng: random.Random, length: int) -> Draw:
-        question = self.questions[rng.randrange(len(self.questions))]
-        return Draw({"query": question.query}, list(question.answers), rng.getrandbits(63), {"question": question})
+    def draw(self, rng: random.Random, length: int, question: int | None = None) -> Draw:
+        picked = self.questions[rng.randrange(len(self.questions)) if question is None else question]
+        return Draw({"query": picked.query}, list(picked.answers), rng.getrandbits(63), {"question": picked})
+
+    def draw_sample(self, rng: random.Random, length: int, index: int) -> Draw:
+        # RULER asks the file's questions in order, the same one for a sample index at every length, so
+        # that scores of two lengths compare the same questions
+        return self.draw(rng, length, index % len(self.questions))
 
     def context(self, draw: Draw, budget: int, length: int) -> Context:
         question = draw.state["question"]
         own = list(question.documents)
         more = [d for d in question.related if d not in own]
         others = [d for d in range(len(self.documents)) if d not in own and d not in more]
+        random.Random(draw.seed ^ 1).shuffle(more)  # RULER samples the related paragraphs that fit at random
 
         def chosen(count: int) -> list[int]:
             rng = random.Random(draw.seed)

@@ -7,11 +7,12 @@ whenever prompts would change."""
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
+from extrapolate.data.fetch import sha256_file
 
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 NEEDLE = "One of the special magic {type_needle_v} for {key} is: {value}."
@@ -64,12 +65,15 @@ class RulerTask:
     noise: str  # the noise haystack's sentence, and the filler that tops a prompt up to its exact length
     args: tuple[tuple[str, object], ...]  # the generator's arguments, every default filled, sorted by name
     folder: str = ""  # the task file's folder (a relative `data` path is read from there); not in the identity
+    data_sha256: str = ""  # QA's local data file's digest: its prompts change with the file's contents
     kind: str = "ruler"
 
     @property
     def identity(self) -> str:
         """Recorded with results: the same identity means the same prompts."""
         fields = {k: v for k, v in self.__dict__.items() if k not in ("folder", "kind")}
+        if not self.data_sha256:  # the tasks without a data file keep the identity they had before it was added
+            fields.pop("data_sha256")
         return f"{self.name}-v{self.version}-ruler-{config_hash(fields, 8)}"
 
     @property
@@ -134,9 +138,13 @@ def load_ruler_task(data: dict, path: Path) -> RulerTask:
         need(field != "template" or used.count("context") == 1, field, "must contain {context} exactly once")
     args = check_args(data.get("args", {}), generator, name)
     values = {k: v for k, v in data.items() if k not in ("args", "kind", "threshold", "noise")}
-    return RulerTask(
+    task = RulerTask(
         **values, threshold=float(threshold), noise=noise, args=tuple(sorted(args.items())), folder=str(path.parent)
     )
+    data_file = task.data_path
+    if data_file is not None and data_file.is_file():
+        task = replace(task, data_sha256=sha256_file(data_file))
+    return task
 
 
 def check_args(given, generator: str, name: str) -> dict:
@@ -162,8 +170,9 @@ def check_args(given, generator: str, name: str) -> dict:
         choices = choices.get(generator) if isinstance(choices, dict) else choices
         if choices and value not in choices:
             raise UserError(f"task file {name}: argument '{key}' must be one of {', '.join(choices)}")
-        if isinstance(default, int) and value < (0 if key in ("example_tokens", "vocab_size", "num_fewshot") else 1):
-            raise UserError(f"task file {name}: argument '{key}' must be at least 1")
+        least = 0 if key in ("example_tokens", "vocab_size", "num_fewshot") else 1
+        if isinstance(default, int) and value < least:
+            raise UserError(f"task file {name}: argument '{key}' must be at least {least}")
     if generator == "niah":
         template_fields(args["needle"], name, "needle", ("type_needle_v", "key", "value"))
         if args["num_needle_q"] > max(args["num_needle_k"], 1):
