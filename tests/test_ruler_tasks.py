@@ -502,3 +502,19 @@ def test_the_length_check_counts_the_example_of_the_shortest_length():
     kind.check_lengths(builder, (2048, 4096))  # the prompt at 2048 is made (test above): no refusal
     with pytest.raises(UserError, match="cwe prompts need at least"):
         kind.check_lengths(builder, (200,))
+
+
+def test_chains_interleave_as_rulers_heap_shuffle_draws_them():
+    """Each chain keeps its order; with chains [a1, a2] and [b1], RULER's heap puts b1 last with probability
+    P(two fresh uniforms both below b1's) = 1/3 (a uniform pick among open chains would give 1/4)."""
+    import random
+
+    from extrapolate.tasks.ruler.generators import interleave
+
+    rng, orders = random.Random(0), {}
+    for _ in range(20000):
+        order = tuple(interleave([["a1", "a2"], ["b1"]], rng))
+        orders[order] = orders.get(order, 0) + 1
+    assert set(orders) == {("a1", "a2", "b1"), ("a1", "b1", "a2"), ("b1", "a1", "a2")}
+    assert orders[("a1", "a2", "b1")] / 20000 == pytest.approx(1 / 3, abs=0.015)
+    assert orders[("b1", "a1", "a2")] / 20000 == pytest.approx(1 / 2, abs=0.015)

@@ -4,6 +4,7 @@ needle formats, insertion rules, word frequencies and answers as RULER draws the
 
 from __future__ import annotations
 
+import heapq
 import random
 from dataclasses import dataclass, field
 
@@ -207,13 +208,16 @@ class VariableTracking(Generator):
 
 
 def interleave(chains: list[list[str]], rng: random.Random) -> list[str]:
-    """The chains' lines in one random order that keeps each chain's own order (RULER's heap shuffle)."""
-    cursors, out = [0] * len(chains), []
-    while any(c < len(chain) for c, chain in zip(cursors, chains)):
-        open_ = [i for i, chain in enumerate(chains) if cursors[i] < len(chain)]
-        pick = open_[int(rng.random() * len(open_))]
-        out.append(chains[pick][cursors[pick]])
-        cursors[pick] += 1
+    """The chains' lines in one random order that keeps each chain's own order, drawn as RULER's heap
+    shuffle draws it: each chain's next line waits with a fresh random priority, the lowest goes first."""
+    heap = [(rng.random(), i, 0) for i in range(len(chains)) if chains[i]]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, chain, line = heapq.heappop(heap)
+        out.append(chains[chain][line])
+        if line + 1 < len(chains[chain]):
+            heapq.heappush(heap, (rng.random(), chain, line + 1))
     return out
 
 
