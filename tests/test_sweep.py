@@ -340,3 +340,24 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
     assert estimate_seconds([cell] * 3, {cell.model_folder: True}, prepared) == pytest.approx(
         3 * one
     )  # every cell counts
+
+
+def test_rows_record_the_commit_the_process_started_from(monkeypatch):
+    """A long run records the code it ran: a commit made while it runs does not change its git_sha, which
+    the command reads when it starts."""
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from extrapolate.cli.app import app
+    from extrapolate.core import source
+
+    source.git_sha.cache_clear()
+    CliRunner().invoke(app, ["tasks", "--json"])
+    assert source.git_sha.cache_info().currsize == 1  # any command reads it when it starts
+    started = source.git_sha()
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "ffffffffffff\n", ""))
+    assert source.git_sha() == started
+    source.git_sha.cache_clear()
+    assert source.git_sha() == "ffffffffffff"
+    source.git_sha.cache_clear()

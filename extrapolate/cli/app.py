@@ -21,6 +21,7 @@ from extrapolate.cli.render import (
     reporter_for,
 )
 from extrapolate.cli.util import OneLineErrors, fail, renamed, stdout, warn
+from extrapolate.core.source import git_sha
 from extrapolate.run import RunRequest
 from extrapolate.tasks.kinds import default_tasks
 
@@ -49,6 +50,7 @@ def top(
     ] = False,
 ) -> None:
     """How far past its training length does a positional encoding hold up?"""
+    git_sha()  # the commit this command starts from, recorded in its rows however long it runs
 
 
 encodings_app = typer.Typer(help="Every encoding with its kind and parameters.", invoke_without_command=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -14,6 +13,7 @@ import pandas as pd
 from extrapolate import __version__
 from extrapolate.core.atomic import atomic_path
 from extrapolate.core.readers import reading
+from extrapolate.core.source import git_sha
 from extrapolate.report.stats import student_t_quantile
 from extrapolate.tasks.passkey import PASSKEY
 
@@ -62,20 +62,6 @@ RESULTS_FILE, POSITIONS_FILE = "results.csv", "positions.csv"
 
 
 @lru_cache(maxsize=1)
-def git_sha() -> str:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            cwd=Path(__file__).resolve().parent,
-            timeout=5,
-        )
-        return done.stdout.strip() if done.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def provenance() -> dict:
     return {
         "git_sha": git_sha(),
