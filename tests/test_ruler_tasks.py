@@ -323,7 +323,7 @@ def test_an_unknown_kind_is_refused(tmp_path):
         load_task(str(path))
 
 
-def test_training_rows_of_several_tasks_are_drawn_in_turn():
+def test_training_rows_of_several_tasks_each_hold_one_drawn_at_random():
     from extrapolate.run.prepare import MixedRows
 
     tokenizer = WordTokenizer()

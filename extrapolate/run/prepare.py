@@ -30,7 +30,7 @@ class Prepared:
     passkey_builder: object | None  # the task file's prompt builder, when the job trains or evaluates on its prompts
     checkpoint: object | None  # the loaded PretrainedModel of a pretrained model, else None
     # what the retrieval share of the training rows is drawn from (`training_row`): the task file's builder, or
-    # the --train-tasks builders in turn; None when no training row holds a prompt
+    # the --train-tasks builders, one drawn per row; None when no training row holds a prompt
     training_rows: object | None = None
     # what an optional kind that cannot be measured was left out for ({kind: the reason}); see RunRequest
     left_out: dict = field(default_factory=dict)

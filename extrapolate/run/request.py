@@ -69,7 +69,7 @@ class RunRequest:
     # share of training rows that are passkey prompts (within L); None: DEFAULT_PASSKEY_FRACTION when L leaves room
     passkey_fraction: float | None = None
     passkey_task: str | None = None  # a task name under tasks/ or a TOML path; None: see DEFAULT_RETRIEVAL_TASK
-    # the task files whose prompts make the retrieval share of the training rows, in turn (empty: passkey_task)
+    # the task files whose prompts make the retrieval share of training rows, one drawn per row (empty: passkey_task)
     train_tasks: tuple[str, ...] = ()
     # kinds of `tasks` left out, with a warning, where the shortest evaluation length cannot hold their prompts
     # (`run`'s default retrieval, so that a short --train-len still runs its perplexity); asked for by name, a
