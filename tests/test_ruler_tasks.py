@@ -380,17 +380,21 @@ def test_the_ruler_average_and_its_table_come_from_the_rows():
                 "eval_len": length, "value": value, "seed": seed}  # fmt: skip
 
     table = pd.DataFrame(
-        [row("vt", 1024, 1.0), row("vt", 2048, 0.5), row("cwe", 1024, 0.8), row("cwe", 2048, 0.6)]
-        + [row("vt", 1024, 0.9, seed=1), row("niah_single_1", 1024, 1.0, seed=0)]
+        [row("vt", 1024, 1.0), row("vt", 2048, 0.9), row("cwe", 1024, 0.8), row("cwe", 2048, 0.9)]
+        + [row("vt", 1024, 0.9, seed=1), row("niah_single_1", 1024, 1.0), row("niah_single_1", 2048, 1.0)]
+        + [row("vt", 4096, 1.0)]  # one task of three at 4096
     )
     scores = ruler_scores(table)
     assert set(scores["task"]) == {"vt", "cwe", "niah_single_1"}
     effective = effective_lengths(scores)
-    assert effective[("rope", "vt")] == 1024 and effective[("rope", "cwe")] is None
-    # average at 1024: (0.95 + 0.8 + 1.0) / 3 = 0.9167 ≥ 0.856; at 2048: (0.5 + 0.6) / 2 < 0.856
-    assert effective[("rope", AVERAGE)] == 1024
+    assert effective[("rope", "vt")] == 4096 and effective[("rope", "cwe")] is None
+    # average at 1024: (0.95 + 0.8 + 1.0) / 3 = 0.9167, at 2048: (0.9 + 0.9 + 1.0) / 3 = 0.9333, both ≥ 0.856;
+    # at 4096 only vt was measured, so there is no average there and it cannot extend the effective length
+    assert effective[("rope", AVERAGE)] == 2048
     text = "\n".join(ruler_section(table))
-    assert "| vt | 95.0 | 50.0 | 1024 |" in text and "| **RULER average** | 91.7 | 55.0 | 1024 |" in text
+    assert "| vt | 95.0 | 90.0 | 100.0 | 4096 |" in text
+    assert "| **RULER average** | 91.7 | 93.3 | – | 2048 |" in text
+    assert "(4096: 1 of 3 tasks)" in text
 
 
 def tiny_ruler_model():

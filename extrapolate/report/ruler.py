@@ -34,12 +34,15 @@ def ruler_scores(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_average(scores: pd.DataFrame) -> pd.DataFrame:
-    """The scores with RULER's average per (label, length) added as a task of its own: the mean over the
-    tasks measured at that length (a length some task lacks averages the others and is marked by `tasks`)."""
+    """The scores with RULER's average per (label, length) added as a task of its own: the mean over every
+    task of the label, so only at a length where each was measured. Elsewhere the average is NaN, and `tasks`
+    says how many of them that length has: a mean over some tasks would not be RULER's average."""
     if scores.empty:
         return scores.assign(tasks=pd.Series(dtype=int))
     average = scores.groupby(["label", "eval_len"], sort=False)["score"].agg(["mean", "count"]).reset_index()
     average = average.rename(columns={"mean": "score", "count": "tasks"}).assign(task=AVERAGE)
+    every = scores.groupby("label", sort=False)["task"].nunique()  # the tasks each label was measured on
+    average.loc[average["tasks"] < average["label"].map(every), "score"] = float("nan")
     return pd.concat([scores.assign(tasks=1), average], ignore_index=True)
 
 
@@ -58,6 +61,7 @@ def effective_lengths(scores: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD
     """(label, task) -> its effective length, the RULER average included."""
     out = {}
     for (label, task), group in with_average(scores).groupby(["label", "task"], sort=False):
+        group = group.dropna(subset=["score"])  # the average only where every task was measured
         out[(label, task)] = effective_length(dict(zip(group["eval_len"].astype(int), group["score"])), threshold)
     return out
 
@@ -84,9 +88,16 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
         for task in names:
             cells = group[group["task"] == task].set_index("eval_len")
             values = [f"{cells.loc[n, 'score'] * 100:.1f}" if n in cells.index else "–" for n in lengths]
+            values = [v.replace("nan", "–") for v in values]
             reach = effective.get((label, task))
             name = f"**{task}**" if task == AVERAGE else task
             lines.append(f"| {name} | " + " | ".join(values) + f" | {reach if reach is not None else '–'} |")
+        average = group[group["task"] == AVERAGE]
+        partial = average[average["score"].isna()]
+        if not partial.empty:
+            every = len(names) - 1
+            counts = ", ".join(f"{int(n)}: {int(k)} of {every}" for n, k in zip(partial["eval_len"], partial["tasks"]))
+            lines += ["", f"No RULER average where a task was not measured ({counts} tasks)."]
     return lines
 
 
