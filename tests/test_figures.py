@@ -113,7 +113,9 @@ def test_the_ratio_figure_shades_the_ten_percent_band_and_spans_it():
 
     figure = perplexity_figure(ppl_agg({"alibi": FLAT}), reference={"alibi": 51.281})
     ax = figure.axes[0]
-    bands = [(p.get_y(), p.get_y() + p.get_height()) for p in ax.patches]
+    # the band's vertical extent in data units, whether matplotlib draws it as a Rectangle (3.9+) or a Polygon
+    spans = [p.get_path().transformed(p.get_patch_transform()).vertices[:, 1] for p in ax.patches]
+    bands = [(float(y.min()), float(y.max())) for y in spans]
     (low, high) = ax.get_ylim()
     plt.close(figure)
     assert bands == [(pytest.approx(0.9), pytest.approx(1.1))]
