@@ -361,3 +361,18 @@ def test_rows_record_the_commit_the_process_started_from(monkeypatch):
     source.git_sha.cache_clear()
     assert source.git_sha() == "ffffffffffff"
     source.git_sha.cache_clear()
+
+
+def test_each_write_records_its_own_time():
+    """Rows written an hour apart by one process carry their own created_at (only the commit is read once)."""
+    from datetime import datetime
+    from unittest import mock
+
+    from extrapolate.report import table
+
+    with mock.patch.object(table, "datetime") as clock:
+        clock.now.return_value = datetime(2026, 1, 1, 10, 0, 0)
+        first = table.provenance()["created_at"]
+        clock.now.return_value = datetime(2026, 1, 1, 11, 0, 0)
+        second = table.provenance()["created_at"]
+    assert (first, second) == ("2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z")

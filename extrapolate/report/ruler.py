@@ -87,8 +87,8 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
         names = [t for t in dict.fromkeys(group["task"]) if t != AVERAGE] + [AVERAGE]
         for task in names:
             cells = group[group["task"] == task].set_index("eval_len")
-            values = [f"{cells.loc[n, 'score'] * 100:.1f}" if n in cells.index else "–" for n in lengths]
-            values = [v.replace("nan", "–") for v in values]
+            scores = [cells.loc[n, "score"] if n in cells.index else math.nan for n in lengths]
+            values = ["–" if math.isnan(v) else f"{v * 100:.1f}" for v in scores]
             reach = effective.get((label, task))
             name = f"**{task}**" if task == AVERAGE else task
             lines.append(f"| {name} | " + " | ".join(values) + f" | {reach if reach is not None else '–'} |")

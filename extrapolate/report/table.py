@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -61,7 +60,6 @@ POSITION_COLUMNS = [
 RESULTS_FILE, POSITIONS_FILE = "results.csv", "positions.csv"
 
 
-@lru_cache(maxsize=1)
 def provenance() -> dict:
     return {
         "git_sha": git_sha(),
