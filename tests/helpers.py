@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import subprocess
+import time
 from pathlib import Path
+
+import pytest
+
+from extrapolate.core.faults import KILL_AT_STEP
 
 WORDS = (
     "the grass is green and the sky is blue while the sun is yellow over the quiet river where "
@@ -19,3 +27,37 @@ def make_corpus(folder: Path, documents: int = 6, words: int = 900, seed: int = 
         text = " ".join(rng.choice(WORDS) for _ in range(words))
         (folder / f"doc{i:02d}.txt").write_text(text + ".\n")
     return folder
+
+
+# A bound on waiting exists only against a hung process: tests wait for events (a process ending, a job
+# leaving the queue), never for a duration. The bound is generous, set here alone, and scaled by
+# EXTRAPOLATE_TEST_PATIENCE (a factor, default 1) on a machine slower still.
+HUNG_AFTER_SECONDS = 3600
+
+
+def patience() -> float:
+    """Seconds after which a waited-for event counts as never coming (a hung process)."""
+    return HUNG_AFTER_SECONDS * float(os.environ.get("EXTRAPOLATE_TEST_PATIENCE", "1") or 1)
+
+
+def wait_for(done, what: str, poll: float = 1.0) -> None:
+    """Poll `done()` until it is true; past `patience()` fail saying this is a timeout, not a defect."""
+    give_up = time.monotonic() + patience()
+    while not done():
+        if time.monotonic() > give_up:
+            pytest.fail(
+                f"timeout, not a defect found: {what} did not happen within {patience():.0f} s "
+                "(a hung process?); on a slower machine set EXTRAPOLATE_TEST_PATIENCE to a larger factor"
+            )
+        time.sleep(poll)
+
+
+def killed_at_step(command: list[str], env: dict, step: int, **popen) -> subprocess.CompletedProcess:
+    """Run `command` with the training's deliberate crash after `step` (extrapolate.core.faults) and check it
+    died of it: a run that ends any other way fails the test with that run's own error output."""
+    done = subprocess.run(command, env={**env, KILL_AT_STEP: str(step)}, capture_output=True, text=True, **popen)
+    assert done.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), (
+        f"the run was to die of SIGKILL after step {step} but exited with {done.returncode}:\n"
+        f"{done.stdout[-2000:]}{done.stderr[-4000:]}"
+    )
+    return done

@@ -143,7 +143,11 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
     evals = frame[frame["what"] == "eval"].set_index("encoding")
     assert evals.loc["rope", "kernel"] == "sdpa" and evals.loc["alibi", "kernel"] == "fused-bias"
     assert (evals["peak_memory_mb"] > 0).all() and (evals["tokens_per_second"] > 0).all()
-    assert 0 < frame[frame["what"] == "train"]["mfu"].iloc[0] < 1
+    # MFU is the training's FLOP rate over the fastest matmul measured (a ratio of two timings, so its bound
+    # depends on what else the machine did meanwhile: the definition is checked, not the machine's speed)
+    train = frame[frame["what"] == "train"].iloc[0]
+    ceiling = frame[frame["what"] == "matmul"]["gflops"].max()
+    assert train["mfu"] > 0 and train["mfu"] == pytest.approx(train["gflops"] / ceiling, rel=1e-6)
     summary = (out / "summary.md").read_text()
     assert "training at 256" in summary and "alibi takes" in summary and "peak memory at 256" in summary
     assert (out / "bench.png").stat().st_size > 0

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 
 import pandas as pd
 import pytest
@@ -18,7 +17,7 @@ from extrapolate.cli.app import app
 from extrapolate.run import RunRequest
 from extrapolate.run.cluster import SlurmOptions
 from extrapolate.run.sweep import submit_job, sweep_job
-from tests.helpers import make_corpus
+from tests.helpers import make_corpus, wait_for
 
 pytest.importorskip("submitit")
 
@@ -104,14 +103,13 @@ def test_a_sweep_on_a_real_slurm_cluster_equals_the_local_sweep(tmp_path, monkey
     assert "3 job(s) submitted" in submitted.output
     jobs = json.loads((tmp_path / "slurm" / ".slurm" / "jobs.json").read_text())
     report = submitted.output.split("report job")[-1].strip()
-    deadline = time.time() + 600
-    while time.time() < deadline:
-        queued = subprocess.run(
-            ["squeue", "-h", "-j", ",".join([*jobs.values(), report]), "-o", "%i"], capture_output=True, text=True
-        ).stdout.split()
-        if not queued:
-            break
-        time.sleep(2)
+    everything = ",".join([*jobs.values(), report])
+
+    def left_the_queue() -> bool:
+        queued = subprocess.run(["squeue", "-h", "-j", everything, "-o", "%i"], capture_output=True, text=True)
+        return not queued.stdout.split()
+
+    wait_for(left_the_queue, "the sweep's SLURM jobs finishing", poll=2)
     same_tables(table(tmp_path / "slurm"), table(tmp_path / "local"))
     again = runner.invoke(app, args + ["--out", "slurm", "--executor", "slurm", "--cpus-per-task", "1"])
     assert again.exit_code == 0 and "0 job(s) submitted" in again.output

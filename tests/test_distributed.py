@@ -128,8 +128,9 @@ def test_a_batch_that_does_not_split_evenly_is_refused():
     check_batch(32, World(0, 4))
 
 
-def torchrun(corpus, out, cache, steps: int, procs: int = 2, tasks: str = "perplexity,passkey"):
-    """`torchrun --nproc-per-node N -m extrapolate run …` (N = 1: the plain command) as a new user types it."""
+def torchrun(corpus, out, cache, steps: int, procs: int = 2, tasks: str = "perplexity,passkey", kill=None):
+    """`torchrun --nproc-per-node N -m extrapolate run …` (N = 1: the plain command) as a new user types it;
+    `kill`: the environment of a deliberate crash (extrapolate.core.faults)."""
     import subprocess
     import sys
 
@@ -173,7 +174,7 @@ def torchrun(corpus, out, cache, steps: int, procs: int = 2, tasks: str = "perpl
         if procs > 1
         else [sys.executable, "-m", "extrapolate"]
     )
-    env = {**os.environ, "EXTRAPOLATE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "EXTRAPOLATE_CACHE": str(cache), "OMP_NUM_THREADS": "1", **(kill or {})}
     return subprocess.Popen(launcher + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -189,9 +190,8 @@ def test_torchrun_equals_one_process_and_resumes_after_a_rank_is_killed(tmp_path
     """The issue's acceptance, end to end through torchrun: same results table as one process (bf16 training,
     tolerance as above), and a SIGKILL of one rank mid-training followed by the same command resumes."""
     import glob
-    import signal
-    import time
 
+    from extrapolate.core.faults import KILL_AT_STEP, KILL_RANK
     from tests.helpers import make_corpus
 
     corpus = make_corpus(tmp_path / "corpus", documents=8, words=1500)
@@ -203,21 +203,14 @@ def test_torchrun_equals_one_process_and_resumes_after_a_rank_is_killed(tmp_path
     assert (one[["task", "metric", "eval_len"]] == two[["task", "metric", "eval_len"]]).all().all()
     assert two["value"].tolist() == pytest.approx(one["value"].tolist(), rel=2e-3, abs=1e-9)
 
-    # kill one rank once a checkpoint exists, then run the same command again
-    killed = torchrun(corpus, tmp_path / "three", tmp_path / "cache3", 40)
-
-    def state():
-        return glob.glob(str(tmp_path / "cache3" / "models" / "rope-*" / "state.pt"))
-
-    deadline = time.time() + 300
-    while not state() and time.time() < deadline and killed.poll() is None:
-        time.sleep(0.2)
-    workers = open(f"/proc/{killed.pid}/task/{killed.pid}/children").read().split()  # torchrun's two ranks
-    os.kill(int(workers[-1]), signal.SIGKILL)
-    assert killed.wait() != 0
+    # rank 1 kills itself after step 25 (a checkpoint every 10 steps: step 20 is kept), torchrun ends the job,
+    # then the same command again resumes
+    killed = torchrun(corpus, tmp_path / "three", tmp_path / "cache3", 40, kill={KILL_AT_STEP: "25", KILL_RANK: "1"})
+    output = killed.stdout.read()
+    assert killed.wait() != 0, f"the launch was to fail with rank 1 killed after step 25:\n{output[-4000:]}"
     assert not (tmp_path / "three" / "results.csv").exists()  # nothing half-written
-    step = torch.load(state()[0], weights_only=False)["step"]
-    assert 0 < step < 40
+    (state,) = glob.glob(str(tmp_path / "cache3" / "models" / "rope-*" / "state.pt"))
+    assert torch.load(state, weights_only=False)["step"] == 20, output[-4000:]
     resumed = torchrun(corpus, tmp_path / "three", tmp_path / "cache3", 40)
     assert resumed.wait() == 0, resumed.stdout.read()
     assert table(tmp_path / "three")["value"].tolist() == pytest.approx(two["value"].tolist(), rel=2e-3, abs=1e-9)

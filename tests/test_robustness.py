@@ -2,18 +2,17 @@
 results as an uninterrupted run. The same command twice: byte-identical tables (timestamps aside)."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
 
-from .helpers import make_corpus
+from .helpers import killed_at_step, make_corpus
 
 cli = CliRunner()
 
@@ -257,18 +256,14 @@ def test_sigkill_mid_training_then_resume_equals_uninterrupted(tmp_path, corpus)
     ]
     env = {**os.environ, "EXTRAPOLATE_CACHE": str(tmp_path / "killed-cache")}
     command = [sys.executable, "-m", "extrapolate", "run", *args, "--out", str(tmp_path / "killed")]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    models = tmp_path / "killed-cache" / "models"
-    deadline = time.time() + 600  # a loaded machine can take minutes to import torch and reach the first save
-    while time.time() < deadline and not any(models.glob("*/state.pt")) and process.poll() is None:
-        time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert models.is_dir(), "the run wrote no checkpoint before it was killed (the machine too slow?)"
-    (folder,) = models.iterdir()
-    assert (folder / "state.pt").exists() and not (folder / "complete.json").exists(), "killed too late"
+    # checkpoints every 100 steps: killed at 150, the run keeps step 100 and must redo 101-150 exactly
+    killed_at_step(command, env, 150)
+    (folder,) = (tmp_path / "killed-cache" / "models").iterdir()
+    assert (folder / "state.pt").exists() and not (folder / "complete.json").exists()
+    assert torch.load(folder / "state.pt", weights_only=False)["step"] == 100
+    assert not (tmp_path / "killed" / "results.csv").exists()  # nothing half-written
     again = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-    assert "resumed from the checkpoint at step" in again.stderr  # the user sees the finished steps are kept
+    assert "resumed from the checkpoint at step 100" in again.stderr  # the user sees the finished steps are kept
     uninterrupted_env = {**env, "EXTRAPOLATE_CACHE": str(tmp_path / "clean-cache")}
     subprocess.run([*command[:-1], str(tmp_path / "clean")], env=uninterrupted_env, check=True, capture_output=True)
     import json

@@ -16,6 +16,7 @@ from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.device import autocast, synchronize
 from extrapolate.core.distributed import SINGLE, World, check_batch, current, for_training
 from extrapolate.core.errors import UserError
+from extrapolate.core.faults import kill_now, kill_step
 from extrapolate.core.identity import model_folder_name
 from extrapolate.core.paths import cache_dir
 from extrapolate.core.readers import reading
@@ -213,6 +214,7 @@ def train(
     check_batch(config.batch_size, world)
     replica = for_training(model, world)  # under torchrun: gradients averaged over ranks
     tokens_per_step = config.batch_size * config.seq_len
+    crash_after = kill_step(world.rank)  # None but in the kill-and-resume tests
     start = time.perf_counter()
     while step < config.steps:
         batch = source.batch(step)
@@ -241,6 +243,8 @@ def train(
                 "config_hash": config_hash(config),
             }
             ckpt.save_checkpoint(folder, config, model, state)
+        if step == crash_after:
+            kill_now()
         if stop_after is not None and step >= stop_after:
             break
     elapsed += time.perf_counter() - start
