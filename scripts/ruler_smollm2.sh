@@ -6,6 +6,7 @@
 # cell's finished batches are logged). Usage:
 #   bash scripts/ruler_smollm2.sh [lengths, default 1024,2048,4096,8192] [tasks, default the 11 offline ones]
 #   ENCODINGS=rope,yarn bash scripts/ruler_smollm2.sh 16384 niah_single_1,vt,cwe   # past the 8192 context
+#   SAMPLES=25 OUT=results/smollm2-ruler-25 EXTRA="--chat-template auto" bash scripts/ruler_smollm2.sh   # +chat rows
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lengths=${1:-1024,2048,4096,8192}
@@ -13,6 +14,7 @@ tasks=${2:-niah_single_1,vt,cwe,niah_single_2,niah_single_3,niah_multikey_1,niah
 encodings=${ENCODINGS:-rope}
 out=${OUT:-results/smollm2-ruler}
 samples=${SAMPLES:-5}
+extra=${EXTRA:-}  # more `run` options, e.g. --chat-template auto
 mkdir -p "$out/tasks"
 for encoding in ${encodings//,/ }; do
     for task in ${tasks//,/ }; do
@@ -20,7 +22,7 @@ for encoding in ${encodings//,/ }; do
         sed -E "s/^samples = [0-9]+.*/samples = $samples/" "tasks/$task.toml" > "$file"
         # one task that fails (a length too short for its prompts) does not stop the others
         extrapolate run --model smollm2-135m --encoding "$encoding" --tasks "$file" --eval-lens "$lengths" \
-            --dtype bfloat16 --out "$out" --quiet || echo "$task: failed (see above); the other tasks go on" >&2
+            --dtype bfloat16 --out "$out" --quiet $extra || echo "$task: failed (see above); the other tasks go on" >&2
     done
 done
 extrapolate report "$out"

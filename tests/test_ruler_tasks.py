@@ -249,7 +249,7 @@ def test_qa_identity_changes_with_its_data_files_contents(tmp_path):
     data.write_text(data.read_text().replace("Mason1", "Builder1"))
     after = load_task(str(tmp_path / "qa_1.toml"))
     assert before.identity != after.identity and before.data_sha256 and after.data_sha256
-    assert load_task("vt").identity == "vt-v2-ruler-696acb5b"  # tasks without a data file: no digest field
+    assert load_task("vt").identity == "vt-v3-ruler-40bdcf3a"  # tasks without a data file: no digest field
 
 
 def test_qa_without_a_data_file_says_how_to_give_one():
@@ -522,3 +522,32 @@ def test_chains_interleave_as_rulers_heap_shuffle_draws_them():
     assert set(orders) == {("a1", "a2", "b1"), ("a1", "b1", "a2"), ("b1", "a1", "a2")}
     assert orders[("a1", "a2", "b1")] / 20000 == pytest.approx(1 / 3, abs=0.015)
     assert orders[("b1", "a1", "a2")] / 20000 == pytest.approx(1 / 2, abs=0.015)
+
+
+def test_the_vt_example_is_followed_by_a_blank_line_as_in_ruler():
+    """RULER appends the example with its own newline and joins it to the prompt with another."""
+    builder = builder_for(load_task("vt"), ByteTokenizer())
+    whole = builder.tokenizer.decode(builder.prompt(2048, 0).ids)
+    cut = whole.rfind("Memorize and track")
+    assert re.search(r"they are: +([A-Z]{3} ){4}[A-Z]{3}\n\n$", whole[:cut]), repr(whole[cut - 40 : cut])
+
+
+@pytest.mark.parametrize("length", [3000, 16384])  # the short examples below 4096, the long ones above
+def test_under_a_chat_template_each_cwe_example_is_a_turn_of_its_own(length):
+    """RULER formats each solved example with the model's template: user turn, then the answer as the
+    assistant's; the prompt's own turn comes after them. Without a template the examples are plain text."""
+    tokenizer = ByteTokenizer()
+    chat = (tokenizer.encode("<user>"), tokenizer.encode("</user><assistant>"))
+    task = load_task("cwe")
+    builder = file_kind(task).prompt_builder(task, tokenizer, None, chat, [])
+    text = tokenizer.decode(builder.prompt(length, 0).ids)
+    shots = dict(task.args)["num_fewshot"]
+    turns = text.split("<user>")[1:]
+    assert text.startswith("<user>") and len(turns) == shots + 1
+    for turn in turns[:-1]:  # an example: its list, the question, then the assistant's solved answer
+        question, answer = turn.split("</user><assistant>")
+        assert "What are the 10 most common words" in question
+        assert re.fullmatch(r" Answer: [^\n]* are:( \d+\. \w+){10}\n", answer), answer
+    assert re.search(r"</user><assistant> Answer: [^\n]* are:$", turns[-1]), turns[-1][-120:]
+    plain = tokenizer.decode(file_kind(task).prompt_builder(task, tokenizer, None, None, []).prompt(length, 0).ids)
+    assert "<user>" not in plain

@@ -49,6 +49,15 @@ class World:
         dist.all_reduce(total)
         return total.to(device=values.device, dtype=values.dtype)
 
+    def gather(self, items: list) -> list:
+        """Every rank's `items` (picklable, e.g. per-prompt records) joined in rank order; `items` itself for
+        one process."""
+        if self.size == 1:
+            return items
+        parts: list = [None] * self.size
+        dist.all_gather_object(parts, items)
+        return [item for part in parts for item in part]
+
     def barrier(self) -> None:
         if self.size > 1:
             dist.barrier()

@@ -73,16 +73,17 @@ def folder_target(folder: Path, what: str = "output folder") -> Path:
 FIGURE_FORMATS = ("png", "svg", "pdf")
 # what writers put in an output folder: files with these endings (tables, reports, records, figures), the
 # lock files, and the folders of run records and of retrieval depth logs
-OUTPUT_FILE_ENDINGS = (".csv", ".md", ".json") + tuple("." + f for f in FIGURE_FORMATS)
+OUTPUT_FILE_ENDINGS = (".csv", ".md", ".json", ".jsonl") + tuple("." + f for f in FIGURE_FORMATS)
 RUNS_FOLDER = "runs"  # one record per run, next to the latest run's run.json
 DEPTH_LOGS_FOLDER = ".partial"  # a retrieval cell's finished depths (tasks/depth_log.py); ignored by git
+SAMPLES_FOLDER = "samples"  # every prompt's reference, prediction and score, one file per run (report/samples.py)
 
 
 def output_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(file names, folder names) that writers put in an output folder, from the modules that write them."""
     from extrapolate.core.lock import LOCK, TABLE_LOCK
 
-    return (LOCK, TABLE_LOCK), (RUNS_FOLDER, DEPTH_LOGS_FOLDER)
+    return (LOCK, TABLE_LOCK), (RUNS_FOLDER, DEPTH_LOGS_FOLDER, SAMPLES_FOLDER)
 
 
 def check_output_names(folder: Path) -> None:

@@ -29,6 +29,10 @@ COLUMNS = [
     "depth",
     "seed",
     "n_tokens",
+    "n",
+    "ci_low",
+    "ci_high",
+    "ci_method",
     "protocol",
     "status",
     "model",
@@ -89,7 +93,7 @@ ROW_CHECKS = {
     RESULTS_FILE: RowChecks(
         ("run_id", "encoding", "train_len", "eval_len", "task", "metric", "seed", "status", "created_at"),
         ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
-        ("finetune_steps", "finetune_len"),
+        ("finetune_steps", "finetune_len", "n", "ci_low", "ci_high"),
         ("train_len", "eval_len"),
         filled_where=(("task", PASSKEY.name, "depth"),),  # a retrieval row is one depth's
     ),

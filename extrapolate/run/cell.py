@@ -13,13 +13,14 @@ from extrapolate.core.paths import RUNS_FOLDER, writable_folder
 from extrapolate.encodings import get_spec
 from extrapolate.encodings.options import check_used
 from extrapolate.report.folder import check_tables
+from extrapolate.report.samples import write_samples
 from extrapolate.report.table import append_positions, append_results, provenance
 from extrapolate.run.evaluate import evaluate, trained_model
 from extrapolate.run.prepare import Prepared, prepare
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.request import RunRequest, ignored_options, output_folder, resolve, with_encoding
 from extrapolate.run.resolved import ResolvedRun, resolve_run
-from extrapolate.run.rows import diverged_rows, measurement_rows
+from extrapolate.run.rows import diverged_rows, measurement_rows, measurement_samples
 from extrapolate.tasks.depth_log import clear_logs
 from extrapolate.training.train import TrainingDiverged
 
@@ -43,6 +44,8 @@ def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: 
     if writes:
         rows, positions = measurement_rows(resolved, prepared, trained.model.num_parameters(), measurements)
         with table_lock(folder):  # cluster jobs of one sweep append to the same tables
+            # the prompts' records first: a cell in the table always has what its model answered beside it
+            write_samples(folder, resolved.run_id, measurement_samples(resolved, prepared, measurements))
             write_outputs(folder, resolved, trained, rows, positions)
         clear_logs(folder, resolved.run_id)  # the cell is in the table: its depth logs are done with
 

@@ -45,6 +45,18 @@ def measurement_rows(
     return rows, positions
 
 
+def measurement_samples(resolved: ResolvedRun, prepared: Prepared, measurements: list[Measurement]) -> list[dict]:
+    """Every prompt's record of a cell's measurements (report/samples.py), each with its cell's task, protocol
+    and length."""
+    setup = task_setup(resolved, prepared)
+    out = []
+    for m in measurements:
+        kind = TASK_KINDS.get(m.task)
+        at = {"task": m.task, "protocol": kind.protocol(setup), "eval_len": m.length}
+        out += [{**at, **record} for record in kind.samples(m.result)]
+    return out
+
+
 def position_rows(resolved: ResolvedRun, length: int, buckets: list[dict]) -> list[dict]:
     """The position table's rows of one measurement: its kind's loss by position bucket, with the cell's keys."""
     keys = {

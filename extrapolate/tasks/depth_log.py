@@ -2,8 +2,10 @@
 
 A cell is written to the results table whole, when every depth is done; at long lengths on a CPU that is
 an hour or more (SmolLM2 at 32768 tokens). The log lets a stopped cell resume from its next depth instead
-of from the start. It is keyed by everything the counts depend on, so a log of another model, task file,
-length or process layout is ignored, and it is removed once the cell's rows are written.
+of from the start. Each finished part (a passkey depth, a RULER batch) keeps its counts and its prompts'
+records (reference, prediction, score), so a resumed cell writes the same samples file as an uninterrupted
+one. It is keyed by everything the counts depend on, so a log of another model, task file, length or process
+layout is ignored, and it is removed once the cell's rows are written.
 """
 
 from __future__ import annotations
@@ -26,23 +28,36 @@ class DepthLog:
         identity = f"{run_id}|{task_identity}|{length}|rank {rank} of {size}"
         return cls(Path(folder) / FOLDER / f"{run_id}-passkey-{length}-rank{rank}.json", identity)
 
-    def finished(self) -> dict[int, tuple[float, float]]:
-        """depth index -> (correct, ranked first) counts of this process's trials; {} for a missing, damaged or
-        foreign log (the depths are then simply measured again)."""
+    def _read(self) -> dict:
+        """The log's parts, {} for a missing, damaged or foreign log, or one written before parts kept their
+        prompts' records (the parts are then simply measured again)."""
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-            if data.get("identity") != self.identity:
+            if data.get("identity") != self.identity or not isinstance(data.get("samples"), dict):
                 return {}
-            return {int(d): (float(c), float(r)) for d, (c, r) in data["depths"].items()}
+            return {
+                int(d): ((float(c), float(r)), list(data["samples"].get(d, []))) for d, (c, r) in data["depths"].items()
+            }
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return {}
 
-    def record(self, depth: int, correct: float, ranked: float) -> None:
-        depths = {**self.finished(), depth: (correct, ranked)}
-        write_text(
-            self.path,
-            json.dumps({"identity": self.identity, "depths": {str(d): list(v) for d, v in sorted(depths.items())}}),
-        )
+    def finished(self) -> dict[int, tuple[float, float]]:
+        """part index -> the two counts it recorded (a depth's correct and ranked-first counts, a batch's score
+        sum and prompts) of this process's prompts."""
+        return {d: counts for d, (counts, _) in self._read().items()}
+
+    def samples(self) -> dict[int, list[dict]]:
+        """part index -> the records of its prompts (as `record` was given them)."""
+        return {d: records for d, (_, records) in self._read().items()}
+
+    def record(self, depth: int, correct: float, ranked: float, samples: list[dict] = ()) -> None:
+        parts = {**self._read(), depth: ((correct, ranked), list(samples))}
+        data = {
+            "identity": self.identity,
+            "depths": {str(d): list(counts) for d, (counts, _) in sorted(parts.items())},
+            "samples": {str(d): records for d, (_, records) in sorted(parts.items())},
+        }
+        write_text(self.path, json.dumps(data))
 
 
 def clear_logs(folder: Path, run_id: str) -> None:

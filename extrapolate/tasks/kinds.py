@@ -123,9 +123,16 @@ class TaskKind:
         raise NotImplementedError
 
     def rows(self, setup: TaskSetup, length: int, result) -> list[dict]:
-        """The `metric`, `value`, `depth` and `n_tokens` of each row of one measurement at `length`; `result`
-        None for a length that was not measured (out of memory, unsupported, non-finite): NaN values."""
+        """The `metric`, `value`, `depth` and `n_tokens` of each row of one measurement at `length`, and its
+        spread: `n` (the units measured: prompts, documents), `ci_low`/`ci_high` (95%) and `ci_method`
+        (core/intervals.py); `result` None for a length that was not measured (out of memory, unsupported,
+        non-finite): NaN values."""
         raise NotImplementedError
+
+    def samples(self, result) -> list[dict]:
+        """One record per prompt of a measurement (its index, reference, prediction and score), kept beside the
+        results so a reader sees what the model answered; [] for a kind without prompts."""
+        return []
 
     def failed_rows(self, setup: TaskSetup, length: int) -> list[dict]:
         """The `metric` and `depth` of each row it would have written at `length`, for a cell whose training

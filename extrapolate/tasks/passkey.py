@@ -8,6 +8,7 @@ kind every retrieval task file is measured by, is registered here (tasks/kinds.p
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import torch
 from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
 from extrapolate.core.errors import UserError
+from extrapolate.core.intervals import wilson
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.files import PasskeyTask, check_passkey_task
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
@@ -30,6 +32,8 @@ class PasskeyCell:
     accuracy: float
     rank_accuracy: float
     trials: int
+    # one record per prompt, in trial order: index, reference, prediction, score (0/1), ranked_first
+    samples: list[dict] = dataclasses.field(default_factory=list)
 
 
 def copy_cache(cache: list[dict], index: int) -> list[dict]:
@@ -188,6 +192,8 @@ def evaluate_passkey(
             on_depth(task.depths[d], float(counts[d, 0]) / max(len(mine), 1), logged)
 
     skip = {i for i, (d, _) in enumerate(groups) if d in finished}
+    logged = log.samples() if log else {}
+    records: dict[int, list[dict]] = {d: logged.get(d, []) for d in finished}  # depth -> its prompts' records
     with autocast(device, dtype):
         for (d, prompts), (cache, last) in zip(groups, shared_prefix_passes(model, ids, length, skip)):
             if d in finished:
@@ -196,14 +202,24 @@ def evaluate_passkey(
                 continue
             # cache: the prompts' keys and values; last: (trials, V) logits at their last position
             answers = greedy_answers(model, [dict(layer) for layer in cache], last, steps, length)
+            records[d] = []
             for i, (t, prompt) in enumerate(zip(mine, prompts)):
-                counts[d, 0] += builder.is_correct(builder.tokenizer.decode(answers[i]), prompt)
+                prediction = builder.tokenizer.decode(answers[i])
+                correct = builder.is_correct(prediction, prompt)
+                counts[d, 0] += correct
+                first = None
                 if rank:
                     candidates = builder.candidate_answers(prompt, t)
                     scores = candidate_scores(model, copy_cache(cache, i), last[i], candidates, length, device)
-                    counts[d, 1] += bool((scores[0] > scores[1:]).all())
+                    first = bool((scores[0] > scores[1:]).all())
+                    counts[d, 1] += first
+                reference = builder.task.answer_join.join(str(k) for k in prompt.answer_keys)
+                records[d].append(
+                    {"index": t, "reference": reference, "prediction": prediction, "score": float(correct)}
+                    | ({"ranked_first": first} if rank else {})
+                )
             if log:
-                log.record(d, float(counts[d, 0]), float(counts[d, 1]))
+                log.record(d, float(counts[d, 0]), float(counts[d, 1]), records[d])
             report(d, logged=False)
     counts = world.sum(counts)
     return [
@@ -212,9 +228,18 @@ def evaluate_passkey(
             float(counts[d, 0]) / task.trials,
             float(counts[d, 1]) / task.trials if rank else float("nan"),
             task.trials,
+            sorted(world.gather(records.get(d, [])), key=lambda r: r["index"]),
         )
         for d, depth in enumerate(task.depths)
     ]
+
+
+def proportion(value: float, n: int) -> dict:
+    """The interval columns of a proportion measured over n prompts (Wilson's)."""
+    if n <= 0 or math.isnan(value):
+        return {"n": n, "ci_low": float("nan"), "ci_high": float("nan"), "ci_method": None}
+    low, high = wilson(round(value * n), n)
+    return {"n": n, "ci_low": low, "ci_high": high, "ci_method": "wilson"}
 
 
 def retrieval_protocol(builder: PromptBuilder) -> str:
@@ -282,10 +307,13 @@ class PasskeyKind(TaskKind):
         else:
             cells = [(c.depth, c.accuracy, c.rank_accuracy, c.trials) for c in result]
         return [
-            {"metric": metric, "value": value, "depth": depth, "n_tokens": trials * length}
+            {"metric": metric, "value": value, "depth": depth, "n_tokens": trials * length, **proportion(value, trials)}
             for depth, accuracy, rank_accuracy, trials in cells
             for metric, value in (("accuracy", accuracy), ("rank_accuracy", rank_accuracy))
         ]
+
+    def samples(self, result: list[PasskeyCell] | None) -> list[dict]:
+        return [{"depth": c.depth, **record} for c in result or [] for record in c.samples]
 
     def failed_rows(self, setup: TaskSetup, length: int) -> list[dict]:
         return [{"metric": metric, "depth": depth} for depth in setup.prompts.task.depths for metric in self.metrics]

@@ -21,6 +21,7 @@ import torch
 from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
 from extrapolate.core.errors import UserError
+from extrapolate.core.intervals import bootstrap_ratio
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
 
 PROTOCOLS = ("full", "sliding")
@@ -34,6 +35,15 @@ class PerplexityResult:
     bucket_width: int = 1
     bucket_nll: dict[int, float] = field(default_factory=dict)  # bucket index -> summed NLL
     bucket_tokens: dict[int, int] = field(default_factory=dict)
+    # the units the interval resamples: per document (per window where one document is scored), summed NLL
+    # and scored tokens; `unit` names them
+    unit_nll: list[float] = field(default_factory=list)
+    unit_tokens: list[int] = field(default_factory=list)
+    unit: str = "documents"
+
+    def interval(self) -> tuple[float, float]:
+        """95% bootstrap interval of the token-weighted mean NLL over the units."""
+        return bootstrap_ratio(self.unit_nll, self.unit_tokens)
 
     @property
     def nll(self) -> float:
@@ -116,30 +126,47 @@ def evaluate_perplexity(
     its first token is scored given the BOS alone, as the field's evaluations feed a model."""
     result = PerplexityResult(length, bucket_width=bucket_width)
     model.eval()
-    windows = []
-    for doc in docs:
+    windows = []  # (window index, document index, document, start, end, first scored offset)
+    for d, doc in enumerate(docs):
         spans = (
             windows_full(doc, length, budget) if protocol == "full" else windows_sliding(doc, length, budget, stride)
         )
-        windows += [(doc, *span) for span in spans]
-    windows = [windows[i] for i in world.mine(len(windows))]
+        windows += [(len(windows) + i, d, doc, *span) for i, span in enumerate(spans)]
+    per_window = torch.zeros(2, len(windows), dtype=torch.float64)  # (summed NLL, tokens) × window
+    owner = torch.tensor([w[1] for w in windows], dtype=torch.long)  # (W,) the document of each window
+    mine = [windows[i] for i in world.mine(len(windows))]
     per_batch = max(1, max_batch_tokens // length)
     # group windows that share their first scored offset, so each batch is one rectangular tensor
     groups: dict[int, list] = {}
-    for window in windows:
-        groups.setdefault(window[3], []).append(window)
+    for window in mine:
+        groups.setdefault(window[5], []).append(window)
     for offset, group in sorted(groups.items()):
         for i in range(0, len(group), per_batch):
             chunk = group[i : i + per_batch]
-            inputs = torch.stack([doc[s:e] for doc, s, e, _ in chunk]).to(device)  # (B, n)
-            targets = torch.stack([doc[s + 1 : e + 1] for doc, s, e, _ in chunk]).to(device)  # (B, n)
+            inputs = torch.stack([doc[s:e] for _, _, doc, s, e, _ in chunk]).to(device)  # (B, n)
+            targets = torch.stack([doc[s + 1 : e + 1] for _, _, doc, s, e, _ in chunk]).to(device)  # (B, n)
             if bos is not None:  # the BOS, then the window shifted by one: the same n positions
                 inputs = torch.cat([torch.full_like(inputs[:, :1], bos), inputs[:, :-1]], dim=1)  # (B, n)
-                targets = torch.stack([doc[s:e] for doc, s, e, _ in chunk]).to(device)  # (B, n)
+                targets = torch.stack([doc[s:e] for _, _, doc, s, e, _ in chunk]).to(device)  # (B, n)
             with autocast(device, dtype):
                 nll = model.token_nll(inputs, targets)  # (B, n) float32
-            result.add(nll[:, offset:].float(), offset)
-    return result.summed(world)
+            scored = nll[:, offset:].float()  # (B, c)
+            result.add(scored, offset)
+            index = torch.tensor([w[0] for w in chunk])
+            per_window[0, index] = scored.double().sum(1).cpu()
+            per_window[1, index] = float(scored.shape[1])
+    result = result.summed(world)
+    per_window = world.sum(per_window)
+    per_document = torch.zeros(2, len(docs), dtype=torch.float64).index_add_(1, owner, per_window)  # (2, docs)
+    scored_docs = per_document[:, per_document[1] > 0]
+    units, result.unit = (scored_docs, "documents") if scored_docs.shape[1] > 1 else (per_window, "windows")
+    result.unit_nll, result.unit_tokens = units[0].tolist(), [int(t) for t in units[1].tolist()]
+    return result
+
+
+def exp(nll: float) -> float:
+    """A perplexity from a mean NLL, as every committed row computed it (float32; inf past its range)."""
+    return float(torch.tensor(nll).exp())
 
 
 def window_protocol(protocol: str, stride: int) -> str:
@@ -197,9 +224,17 @@ class PerplexityKind(TaskKind):
     def rows(self, setup: TaskSetup, length: int, result: PerplexityResult | None) -> list[dict]:
         nll = result.nll if result else float("nan")
         tokens = result.tokens if result else 0
+        low, high = result.interval() if result else (float("nan"), float("nan"))
+        spread = {
+            "n": len(result.unit_tokens) if result else 0,
+            "ci_method": f"bootstrap-{result.unit}" if result else None,
+        }
         return [
-            {"metric": metric, "value": value, "depth": None, "n_tokens": tokens}
-            for metric, value in (("nll", nll), ("ppl", float(torch.tensor(nll).exp())))
+            {"metric": metric, "value": value, "depth": None, "n_tokens": tokens, "ci_low": lo, "ci_high": hi, **spread}
+            for metric, value, lo, hi in (
+                ("nll", nll, low, high),
+                ("ppl", exp(nll), exp(low), exp(high)),
+            )
         ]
 
     def position_rows(self, result: PerplexityResult | None, length: int) -> list[dict]:

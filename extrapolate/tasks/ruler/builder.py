@@ -28,6 +28,7 @@ class RulerPrompt:
     ids: list[int]  # length - tokens_to_generate tokens, ending with the answer prefix
     outputs: tuple[str, ...]  # the references the generated answer is scored on
     departs: int  # tokens before this index are text other prompts of the length may share
+    index: int = 0  # which sample of the length it is
 
 
 class RulerBuilder:
@@ -38,7 +39,8 @@ class RulerBuilder:
     def __init__(self, task: RulerTask, tokenizer, bos: int | None = None, chat=None, heldout=()):
         self.task, self.tokenizer, self.bos, self.chat = task, tokenizer, bos, chat
         head, self.suffix = chat if chat is not None else ([], [])
-        self.prefix = ([bos] if bos is not None and head[:1] != [bos] else []) + list(head)
+        self.bos_prefix = [bos] if bos is not None and head[:1] != [bos] else []
+        self.prefix = self.bos_prefix + list(head)
         self.essay = Essay(heldout, tokenizer)
         self.noise_unit = tokenizer.encode(task.noise + " ")
         self.newline = tokenizer.encode("\n")
@@ -65,7 +67,10 @@ class RulerBuilder:
         rng = random.Random(draw.seed ^ 0x5EED)
         shots = self.generator.example(rng, length) if example else []
         before, after = self.fill(self.task.template, draw).split(CONTEXT)
-        head = (self.prefix if framed else []) + shots + self.tokenizer.encode(before)
+        if framed and self.chat is not None and self.generator.examples_as_turns:  # turns of their own first
+            head = self.bos_prefix + shots + list(self.chat[0]) + self.tokenizer.encode(before)
+        else:
+            head = (self.prefix if framed else []) + shots + self.tokenizer.encode(before)
         tail = self.tokenizer.encode(after) + (self.suffix if framed else [])
         tail += self.tokenizer.encode(self.fill(self.task.answer_prefix, draw))
         budget = size - len(head) - len(tail)
@@ -88,7 +93,7 @@ class RulerBuilder:
         """Sample `index` of the task at `length`."""
         draw = self.generator.draw_sample(self.sample_rng(length, index), length, index)
         ids, departs = self._assemble(draw, length - self.task.tokens_to_generate, True, True, length)
-        return RulerPrompt(ids, tuple(draw.outputs), departs)
+        return RulerPrompt(ids, tuple(draw.outputs), departs, index)
 
     def decode_tokens(self) -> int:
         return self.task.tokens_to_generate

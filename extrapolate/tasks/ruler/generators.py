@@ -68,6 +68,10 @@ class Generator:
     def context(self, draw: Draw, budget: int, length: int) -> Context:
         raise NotImplementedError
 
+    # under a chat template: False, the examples open the prompt's own user turn (RULER's VT); True, they are
+    # whole turns before it (RULER's common words)
+    examples_as_turns = False
+
     def example(self, rng: random.Random, length: int) -> list[int]:
         """Tokens of the solved examples shown before the prompt ("" for none)."""
         return []
@@ -200,7 +204,8 @@ class VariableTracking(Generator):
         if size == 0:
             return []
         draw = self.draw(rng, size, letters=3, hops=min(10, self.args["num_hops"]))
-        answer = self.encode(" " + " ".join(draw.outputs) + "\n")
+        # RULER joins the example and the prompt with a newline after the example's own: a blank line between
+        answer = self.encode(" " + " ".join(draw.outputs) + "\n\n")
         return self.builder.assemble(draw, size - len(answer), example=False, framed=False) + answer
 
     def answer(self, outputs: list[str]) -> str:
@@ -226,6 +231,7 @@ class CommonWords(Generator):
     answer is the common words, after `num_fewshot` solved examples."""
 
     least = 0
+    examples_as_turns = True  # under a chat template each solved example is a turn of its own, before the prompt's
 
     def repeats(self, length: int) -> tuple[int, int]:
         a = self.args
@@ -263,11 +269,15 @@ class CommonWords(Generator):
         for _ in range(self.args["num_fewshot"]):
             text, answer = self.words(rng, count, common, uncommon)
             draw = Draw({"num_cw": self.args["num_cw"], "query": ""}, answer, 0)
-            prompt = self.builder.fill(self.task.template, draw, text) + self.builder.fill(
-                self.task.answer_prefix, draw
-            )
-            shots.append(prompt + " " + self.answer(answer).strip())
-        return self.encode("\n".join(shots) + "\n") if shots else []
+            template = self.builder.fill(self.task.template, draw, text)
+            solved = self.builder.fill(self.task.answer_prefix, draw) + " " + self.answer(answer).strip()
+            if self.builder.chat is None:
+                shots.append(self.encode(template + solved))
+            else:  # RULER formats each example with the model's template: a user turn, the answer the assistant's
+                head, suffix = self.builder.chat
+                shots.append(list(head) + self.encode(template) + list(suffix) + self.encode(solved))
+        joined = [token for i, shot in enumerate(shots) for token in (self.builder.newline if i else []) + shot]
+        return joined + self.builder.newline if shots else []
 
     def answer(self, outputs: list[str]) -> str:
         return " " + " ".join(f"{i + 1}. {w}" for i, w in enumerate(outputs))

@@ -8,13 +8,14 @@ resumes from its next batch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
 from extrapolate.core.errors import UserError
+from extrapolate.core.intervals import score_interval
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, register
 from extrapolate.tasks.passkey import greedy_answers, retrieval_protocol, shared_prefix_passes
@@ -30,6 +31,8 @@ MAX_BATCH = 8
 class RulerCell:
     score: float  # mean over the samples, 0–1
     samples: int
+    # one record per prompt, in index order: index, reference (RULER's outputs), prediction, score (0–1)
+    records: list[dict] = field(default_factory=list)
 
 
 def batch_size(model, length: int) -> int:
@@ -64,23 +67,33 @@ def evaluate_ruler(
     metric = METRIC_FUNCTIONS[task.metric]
     eos = getattr(builder.tokenizer, "eos_id", None)
     finished = log.finished() if log else {}
+    logged = log.samples() if log else {}
+    records: list[dict] = []
     total = torch.zeros(2, dtype=torch.float64)  # [score sum, samples]
     with autocast(device, dtype):
         passes = shared_prefix_passes(model, ids, length, set(finished))
         for b, (batch, (cache, last)) in enumerate(zip(batches, passes)):
             if b in finished:
                 total += torch.tensor(finished[b], dtype=torch.float64)
+                records += logged.get(b, [])
                 report(on_progress, total, len(mine), logged=True)
                 continue
             # cache: the batch's keys and values; last: (B, V) logits at each prompt's last position
             answers = greedy_answers(model, cache, last, task.tokens_to_generate, length, stop=eos)
-            scores = [metric(builder.tokenizer.decode(until(a, eos)), p.outputs) for a, p in zip(answers, batch)]
+            predictions = [builder.tokenizer.decode(until(a, eos)) for a in answers]
+            scores = [metric(text, p.outputs) for text, p in zip(predictions, batch)]
+            done = [
+                {"index": p.index, "reference": list(p.outputs), "prediction": text, "score": float(score)}
+                for p, text, score in zip(batch, predictions, scores)
+            ]
+            records += done
             total += torch.tensor([sum(scores), len(scores)], dtype=torch.float64)
             if log:
-                log.record(b, sum(scores), float(len(scores)))
+                log.record(b, sum(scores), float(len(scores)), done)
             report(on_progress, total, len(mine), logged=False)
     total = world.sum(total)
-    return RulerCell(float(total[0] / max(1.0, float(total[1]))), int(total[1]))
+    records = sorted(world.gather(records), key=lambda r: r["index"])
+    return RulerCell(float(total[0] / max(1.0, float(total[1]))), int(total[1]), records)
 
 
 def report(on_progress, total: torch.Tensor, count: int, logged: bool) -> None:
@@ -142,7 +155,13 @@ class RulerKind(TaskKind):
     def rows(self, setup: TaskSetup, length: int, result: RulerCell | None) -> list[dict]:
         samples = setup.prompts.task.samples
         value = float("nan") if result is None else result.score
-        return [{"metric": "score", "value": value, "depth": None, "n_tokens": samples * length}]
+        scores = [r["score"] for r in result.records] if result is not None else []
+        low, high, method = score_interval(scores) if scores else (float("nan"), float("nan"), None)
+        spread = {"n": len(scores), "ci_low": low, "ci_high": high, "ci_method": method}
+        return [{"metric": "score", "value": value, "depth": None, "n_tokens": samples * length, **spread}]
+
+    def samples(self, result: RulerCell | None) -> list[dict]:
+        return list(result.records) if result is not None else []
 
     def evaluated_tokens(self, setup: TaskSetup, lengths) -> int:
         task = setup.prompts.task

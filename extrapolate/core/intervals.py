@@ -1,0 +1,59 @@
+"""95% intervals of a measured cell, as its rows record them (`n`, `ci_low`, `ci_high`, `ci_method`).
+
+- A proportion (greedy exact match over n prompts, every score 0 or 1): Wilson's score interval, which stays
+  inside [0, 1] and is not zero-wide at 0 or n successes, unlike the normal approximation.
+- A mean of partial-credit scores (RULER's `all`/`part` metrics): a percentile bootstrap over the prompts.
+- A perplexity: a percentile bootstrap over documents (over windows where one document is scored) of the
+  token-weighted mean NLL, exponentiated for the perplexity row.
+
+Bootstraps draw from a fixed seed, so the same scores always give the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+Z95 = 1.959963984540054  # the standard normal's 0.975 quantile
+RESAMPLES = 2000
+SEED = 0
+
+
+def wilson(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson's score interval of a proportion successes / n; (nan, nan) for n = 0."""
+    if n <= 0:
+        return math.nan, math.nan
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)  # exact at the ends, not rounding's 1e-17
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return low, high
+
+
+def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of sum(numerators) / sum(denominators), units resampled with
+    replacement (a mean of scores: denominators all 1; a token-weighted NLL: per-document sums and tokens)."""
+    num = np.asarray(numerators, dtype=np.float64)
+    den = np.asarray(denominators, dtype=np.float64)
+    if num.size == 0 or den.sum() <= 0:
+        return math.nan, math.nan
+    if num.size == 1:  # one unit: nothing to resample
+        value = float(num[0] / den[0])
+        return value, value
+    draws = np.random.default_rng(SEED).integers(0, num.size, size=(RESAMPLES, num.size))  # (R, units)
+    ratios = num[draws].sum(1) / np.maximum(den[draws].sum(1), 1e-300)
+    low, high = np.quantile(ratios, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def score_interval(scores: Sequence[float]) -> tuple[float, float, str]:
+    """(low, high, method) of the mean of per-prompt scores in [0, 1]: Wilson where every score is 0 or 1,
+    a bootstrap over prompts where some are partial credit."""
+    if all(s in (0.0, 1.0) for s in scores):
+        low, high = wilson(float(sum(scores)), len(scores))
+        return low, high, "wilson"
+    low, high = bootstrap_ratio(scores, [1.0] * len(scores))
+    return low, high, "bootstrap-prompts"
