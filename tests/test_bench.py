@@ -147,7 +147,7 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
     # depends on what else the machine did meanwhile: the definition is checked, not the machine's speed)
     train = frame[frame["what"] == "train"].iloc[0]
     ceiling = frame[frame["what"] == "matmul"]["gflops"].max()
-    assert train["mfu"] > 0 and train["mfu"] == pytest.approx(train["gflops"] / ceiling, rel=1e-6)
+    assert train["mfu"] > 0 and train["mfu"] == pytest.approx(train["gflops"] / ceiling, rel=1e-4)  # 6 digits kept
     summary = (out / "summary.md").read_text()
     assert "training at 256" in summary and "alibi takes" in summary and "peak memory at 256" in summary
     assert (out / "bench.png").stat().st_size > 0
