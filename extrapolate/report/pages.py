@@ -39,6 +39,29 @@ def fmt(mean: float, ci: float | None = None, status: str = "ok") -> str:
     return text + (f" ± {ci:.3f}" if ci and ci > 0 else "")
 
 
+def bound(value: float) -> str:
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def fmt_cell(row) -> str:
+    """One aggregated cell (`table.aggregate`) with its interval: "46.422 ± 1.203" over seeds, "46.422
+    [45.1–47.8]" over one seed's documents or prompts, the bare value where no interval was recorded."""
+    if row["status"] != "ok" or row["interval"] != "within":
+        return fmt(row["mean"], row["ci95"], row["status"])
+    return f"{fmt(row['mean'])} [{bound(row['low'])}–{bound(row['high'])}]"
+
+
+def seeds_note(agg: pd.DataFrame, unit: str) -> str:
+    """What a table's intervals are over, in words: "one seed; 95% interval over documents" or "mean ± 95%
+    interval over 3 seeds" (a range where cells differ)."""
+    counts = sorted({int(n) for n in agg.loc[agg["status"] == "ok", "n_seeds"]})
+    if not counts or counts == [1]:
+        return f"one seed; [95% interval over {unit}]"
+    seeds = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else str(counts[0])
+    one = f"; a cell of one seed: [95% interval over {unit}]" if 1 in counts else ""
+    return f"mean ± 95% interval over {seeds} seeds{one}"
+
+
 def _matrix(frame: pd.DataFrame, cell) -> str:
     lengths = sorted(frame["eval_len"].unique())
     lines = ["| encoding | L | " + " | ".join(str(n) for n in lengths) + " |", "|" + "---|" * (len(lengths) + 2)]
@@ -79,7 +102,7 @@ def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False, bases: dict[str, s
             return ""
         r = group.iloc[0]
         if not ratio:
-            return fmt(r["mean"], r["ci95"], r["status"])
+            return fmt_cell(r)
         if r["status"] != "ok":
             return r["status"]
         if r["encoding"] not in reference:
@@ -311,9 +334,10 @@ def findings(agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str,
 
     bases = base_encodings(table)
     eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, said, rule)
-    lines = [
-        FINDINGS,
-        "",
+    lines = [FINDINGS, ""]
+    if not eff and not keys:  # no perplexity and no retrieval rows (a RULER-only table): no empty table
+        return lines + ruler_findings(table) + shapes_section(table)
+    lines += [
         "### Effective length",
         "",
         f"Largest length whose perplexity stays within {PPL_TOLERANCE:.0%} of the base model's value at L, and largest "
@@ -362,7 +386,7 @@ def measurements(
     lines = []
     if (agg["task"] == PERPLEXITY.name).any():
         lines += [
-            "## Perplexity (mean ± 95% interval over seeds)",
+            f"## Perplexity ({seeds_note(_ppl(agg), 'held-out documents, or windows of one document')})",
             "",
             perplexity_matrix(agg),
             "",
@@ -375,7 +399,7 @@ def measurements(
             "",
         ]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
-    lines += retrieval_section(agg, training, said, rule)
+    lines += retrieval_section(agg, training, said, rule, table)
     lines += ruler_section(table)
     lines += heldout_section(training, bases)
     return lines

@@ -9,8 +9,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from extrapolate.core.atomic import atomic_path  # noqa: E402
+from extrapolate.core.intervals import wilson  # noqa: E402
 from extrapolate.encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
 from extrapolate.report.table import PPL_TOLERANCE, encoding_of, variant_order  # noqa: E402
 from extrapolate.tasks.passkey import PASSKEY  # noqa: E402
@@ -194,6 +196,19 @@ def panel_legend(ax) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=3.2)  # outside a curve
 
 
+def interval_distances(group):
+    """(2, n) distances from each aggregated cell's value down and up to its 95% interval (over seeds, or over
+    one seed's documents): matplotlib's asymmetric error bars; 0 where a cell has none."""
+    import numpy as np
+
+    mean = group["mean"].to_numpy(dtype=float)
+    half = group["ci95"].fillna(0).to_numpy(dtype=float)
+    within = (group["interval"] == "within").to_numpy() if "interval" in group else np.zeros(len(group), bool)
+    low = np.where(within, mean - group.get("low", mean).to_numpy(dtype=float), half)
+    high = np.where(within, group.get("high", mean).to_numpy(dtype=float) - mean, half)
+    return np.nan_to_num(np.stack([low, high]).clip(min=0))
+
+
 def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str | None = None):
     """Perplexity vs evaluation length, one panel per family of encodings (`report.panels`) with plain RoPE in
     each as the reference line; with `reference` (encoding -> perplexity at L of its base model) the ratio to
@@ -207,10 +222,11 @@ def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str
     ratio = reference is not None
     # a log axis takes neither inf (a perplexity that overflowed) nor NaN: those cells stay in the tables only
     ok = agg[(agg["status"] == "ok") & (agg["mean"] > 0) & (agg["mean"] < float("inf"))]
-    curves = {}  # label -> (lengths, values, 95% half-widths, value at L or else the first value)
+    curves = {}  # label -> (lengths, values, 95% interval as (2, n) distances below and above, value at L or first)
     for encoding, group in ok.groupby("encoding", sort=False):
         group = group.sort_values("eval_len")
-        x, y, err = group["eval_len"].to_numpy(), group["mean"].to_numpy(), group["ci95"].fillna(0).to_numpy()
+        x, y = group["eval_len"].to_numpy(), group["mean"].to_numpy()
+        err = interval_distances(group)  # (2, n)
         if ratio:
             if not 0 < reference.get(encoding, float("nan")) < float("inf"):
                 continue
@@ -236,14 +252,14 @@ def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str
             shown = label if label in members else f"{label} (reference)"
             if err.any():
                 ax.errorbar(x, y, yerr=err, markersize=4, capsize=2, label=shown, **look[label].kwargs())
-            else:  # one seed: no interval, and no error-bar glyph in the legend
+            else:  # no interval recorded: no error-bar glyph in the legend
                 ax.plot(x, y, markersize=4, label=shown, **look[label].kwargs())
         _length_axis(ax, lengths, train_lens)
         ax.set_yscale("log")
         ax.set_title(panel, fontsize=10)
         panel_legend(ax)
-    lows = [v for x, y, err, _ in curves.values() for v in np.where(y - err > 0, y - err, y)]
-    highs = [v for x, y, err, _ in curves.values() for v in y + err]
+    lows = [v for x, y, err, _ in curves.values() for v in np.where(y - err[0] > 0, y - err[0], y)]
+    highs = [v for x, y, err, _ in curves.values() for v in y + err[1]]
     centres = [c for *_, c in curves.values()] + ([1.0] if ratio else [])
     limits = span_floor(min(lows, default=float("inf")), max(highs, default=0.0), centres, PPL_TOLERANCE)
     for ax in axes:
@@ -366,7 +382,16 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] |
             ax.set_xlabel("length (tokens)")
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.8, label=f"passkey {metric.replace('_', ' ')} (%)")
-    fig.suptitle(f"passkey {metric.replace('_', ' ')} by length × depth", fontsize=11, y=1 - 0.2 / height)
+    prompts = sorted({int(n) for n in cells.get("n", pd.Series(dtype=float)).dropna()})
+    spread = ""
+    if prompts:  # a heatmap has no room for bars: the widest interval a cell of this size can have, in words
+        low, high = wilson(prompts[0] / 2, prompts[0])
+        spread = f" · {'/'.join(map(str, prompts))} prompts a cell: 95% interval up to ±{(high - low) * 50:.0f} points"
+    fig.suptitle(
+        f"passkey {metric.replace('_', ' ')} by length × depth{spread}",
+        fontsize=11 if not spread else 9,
+        y=1 - 0.2 / height,
+    )
     if muted_any:
         fig.text(0.5, 0.15 / height, MUTED, ha="center", fontsize=8, color="#444444")
     return fig

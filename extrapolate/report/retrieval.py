@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from extrapolate.report.table import length_means
 from extrapolate.report.training_log import budget, formation_step
 from extrapolate.tasks.passkey import PASSKEY
 
@@ -220,11 +221,18 @@ def counted(length: int, L: int, verdict: Verdict) -> bool:
     return length <= L or verdict.retrieves
 
 
-def retrieval_matrix(agg: pd.DataFrame, metric: str, said: dict[str, Verdict]) -> str:
+def retrieval_matrix(
+    agg: pd.DataFrame, metric: str, said: dict[str, Verdict], table: pd.DataFrame | None = None
+) -> str:
     """Markdown: encoding × length, mean over depths (and seeds), with the verdict (`said`: `verdicts`) and the
     worst depth at L. Every measured cell is shown; one past L of a model that does not retrieve at L is in
-    italics (measured, not a finding), and the verdict says why."""
+    italics (measured, not a finding), and the verdict says why. With the results `table`, each cell carries
+    its 95% interval (`table.length_means`), e.g. "94% [84–98]"."""
     cells = _passkey(agg, metric)
+    spread = {}
+    if table is not None:
+        means = length_means(table, PASSKEY.name, metric)
+        spread = {(r.encoding, int(r.eval_len)): (r.low, r.high) for r in means.itertuples() if r.low == r.low}
     lengths = sorted(cells["eval_len"].unique())
     lines = [
         "| encoding | L | retrieves at L | worst depth at L | " + " | ".join(str(n) for n in lengths) + " |",
@@ -243,6 +251,9 @@ def retrieval_matrix(agg: pd.DataFrame, metric: str, said: dict[str, Verdict]) -
                 values.append(str(at["status"].iloc[0]))
             else:
                 value = f"{ok['mean'].mean():.0%}"
+                if (encoding, int(n)) in spread:
+                    low, high = spread[encoding, int(n)]
+                    value += f" [{low * 100:.0f}–{high * 100:.0f}]"
                 values.append(value if counted(int(n), L, verdict) else f"*{value}*")
         shown = verdict.text if verdict.retrieves else f"**{verdict.text}**"
         lines.append(f"| {encoding} | {L} | {shown} | {worst} | " + " | ".join(values) + " |")
@@ -273,13 +284,28 @@ def retrieval_length(agg: pd.DataFrame, said: dict[str, Verdict], rule: Rule = R
 
 
 def retrieval_section(
-    agg: pd.DataFrame, training: pd.DataFrame, said: dict[str, Verdict], rule: Rule = Rule()
+    agg: pd.DataFrame,
+    training: pd.DataFrame,
+    said: dict[str, Verdict],
+    rule: Rule = Rule(),
+    table: pd.DataFrame | None = None,
 ) -> list[str]:
-    """The retrieval tables and the steps until retrieval formed; `said`: `verdicts` by `rule`."""
+    """The retrieval tables and the steps until retrieval formed; `said`: `verdicts` by `rule`; with the
+    results `table`, every cell with its interval."""
     if not (agg["task"] == PASSKEY.name).any():
         return []
+    over = ""
+    if table is not None:
+        means = length_means(table, PASSKEY.name, "accuracy")
+        seeds, prompts = sorted(set(means["n_seeds"].astype(int))), sorted(set(means["n"].dropna().astype(int)))
+        counts = ", ".join(map(str, prompts)) or "–"
+        over = (
+            f"; one seed: [95% Wilson interval over the {counts} prompts of a length]"
+            if seeds == [1]
+            else f"; [95% interval over {'–'.join(map(str, seeds))} seeds' means, or Wilson's where one seed]"
+        )
     lines = [
-        "## Retrieval (greedy exact match, mean over depths)",
+        f"## Retrieval (greedy exact match, mean over depths{over})",
         "",
         f"A model retrieves at a length when, at that length, {rule.describe()} (RULER's convention; the "
         "worst depth at L has its own column). A cell past L is a finding only when the model retrieves "
@@ -288,11 +314,11 @@ def retrieval_section(
         "scaling is judged on the model it scales (named in brackets), as a static scaling moves the positions "
         'at L too; a model with no cell at L is "not measured at L".',
         "",
-        retrieval_matrix(agg, "accuracy", said),
+        retrieval_matrix(agg, "accuracy", said, table),
         "",
         "## Retrieval rank accuracy (true key ranked first among distractors)",
         "",
-        retrieval_matrix(agg, "rank_accuracy", said),
+        retrieval_matrix(agg, "rank_accuracy", said, table),
         "",
     ]
     if len(training):

@@ -9,6 +9,8 @@ import re
 
 import pandas as pd
 
+from extrapolate.core.intervals import wilson
+from extrapolate.report.table import aggregate
 from extrapolate.tasks.ruler.kind import RULER
 from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD
 
@@ -23,14 +25,15 @@ def task_name(protocol: str) -> str:
 
 
 def ruler_scores(table: pd.DataFrame) -> pd.DataFrame:
-    """(model label, task, length) -> mean score (0–1) over the table's seeds, measured rows only; columns
-    label, task, eval_len, score."""
+    """(model label, task, length) -> mean score (0–1) over the table's seeds, measured rows only, with its
+    95% interval (`low`, `high`: over one seed the row's own, over several Student's t over the seeds) and
+    the prompts a seed's score is over (`n`); columns label, task, eval_len, score, low, high, n, n_seeds."""
     rows = table[(table["task"] == RULER.name) & (table["metric"] == "score") & (table["status"] == "ok")]
     if rows.empty:
-        return pd.DataFrame(columns=["label", "task", "eval_len", "score"])
+        return pd.DataFrame(columns=["label", "task", "eval_len", "score", "low", "high", "n", "n_seeds"])
     rows = rows.assign(task=rows["protocol"].map(task_name), label=rows["encoding"].astype(str))
-    scores = rows.groupby(["label", "task", "eval_len"], sort=False)["value"].mean().reset_index()
-    return scores.rename(columns={"value": "score"})
+    agg = aggregate(rows, ["label", "task", "eval_len"])
+    return agg.rename(columns={"mean": "score"})[["label", "task", "eval_len", "score", "low", "high", "n", "n_seeds"]]
 
 
 def with_average(scores: pd.DataFrame) -> pd.DataFrame:
@@ -78,8 +81,11 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
     lines = [
         "## RULER",
         "",
-        f"Score × 100 (RULER's scale) per task and length; effective length: the longest length up to which the "
-        f"score stays ≥ {threshold * 100:g} at every length measured (– : already below it at the shortest).",
+        f"Score × 100 (RULER's scale) per task and length, [its 95% interval] ({interval_words(scores)}); "
+        f"effective length: the longest length up to which the score (the point estimate) stays ≥ "
+        f"{threshold * 100:g} at every length measured (– : already below it at the shortest); † marks a cell "
+        "whose interval straddles that bar, where a rerun could move the effective length. The RULER average "
+        "is the mean of the tasks' scores, shown without an interval.",
     ]
     for label, group in full.groupby("label", sort=False):
         lines += ["", f"### {label}", "", "| task | " + " | ".join(map(str, lengths)) + " | effective length |"]
@@ -87,8 +93,7 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
         names = [t for t in dict.fromkeys(group["task"]) if t != AVERAGE] + [AVERAGE]
         for task in names:
             cells = group[group["task"] == task].set_index("eval_len")
-            scores = [cells.loc[n, "score"] if n in cells.index else math.nan for n in lengths]
-            values = ["–" if math.isnan(v) else f"{v * 100:.1f}" for v in scores]
+            values = [score_text(cells.loc[n] if n in cells.index else None, threshold) for n in lengths]
             reach = effective.get((label, task))
             name = f"**{task}**" if task == AVERAGE else task
             lines.append(f"| {name} | " + " | ".join(values) + f" | {reach if reach is not None else '–'} |")
@@ -98,7 +103,29 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
             every = len(names) - 1
             counts = ", ".join(f"{int(n)}: {int(k)} of {every}" for n, k in zip(partial["eval_len"], partial["tasks"]))
             lines += ["", f"No RULER average where a task was not measured ({counts} tasks)."]
-    return lines
+    return lines + [""]
+
+
+def score_text(cell, threshold: float) -> str:
+    """A cell × 100 with its interval, e.g. "80.0 [61–91]†" († where the interval straddles the threshold)."""
+    if cell is None or math.isnan(cell["score"]):
+        return "–"
+    text = f"{cell['score'] * 100:.1f}"
+    low, high = cell.get("low", math.nan), cell.get("high", math.nan)
+    if low != low or high != high:  # no interval: an average, or a row written before intervals were
+        return text
+    straddles = "†" if low < threshold <= high else ""
+    return f"{text} [{low * 100:.0f}–{high * 100:.0f}]{straddles}"
+
+
+def interval_words(scores: pd.DataFrame) -> str:
+    """What the intervals are over: "Wilson's or a bootstrap over the 25 prompts of a cell" for one seed."""
+    prompts = sorted({int(n) for n in scores["n"].dropna()})
+    counts = ", ".join(map(str, prompts)) or "its"
+    seeds = sorted({int(n) for n in scores["n_seeds"]})
+    if seeds == [1]:
+        return f"one seed: Wilson's, or a bootstrap over partial credit, over the {counts} prompts of a cell"
+    return f"over {'–'.join(map(str, seeds))} seeds: Student's t over the seeds' scores; one seed: over its prompts"
 
 
 def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD):
@@ -132,7 +159,12 @@ def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD):
         ax.axhline(len(tasks) - 1.5, color="white", linewidth=2)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("evaluation length (tokens)", fontsize=8)
-    fig.suptitle(f"RULER score × 100 (bold: ≥ {threshold * 100:g}, the effective-length bar)", fontsize=10)
+    prompts = sorted({int(n) for n in scores["n"].dropna()})
+    spread = ""
+    if prompts:  # a heatmap has no room for bars: the widest interval a cell of this size can have, in words
+        low, high = wilson(prompts[0] / 2, prompts[0])
+        spread = f"\n{'/'.join(map(str, prompts))} prompts a cell: 95% interval up to ±{(high - low) * 50:.0f} points"
+    fig.suptitle(f"RULER score × 100 (bold: ≥ {threshold * 100:g}, the effective-length bar){spread}", fontsize=10)
     fig.tight_layout()
     return fig
 

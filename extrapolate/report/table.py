@@ -11,6 +11,7 @@ import pandas as pd
 
 from extrapolate import __version__
 from extrapolate.core.atomic import atomic_path
+from extrapolate.core.intervals import wilson
 from extrapolate.core.readers import reading
 from extrapolate.core.source import git_sha
 from extrapolate.report.stats import student_t_quantile
@@ -232,35 +233,85 @@ def load_results(folder: Path) -> pd.DataFrame:
 
 
 def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
-    """Mean and 95% interval (Student t) of `value` over seeds, for every other key; ok rows only.
-    A cell with one seed has interval 0; cells whose seeds are all unsupported keep that status."""
+    """Mean and 95% interval of `value` for every other key; ok rows only. Over several seeds: the Student t
+    interval of the seeds' values (`ci95`, its half-width; `interval` "seeds"); over one seed: the row's own
+    interval over its prompts or documents (`low`, `high`; `interval` "within", `ci95` 0), where it has one.
+    `n`: the prompts or documents a seed's value is over. Cells whose seeds are all unsupported keep that
+    status."""
     by = by or ["encoding", "train_len", "eval_len", "task", "metric", "depth"]
     frame = frame.copy()
     frame["depth"] = frame["depth"].fillna(-1)
+    for column in ("n", "ci_low", "ci_high"):  # a table written before the intervals were
+        frame[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else float("nan")
     ok = frame[frame["status"] == "ok"]
     rows = []
     for key, group in ok.groupby(by, dropna=False):
         values = group["value"].astype(float)
-        n = len(values)
-        std = float(values.std(ddof=1)) if n > 1 else 0.0
-        half = student_t_quantile(0.975, n - 1) * std / math.sqrt(n) if n > 1 else 0.0
-        rows.append({**dict(zip(by, key)), "mean": float(values.mean()), "ci95": half, "n_seeds": n, "status": "ok"})
+        n, mean = len(values), float(values.mean())
+        if n > 1:
+            half = student_t_quantile(0.975, n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
+            low, high, interval = mean - half, mean + half, "seeds"
+        else:
+            half, low, high = 0.0, float(group["ci_low"].iloc[0]), float(group["ci_high"].iloc[0])
+            interval = "none" if math.isnan(low) else "within"
+        rows.append(
+            {
+                **dict(zip(by, key)),
+                "mean": mean,
+                "ci95": half,
+                "low": low,
+                "high": high,
+                "interval": interval,
+                "n": float(group["n"].mean()),
+                "n_seeds": n,
+                "status": "ok",
+            }
+        )
     done = {tuple(r[k] for k in by) for r in rows}
     for key, group in frame[frame["status"] != "ok"].groupby(by, dropna=False):
         if tuple(key) not in done:
+            nan = float("nan")
             rows.append(
                 {
                     **dict(zip(by, key)),
-                    "mean": float("nan"),
-                    "ci95": float("nan"),
-                    "n_seeds": 0,
+                    **dict(mean=nan, ci95=nan, low=nan, high=nan, interval="none", n=nan, n_seeds=0),
                     "status": group["status"].iloc[0],
                 }
             )
-    out = pd.DataFrame(rows, columns=by + ["mean", "ci95", "n_seeds", "status"])
-    out["depth"] = out["depth"].replace(-1, float("nan"))
+    out = pd.DataFrame(rows, columns=by + AGGREGATE_COLUMNS)
+    if "depth" in by:
+        out["depth"] = out["depth"].replace(-1, float("nan"))
     out = out.sort_values(by).reset_index(drop=True)
     return in_encoding_order(out).reset_index(drop=True) if "encoding" in by else out
+
+
+AGGREGATE_COLUMNS = ["mean", "ci95", "low", "high", "interval", "n", "n_seeds", "status"]
+
+
+def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
+    """A retrieval metric per (encoding, train_len, eval_len), averaged over depths: each seed's mean over its
+    depths, then over one seed Wilson's interval of every prompt of the length pooled (`n` of them), over
+    several the Student t interval of the seeds' means. Columns: encoding, train_len, eval_len, mean, low,
+    high, n, n_seeds; ok rows only."""
+    rows = table[(table["task"] == task) & (table["metric"] == metric) & (table["status"] == "ok")].copy()
+    columns = ["encoding", "train_len", "eval_len", "mean", "low", "high", "n", "n_seeds"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    n = pd.to_numeric(rows["n"], errors="coerce") if "n" in rows else pd.Series(float("nan"), index=rows.index)
+    rows = rows.assign(n=n, hits=rows["value"].astype(float) * n)
+    key = ["encoding", "train_len", "eval_len"]
+    seeds = rows.groupby([*key, "seed"], sort=False).agg(mean=("value", "mean"), hits=("hits", "sum"), n=("n", "sum"))
+    out = []
+    for cell, group in seeds.groupby(level=[0, 1, 2], sort=False):
+        count, mean = len(group), float(group["mean"].mean())
+        if count > 1:
+            half = student_t_quantile(0.975, count - 1) * float(group["mean"].std(ddof=1)) / math.sqrt(count)
+            low, high = mean - half, mean + half
+        else:
+            total = float(group["n"].iloc[0])
+            low, high = wilson(round(float(group["hits"].iloc[0])), int(total)) if total > 0 else (math.nan,) * 2
+        out.append([*cell, mean, low, high, float(group["n"].mean()), count])
+    return pd.DataFrame(out, columns=columns)
 
 
 PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
