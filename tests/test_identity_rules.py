@@ -186,7 +186,7 @@ def test_optional_task_fields_at_their_defaults_are_left_out_of_its_identity():
     # key_digits has no declared default: always kept (0 with word keys)
     fields = {k: v for k, v in task.__dict__.items() if k not in defaults}
     assert fields["key_digits"] == 0
-    assert task.identity == f"passkey-word-v1-compact-{config_hash(fields, 8)}" == "passkey-word-v1-compact-7d86e3b5"
+    assert task.identity == f"passkey-word-v2-compact-{config_hash(fields, 8)}" == "passkey-word-v2-compact-4e10e294"
     assert dataclasses.replace(task, depth_floor=0.5).identity != task.identity
 
 

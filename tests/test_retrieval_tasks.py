@@ -337,7 +337,7 @@ def test_a_depth_floor_is_optional_and_checked(tmp_path):
     zero.write_text(word.replace("threshold = 0.8", "threshold = 0.8\ndepth_floor = 0"))
     high.write_text(word.replace("threshold = 0.8", "threshold = 0.8\ndepth_floor = 0.9"))
     assert load_task("passkey-word").depth_floor == 0.0
-    assert load_task(str(zero)).identity == load_task("passkey-word").identity == "passkey-word-v1-compact-7d86e3b5"
+    assert load_task(str(zero)).identity == load_task("passkey-word").identity == "passkey-word-v2-compact-4e10e294"
     with pytest.raises(UserError, match="depth_floor"):
         load_task(str(high))
 
