@@ -48,3 +48,60 @@ def test_a_split_of_two_formats_is_refused(tmp_path):
     (root / "test" / "t.jsonl").write_text('{"text": "held out"}\n')
     with pytest.raises(UserError, match="one format"):
         load_corpus(str(root))
+
+
+def split_corpus(folder, heldout_words: tuple[int, ...]):
+    """A train/ + test/ corpus whose held-out documents have the given numbers of words."""
+    import random
+
+    from .helpers import WORDS, make_corpus
+
+    make_corpus(folder / "train", documents=6, words=1500)
+    (folder / "test").mkdir(parents=True)
+    rng = random.Random(1)
+    for i, count in enumerate(heldout_words):
+        (folder / "test" / f"held{i}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(count)) + ".\n")
+    return folder
+
+
+def test_held_out_documents_too_short_for_the_longest_length_are_named_not_dropped_silently(tmp_path, monkeypatch):
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from extrapolate.cli.app import app
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = split_corpus(tmp_path / "corpus", (900, 20, 900))
+    args = ["run", "--model", "tiny", "--steps", "4", "--train-len", "64", "--eval-lens", "64,256", "--tokenizer"]
+    args += ["bytes", "--corpus", str(corpus), "--tasks", "perplexity", "--eval-docs", "8", "--encoding", "rope"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "1 of 3 held-out documents" in " ".join(result.output.split()) and "left out" in result.output
+    rows = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert set(rows["n"]) == {2} and set(rows["ci_method"]) == {"bootstrap-documents"}  # the two long ones
+    assert "perplexity scored" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_a_length_no_held_out_document_reaches_is_one_line_naming_the_longest_and_the_way_out(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from extrapolate.cli.app import app
+
+    from .test_bad_input import assert_one_line_error
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = split_corpus(tmp_path / "corpus", (100, 120))
+    args = ["run", "--model", "tiny", "--steps", "4", "--train-len", "64", "--eval-lens", "64,4096", "--tokenizer"]
+    args += ["bytes", "--corpus", str(corpus), "--tasks", "perplexity", "--encoding", "rope"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out")])
+    assert_one_line_error(result, "no held-out document longer than 4096 tokens (the longest has")
+    assert "--corpus shakespeare-joined" in result.output and "PG-19" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_joined_built_in_corpus_is_the_same_training_text_with_one_long_held_out_document():
+    from extrapolate.data.corpora import load_corpus
+
+    plays, joined = load_corpus("shakespeare"), load_corpus("shakespeare-joined")
+    assert joined.train == plays.train and joined.name != plays.name and "joined" in joined.name
+    assert joined.heldout == ("\n\n".join(plays.heldout),) and len(joined.heldout_names) == 1

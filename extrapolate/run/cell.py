@@ -69,6 +69,8 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
             prepared = prepare(resolved_request)
         for note in ignored:
             reporter.warn(note)
+        for note in prepared.notes:
+            reporter.warn(note)
         for kind, reason in prepared.left_out.items():
             reporter.warn(f"{kind} left out: {reason}")
         resolved = resolve_run(resolved_request, prepared)

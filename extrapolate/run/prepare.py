@@ -34,6 +34,7 @@ class Prepared:
     training_rows: object | None = None
     # what an optional kind that cannot be measured was left out for ({kind: the reason}); see RunRequest
     left_out: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # warnings for the user: held-out documents too short for the longest length
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,7 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     corpus = load_corpus(request.corpus)
     checkpoint = resolved.checkpoint
     tokenizer = checkpoint.tokenizer if checkpoint else load_tokenizer(request.tokenizer, corpus)
-    longest = max(lengths)
-    heldout = [t for t in (tokenizer.encode_tensor(d) for d in corpus.heldout) if t.numel() > longest]
-    if not heldout:
-        raise UserError(f"corpus {corpus.name} has no held-out document longer than {longest} tokens")
-    heldout = heldout[: request.eval_docs]
+    heldout, notes = heldout_documents(corpus, tokenizer, max(lengths), request.eval_docs)
     # a pretrained model is trained here only when fine-tuned: otherwise its training stream is never needed
     stream = (
         tokenizer.encode_tensor("\n\n".join(corpus.train))
@@ -118,7 +115,36 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         checkpoint,
         rows,
         left_out,
+        notes,
     )
+
+
+LONG_CORPUS_HINT = (
+    "give a corpus of longer documents: --corpus shakespeare-joined (the held-out plays as one document), "
+    "a folder or .jsonl/.parquet file of long texts, or a hub dataset such as PG-19 (docs/measured.md)"
+)
+
+
+def heldout_documents(corpus: Corpus, tokenizer, longest: int, limit: int) -> tuple[list[torch.Tensor], tuple]:
+    """The held-out documents every length scores (the first `limit` of those longer than `longest` tokens,
+    so that each length scores the same text) and a warning naming the ones left out as too short; refused in
+    one line when none is long enough, naming the longest and how to give longer ones."""
+    encoded = [tokenizer.encode_tensor(d) for d in corpus.heldout]
+    kept = [t for t in encoded if t.numel() > longest]
+    if not kept:
+        most = max((t.numel() for t in encoded), default=0)
+        raise UserError(
+            f"corpus {corpus.name} has no held-out document longer than {longest} tokens (the longest has "
+            f"{most:,}); {LONG_CORPUS_HINT}"
+        )
+    notes = ()
+    if len(kept) < len(encoded):
+        short = len(encoded) - len(kept)
+        notes = (
+            f"{short} of {len(encoded)} held-out documents of {corpus.name} are not longer than {longest} tokens "
+            f"and are left out: every length scores the other {len(kept)} (fewer with --eval-docs)",
+        )
+    return kept[:limit], notes
 
 
 def training_builder(name: str, tokenizer, bos, chat, heldout, train_len: int):

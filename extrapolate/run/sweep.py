@@ -149,7 +149,7 @@ def sweep(
         with main_first(world):
             prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
         asked = dataclasses.replace(template, finetune_steps=max(finetune_steps or [template.finetune_steps]))
-        for note in ignored_options(asked, encodings):
+        for note in [*ignored_options(asked, encodings), *prepared.notes]:
             reporter.warn(note)
         cells = plan(requests, folder, prepared)  # before any rank writes, so every rank plans the same cells
         world.barrier()
