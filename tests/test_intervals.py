@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -78,12 +79,31 @@ def test_a_run_writes_n_intervals_and_every_prompts_answer(tmp_path, monkeypatch
     assert (rows["n"] > 0).all() and (rows["ci_low"] <= rows["value"] + 1e-9).all()
     assert (rows["value"] <= rows["ci_high"] + 1e-9).all()
     retrieval = rows[rows["task"] == "passkey"]
-    assert set(retrieval["ci_method"]) == {"wilson"} and set(retrieval["n"]) == {10}
+    assert set(retrieval["ci_method"]) == {"wilson"} and set(retrieval["n"]) == {20}
     (path,) = (tmp_path / "out" / "samples").glob("*.jsonl")
     assert path.stem == rows["run_id"].iloc[0]
     lines = pd.DataFrame([json.loads(line) for line in path.read_text().splitlines()])
-    assert len(lines) == 2 * 5 * 10  # lengths × depths × trials
+    assert len(lines) == 2 * 5 * 20  # lengths × depths × trials
     assert {"reference", "prediction", "score", "ranked_first", "depth", "index"} <= set(lines.columns)
     accuracy = retrieval[retrieval["metric"] == "accuracy"].set_index(["eval_len", "depth"])["value"]
     means = lines.groupby(["eval_len", "depth"])["score"].mean()
     pd.testing.assert_series_equal(means.sort_index(), accuracy.sort_index(), check_names=False)
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "## Perplexity (one seed; [95% interval over held-out documents" in summary
+    assert re.search(r"\| \d+\.\d{3} \[\d+\.\d+–\d+\.\d+\] \|", summary)  # a perplexity cell with its interval
+    assert re.search(r"\| \*?\d+% \[\d+–\d+\]\*? \|", summary)  # a retrieval cell with its Wilson interval
+
+
+def test_the_aggregate_gives_the_seed_interval_over_several_seeds_and_the_rows_own_over_one():
+    from extrapolate.report.table import aggregate
+
+    base = dict(encoding="rope", train_len=8, eval_len=8, task="perplexity", metric="ppl", depth=None, status="ok")
+    one = pd.DataFrame([dict(base, seed=0, value=10.0, n=4, ci_low=9.0, ci_high=11.5)])
+    row = aggregate(one).iloc[0]
+    assert (row["interval"], row["low"], row["high"], row["ci95"]) == ("within", 9.0, 11.5, 0.0)
+    three = pd.DataFrame(
+        [dict(base, seed=s, value=v, n=4, ci_low=v - 1, ci_high=v + 1) for s, v in enumerate([9, 10, 11])]
+    )
+    row = aggregate(three).iloc[0]
+    # t(0.975, 2) = 4.303, sd 1, sqrt(3): the half-width over seeds, not any one seed's own interval
+    assert row["interval"] == "seeds" and row["ci95"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-5)

@@ -56,6 +56,8 @@ def seeds_note(agg: pd.DataFrame, unit: str) -> str:
     interval over 3 seeds" (a range where cells differ)."""
     counts = sorted({int(n) for n in agg.loc[agg["status"] == "ok", "n_seeds"]})
     if not counts or counts == [1]:
+        if not (agg["interval"] == "within").any():
+            return "one seed; no interval recorded"
         return f"one seed; [95% interval over {unit}]"
     seeds = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else str(counts[0])
     one = f"; a cell of one seed: [95% interval over {unit}]" if 1 in counts else ""

@@ -203,9 +203,11 @@ def interval_distances(group):
 
     mean = group["mean"].to_numpy(dtype=float)
     half = group["ci95"].fillna(0).to_numpy(dtype=float)
-    within = (group["interval"] == "within").to_numpy() if "interval" in group else np.zeros(len(group), bool)
-    low = np.where(within, mean - group.get("low", mean).to_numpy(dtype=float), half)
-    high = np.where(within, group.get("high", mean).to_numpy(dtype=float) - mean, half)
+    if "interval" not in group:  # an aggregate of before the intervals: over seeds only
+        return np.stack([half, half])
+    within = (group["interval"] == "within").to_numpy()
+    low = np.where(within, mean - group["low"].to_numpy(dtype=float), half)
+    high = np.where(within, group["high"].to_numpy(dtype=float) - mean, half)
     return np.nan_to_num(np.stack([low, high]).clip(min=0))
 
 

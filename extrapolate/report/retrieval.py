@@ -295,10 +295,10 @@ def retrieval_section(
     if not (agg["task"] == PASSKEY.name).any():
         return []
     over = ""
-    if table is not None:
-        means = length_means(table, PASSKEY.name, "accuracy")
+    means = length_means(table, PASSKEY.name, "accuracy") if table is not None else None
+    if means is not None and means["n"].notna().any():  # rows written before intervals were: none claimed
         seeds, prompts = sorted(set(means["n_seeds"].astype(int))), sorted(set(means["n"].dropna().astype(int)))
-        counts = ", ".join(map(str, prompts)) or "–"
+        counts = ", ".join(map(str, prompts))
         over = (
             f"; one seed: [95% Wilson interval over the {counts} prompts of a length]"
             if seeds == [1]

@@ -300,7 +300,11 @@ def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
     n = pd.to_numeric(rows["n"], errors="coerce") if "n" in rows else pd.Series(float("nan"), index=rows.index)
     rows = rows.assign(n=n, hits=rows["value"].astype(float) * n)
     key = ["encoding", "train_len", "eval_len"]
-    seeds = rows.groupby([*key, "seed"], sort=False).agg(mean=("value", "mean"), hits=("hits", "sum"), n=("n", "sum"))
+    grouped = rows.groupby([*key, "seed"], sort=False)
+    seeds = grouped.agg(mean=("value", "mean")).assign(
+        hits=grouped["hits"].sum(min_count=1),
+        n=grouped["n"].sum(min_count=1),  # NaN where no row recorded n
+    )
     out = []
     for cell, group in seeds.groupby(level=[0, 1, 2], sort=False):
         count, mean = len(group), float(group["mean"].mean())
@@ -309,7 +313,7 @@ def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
             low, high = mean - half, mean + half
         else:
             total = float(group["n"].iloc[0])
-            low, high = wilson(round(float(group["hits"].iloc[0])), int(total)) if total > 0 else (math.nan,) * 2
+            low, high = wilson(round(float(group["hits"].iloc[0])), int(total)) if total > 0 else (math.nan, math.nan)
         out.append([*cell, mean, low, high, float(group["n"].mean()), count])
     return pd.DataFrame(out, columns=columns)
 
