@@ -298,6 +298,8 @@ def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame(columns=columns)
     n = pd.to_numeric(rows["n"], errors="coerce") if "n" in rows else pd.Series(float("nan"), index=rows.index)
+    # a row written before `n` was: a retrieval row's n_tokens are its prompts × the length
+    n = n.fillna(pd.to_numeric(rows["n_tokens"], errors="coerce") / rows["eval_len"].astype(float))
     rows = rows.assign(n=n, hits=rows["value"].astype(float) * n)
     key = ["encoding", "train_len", "eval_len"]
     grouped = rows.groupby([*key, "seed"], sort=False)

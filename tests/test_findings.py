@@ -1,0 +1,52 @@
+"""The README's findings are computed from the committed results (extrapolate/reproduce/findings.py): the
+generated blocks must equal what the results say, every finding must hold under its intervals, and a check
+must fail when its numbers say otherwise."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+
+from extrapolate.reproduce import findings
+
+
+def test_the_readme_and_results_doc_say_what_the_committed_results_do(capsys):
+    assert findings.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_every_finding_holds_and_names_its_intervals():
+    for finding, outcome in findings.evaluated():
+        assert outcome.holds, f"{finding.name}: {outcome.why}"
+        assert "[" in outcome.numbers or "deterministic" in outcome.numbers or "one seed" in finding.statement
+
+
+def test_a_finding_its_numbers_contradict_fails(monkeypatch):
+    """PI starting closer than plain RoPE (as the README once claimed of every scaling) breaks the check."""
+    table = findings.table("finetune").copy()
+    pi_at_zero = (table["encoding"] == "pi") & (table["eval_len"] == 1024) & (table["metric"] == "ppl")
+    table.loc[pi_at_zero, "value"] = 60.0
+    original = findings.table
+    monkeypatch.setattr(findings, "table", lambda folder: table if folder == "finetune" else original(folder))
+    outcome = findings.finetune()
+    assert not outcome.holds and "PI starts above RoPE" in outcome.why
+
+
+def test_a_retrieval_claim_needs_its_interval_not_its_point_estimate():
+    """80% of 20 prompts is not "holds at 80%": its interval reaches down to 58%."""
+    cell = findings.greedy("smollm2-retrieval", "dynamic-ntk s=4", 16384)
+    assert cell.mean == 0.8 and cell.n == 20 and not findings.held(cell) and not findings.lost(cell)
+
+
+def test_a_stale_block_is_found_and_rewritten(tmp_path, monkeypatch):
+    for path in findings.TARGETS:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(findings.ROOT / path, tmp_path / path)
+    shutil.copytree(findings.ROOT / "results", tmp_path / "results", ignore=shutil.ignore_patterns("*.png", "*.svg"))
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text().replace("2.14×", "1.14×"))
+    monkeypatch.setattr(findings, "ROOT", tmp_path)
+    assert findings.main(["--check"]) == 1
+    assert findings.main(["--write"]) == 0 and "RoPE 2.14×" in readme.read_text()
+    assert findings.main(["--check"]) == 0
+    assert isinstance(findings.table("showcase"), pd.DataFrame)
