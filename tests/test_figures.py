@@ -218,11 +218,13 @@ def test_the_report_opens_with_the_findings_and_ends_with_the_setup(tmp_path):
     assert text.startswith("# extrapolate report\n\n## Findings\n\n### Effective length")
     assert sections[0] == "## Findings" and sections[-1] == "## Setup"
     assert "### The published shapes" in text.split("## Figures")[0]  # a finding, before the figures
-    # one seed, rows written before intervals were recorded: the headers claim no interval
+    # one seed, rows written before intervals were recorded: perplexity claims no interval; retrieval's Wilson
+    # interval comes from the prompts each row counts (its n_tokens are prompts × length)
     for heading in (
         "## Perplexity (one seed; no interval recorded)",
         "## Perplexity relative to the base model at L",
-        "## Retrieval (greedy exact match, mean over depths)",
+        "## Retrieval (greedy exact match, mean over depths; one seed: [95% Wilson interval over the 50 prompts "
+        "of a length])",
     ):
         assert heading in sections
     setup = text.split("## Setup")[1]

@@ -164,8 +164,10 @@ def setup_lines(table: pd.DataFrame) -> list[str]:
 def scored_lines(table: pd.DataFrame) -> list[str]:
     """What perplexity scored at each length: the documents (or, of one document, windows) and tokens, from the
     rows' `n` and `n_tokens`; nothing for a table without them (written before they were recorded)."""
+    if not {"task", "metric", "n", "n_tokens", "ci_method"} <= set(table.columns):
+        return []
     rows = table[(table["task"] == PERPLEXITY.name) & (table["metric"] == "ppl") & (table["status"] == "ok")]
-    if "n" not in rows or rows["n"].isna().all():
+    if rows["n"].isna().all():
         return []
     units = rows["ci_method"].astype(str).str.replace("bootstrap-", "", regex=False)
     per_length = rows.assign(unit=units).groupby("eval_len")[["n", "n_tokens", "unit"]].first()

@@ -32,6 +32,11 @@ def ruler_scores(table: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame(columns=["label", "task", "eval_len", "score", "low", "high", "n", "n_seeds"])
     rows = rows.assign(task=rows["protocol"].map(task_name), label=rows["encoding"].astype(str))
+    # a row written before `n` was: a RULER row's n_tokens are its prompts × the length
+    n = pd.to_numeric(rows["n"], errors="coerce") if "n" in rows else pd.Series(float("nan"), index=rows.index)
+    if "n_tokens" in rows:
+        n = n.fillna(pd.to_numeric(rows["n_tokens"], errors="coerce") / rows["eval_len"].astype(float))
+    rows = rows.assign(n=n)
     agg = aggregate(rows, ["label", "task", "eval_len"])
     return agg.rename(columns={"mean": "score"})[["label", "task", "eval_len", "score", "low", "high", "n", "n_seeds"]]
 
@@ -81,7 +86,8 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
     lines = [
         "## RULER",
         "",
-        f"Score × 100 (RULER's scale) per task and length, [its 95% interval] ({interval_words(scores)}); "
+        f"Score × 100 (RULER's scale) per task and length, [its 95% interval] where recorded "
+        f"({interval_words(scores)}); "
         f"effective length: the longest length up to which the score (the point estimate) stays ≥ "
         f"{threshold * 100:g} at every length measured (– : already below it at the shortest); † marks a cell "
         "whose interval straddles that bar, where a rerun could move the effective length. The RULER average "
@@ -114,6 +120,7 @@ def score_text(cell, threshold: float) -> str:
     low, high = cell.get("low", math.nan), cell.get("high", math.nan)
     if low != low or high != high:  # no interval: an average, or a row written before intervals were
         return text
+    low, high = max(0.0, low), min(1.0, high)  # a t interval over few seeds can pass the scale's ends
     straddles = "†" if low < threshold <= high else ""
     return f"{text} [{low * 100:.0f}–{high * 100:.0f}]{straddles}"
 
@@ -123,6 +130,10 @@ def interval_words(scores: pd.DataFrame) -> str:
     prompts = sorted({int(n) for n in scores["n"].dropna()})
     counts = ", ".join(map(str, prompts)) or "its"
     seeds = sorted({int(n) for n in scores["n_seeds"]})
+    if scores["low"].isna().all():  # rows written before intervals were
+        low, high = wilson(prompts[0] / 2, prompts[0]) if prompts else (math.nan, math.nan)
+        wide = f", whose 95% interval can be ±{(high - low) * 50:.0f} points wide" if prompts else ""
+        return f"no interval recorded; {counts} prompts a cell{wide}"
     if seeds == [1]:
         return f"one seed: Wilson's, or a bootstrap over partial credit, over the {counts} prompts of a cell"
     return f"over {'–'.join(map(str, seeds))} seeds: Student's t over the seeds' scores; one seed: over its prompts"

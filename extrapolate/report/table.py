@@ -240,7 +240,8 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     status."""
     by = by or ["encoding", "train_len", "eval_len", "task", "metric", "depth"]
     frame = frame.copy()
-    frame["depth"] = frame["depth"].fillna(-1)
+    if "depth" in frame:
+        frame["depth"] = frame["depth"].fillna(-1)
     for column in ("n", "ci_low", "ci_high"):  # a table written before the intervals were
         frame[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else float("nan")
     ok = frame[frame["status"] == "ok"]
