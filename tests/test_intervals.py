@@ -92,6 +92,8 @@ def test_a_run_writes_n_intervals_and_every_prompts_answer(tmp_path, monkeypatch
     assert "## Perplexity (one seed; [95% interval over held-out documents" in summary
     assert re.search(r"\| \d+\.\d{3} \[\d+\.\d+–\d+\.\d+\] \|", summary)  # a perplexity cell with its interval
     assert re.search(r"\| \*?\d+% \[\d+–\d+\]\*? \|", summary)  # a retrieval cell with its Wilson interval
+    answered = summary.split("## What the model answered")[1].split("## Setup")[0]
+    assert f"(samples/{path.stem}.jsonl)" in answered and " at 256 | " in answered
 
 
 def test_the_aggregate_gives_the_seed_interval_over_several_seeds_and_the_rows_own_over_one():

@@ -11,6 +11,7 @@ import pandas as pd
 from extrapolate.core.atomic import write_text
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import check_output_names
+from extrapolate.report.samples import samples_section
 from extrapolate.report.table import (
     POSITION_COLUMNS,
     POSITIONS_FILE,
@@ -317,6 +318,7 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, title: str, setup:
         lines = (
             [title, ""]
             + body(agg, figure_links(figures), load_training(folder), table, rule, said)
+            + samples_section(folder)
             + [SETUP, "", *setup, *setup_lines(table), ""]
         )
     except BaseException:

@@ -45,3 +45,46 @@ def load_samples(folder: Path) -> pd.DataFrame:
         for path in sorted((Path(folder) / SAMPLES_FOLDER).glob("*.jsonl"))
     ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", *CELL])
+
+
+WORST = 3  # cells a report points into
+SHOWN = 2  # answers quoted per cell
+
+
+def quoted(text, width: int = 60) -> str:
+    """An answer or reference as one short table-safe line."""
+    text = " / ".join(text) if isinstance(text, list) else str(text)
+    text = " ".join(text.replace("|", "\\|").split())
+    text = "".join(c if c.isprintable() else "\ufffd" for c in text)  # control bytes a tiny model emits
+    return f"`{text[:width]}{'…' if len(text) > width else ''}`" if text else "(empty)"
+
+
+def samples_section(folder: Path) -> list[str]:
+    """The report's pointer into what the model answered: the WORST cells by mean score (task, length), each
+    linked to its samples file with SHOWN of its wrong answers beside their references. Empty for a folder
+    without samples (perplexity only, or written before they were kept)."""
+    frame = load_samples(folder)
+    if frame.empty or "score" not in frame:
+        return []
+    cells = frame.groupby(["run_id", *CELL], sort=False)["score"].agg(["mean", "count"]).reset_index()
+    worst = cells.sort_values(["mean", "eval_len"], kind="stable").head(WORST)
+    lines = [
+        "## What the model answered",
+        "",
+        f"Every prompt's reference, greedy prediction and score is kept in `{SAMPLES_FOLDER}/<run id>.jsonl`. "
+        f"The {len(worst)} lowest-scoring cells, with {SHOWN} of their wrong answers:",
+        "",
+        "| cell | score | prompts | reference → prediction | samples |",
+        "|---|---|---|---|---|",
+    ]
+    for cell in worst.itertuples():
+        rows = frame[(frame["run_id"] == cell.run_id) & (frame["task"] == cell.task)]
+        rows = rows[(rows["protocol"] == cell.protocol) & (rows["eval_len"] == cell.eval_len)]
+        wrong = rows[rows["score"] < 1].head(SHOWN)
+        answers = "; ".join(f"{quoted(r.reference)} → {quoted(r.prediction)}" for r in wrong.itertuples())
+        link = f"[{cell.run_id}.jsonl]({SAMPLES_FOLDER}/{cell.run_id}.jsonl)"
+        lines.append(
+            f"| {cell.task} `{cell.protocol}` at {cell.eval_len} | {cell.mean:.0%} | {cell.count} | "
+            f"{answers or '–'} | {link} |"
+        )
+    return lines + [""]
