@@ -222,12 +222,16 @@ def counted(length: int, L: int, verdict: Verdict) -> bool:
 
 
 def retrieval_matrix(
-    agg: pd.DataFrame, metric: str, said: dict[str, Verdict], table: pd.DataFrame | None = None
+    agg: pd.DataFrame,
+    metric: str,
+    said: dict[str, Verdict],
+    table: pd.DataFrame | None = None,
+    threshold: float | None = None,
 ) -> str:
     """Markdown: encoding × length, mean over depths (and seeds), with the verdict (`said`: `verdicts`) and the
     worst depth at L. Every measured cell is shown; one past L of a model that does not retrieve at L is in
     italics (measured, not a finding), and the verdict says why. With the results `table`, each cell carries
-    its 95% interval (`table.length_means`), e.g. "94% [84–98]"."""
+    its 95% interval (`table.length_means`), e.g. "94% [84–98]", marked † where it straddles `threshold`."""
     cells = _passkey(agg, metric)
     spread = {}
     if table is not None:
@@ -253,7 +257,8 @@ def retrieval_matrix(
                 value = f"{ok['mean'].mean():.0%}"
                 if (encoding, int(n)) in spread:
                     low, high = spread[encoding, int(n)]
-                    value += f" [{low * 100:.0f}–{high * 100:.0f}]"
+                    straddles = threshold is not None and low < threshold <= high
+                    value += f" [{low * 100:.0f}–{high * 100:.0f}]" + ("†" if straddles else "")
                 values.append(value if counted(int(n), L, verdict) else f"*{value}*")
         shown = verdict.text if verdict.retrieves else f"**{verdict.text}**"
         lines.append(f"| {encoding} | {L} | {shown} | {worst} | " + " | ".join(values) + " |")
@@ -312,9 +317,11 @@ def retrieval_section(
         'at L; otherwise it is shown in italics, measured but not counted, and the verdict says why: "not '
         'learned at L" for a model trained here, "fails at L" for a pretrained one. A training-free '
         "scaling is judged on the model it scales (named in brackets), as a static scaling moves the positions "
-        'at L too; a model with no cell at L is "not measured at L".',
+        'at L too; a model with no cell at L is "not measured at L". The verdicts and effective lengths read the '
+        "point estimates; † marks a length whose interval straddles the threshold, where more prompts could "
+        "change the verdict.",
         "",
-        retrieval_matrix(agg, "accuracy", said, table),
+        retrieval_matrix(agg, "accuracy", said, table, rule.threshold),
         "",
         "## Retrieval rank accuracy (true key ranked first among distractors)",
         "",
