@@ -50,3 +50,15 @@ def test_a_stale_block_is_found_and_rewritten(tmp_path, monkeypatch):
     assert findings.main(["--write"]) == 0 and "RoPE 2.14×" in readme.read_text()
     assert findings.main(["--check"]) == 0
     assert isinstance(findings.table("showcase"), pd.DataFrame)
+
+
+def test_the_report_marks_a_length_whose_interval_straddles_the_threshold():
+    """llama3 at 2L: 80% of 50 prompts retrieves by the point estimate, but its interval reaches down to 67%."""
+    from extrapolate.report.pages import aggregate, with_unrecorded
+    from extrapolate.report.retrieval import Rule, base_encodings, retrieval_matrix, verdicts
+
+    table = with_unrecorded(findings.table("showcase"))
+    agg = aggregate(table)
+    said = verdicts(agg, base_encodings(table), Rule())
+    line = next(row for row in retrieval_matrix(agg, "accuracy", said, table, 0.8).splitlines() if "| llama3 |" in row)
+    assert "| 80% [67–89]† |" in line and "| 98% [90–100] |" in line
