@@ -169,3 +169,18 @@ def test_run_measures_both_axes_by_default_and_leaves_retrieval_out_where_no_pro
         *common, "--train-len", "32", "--eval-len", "64", "--tasks", "perplexity,passkey", "--out", str(tmp_path / "n")
     )
     assert named.exit_code == 2 and "prompts need at least" in named.output  # asked for by name: an error
+
+
+def test_every_length_option_takes_k(tmp_path):
+    """--train-len 4k, --eval-len 32k, --finetune-len 8k as --eval-lens 1k,2k: one spelling for every length."""
+    from unittest import mock
+
+    with mock.patch("extrapolate.run.run", return_value=tmp_path) as job:
+        args = ["run", "--train-len", "4k", "--eval-len", "32K", "--finetune-len", "8k", "--stride", "1k"]
+        result = invoke(*args, "--eval-tokens", "64k", "--out", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.output
+    request = job.call_args.args[0]
+    assert (request.train_len, request.eval_len, request.finetune_len) == (4096, 32768, 8192)
+    assert (request.stride, request.eval_tokens) == (1024, 65536)
+    bad = invoke("run", "--eval-len", "32q")
+    assert bad.exit_code == 2 and "'32q' is not a length" in bad.output and len(bad.output.strip().splitlines()) == 1

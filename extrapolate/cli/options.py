@@ -23,6 +23,7 @@ from extrapolate.core.defaults import (
     LEARNED_TABLE_STD,
     SINUSOIDAL_STEPS,
 )
+from extrapolate.core.errors import UserError
 from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.data.tokenizers import DEFAULT_BPE_VOCAB
 from extrapolate.encodings.options import SHOWN, TRAINING_FREE, OptionSpec, parse_encoding_options
@@ -43,9 +44,26 @@ def listed_names(options) -> str:
     return ", ".join(names)
 
 
-def shared(kind, default, help: str, *flags: str) -> tuple:
-    """One shared option: its annotation (type, help, and its flag where not the parameter's name) and default."""
+def shared(kind, default, help: str, *flags: str, length: bool = False) -> tuple:
+    """One shared option: its annotation (type, help, and its flag where not the parameter's name) and default;
+    `length`: a token count, which takes `4k` for 4096 as --eval-lens does."""
+    if length:
+        return Annotated[kind, typer.Option(*flags, help=help, parser=parse_length)], default
     return Annotated[kind, typer.Option(*flags, help=help)], default
+
+
+def parse_length(value) -> int:
+    """A token count: a whole number, or one with a `k` (×1024) as in 4k, 32K or 128k."""
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    try:
+        (length,) = parse_int_list(text, "a length") if text and "," not in text else (None,)
+    except UserError:
+        length = None
+    if length is None:
+        raise typer.BadParameter(f"{text!r} is not a length (a whole number of tokens, e.g. 4096 or 4k)")
+    return length
 
 
 # the help panel of each shared option (`run -h`, `sweep -h`): the options by what they set
@@ -86,10 +104,14 @@ SHARED = {
     "train_len": shared(
         Optional[int],
         DEFAULT.train_len,
-        f"training length L (default {DEFAULT_TRAIN_LEN}; a pretrained model's own context)",
+        f"training length L, e.g. 256 or 4k (default {DEFAULT_TRAIN_LEN}; a pretrained model's own context)",
+        length=True,
     ),
     "eval_len": shared(
-        Optional[int], DEFAULT.eval_len, "longest evaluation length; lengths double from L (default 8·L)"
+        Optional[int],
+        DEFAULT.eval_len,
+        "longest evaluation length, e.g. 32k; lengths double from L (default 8·L)",
+        length=True,
     ),
     # a comma list, parsed into the request's tuple (not given: L, 2L, … up to --eval-len)
     "eval_lens": shared(Optional[str], None, "explicit evaluation lengths, e.g. 256,512,1k"),
@@ -153,8 +175,8 @@ SHARED = {
         "(recorded in the model's config and so in its identity)",
     ),
     "protocol": shared(str, DEFAULT.protocol, "perplexity protocol: full (one window per chunk) | sliding"),
-    "stride": shared(int, DEFAULT.stride, "stride of the sliding protocol"),
-    "eval_tokens": shared(int, DEFAULT.eval_tokens, "tokens scored per held-out document at every length"),
+    "stride": shared(int, DEFAULT.stride, "stride of the sliding protocol", length=True),
+    "eval_tokens": shared(int, DEFAULT.eval_tokens, "tokens scored per held-out document at every length", length=True),
     "eval_docs": shared(Optional[int], DEFAULT.eval_docs, "at most this many held-out documents (default all)"),
     "learned_policy": shared(str, DEFAULT.learned_policy, "learned table past its rows: error (unsupported) | clamp"),
     "kernel": shared(str, DEFAULT.kernel, "attention kernel: auto | sdpa | fused-bias | flex | blocked | reference"),
@@ -181,6 +203,7 @@ SHARED = {
         Optional[int],
         DEFAULT.finetune_len,
         "fine-tune length L' (default s·L with --factor, else the longest evaluation length)",
+        length=True,
     ),
     "finetune_lr": shared(
         Optional[float],
