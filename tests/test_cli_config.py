@@ -93,6 +93,7 @@ def test_listings_print_whole_names_at_any_width_and_as_json(monkeypatch):
     from extrapolate.tasks.files import list_task_names
 
     monkeypatch.setattr(util.stdout, "_width", 40)  # a narrow terminal
+    monkeypatch.setattr(util.stdout, "_force_terminal", True)
     for command, names in (("tasks", list_task_names()), ("encodings", [name for name, _ in ENCODINGS])):
         table = invoke(command)
         assert table.exit_code == 0, table.output
@@ -184,3 +185,24 @@ def test_every_length_option_takes_k(tmp_path):
     assert (request.stride, request.eval_tokens) == (1024, 65536)
     bad = invoke("run", "--eval-len", "32q")
     assert bad.exit_code == 2 and "'32q' is not a length" in bad.output and len(bad.output.strip().splitlines()) == 1
+
+
+def test_version_answers_without_importing_torch():
+    """--version is answered before the app is built: no torch import (a second or more), whatever the machine."""
+    import subprocess
+    import sys
+
+    code = "import sys; sys.argv = ['extrapolate', '--version']; from extrapolate.cli import main; main(); "
+    code += "print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["extrapolate", "0.1.0", "False"]
+
+
+def test_listings_off_a_terminal_are_tab_separated_with_whole_identities():
+    from extrapolate.tasks.files import load_task
+
+    lines = invoke("tasks").output.splitlines()  # the test runner's stdout is no terminal, as `| cat` is not
+    assert lines[0].split("\t") == ["task", "kind", "version", "prompts", "identity"]
+    rows = {line.split("\t")[0]: line.split("\t") for line in lines[1:]}
+    assert rows["niah_multikey_1"][-1] == load_task("niah_multikey_1").identity
+    assert not any(c in "".join(lines) for c in "│┃━")

@@ -4,6 +4,13 @@
 
 def main() -> None:
     """The `extrapolate` command (the entry point installs name `extrapolate.cli:main`)."""
+    import sys
+
+    if sys.argv[1:] == ["--version"]:  # answered before the app (and torch) is imported: instant
+        from importlib.metadata import version
+
+        print(f"extrapolate {version('extrapolate')}")
+        return
     from extrapolate.cli.app import main as run_app
 
     run_app()

@@ -112,8 +112,9 @@ def reporter_for(quiet: bool):
 
 
 def render_listing(title: str, rows: list[dict], as_json: bool) -> None:
-    """A listing (`encodings`, `tasks`, `models`): as JSON (a list of objects, one per row), or as a table whose
-    first column, the names a command takes, is never cut at any width (the other cells wrap)."""
+    """A listing (`encodings`, `tasks`, `models`): as JSON (a list of objects, one per row); on a terminal as a
+    table whose first column, the names a command takes, is never cut at any width (the other cells wrap);
+    off a terminal as tab-separated lines with a header, no value cut or wrapped."""
     if as_json:
         import json
         import sys
@@ -121,6 +122,12 @@ def render_listing(title: str, rows: list[dict], as_json: bool) -> None:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     columns = list(rows[0])
+    if not stdout.is_terminal:  # piped or redirected: plain tab-separated lines, every value whole, for grep/cut
+        import sys
+
+        lines = ["\t".join(columns)] + ["\t".join(" ".join(str(row[c]).split()) for c in columns) for row in rows]
+        sys.stdout.write("\n".join(lines) + "\n")
+        return
     table = Table(title=title)
     table.add_column(columns[0], no_wrap=True, min_width=max(len(str(row[columns[0]])) for row in rows))
     for column in columns[1:]:
