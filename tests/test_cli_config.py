@@ -140,6 +140,13 @@ def test_run_dry_run_plans_its_one_cell_and_writes_nothing(tmp_path, monkeypatch
     assert plan.exit_code == 0, plan.output
     assert "1 model(s) to train, 0 reused; 1 evaluation cell(s)" in plan.output and "alibi" in plan.output
     assert not (tmp_path / "out").exists() and not list((tmp_path / "cache").glob("models/*/complete.json"))
+    # the plan names the scaling's factor, the lengths, the tasks and the device "auto" resolved to
+    scaled = invoke(*tiny_run(corpus, tmp_path / "out", "--encoding", "yarn", "--dry-run")).output.splitlines()
+    header = scaled.index("seed\tencoding\tfactor\tmodel\tlengths\ttasks\tstate")
+    seed, encoding, factor, model, lengths, tasks, state = scaled[header + 1].split("\t")
+    assert (encoding, factor, tasks, state) == ("yarn", "2", "perplexity", "train + evaluate")
+    assert lengths == "32,64" and model.startswith("rope-L32-")
+    assert scaled[-1].endswith("min on cpu")
 
 
 def test_quiet_prints_no_progress(tmp_path, monkeypatch):

@@ -150,7 +150,7 @@ def test_dry_run_plans_without_training(tmp_path):
     assert "4 model(s) to train" in result.output and "6 evaluation cell(s)" in result.output
     assert not (tmp_path / "cache" / "models").exists()
     # the plan comes first, then what is timed for the estimate and how long the timing took
-    plan, timing, timed = (result.output.index(text) for text in ("sweep plan", "timing 4 training steps", "timed in"))
+    plan, timing, timed = (result.output.index(text) for text in ("plan →", "timing 4 training steps", "timed in"))
     assert plan < timing < timed < result.output.index("model(s) to train")
 
 

@@ -186,12 +186,48 @@ def render_comparison(result) -> None:
 def render_plan_table(cells, folder) -> None:
     from extrapolate.run.sweep import models_of
 
-    table = Table("seed", "encoding", "model", "state", title=f"sweep plan → {folder}")
-    trained = models_of(cells)
+    columns = ("seed", "encoding", "factor", "model", "lengths", "tasks", "state")
+    trained, rows = models_of(cells), []
     for cell in cells:
         state = "done (skipped)" if cell.done else ("reuse model" if trained[cell.model_folder] else "train + evaluate")
-        table.add_row(str(cell.seed), cell.encoding, cell.model_folder.name, state)
+        resolved = cell.resolved
+        factor = f"{resolved.factor:g}" if resolved.spec.kind == "rotary" and resolved.factor != 1 else "–"
+        lengths = ",".join(f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n) for n in resolved.lengths)
+        rows.append(
+            (
+                str(cell.seed),
+                cell.encoding,
+                factor,
+                cell.model_folder.name,
+                lengths,
+                ",".join(resolved.request.tasks),
+                state,
+            )
+        )
+    title = f"plan → {folder}"
+    if not stdout.is_terminal:  # piped or logged: whole names, one line a cell
+        import sys
+
+        sys.stdout.write("\n".join([title, "\t".join(columns), *("\t".join(row) for row in rows)]) + "\n")
+        return
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")  # a narrow screen wraps a name, never cuts it
+    for row in rows:
+        table.add_row(*row)
     stdout.print(table)
+
+
+def resolved_device(device: str) -> str:
+    """The device `auto` (or any name) stands for on this machine, e.g. "cpu" or "cuda (NVIDIA H100 …)"."""
+    from extrapolate.core.device import resolve_device
+
+    resolved = resolve_device(device)
+    if resolved.type == "cuda":
+        import torch
+
+        return f"cuda ({torch.cuda.get_device_name(resolved)})"
+    return resolved.type
 
 
 def render_sweep_plan(plan, folder, device: str) -> None:
@@ -204,7 +240,7 @@ def render_sweep_plan(plan, folder, device: str) -> None:
     stdout.print(
         f"{to_train} model(s) to train, {len(trained) - to_train} reused; "
         f"{sum(not c.done for c in cells)} evaluation cell(s); "
-        f"estimated {estimate / 60:.1f} min on {device}",
+        f"estimated {estimate / 60:.1f} min on {resolved_device(device)}",
         highlight=False,
     )
 
