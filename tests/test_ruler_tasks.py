@@ -509,6 +509,16 @@ def test_the_length_check_counts_the_example_of_the_shortest_length():
         kind.check_lengths(builder, (200,))
 
 
+def test_a_length_whose_smallest_context_cannot_fit_is_refused_before_any_work():
+    """Common words repeats each of its 10 words 30 times from 4096 tokens on: with byte-level tokens that list
+    alone is longer than 4096, so 4096 is refused at the check (2048, with 6 repeats, passes)."""
+    task = load_task("cwe")
+    builder = builder_for(task, ByteTokenizer(), [])
+    kind = file_kind(task)
+    with pytest.raises(UserError, match=r"cwe cannot fit its smallest context .* \(at 4096\)"):
+        kind.check_lengths(builder, (3000, 4096))
+
+
 def test_chains_interleave_as_rulers_heap_shuffle_draws_them():
     """Each chain keeps its order; with chains [a1, a2] and [b1], RULER's heap puts b1 last with probability
     P(two fresh uniforms both below b1's) = 1/3 (a uniform pick among open chains would give 1/4)."""

@@ -128,6 +128,13 @@ class RulerKind(TaskKind):
                 f"{prompts.task.name} prompts need at least {need} tokens with their answer; "
                 f"the shortest evaluation length is {min(lengths)}"
             )
+        # the smallest context differs by length (common words repeats its words 30 times from 4096 on, 6 times
+        # below): one prompt is made at every length, so a length none fits is refused now, not at evaluation
+        for length in sorted(set(lengths)):
+            try:
+                prompts.prompt(length, 0)
+            except UserError as exc:
+                raise UserError(f"{exc} (at {length}); leave that length out or give a longer one") from None
 
     def attention_shapes(self, setup: TaskSetup, length: int) -> Shapes:
         prompt = length - setup.prompts.task.tokens_to_generate
