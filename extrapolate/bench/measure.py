@@ -18,6 +18,7 @@ import torch
 from extrapolate.core.config import PRESETS, ModelConfig
 from extrapolate.core.device import activation_dtype, autocast, resolve_device, synchronize, training_dtype
 from extrapolate.encodings import encoding_for, get_spec
+from extrapolate.kernels.attention import COMPILED
 from extrapolate.model import token_cross_entropy
 
 
@@ -145,7 +146,8 @@ def _eval_worker(args) -> dict:
     tokens = torch.randint(0, config.vocab_size, (1, length + 1), device=device)
     with torch.no_grad(), autocast(device, dtype):
         # warm-up; a compiled kernel (flex) warms up at the measured shape, and that time is reported apart
-        warmup = best_time(lambda: step(tokens[:, : (length if kernel == "flex" else min(length, 512)) + 1]), 1, device)
+        compiled = kernel in {plan.name for plan in COMPILED}
+        warmup = best_time(lambda: step(tokens[:, : (length if compiled else min(length, 512)) + 1]), 1, device)
         seconds = best_time(lambda: step(tokens), repeats, device)
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else peak_rss_mb()
     return asdict(
