@@ -202,6 +202,14 @@ def test_torchrun_equals_one_process_and_resumes_after_a_rank_is_killed(tmp_path
     one, two = table(tmp_path / "one"), table(tmp_path / "two")
     assert (one[["task", "metric", "eval_len"]] == two[["task", "metric", "eval_len"]]).all().all()
     assert two["value"].tolist() == pytest.approx(one["value"].tolist(), rel=2e-3, abs=1e-9)
+    # each rank answered its share of the prompts: the samples file holds every prompt once, as one process's
+    import json
+
+    def prompts(folder):
+        (path,) = (folder / "samples").glob("*.jsonl")
+        return sorted((r["eval_len"], r["depth"], r["index"]) for r in map(json.loads, path.read_text().splitlines()))
+
+    assert prompts(tmp_path / "two") == prompts(tmp_path / "one") and len(set(prompts(tmp_path / "two"))) > 0
 
     # rank 1 kills itself after step 25 (a checkpoint every 10 steps: step 20 is kept), torchrun ends the job,
     # then the same command again resumes
