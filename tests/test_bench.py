@@ -150,6 +150,15 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
     assert train["mfu"] > 0 and train["mfu"] == pytest.approx(train["gflops"] / ceiling, rel=1e-4)  # 6 digits kept
     summary = (out / "summary.md").read_text()
     assert "training at 256" in summary and "alibi takes" in summary and "peak memory at 256" in summary
+    # where it ran, in every row and the summary: the same code is fast on one CPU and slow on another
+    import torch
+
+    from extrapolate.core.machine import cpu_model
+
+    assert set(frame["cpu"]) == {cpu_model()} and set(frame["torch"]) == {torch.__version__}
+    assert set(frame["threads"]) == {torch.get_num_threads()}
+    assert frame["isa"].iloc[0].startswith(torch.backends.cpu.get_cpu_capability())
+    assert f"- machine: {cpu_model()} (" in summary
     assert (out / "bench.png").stat().st_size > 0
 
 

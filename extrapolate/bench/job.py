@@ -29,6 +29,7 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     from extrapolate.core.config import PRESETS
     from extrapolate.core.device import DTYPES, resolve_device
     from extrapolate.core.errors import UserError
+    from extrapolate.core.machine import describe, machine
     from extrapolate.core.paths import folder_target
     from extrapolate.core.registry import require_known
     from extrapolate.encodings import get_spec
@@ -55,9 +56,10 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
         on_row=on_row,
     )
     out = Path(request.out)
-    frame = pd.DataFrame([{**dataclasses.asdict(r), "model": request.model, **provenance()} for r in rows])
+    ran_on = machine(resolve_device(request.device))
+    frame = pd.DataFrame([{**dataclasses.asdict(r), "model": request.model, **ran_on, **provenance()} for r in rows])
     write_table(out / "bench.csv", frame)
-    summary = bench.summary_lines(rows)
+    summary = [f"- machine: {describe(ran_on)}", *bench.summary_lines(rows)]
     write_text(
         out / "summary.md", f"# Bench summary ({request.model}, {request.device})\n\n" + "\n".join(summary) + "\n"
     )
