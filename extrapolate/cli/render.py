@@ -127,6 +127,7 @@ def render_listing(title: str, rows: list[dict], as_json: bool) -> None:
 
         lines = ["\t".join(columns)] + ["\t".join(" ".join(str(row[c]).split()) for c in columns) for row in rows]
         sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
         return
     table = Table(title=title)
     table.add_column(columns[0], no_wrap=True, min_width=max(len(str(row[columns[0]])) for row in rows))
@@ -209,6 +210,7 @@ def render_plan_table(cells, folder) -> None:
         import sys
 
         sys.stdout.write("\n".join([title, "\t".join(columns), *("\t".join(row) for row in rows)]) + "\n")
+        sys.stdout.flush()  # before the timing lines on stderr: the plan comes first
         return
     table = Table(title=title)
     for column in columns:
