@@ -62,3 +62,25 @@ def test_the_report_marks_a_length_whose_interval_straddles_the_threshold():
     said = verdicts(agg, base_encodings(table), Rule())
     line = next(row for row in retrieval_matrix(agg, "accuracy", said, table, 0.8).splitlines() if "| llama3 |" in row)
     assert "| 80% [67–89]† |" in line and "| 98% [90–100] |" in line
+
+
+def test_the_resolution_numbers_docs_results_states_are_computed():
+    """docs/results.md's "what the tables can and cannot resolve": each interval width and cell it quotes."""
+    from extrapolate.core.intervals import wilson
+
+    text = " ".join((findings.ROOT / "docs" / "results.md").read_text().split())
+
+    def half(n: int) -> int:  # the widest interval of n binary prompts (at 50%), in points
+        low, high = wilson(n / 2, n)
+        return round((high - low) * 50)
+
+    assert (
+        f"50 prompts (5 depths × 10, `passkey-word` version 1), whose 95% Wilson interval is up to ±{half(50)}" in text
+    )
+    assert f"20 prompts (±{half(20)}); a RULER cell of SmolLM2 is 5 prompts (±{half(5)})" in text
+    assert f"a length is 100 prompts (±{half(100)})" in text
+    alibi, t5 = findings.greedy("showcase", "alibi", 1024), findings.greedy("showcase", "t5", 1024)
+    assert f"ALiBi's {alibi.mean:.0%} against T5's {t5.mean:.0%} at 4L" in text and alibi.high >= t5.low  # unresolved
+    single = findings.pool([findings.ruler("smollm2-ruler", "niah_single_1", n) for n in (1024, 2048, 4096, 8192)])
+    multi = findings.pool([findings.ruler("smollm2-ruler", "niah_multikey_2", n) for n in (1024, 2048, 4096, 8192)])
+    assert f"`niah_single_1` scores {single} and `niah_multikey_2` {multi}" in text
