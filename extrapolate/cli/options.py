@@ -48,7 +48,8 @@ def shared(kind, default, help: str, *flags: str, length: bool = False) -> tuple
     """One shared option: its annotation (type, help, and its flag where not the parameter's name) and default;
     `length`: a token count, which takes `4k` for 4096 as --eval-lens does."""
     if length:
-        return Annotated[kind, typer.Option(*flags, help=help, parser=parse_length)], default
+        # the metavar named, as typer releases differ in what they call a parsed option (INTEGER, PARSE_LENGTH)
+        return Annotated[kind, typer.Option(*flags, help=help, parser=parse_length, metavar="LENGTH")], default
     return Annotated[kind, typer.Option(*flags, help=help)], default
 
 

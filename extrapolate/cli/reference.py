@@ -102,7 +102,10 @@ def option_line(option) -> str:
 
 
 def type_name(option) -> str:
-    """The value's type: from the annotation where typer keeps it (its own click), else from click's type."""
+    """The value's type: the option's own metavar where it names one (a parsed option's, which typer releases
+    name differently), else from the annotation where typer keeps it (its own click), else from click's type."""
+    if getattr(option, "metavar", None):
+        return option.metavar
     descriptor = getattr(option, "type_descriptor", None)
     if descriptor is not None:
         annotation = descriptor.annotation
