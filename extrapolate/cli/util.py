@@ -94,13 +94,13 @@ def check_inputs(command) -> None:
 
 
 def takes_path(param) -> bool:
-    """Whether a parameter's value becomes a Path (typer ≥ 0.20 keeps the annotation, older ones a click.Path or
-    their TyperPath, a subclass of it)."""
+    """Whether a parameter's value becomes a Path (newer typer releases keep the annotation; older ones a click.Path or
+    their TyperPath, a subclass of it in some releases and of click's ParamType alone in others, 0.26)."""
     descriptor = getattr(param, "type_descriptor", None)
     if descriptor is not None:
         annotation = descriptor.annotation
         return annotation is Path or Path in getattr(annotation, "__args__", ())  # Path or Optional[Path]
-    return any(cls.__name__ == "Path" for cls in type(getattr(param, "type", None)).__mro__)
+    return any(cls.__name__ in ("Path", "TyperPath") for cls in type(getattr(param, "type", None)).__mro__)
 
 
 def non_empty_path(process_value, param):
