@@ -376,3 +376,28 @@ def test_each_write_records_its_own_time():
         clock.now.return_value = datetime(2026, 1, 1, 11, 0, 0)
         second = table.provenance()["created_at"]
     assert (first, second) == ("2026-01-01T10:00:00Z", "2026-01-01T11:00:00Z")
+
+
+def test_a_task_file_changed_in_place_runs_its_cells_again(tmp_path, monkeypatch):
+    """A run id holds a task file by its path; a file changed there (more prompts, another version) keeps the id,
+    so the sweep must see from the rows' protocol (the task's identity) that the cell is not done."""
+    from extrapolate.tasks.files import TASKS_DIR
+
+    corpus = make_corpus(tmp_path / "corpus", documents=8, words=1500)
+    task = tmp_path / "mine.toml"
+    task.write_text((TASKS_DIR / "passkey-word.toml").read_text().replace("trials = 20", "trials = 2"))
+    args = sweep_args(corpus, tmp_path / "out", "rope")
+    args[args.index("--tasks") + 1] = str(task)
+    args[args.index("--train-len") + 1], args[args.index("--eval-len") + 1] = "128", "128"
+    args += ["--passkey-fraction", "0"]  # no training prompts: the model, and so the run id, ignore the file
+    assert cli.invoke(app, args).exit_code == 0
+    before = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert set(before["n"]) == {2}
+    unchanged = cli.invoke(app, args)
+    assert "in the table already: skipped" in " ".join(unchanged.output.split())
+    task.write_text(task.read_text().replace("trials = 2", "trials = 3"))
+    again = cli.invoke(app, args)
+    assert again.exit_code == 0 and "skipped" not in again.output, again.output
+    after = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert set(after["run_id"]) == set(before["run_id"]) and set(after["n"]) == {3}
+    assert set(after["protocol"]) != set(before["protocol"])

@@ -33,6 +33,7 @@ from extrapolate.run import (
 )
 from extrapolate.run.cell import new_folder_guard
 from extrapolate.run.request import ignored_options
+from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import TrainingDiverged
@@ -72,15 +73,22 @@ def plan(requests: list[ResolvedRequest], folder: Path, prepared: Prepared) -> l
     cells = []
     for request in requests:
         resolved = resolve_run(request, prepared)
-        missing = missing_lengths(resolved, table)
+        setup = task_setup(resolved, prepared)
+        protocols = {kind.name: kind.protocol(setup) for kind in asked_kinds(resolved.request.tasks)}
+        missing = missing_lengths(resolved, table, protocols)
         cells.append(Cell(still_to_run(resolved, missing), not missing))
     return cells
 
 
-def missing_lengths(resolved: ResolvedRun, table) -> list[int]:
+def missing_lengths(resolved: ResolvedRun, table, protocols: dict[str, str] | None = None) -> list[int]:
     """The cell's lengths some of whose tasks have no rows in the table yet (a sweep asked again with more
-    lengths has work left in cells it finished before)."""
+    lengths has work left in cells it finished before). With `protocols` ({task: the protocol its rows would
+    record now}), a row of another protocol does not count: a run id holds a task file by its name or path,
+    so a file changed in place (another version, more prompts) keeps the id, and its cell must run again."""
     rows = table[table["run_id"].astype(str) == resolved.run_id]
+    if protocols:
+        current = rows["task"].astype(str).map(protocols)
+        rows = rows[current.isna() | (rows["protocol"].astype(str) == current)]
     have = set(zip(rows["task"].astype(str), rows["eval_len"].astype(int)))
     return [n for n in resolved.lengths if any((task, n) not in have for task in resolved.request.tasks)]
 
