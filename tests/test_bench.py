@@ -172,3 +172,27 @@ def test_the_bench_table_shows_a_slow_matmul_and_a_missing_peak_as_such():
     assert bench_extra(SimpleNamespace(mfu=None, gflops=204.4)) == "204 GFLOP/s"
     assert bench_extra(SimpleNamespace(mfu=0.31, gflops=None)) == "31% MFU"
     assert megabytes(float("nan")) == megabytes(None) == "–" and megabytes(1234.4) == "1,234"
+
+
+def test_the_per_cpu_ratios_docs_performance_states_come_from_the_committed_bench_files():
+    from pathlib import Path
+
+    import pandas as pd
+
+    from extrapolate.bench.measure import BenchRow, summary_lines
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "performance.md").read_text()
+    fields = list(BenchRow.__dataclass_fields__)
+    for folder in sorted((root / "results" / "bench-cpus").iterdir()):
+        if not folder.is_dir():
+            continue
+        frame = pd.read_csv(folder / "bench.csv")
+        rows = [
+            BenchRow(**{k: (None if pd.isna(v) else v) for k, v in r.items() if k in fields})
+            for r in frame.to_dict("records")
+        ]
+        (line,) = [x for x in summary_lines(rows) if x.startswith("- evaluation at 16384")]
+        alibi, t5 = (float(x.split(" takes ")[1].split("×")[0]) for x in line.split(": ", 1)[1].split("; "))
+        (row,) = [x for x in text.splitlines() if f"(`{folder.name}`)" in x]
+        assert row.endswith(f"| {alibi:.2f}× | {t5:.2f}× |"), (row, line)
