@@ -19,7 +19,7 @@ from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings import PositionalEncoding, encoding_for
 from extrapolate.encodings.softcap import capped, soft_cap
 from extrapolate.encodings.window import windowed
-from extrapolate.kernels.attention import causal_attention
+from extrapolate.kernels.attention import causal_attention, recorded_kernel
 from extrapolate.kernels.linear import Linear
 
 # logits of one training chunk (B × positions × vocabulary): 2^24 is 64 MiB in float32, and the default
@@ -232,6 +232,10 @@ class TransformerLM(nn.Module):
         if self.config.layer_types is None:
             return [self.encoding] * len(self.blocks)
         return [self.sliding_encoding if kind == "sliding" else self.encoding for kind in self.config.layer_types]
+
+    def ran_kernels(self, requested: str, device, dtype: torch.dtype, shapes) -> str:
+        """What attention calls of these (queries, keys) `shapes` ran (`kernels.attention.recorded_kernel`)."""
+        return recorded_kernel(self.attention_encodings(), requested, device, dtype, shapes)
 
     def attention_encodings(self) -> list[PositionalEncoding]:
         """The distinct encodings the layers attend with, in the order the layers first use them: what the

@@ -212,8 +212,8 @@ def gemma3_folder(tmp_path_factory):
 def test_a_gemma3_run_records_both_kernels_and_exports_the_scaling_it_ran(tmp_path, gemma3_folder, monkeypatch):
     from typer.testing import CliRunner
 
+    from extrapolate.backends.choice import load_pretrained
     from extrapolate.cli.app import app
-    from extrapolate.data.pretrained import load_pretrained
 
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     corpus = make_corpus(tmp_path / "corpus")

@@ -278,8 +278,8 @@ def test_a_stretched_checkpoint_exports_to_what_transformers_loads_with_the_same
 ):
     from typer.testing import CliRunner
 
+    from extrapolate.backends.choice import load_pretrained
     from extrapolate.cli.app import app
-    from extrapolate.data.pretrained import load_pretrained
 
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     _, run = run_cli(llama3_folder, make_corpus(tmp_path / "corpus"), tmp_path / "run", *extra)

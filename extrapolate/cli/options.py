@@ -69,7 +69,18 @@ def parse_length(value) -> int:
 
 # the help panel of each shared option (`run -h`, `sweep -h`): the options by what they set
 PANELS = {
-    "Model": ("model", "width", "layers", "heads", "embed_std", "position_std", "position_lr_scale", "encoding_option"),
+    "Model": (
+        "model",
+        "backend",
+        "trust_remote_code",
+        "width",
+        "layers",
+        "heads",
+        "embed_std",
+        "position_std",
+        "position_lr_scale",
+        "encoding_option",
+    ),
     "Data": ("corpus", "tokenizer"),
     "Training": ("train_len", "steps", "batch_size", "lr", "train_dtype", "compile", "finetune_len", "finetune_lr"),
     "Evaluation": (
@@ -122,6 +133,17 @@ SHARED = {
         DEFAULT.model,
         "size preset (tiny, small = CPU default, base = GPU), a known pretrained model (see "
         "`extrapolate models`), a checkpoint folder, a .gguf file, or a hub id",
+    ),
+    "backend": shared(
+        str,
+        DEFAULT.backend,
+        "what computes a pretrained checkpoint: auto (the project's model where it implements the family, "
+        "else transformers') | native | transformers",
+    ),
+    "trust_remote_code": shared(
+        bool,
+        DEFAULT.trust_remote_code,
+        "let a checkpoint that needs code from its own folder run that code (transformers' trust_remote_code)",
     ),
     "width": shared(Optional[int], DEFAULT.width, "model width (overrides the preset)"),
     "layers": shared(Optional[int], DEFAULT.layers, "layers (overrides the preset)"),

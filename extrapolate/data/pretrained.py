@@ -66,8 +66,9 @@ class PretrainedModel:
     model: TransformerLM
     tokenizer: object
     name: str
-    original_len: int  # the context the checkpoint was trained with
-    released: ReleasedRope  # the RoPE it is released with
+    original_len: int | None  # the context the checkpoint was trained with (None: its config states none)
+    released: ReleasedRope  # the positional encoding it is released with
+    backend: str = "native"  # what computes it (backends/): native or transformers
 
 
 class HFTokenizer:
@@ -294,6 +295,8 @@ class ReleasedRope:
     released_len: int  # max_position_embeddings
 
     def describe(self) -> str:
+        if self.released_len is None:
+            return f"{self.encoding}, no context stated"
         if self.factor is None:
             return f"{self.encoding}, context {self.released_len}"
         return f"{self.encoding} s={self.factor:g} from L={self.original_len}, released context {self.released_len}"
@@ -529,9 +532,10 @@ def from_hf_model(hf_model) -> TransformerLM:
     return model.eval()
 
 
-def load_transformers(spec: str):
+def load_transformers(spec: str, trust_remote_code: bool = False):
     """transformers' own (model, tokenizer) of `spec`: a known name (see `extrapolate models`), a folder with
-    config.json, a .gguf file, or a hub id."""
+    config.json, a .gguf file, or a hub id. A checkpoint's own code runs only with `trust_remote_code`; its
+    weights are read from safetensors, or from a pickle by torch's weights-only loader (never unpickled)."""
     local = Path(spec).expanduser()
     if spec.endswith(".gguf") and not local.exists():
         raise UserError(f"GGUF file {spec} does not exist")
@@ -551,10 +555,15 @@ def load_transformers(spec: str):
     else:
         folder, gguf = spec, None
     kwargs = {"gguf_file": gguf} if gguf else {}
+    kwargs["trust_remote_code"] = trust_remote_code
     try:
-        hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, **kwargs)
+        hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs)
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
     except Exception as exc:  # transformers raises many types for a model it cannot use; none is a bug of ours
+        if "trust_remote_code" in str(exc) and not trust_remote_code:
+            raise UserError(
+                f"model {spec!r} needs code from its own folder to load; pass --trust-remote-code to run that code"
+            ) from None
         raise UserError(f"could not load model {spec!r}: {first_line(exc)}") from None
     if gguf:  # the scaling transformers' GGUF loader drops, read from the file itself
         from extrapolate.data.gguf_rope import gguf_rope_parameters
@@ -565,14 +574,6 @@ def load_transformers(spec: str):
         if params is not None:
             replace_rope(config, params)
     return hf_model, tokenizer
-
-
-def load_pretrained(spec: str) -> PretrainedModel:
-    """`spec` (see `load_transformers`) in the project's model, with its tokenizer and its RoPE as released."""
-    hf_model, tokenizer = load_transformers(spec)
-    model = from_hf_model(hf_model)
-    released = released_rope(hf_model.config)
-    return PretrainedModel(model, HFTokenizer(tokenizer, spec), spec, released.original_len, released)
 
 
 def check_gguf(path: Path) -> None:

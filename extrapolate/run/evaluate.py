@@ -16,7 +16,6 @@ from extrapolate.core.errors import PositionOutOfRange, is_out_of_memory
 from extrapolate.data.batches import BatchSource
 from extrapolate.data.tokenizers import keep_with_model
 from extrapolate.encodings import encoding_for
-from extrapolate.kernels.attention import recorded_kernel
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import ResolvedRun, task_setup
@@ -49,6 +48,7 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
             # the context it was pretrained at (L, what a factor counts from) and the RoPE it is released with
             "original_context": prepared.checkpoint.original_len,
             "released_rope": prepared.checkpoint.released.describe(),
+            "backend": prepared.checkpoint.backend,
             "params": model.num_parameters(),
         }
         return TrainedModel(model, resolved.model_folder, None, summary, reused=True)
@@ -206,12 +206,8 @@ def evaluate(
                 status, result = "non-finite", None
                 reporter.warn(f"{resolved.spec.name} at {length}: {broken}; the cell is recorded `non-finite`")
             # asked after the measurement, so a kernel that fell back (flex failing to compile) is recorded as such
-            kernel = recorded_kernel(
-                model.attention_encodings(),
-                request.kernel,
-                device,
-                activation_dtype(device, request.dtype),
-                resolved.attention[task, length],
+            kernel = model.ran_kernels(
+                request.kernel, device, activation_dtype(device, request.dtype), resolved.attention[task, length]
             )
             out.append(Measurement(task, length, status, result, kernel))
     return out

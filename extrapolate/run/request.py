@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from extrapolate.backends import BACKENDS
 from extrapolate.core.config import PRESETS, ModelConfig
 from extrapolate.core.defaults import (
     DEFAULT_BATCH_SIZE,
@@ -85,6 +86,9 @@ class RunRequest:
     # the assistant's start): none | auto (where the tokenizer has a template); resolved to template or none
     chat_template: str = "none"
     encoding_options: tuple = ()  # sorted (name, value) pairs of a training-free encoding (encodings/options.py)
+    # what computes a pretrained checkpoint (backends/): auto | native | transformers; resolved to one of the last two
+    backend: str = "auto"
+    trust_remote_code: bool = False  # a checkpoint's own code may run (transformers' trust_remote_code)
     out: Path | None = None
     name: str | None = None
 
@@ -110,19 +114,31 @@ def resolve_request(request: RunRequest) -> RunRequest:
     request = measured_by_file_kind(request)
     if not trained_here:
         refuse_shaping(request)
-        spec = get_spec(request.encoding)
-        if spec.kind != "rotary":
-            raise UserError(f"pretrained models use RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
         # a checkpoint brings its own tokenizer (whatever --tokenizer says): the request records that one
-        checkpoint = load_pretrained_once(request.model)
+        checkpoint = load_pretrained_once(request)
+        check_pretrained_encoding(request, checkpoint)
         train_len = checkpoint.original_len if request.train_len is None else request.train_len
-        request = dataclasses.replace(request, train_len=train_len, tokenizer=checkpoint.tokenizer.identity)
+        if train_len is None:
+            raise UserError(
+                f"{request.model}'s config states no training context: give it as --train-len (L, what lengths "
+                "and factors count from)"
+            )
+        request = dataclasses.replace(
+            request, train_len=train_len, tokenizer=checkpoint.tokenizer.identity, backend=checkpoint.backend
+        )
         tokenizer = checkpoint.tokenizer
         chat = resolved_chat(request.chat_template, tokenizer)
         request = dataclasses.replace(request, bos=resolved_bos(request.bos, tokenizer), chat_template=chat)
     else:
+        require_known("--backend choice", request.backend, BACKENDS)
+        if request.backend == "transformers":
+            raise UserError(
+                f"--backend transformers computes a pretrained checkpoint; {request.model} is a model trained here"
+            )
         chat = resolved_chat(request.chat_template, None)
-        request = dataclasses.replace(request, bos=resolved_bos(request.bos, None), chat_template=chat)
+        request = dataclasses.replace(
+            request, bos=resolved_bos(request.bos, None), chat_template=chat, backend="native"
+        )
         if request.train_len is None:
             request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
     if request.steps is None:  # the budget of the model it trains, RoPE's for a RoPE scaling
@@ -135,6 +151,36 @@ def resolve_request(request: RunRequest) -> RunRequest:
         config = architecture_for(request, spec.base_encoding)
         validate_shape(spec, n_heads=config.n_heads, head_dim=config.head_dim, factor=request.factor or 1.0)
     return request
+
+
+def check_pretrained_encoding(request: RunRequest, checkpoint) -> None:
+    """A RoPE checkpoint takes RoPE and its scalings (on the transformers backend, those transformers
+    implements); a learned-table or ALiBi checkpoint evaluates as released, under its own encoding's name."""
+    spec, released = get_spec(request.encoding), checkpoint.released.encoding
+    rotary_release = get_spec(released).kind == "rotary"
+    if rotary_release and spec.kind != "rotary":
+        raise UserError(f"{request.model} uses RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
+    if not rotary_release and spec.name != released:
+        raise UserError(
+            f"{request.model} encodes positions with {released}, which it is evaluated with as released: "
+            f"--encoding {released} (or none), not {spec.name}"
+        )
+    if checkpoint.backend == "native":
+        return
+    if request.finetune_steps > 0:
+        raise UserError("--finetune-steps trains the native model; the transformers backend evaluates only")
+    if rotary_release and spec.name != released:
+        from extrapolate.data.pretrained import hf_rope_parameters
+
+        config = checkpoint.model.config
+        options = dict(request.encoding_options)
+        try:
+            hf_rope_parameters(spec.name, config.rope_base, 2.0, config.max_len, options, head_dim=config.rotated_dim)
+        except UserError:
+            raise UserError(
+                f"{spec.name} needs the native model (transformers implements linear, dynamic, yarn, longrope "
+                f"and llama3 scalings); {request.model} runs on the transformers backend"
+            ) from None
 
 
 BOS_CHOICES = ("auto", "always", "never")
@@ -189,7 +235,7 @@ def with_encoding(request: RunRequest) -> RunRequest:
     if not is_pretrained(request.model):
         return dataclasses.replace(request, encoding="rope")
     refuse_shaping(request)
-    released = load_pretrained_once(request.model).released
+    released = load_pretrained_once(request).released
     options = {**dict(released.options), **dict(request.encoding_options)}
     return dataclasses.replace(
         request,
@@ -224,7 +270,7 @@ def resolve(request: RunRequest) -> ResolvedRequest:
     tuned = extended_length(request, lengths) if request.extended else None
     # s = L'/L, never below 1: evaluated only inside L, a scaling is plain RoPE (s = 1), not a compression
     factor = 1.0 if spec.trains_own_model else (request.factor or max(1.0, (tuned or max(lengths)) / request.train_len))
-    checkpoint = load_pretrained_once(request.model) if is_pretrained(request.model) else None  # loaded already
+    checkpoint = load_pretrained_once(request) if is_pretrained(request.model) else None  # loaded already
     architecture = None if checkpoint is not None else architecture_for(request, spec.base_encoding)
     return ResolvedRequest(
         request, spec, lengths, tuned, factor, architecture, checkpoint, load_task(request.passkey_task)
@@ -439,17 +485,21 @@ def is_pretrained(model: str) -> bool:
     return model in KNOWN or model.endswith(".gguf") or Path(model).expanduser().exists() or "/" in model
 
 
-_LOADED_CHECKPOINT: dict = {}  # the one PretrainedModel this process holds, by its spec
+_LOADED_CHECKPOINT: dict = {}  # the one PretrainedModel this process holds, by (spec, backend, remote code)
 
 
-def load_pretrained_once(spec: str):
-    """The PretrainedModel of `spec`, loaded once per process (a sweep evaluates several scalings on one)."""
-    from extrapolate.data.pretrained import load_pretrained
+def load_pretrained_once(request: RunRequest):
+    """The PretrainedModel of the request's model in its backend, loaded once per process (a sweep evaluates
+    several scalings on one)."""
+    from extrapolate.backends.choice import load_pretrained
 
-    if spec not in _LOADED_CHECKPOINT:
+    key = (request.model, request.backend, request.trust_remote_code)
+    if key not in _LOADED_CHECKPOINT:
         _LOADED_CHECKPOINT.clear()
-        _LOADED_CHECKPOINT[spec] = load_pretrained(spec)
-    return _LOADED_CHECKPOINT[spec]
+        checkpoint = load_pretrained(*key)
+        # found again under the backend `auto` resolved to, which the resolved request names
+        _LOADED_CHECKPOINT[key] = _LOADED_CHECKPOINT[(request.model, checkpoint.backend, key[2])] = checkpoint
+    return _LOADED_CHECKPOINT[key]
 
 
 def output_folder(request: RunRequest) -> Path:

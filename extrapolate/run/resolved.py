@@ -64,7 +64,11 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
         request = dataclasses.replace(request, tasks=tuple(t for t in request.tasks if t not in prepared.left_out))
     finetune = None
     if prepared.checkpoint is not None:
-        config, model_hash, folder = None, config_hash(pretrained_identity(request.model)), Path(request.model)
+        config, model_hash, folder = (
+            None,
+            config_hash(pretrained_identity(request.model, request.backend)),
+            Path(request.model),
+        )
         if request.finetune_steps > 0:
             finetune = pretrained_finetune(request, prepared, spec.name, factor, tuned, model_hash)
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
