@@ -17,8 +17,21 @@ from extrapolate.model import TransformerLM
 
 CPU = torch.device("cpu")
 # SmolLM2-135M's shape: 30 layers, width 576, 9 query and 3 key/value heads, SwiGLU of 1536, 49152 tokens
-SMOLLM2 = dict(vocab_size=49152, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=1536, norm="rmsnorm",
-               mlp="swiglu", tie_embeddings=True, norm_eps=1e-5, encoding="rope", rope_base=100000.0, max_len=8192)
+SMOLLM2 = dict(
+    vocab_size=49152,
+    d_model=576,
+    n_layers=30,
+    n_heads=9,
+    n_kv_heads=3,
+    d_ff=1536,
+    norm="rmsnorm",
+    mlp="swiglu",
+    tie_embeddings=True,
+    norm_eps=1e-5,
+    encoding="rope",
+    rope_base=100000.0,
+    max_len=8192,
+)
 
 
 def prompt_pass(model: TransformerLM, tokens: torch.Tensor, dtype: str, native: bool) -> tuple[float, torch.Tensor]:
@@ -39,19 +52,24 @@ def main() -> None:
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(**SMOLLM2)).eval()
     tokens = torch.randint(0, SMOLLM2["vocab_size"], (1, args.tokens))
-    contenders = {"float32": ("float32", False), "bf16, float32 kernels": ("bfloat16", False),
-                  "bf16, torch's bf16 kernels": ("bfloat16", True)}
+    contenders = {
+        "float32": ("float32", False),
+        "bf16, float32 kernels": ("bfloat16", False),
+        "bf16, torch's bf16 kernels": ("bfloat16", True),
+    }
     best, logits = {name: float("inf") for name in contenders}, {}
     for round_ in range(args.rounds):
-        for name in (contenders if round_ % 2 == 0 else reversed(contenders)):
+        for name in contenders if round_ % 2 == 0 else reversed(contenders):
             seconds, logits[name] = prompt_pass(model, tokens, *contenders[name])
             best[name] = min(best[name], seconds)
     print(f"native bf16 on this CPU: {cpu_has_fast_bf16()}; prompt pass of {args.tokens} tokens, best of {args.rounds}")
     for name, seconds in best.items():
         print(f"  {name:28s} {seconds:7.2f} s  ({best['float32'] / seconds:.2f}x float32's speed)")
     ours, theirs = logits["bf16, float32 kernels"], logits["bf16, torch's bf16 kernels"]
-    print(f"  last logits, the two bf16 paths: max |diff| {(ours - theirs).abs().max():.4f} at scale "
-          f"{theirs.abs().max():.2f}; same argmax: {bool(ours.argmax() == theirs.argmax())}")
+    print(
+        f"  last logits, the two bf16 paths: max |diff| {(ours - theirs).abs().max():.4f} at scale "
+        f"{theirs.abs().max():.2f}; same argmax: {bool(ours.argmax() == theirs.argmax())}"
+    )
 
 
 if __name__ == "__main__":

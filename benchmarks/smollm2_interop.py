@@ -8,8 +8,11 @@ import argparse
 
 import torch
 
+from extrapolate.data.hf_extra import require_transformers
+from extrapolate.data.known_models import fetch_known
+from extrapolate.data.pretrained import from_hf_model
+from extrapolate.data.rope_config import hf_rope_parameters
 from extrapolate.encodings import build_encoding
-from extrapolate.data.pretrained import fetch_known, from_hf_model, hf_rope_parameters, require_transformers
 
 
 def main() -> None:
@@ -19,15 +22,27 @@ def main() -> None:
     args = parser.parse_args()
     transformers = require_transformers()
     path = fetch_known("smollm2-135m")
-    reference = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, torch_dtype=torch.float32)
+    reference = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, torch_dtype=torch.float32
+    )
     ours = from_hf_model(reference)
     config, original = ours.config, ours.config.max_len
     torch.manual_seed(0)
     tokens = torch.randint(0, config.vocab_size, (1, args.length))
     for encoding in ("rope", "pi", "dynamic-ntk", "yarn", "llama3"):
         factor = 1.0 if encoding == "rope" else args.factor
-        ours.set_encoding(build_encoding(encoding, d_model=config.d_model, n_heads=config.n_heads, head_dim=config.head_dim,
-                                         max_len=original, base=config.rope_base, factor=factor, original_len=original))
+        ours.set_encoding(
+            build_encoding(
+                encoding,
+                d_model=config.d_model,
+                n_heads=config.n_heads,
+                head_dim=config.head_dim,
+                max_len=original,
+                base=config.rope_base,
+                factor=factor,
+                original_len=original,
+            )
+        )
         hf_config = reference.config.__class__.from_dict(reference.config.to_dict())
         hf_config.rope_parameters = hf_rope_parameters(encoding, config.rope_base, factor, original)
         theirs = transformers.LlamaForCausalLM(hf_config).eval()
@@ -37,7 +52,9 @@ def main() -> None:
             hidden = ours.hidden_states(tokens)
             got = ours.lm_head(hidden[0, -512:])
             diff = (got - expected).abs().max().item()
-        print(f"{encoding:12s} length {args.length}: max |Δ logit| over the last 512 positions = {diff:.2e}", flush=True)
+        print(
+            f"{encoding:12s} length {args.length}: max |Δ logit| over the last 512 positions = {diff:.2e}", flush=True
+        )
         del theirs
 
 

@@ -16,12 +16,9 @@ pytest.importorskip("transformers.models.gemma3")
 
 from extrapolate.core.config import canonical_json, config_hash, model_config_from_dict  # noqa: E402
 from extrapolate.core.errors import UserError  # noqa: E402
-from extrapolate.data.pretrained import (  # noqa: E402
-    config_from_hf,
-    from_hf_model,
-    hf_rope_parameters,
-    released_rope,
-)
+from extrapolate.data.families import config_from_hf  # noqa: E402
+from extrapolate.data.pretrained import from_hf_model  # noqa: E402
+from extrapolate.data.rope_config import hf_rope_parameters, released_rope  # noqa: E402
 from extrapolate.encodings import encoding_for  # noqa: E402
 from extrapolate.kernels.attention import causal_attention  # noqa: E402
 from tests.helpers import make_corpus  # noqa: E402

@@ -122,7 +122,7 @@ def test_frequencies_equal_transformers_bit_for_bit():
     transformers = pytest.importorskip("transformers")
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    from extrapolate.data.pretrained import hf_rope_parameters
+    from extrapolate.data.rope_config import hf_rope_parameters
 
     torch.manual_seed(0)
     options = {"short_factor": (1 + torch.rand(8)).tolist(), "long_factor": (1 + 7 * torch.rand(8)).tolist()}

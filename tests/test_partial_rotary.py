@@ -13,13 +13,9 @@ transformers = pytest.importorskip("transformers")
 
 from extrapolate.core.config import ModelConfig  # noqa: E402
 from extrapolate.core.errors import UserError  # noqa: E402
-from extrapolate.data.pretrained import (  # noqa: E402
-    config_from_hf,
-    from_hf_model,
-    hf_rope_parameters,
-    released_rope,
-    replace_rope,
-)
+from extrapolate.data.families import config_from_hf  # noqa: E402
+from extrapolate.data.pretrained import from_hf_model  # noqa: E402
+from extrapolate.data.rope_config import hf_rope_parameters, released_rope, replace_rope  # noqa: E402
 from extrapolate.encodings import Rotary, encoding_for  # noqa: E402
 from extrapolate.encodings.partial import PartialRotary  # noqa: E402
 from tests.test_released_checkpoints import logits  # noqa: E402

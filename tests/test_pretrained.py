@@ -6,7 +6,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from extrapolate.data.pretrained import from_hf_model, hf_rope_parameters  # noqa: E402
+from extrapolate.data.pretrained import from_hf_model  # noqa: E402
+from extrapolate.data.rope_config import hf_rope_parameters  # noqa: E402
 from extrapolate.encodings import build_encoding  # noqa: E402
 from extrapolate.run.export import export_hf  # noqa: E402
 

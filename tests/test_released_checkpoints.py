@@ -13,7 +13,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from extrapolate.core.errors import UserError  # noqa: E402
-from extrapolate.data.pretrained import from_hf_model, hf_rope_parameters, released_rope  # noqa: E402
+from extrapolate.data.pretrained import from_hf_model  # noqa: E402
+from extrapolate.data.rope_config import hf_rope_parameters, released_rope  # noqa: E402
 from extrapolate.encodings import encoding_for  # noqa: E402
 from tests.helpers import make_corpus  # noqa: E402
 

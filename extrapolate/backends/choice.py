@@ -15,7 +15,7 @@ ALIBI = ("bloom", "mpt")
 def chosen_backend(requested: str, hf_config) -> str:
     """native or transformers: `auto` takes the native model where it computes the family, transformers
     otherwise; `native` for a family it does not compute is refused with the reason and the way out."""
-    from extrapolate.data.pretrained import config_from_hf
+    from extrapolate.data.families import config_from_hf
 
     require_known("--backend choice", requested, BACKENDS)
     if requested == "transformers":
@@ -60,7 +60,8 @@ def transformers_model(hf_model):
     """(the adapter, its ReleasedRope) of transformers' model: its RoPE as released where it rotates, else its
     learned table or ALiBi, evaluated as released."""
     from extrapolate.backends.hf import AsReleased, TransformersLM, check_head, model_config
-    from extrapolate.data.pretrained import ReleasedRope, released_rope, rope_parameters
+    from extrapolate.data.families import rope_parameters
+    from extrapolate.data.rope_config import ReleasedRope, released_rope
 
     config = hf_model.config
     kind = released_kind(hf_model)
@@ -88,13 +89,8 @@ def transformers_model(hf_model):
 def load_pretrained(spec: str, backend: str = "auto", trust_remote_code: bool = False):
     """`spec` (a known name, a folder, a .gguf file or a hub id: `data.pretrained.load_transformers`) as a
     PretrainedModel in the backend that computes it, with its tokenizer and its encoding as released."""
-    from extrapolate.data.pretrained import (
-        HFTokenizer,
-        PretrainedModel,
-        from_hf_model,
-        load_transformers,
-        released_rope,
-    )
+    from extrapolate.data.pretrained import HFTokenizer, PretrainedModel, from_hf_model, load_transformers
+    from extrapolate.data.rope_config import released_rope
 
     hf_model, tokenizer = load_transformers(spec, trust_remote_code)
     chosen = chosen_backend(backend, hf_model.config)

@@ -111,7 +111,7 @@ class TransformersLM(nn.Module):
         """The released encoding, or a RoPE scaling as transformers computes it: its `rope_parameters` written
         into the checkpoint's config and every RoPE module built again from it. A scaling transformers does not
         implement is refused by name."""
-        from extrapolate.data.pretrained import hf_rope_parameters, replace_rope
+        from extrapolate.data.rope_config import hf_rope_parameters, replace_rope
 
         if isinstance(encoding, AsReleased):
             if self._released_rope is not None:

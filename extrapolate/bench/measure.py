@@ -212,7 +212,8 @@ def best_time(fn, repeats: int, device: torch.device) -> float:
 
 def hf_llama(config: ModelConfig):
     """A transformers Llama with the same width, depth, heads, vocabulary and tying, SDPA attention."""
-    from extrapolate.data.pretrained import llama_config, require_transformers
+    from extrapolate.data.families import llama_config
+    from extrapolate.data.hf_extra import require_transformers
 
     hf_config = llama_config(config, attn_implementation="sdpa")
     torch.manual_seed(0)

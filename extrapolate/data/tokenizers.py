@@ -209,7 +209,8 @@ def tokenizer_of_model(folder: Path, identity: str):
 
 def hf_tokenizer_of_model(folder: Path, identity: str):
     from extrapolate.core.readers import reading
-    from extrapolate.data.pretrained import HFTokenizer, require_transformers
+    from extrapolate.data.hf_extra import require_transformers
+    from extrapolate.data.pretrained import HFTokenizer
 
     path = folder / MODEL_HF_TOKENIZER
     if not path.is_dir():

@@ -192,7 +192,7 @@ def longrope_resolved_factors(head_dim: int, base: float, factor: float, origina
 @dataclass(frozen=True)
 class TransformersRope:
     """How transformers' Llama computes what a scaling computes here: its `rope_type` and what its
-    `rope_parameters` hold besides `rope_theta` (data/pretrained.py writes them). Options go under the
+    `rope_parameters` hold besides `rope_theta` (data/rope_config.py writes them). Options go under the
     `hf_key` of their declaration (options.py)."""
 
     rope_type: str

@@ -2,7 +2,7 @@
 range in which it means something, its help and its key in transformers' `rope_parameters`. What reads them:
 `--encoding-option NAME=VALUE` of `run` and `sweep` (parsed and checked here, its help in cli/options.py), the
 flags of `encodings show` (their help, and their bounds in the command line's checks), the defaults each
-encoding lists (`option_defaults`) and the `rope_parameters` of a RoPE scaling (data/pretrained.py, from
+encoding lists (`option_defaults`) and the `rope_parameters` of a RoPE scaling (data/rope_config.py, from
 each scaling's `TransformersRope` in frequencies.py).
 
 The options of the training-free encodings (a RoPE scaling's β, LongRoPE's factor lists, Self-Extend's window

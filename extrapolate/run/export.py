@@ -11,7 +11,9 @@ import torch
 from extrapolate.core.atomic import atomic_folder
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import folder_target
-from extrapolate.data.pretrained import llama_config, require_transformers, to_hf_names
+from extrapolate.data.families import llama_config
+from extrapolate.data.hf_extra import require_transformers
+from extrapolate.data.weight_names import to_hf_names
 from extrapolate.model import TransformerLM
 from extrapolate.training.finetune import read_lineage
 
@@ -53,7 +55,9 @@ def export_pretrained(record: dict, out: Path) -> None:
     the checkpoint (any family that loads here), its `rope_parameters` replaced by the run's scaling the way
     transformers reads a replaced scaling, saved with its tokenizer. As released, the checkpoint is saved as it
     is. The folder appears whole or not at all."""
-    from extrapolate.data.pretrained import config_from_hf, load_transformers, released_rope, replace_rope
+    from extrapolate.data.families import config_from_hf
+    from extrapolate.data.pretrained import load_transformers
+    from extrapolate.data.rope_config import released_rope, replace_rope
 
     name = str(record["training"]["pretrained"])
     hf_model, tokenizer = load_transformers(name)
@@ -157,7 +161,7 @@ def export_hf(
 def zero_shot_rope(config, scaling: dict | None) -> dict | None:
     """transformers' `rope_parameters` for a training-free scaling a run evaluated the model with (its record's
     `encoding`: name, base, factor, original length and options); None for the model's own encoding."""
-    from extrapolate.data.pretrained import hf_rope_parameters
+    from extrapolate.data.rope_config import hf_rope_parameters
     from extrapolate.encodings import get_spec
 
     if not scaling or get_spec(scaling["name"]).trains_own_model:
@@ -175,7 +179,7 @@ def zero_shot_rope(config, scaling: dict | None) -> dict | None:
 
 def scaled_rope(config, finetune: dict | None) -> dict | None:
     """transformers' `rope_parameters` for a model fine-tuned with a RoPE scaling; None for plain RoPE."""
-    from extrapolate.data.pretrained import hf_rope_parameters
+    from extrapolate.data.rope_config import hf_rope_parameters
     from extrapolate.encodings import get_spec
 
     if not finetune or get_spec(finetune["encoding"]).trains_own_model:

@@ -170,7 +170,7 @@ def check_pretrained_encoding(request: RunRequest, checkpoint) -> None:
     if request.finetune_steps > 0:
         raise UserError("--finetune-steps trains the native model; the transformers backend evaluates only")
     if rotary_release and spec.name != released:
-        from extrapolate.data.pretrained import hf_rope_parameters
+        from extrapolate.data.rope_config import hf_rope_parameters
 
         config = checkpoint.model.config
         options = dict(request.encoding_options)
@@ -448,7 +448,7 @@ def architecture_for(request: RunRequest, base_encoding: str) -> ModelConfig:
     """The architecture of a model trained here: the preset with the request's overrides, at L."""
     if request.model not in PRESETS:
         from extrapolate.core.registry import unknown_name_message
-        from extrapolate.data.pretrained import KNOWN
+        from extrapolate.data.known_models import KNOWN
 
         raise UserError(unknown_name_message("model", request.model, list(PRESETS) + list(KNOWN)))
     flags = {"d_model": "width", "n_layers": "layers", "n_heads": "heads"}
@@ -478,7 +478,7 @@ def learned_table(request: RunRequest, base_encoding: str) -> dict:
 def is_pretrained(model: str) -> bool:
     """Whether `model` names a pretrained model (a known name, a checkpoint file or folder, a hub id) rather
     than a size preset of a model trained here."""
-    from extrapolate.data.pretrained import KNOWN
+    from extrapolate.data.known_models import KNOWN
 
     if model in PRESETS:
         return False
