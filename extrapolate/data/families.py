@@ -5,24 +5,53 @@ refused by name."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from extrapolate.core.config import ModelConfig
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import stored
 from extrapolate.data.hf_extra import require_transformers
 
+
+@dataclass(frozen=True)
+class Family:
+    """What a released family adds to a Llama block (RMSNorm, SwiGLU, RoPE), as the project's model computes it."""
+
+    description: str
+    gemma_block: bool = False  # GeGLU, RMSNorm as 1 + w, embeddings scaled by √width
+    layer_typed: bool = False  # sliding and full layers mixed, four norms per block
+    partial_rotary: bool = False  # its attention rotates a part of each head where the config says so
+    qkv_bias: bool = False  # biases on the query, key and value projections
+    qk_norm: bool = False  # RMSNorm of every query and key head
+
+
+# The decoder-only families whose checkpoints the project's model computes exactly, by transformers'
+# model_type: one table. Any other family is refused by name, never loaded as another model.
 FAMILIES = {
-    "llama": "Llama 1–3.x",
-    "mistral": "Mistral (without a sliding window)",
-    "qwen2": "Qwen2 / Qwen2.5 (query, key and value biases)",
-    "qwen3": "Qwen3 (RMSNorm of queries and keys, wider heads)",
-    "phi3": "Phi-3 / Phi-3.5 (fused qkv and gate-up projections)",
-    "gemma": "Gemma 1 (GeGLU, RMSNorm as 1 + w, embeddings scaled by √width, tied head)",
-    "gemma2": "Gemma 2 (sliding and full layers, norms after attention and MLP, attention-logit and final-logit "
-    "soft-capping)",
-    "gemma3_text": "Gemma 3 text (sliding layers with their own local RoPE between full layers, query/key norms)",
+    "llama": Family("Llama 1–3.x"),
+    "mistral": Family("Mistral (without a sliding window)"),
+    "qwen2": Family("Qwen2 / Qwen2.5 (query, key and value biases)", qkv_bias=True),
+    "qwen3": Family("Qwen3 (RMSNorm of queries and keys, wider heads)", qk_norm=True),
+    "phi3": Family("Phi-3 / Phi-3.5 (fused qkv and gate-up projections)", partial_rotary=True),
+    "gemma": Family("Gemma 1 (GeGLU, RMSNorm as 1 + w, embeddings scaled by √width, tied head)", gemma_block=True),
+    "gemma2": Family(
+        "Gemma 2 (sliding and full layers, norms after attention and MLP, attention-logit and final-logit "
+        "soft-capping)",
+        gemma_block=True,
+        layer_typed=True,
+    ),
+    "gemma3_text": Family(
+        "Gemma 3 text (sliding layers with their own local RoPE between full layers, query/key norms)",
+        gemma_block=True,
+        layer_typed=True,
+        qk_norm=True,
+    ),
 }
-GEMMA = ("gemma", "gemma2", "gemma3_text")  # Gemma's block: GeGLU, RMSNorm as 1 + w, embeddings scaled by √width
-LAYER_TYPED = ("gemma2", "gemma3_text")  # sliding and full layers mixed, four norms per block
+
+
+def family_of(hf) -> Family | None:
+    """The table's entry for a config's model_type (None: a family the native model does not compute)."""
+    return FAMILIES.get(getattr(hf, "model_type", "llama"))
 
 
 def config_from_hf(hf) -> ModelConfig:
@@ -41,7 +70,7 @@ def config_from_hf(hf) -> ModelConfig:
             raise UserError(f"checkpoints with {flag} are not supported (biases the project's model has no place for)")
     mlp = gated_mlp(hf, family)
     params = rope_parameters(hf)
-    gemma = gemma_fields(hf, family, head_dim) if family in GEMMA else {}
+    gemma = gemma_fields(hf, family, head_dim) if FAMILIES[family].gemma_block else {}
     return ModelConfig(
         vocab_size=hf.vocab_size,
         d_model=hf.hidden_size,
@@ -56,16 +85,13 @@ def config_from_hf(hf) -> ModelConfig:
         encoding="rope",
         rope_base=float(params.get("rope_theta", getattr(hf, "rope_theta", 10000.0))),
         max_len=int(original_context(hf)),
-        qkv_bias=stored("qkv_bias", family == "qwen2"),
+        qkv_bias=stored("qkv_bias", FAMILIES[family].qkv_bias),
         head_size=stored("head_size", head_dim if head_dim * heads != hf.hidden_size else None),
-        qk_norm=stored("qk_norm", family in ("qwen3", "gemma3_text")),
+        qk_norm=stored("qk_norm", FAMILIES[family].qk_norm),
         sliding_window=window,
         rotary_dim=partial_rotation(hf, family, head_dim, params),
         **gemma,
     )
-
-
-PARTIAL_ROTARY = ("phi3",)  # the families whose attention rotates a part of each head (transformers' Phi-3)
 
 
 def partial_rotation(hf, family: str, head_dim: int, params: dict) -> int | None:
@@ -77,10 +103,11 @@ def partial_rotation(hf, family: str, head_dim: int, params: dict) -> int | None
     rotated = int(head_dim * fraction)
     if rotated == head_dim:
         return None
-    if family not in PARTIAL_ROTARY:
+    if not FAMILIES[family].partial_rotary:
+        rotating = [name for name, entry in FAMILIES.items() if entry.partial_rotary]
         raise UserError(
             f"the checkpoint sets partial_rotary_factor {fraction:g}, which transformers' {family} attention does "
-            f"not apply (only {', '.join(PARTIAL_ROTARY)} rotates a part of each head)"
+            f"not apply (only {', '.join(rotating)} rotates a part of each head)"
         )
     if rotated < 2 or rotated % 2:
         raise UserError(
@@ -93,7 +120,7 @@ def partial_rotation(hf, family: str, head_dim: int, params: dict) -> int | None
 def gated_mlp(hf, family: str) -> str:
     """The project's gated MLP computing the checkpoint's: SwiGLU (silu) for the Llama-block families, GeGLU
     (tanh-approximated GELU, read where each Gemma's MLP reads it) for Gemma's; any other activation refused."""
-    if family not in GEMMA:
+    if not FAMILIES[family].gemma_block:
         activation = getattr(hf, "hidden_act", "silu")
         if activation != "silu":
             raise UserError(f"the checkpoint's MLP activation is {activation!r}; the project's SwiGLU computes silu")
@@ -113,7 +140,7 @@ def gemma_fields(hf, family: str, head_dim: int) -> dict:
     soft-capping (a tanh of every score, which the capped attention kernels compute). Bidirectional attention
     is refused: the project's attention is causal."""
     fields = {"embed_multiplier": float(hf.hidden_size) ** 0.5, "norm_unit_offset": True}
-    if family not in LAYER_TYPED:
+    if not FAMILIES[family].layer_typed:
         return fields
     if getattr(hf, "use_bidirectional_attention", None):
         raise UserError("the checkpoint attends bidirectionally, which the project's causal attention does not compute")
@@ -147,7 +174,8 @@ def rope_parameters(hf) -> dict:
     per_layer = sorted(key for key, value in params.items() if isinstance(value, dict))
     if not per_layer:
         return params
-    if getattr(hf, "model_type", None) not in LAYER_TYPED or set(params) != set(LAYER_TYPES):
+    family = family_of(hf)
+    if family is None or not family.layer_typed or set(params) != set(LAYER_TYPES):
         raise UserError(f"the checkpoint sets its RoPE per layer type ({', '.join(per_layer)}), not computed here")
     return dict(params["full_attention"])
 
@@ -195,7 +223,8 @@ def sliding_window(hf) -> int | None:
     kinds = set(layer_types)
     if kinds == {"full_attention"}:
         return None
-    if kinds == {"sliding_attention"} or getattr(hf, "model_type", None) in LAYER_TYPED:
+    family = family_of(hf)
+    if kinds == {"sliding_attention"} or (family is not None and family.layer_typed):
         return int(window)  # Gemma's sliding layers: the config's `layer_types` says which they are
     raise UserError(
         f"the checkpoint mixes layers with a sliding window of {window} tokens and full layers, which the "
