@@ -23,8 +23,13 @@ from extrapolate.kernels.attention import (
     rows_attention,
 )
 
-OPTIONS = {"self-extend": {"window": 40, "group": 3}, "rerope": {"window": 33}}
-FLEXED = ["alibi", "t5", "kerple-log", "kerple-power", "fire", "self-extend", "rerope"]
+OPTIONS = {
+    "self-extend": {"window": 40, "group": 3},
+    "rerope": {"window": 33},
+    "streaming-llm": {"window": 33, "sink_tokens": 4},
+    "lm-infinite": {"window": 40, "sink_tokens": 10, "distance_cap": 30},
+}
+FLEXED = ["alibi", "t5", "kerple-log", "kerple-power", "fire", "self-extend", "rerope", "streaming-llm", "lm-infinite"]
 
 
 def make(name, heads=4):

@@ -1,10 +1,12 @@
-"""Self-Extend and ReRoPE: every kernel equals a slow reference built from the papers' definitions of the
-relative position (the full n × n score matrix, float64); windows that cover the sequence give plain RoPE;
-decoding from a KV cache equals one pass; bad parameters end in one line.
+"""Self-Extend, ReRoPE, StreamingLLM and LM-Infinite: every kernel equals a slow reference built from the
+papers' definitions of the relative position (the full n × n score matrix, float64); windows that cover the
+sequence give plain RoPE; decoding from a KV cache equals one pass; bad parameters end in one line.
 
 Definitions (sources): Self-Extend, Jin et al. 2024 (arXiv 2401.01325) and its reference code
 (datamllab/LongLM): d = i - j if d < w, else ⌊i/G⌋ - ⌊j/G⌋ + w - ⌊w/G⌋. ReRoPE, Su 2023 (kexue.fm/archives/9708,
-bojone/rerope): min(d, w); leaky: w + (d - w)/k past w."""
+bojone/rerope): min(d, w); leaky: w + (d - w)/k past w. StreamingLLM and LM-Infinite (tests/test_sinks.py ports
+their reference code): d below the window; past it only the first s keys, at min(i, s + w - 1) - j and at the
+cap c."""
 
 import math
 
@@ -21,12 +23,28 @@ from extrapolate.model import TransformerLM
 BASE = 10000.0
 
 
-def relative_position(name: str, i: int, j: int, window: int, group: int = 1, leak: float | None = None) -> float:
+def relative_position(
+    name: str,
+    i: int,
+    j: int,
+    window: int,
+    group: int = 1,
+    leak: float | None = None,
+    sink_tokens: int = 0,
+    distance_cap: int | None = None,
+) -> float:
+    """The relative position query i sees key j at; NaN where the encoding hides the key."""
     d = i - j
     if d < window:
         return float(d)
     if name == "self-extend":
         return float(i // group - j // group + window - window // group)
+    if name in ("streaming-llm", "lm-infinite") and j >= sink_tokens:
+        return float("nan")  # the Λ-shaped mask: past the window only the first tokens are seen
+    if name == "streaming-llm":  # a full cache: the sinks at their own slots, the query at s + w - 1
+        return float(min(i, sink_tokens + window - 1) - j)
+    if name == "lm-infinite":
+        return float(window if distance_cap is None else distance_cap)
     return float(window) if leak is None else window + (d - window) / leak
 
 
@@ -41,12 +59,12 @@ def slow_attention(q, k, v, name, **params):
     rel = torch.tensor(
         [[relative_position(name, i, j, **params) for j in range(keys)] for i in q_pos], dtype=torch.float64
     )  # (Tq, Tk)
-    angle = rel[..., None] * theta  # (Tq, Tk, d/2)
+    angle = rel.nan_to_num()[..., None] * theta  # (Tq, Tk, d/2)
     cos, sin = angle.cos(), angle.sin()
     q1, q2 = q[..., None, : dim // 2], q[..., None, dim // 2 :]  # (B, H, Tq, 1, d/2)
     rotated = torch.cat((q1 * cos - q2 * sin, q2 * cos + q1 * sin), -1)  # (B, H, Tq, Tk, d): q_i at rel(i, j)
     scores = (rotated * k[:, :, None]).sum(-1) / math.sqrt(dim)  # (B, H, Tq, Tk)
-    future = torch.tensor([[j > i for j in range(keys)] for i in q_pos])
+    future = torch.tensor([[j > i for j in range(keys)] for i in q_pos]) | rel.isnan()
     return scores.masked_fill(future, float("-inf")).softmax(-1) @ v
 
 
@@ -60,6 +78,10 @@ CASES = [
     ("self-extend", {"window": 1, "group": 4}),
     ("rerope", {"window": 6}),
     ("rerope", {"window": 6, "leak": 4.0}),
+    ("streaming-llm", {"window": 6, "sink_tokens": 4}),
+    ("streaming-llm", {"window": 9, "sink_tokens": 1}),
+    ("lm-infinite", {"window": 8, "sink_tokens": 3}),
+    ("lm-infinite", {"window": 8, "sink_tokens": 20, "distance_cap": 5}),  # sinks reaching into the window
 ]
 
 
@@ -112,6 +134,8 @@ def encoding_for_model(model, name, **options):
         ("self-extend", {"window": 3, "group": 1}),
         ("rerope", {"window": 40}),
         ("rerope", {"window": 2, "leak": 1.0}),
+        ("streaming-llm", {"window": 40, "sink_tokens": 4}),
+        ("lm-infinite", {"window": 40, "sink_tokens": 10}),
     ],
 )
 def test_plain_rope_when_the_window_covers_the_sequence(name, options):
@@ -126,7 +150,13 @@ def test_plain_rope_when_the_window_covers_the_sequence(name, options):
 
 @pytest.mark.parametrize(
     "name,options",
-    [("self-extend", {"window": 6, "group": 3}), ("rerope", {"window": 5}), ("rerope", {"window": 5, "leak": 8.0})],
+    [
+        ("self-extend", {"window": 6, "group": 3}),
+        ("rerope", {"window": 5}),
+        ("rerope", {"window": 5, "leak": 8.0}),
+        ("streaming-llm", {"window": 5, "sink_tokens": 2}),
+        ("lm-infinite", {"window": 6, "sink_tokens": 3}),
+    ],
 )
 def test_cached_decoding_equals_one_pass(name, options):
     """The cache holds unrotated keys; each continuation rotates them per part again."""

@@ -43,13 +43,17 @@ class SaturatingBias:
 class TwoPartRotary:
     """Rotary attention in two parts by distance d = i - j: keys with d < `window` see q and k rotated at
     their own positions (plain RoPE); keys further back see q rotated at `far_query(i)` and k at `far_key(j)`,
-    so their relative position is far_query(i) - far_key(j). The kernels attend to each part and merge the
-    two by their log-sum-exp, so no score matrix is ever held whole."""
+    so their relative position is far_query(i) - far_key(j) (or only the first `far_keys` keys are seen that
+    far back). The kernels attend to each part and merge the two by their log-sum-exp, so no score matrix is
+    ever held whole."""
 
     window: int
     rotate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x (B, H, T, Dh), positions (T,) float) -> x rotated
     far_query: Callable[[torch.Tensor], torch.Tensor]  # absolute query positions (T,) int64 -> (T,) float32
     far_key: Callable[[torch.Tensor], torch.Tensor]  # absolute key positions (T,) int64 -> (T,) float32
+    # the far part sees only the first `far_keys` keys, the rest of it masked (StreamingLLM's attention sinks,
+    # LM-Infinite's global tokens: a Λ-shaped mask); None: every key from the window on
+    far_keys: int | None = None
 
 
 class PositionalEncoding(nn.Module):

@@ -21,6 +21,7 @@ from extrapolate.encodings.randomized import ROPE_RANDOMIZED, SINUSOIDAL_RANDOMI
 from extrapolate.encodings.rerope import REROPE
 from extrapolate.encodings.rotary import rotary_specs
 from extrapolate.encodings.self_extend import SELF_EXTEND
+from extrapolate.encodings.sinks import LM_INFINITE, STREAMING_LLM
 from extrapolate.encodings.spec import EncodingSpec, Shape
 from extrapolate.encodings.xpos import XPOS
 
@@ -46,6 +47,8 @@ for _spec in (
     *[s for s in rotary_specs() if s.name in _LATER_SCALINGS],
     SELF_EXTEND,
     REROPE,
+    STREAMING_LLM,
+    LM_INFINITE,
 ):
     register(dataclasses.replace(_spec, group="newer"))
 

@@ -6,10 +6,10 @@ encoding lists (`option_defaults`) and the `rope_parameters` of a RoPE scaling (
 each scaling's `TransformersRope` in frequencies.py).
 
 The options of the training-free encodings (a RoPE scaling's β, LongRoPE's factor lists, Self-Extend's window
-and group, ReRoPE's window and leak) are applied when the model is evaluated: `--encoding-option` takes them,
-and they are part of a cell's identity (its run id) and recorded in run.json. The options of encodings that
-train their own model (p-RoPE's fraction, xPos's γ, …) would change the trained model, whose identity is its
-config; `encodings show` takes them, `run` and `sweep` not yet.
+and group, ReRoPE's window and leak, the sinks of StreamingLLM and LM-Infinite) are applied when the model is
+evaluated: `--encoding-option` takes them, and they are part of a cell's identity (its run id) and recorded in
+run.json. The options of encodings that train their own model (p-RoPE's fraction, xPos's γ, …) would change
+the trained model, whose identity is its config; `encodings show` takes them, `run` and `sweep` not yet.
 """
 
 from __future__ import annotations
@@ -105,7 +105,21 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec(
             "window",
             int,
-            "Self-Extend neighbour window / ReRoPE window w (default L/4, L/8)",
+            "Self-Extend neighbour window / ReRoPE window w / StreamingLLM's and LM-Infinite's recent keys "
+            "(default L/4, L/8, L - sink_tokens, L)",
+            bound=at_least(1),
+        ),
+        OptionSpec(
+            "sink_tokens",
+            int,
+            "StreamingLLM's attention sinks / LM-Infinite's global tokens: the first tokens every query sees "
+            "(default 4, 10)",
+            bound=at_least(1),
+        ),
+        OptionSpec(
+            "distance_cap",
+            int,
+            "LM-Infinite: the relative distance its global tokens are seen at, at most the window (default the window)",
             bound=at_least(1),
         ),
         OptionSpec(

@@ -291,7 +291,8 @@ def flex_attention_of(q, k, v, encoding, compiled: bool = True):
     modification, or its two parts side by side (q and k unrotated)."""
     form = encoding.two_part_form()
     if form is not None:
-        return flex.flex_two_part_attention(*two_part.side_by_side(q, k, v, form), form.window, compiled=compiled)
+        both = two_part.side_by_side(q, k, v, form)
+        return flex.flex_two_part_attention(*both, form.window, compiled=compiled, far_keys=form.far_keys)
     keys = k.shape[2]
     bias = encoding.score_bias(keys, device=q.device)  # None: capped scores without a bias
     # partial blocks score masked pairs too (and padding rows past the end): keep their lookups in the table
@@ -342,7 +343,9 @@ def rows_attention(q, k, v, encoding):
         q_both, k_both, v_both = two_part.side_by_side(q, k, v, form)
         rows = torch.arange(queries, device=q.device)[:, None]  # (Tq, 1)
         columns = torch.arange(2 * keys, device=q.device)[None, :]  # (1, 2·Tk)
-        visible = flex.mask_function(flex.two_part_ranges(keys, form.window), offset)(None, None, rows, columns)
+        visible = flex.mask_function(flex.two_part_ranges(keys, form.window, form.far_keys), offset)(
+            None, None, rows, columns
+        )
         return sdpa(q_both, k_both, v_both, attn_mask=visible, scale=q.shape[-1] ** -0.5, enable_gqa=gqa)
     table = encoding.bias_table(keys, device=q.device) if encoding.toeplitz else None
     bias = bias_rows(encoding, table, offset, keys, compute_dtype(q, keys), q.device)  # (H, Tq, Tk)

@@ -51,9 +51,11 @@ def causal_ranges(keys: int) -> tuple[KeyRange, ...]:
     return (KeyRange(0, keys),)
 
 
-def two_part_ranges(keys: int, window: int) -> tuple[KeyRange, ...]:
-    """The near copy of the keys at distances below the window, the far copy from the window on."""
-    return KeyRange(0, keys, 0, window - 1), KeyRange(keys, keys, window, None)
+def two_part_ranges(keys: int, window: int, far_keys: int | None = None) -> tuple[KeyRange, ...]:
+    """The near copy of the keys at distances below the window, the far copy from the window on (only its
+    first `far_keys` keys where the far part is limited to them)."""
+    far = keys if far_keys is None else min(keys, far_keys)
+    return KeyRange(0, keys, 0, window - 1), KeyRange(keys, far, window, None)
 
 
 def mask_function(ranges: tuple[KeyRange, ...], offset: int):
@@ -148,11 +150,12 @@ def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None 
     return attend(q, k, v, score_mod=add_bias, block_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
 
 
-def flex_two_part_attention(q_both, k_both, v_both, window: int, compiled: bool = True):
+def flex_two_part_attention(q_both, k_both, v_both, window: int, compiled: bool = True, far_keys: int | None = None):
     """q_both: (B, H, Tq, 2·Dh); k_both: (B, Hkv, 2·Tk, 2·Dh); v_both: (B, Hkv, 2·Tk, Dh), as
     `kernels.two_part.side_by_side` lays them out -> (B, H, Tq, Dh)."""
     queries, keys, dim = q_both.shape[2], k_both.shape[2] // 2, v_both.shape[-1]
-    mask = block_mask(queries, 2 * keys, keys - queries, two_part_ranges(keys, window), str(q_both.device))
+    ranges = two_part_ranges(keys, window, far_keys)
+    mask = block_mask(queries, 2 * keys, keys - queries, ranges, str(q_both.device))
     attend = _compiled() if compiled else flex_attention
     return attend(
         q_both, k_both, v_both, block_mask=mask, scale=dim**-0.5, enable_gqa=q_both.shape[1] != k_both.shape[1]

@@ -1,4 +1,4 @@
-"""Two-part rotary attention (Self-Extend, ReRoPE) in memory linear in the length.
+"""Two-part rotary attention (Self-Extend, ReRoPE, StreamingLLM, LM-Infinite) in memory linear in the length.
 
 Keys fewer than `window` tokens back are attended with q and k rotated at their own positions, keys further
 back with q and k rotated at the encoding's far positions. Each part is a softmax over its own keys; the two
@@ -7,7 +7,8 @@ are merged through their log-sum-exp, so the result is the one softmax over all 
 The fused kernel cuts every block of query rows [a0, a1) into three flash calls, none of them n × n:
 - near: keys [a0 - w + 1, a1), an additive (rows × (rows + w - 1)) mask keeping i - w < j ≤ i;
 - far, full: keys [0, a0 - w], which every row of the block sees whole: mask-free;
-- far, staircase: the keys between, which row i sees up to i - w: a causal square shifted by one row.
+- far, staircase: the keys between, which row i sees up to i - w: a causal square shifted by one row;
+- or, where the far part sees only its first few keys (attention sinks), one banded call over those keys.
 On CUDA both parts run as one flex_attention call over the keys twice, laid out by `side_by_side` (a few
 queries, as in decoding: one SDPA call with those rows' mask). The blocked kernel (other devices, CPU
 gradients) builds both score blocks explicitly, rows × keys at a time.
@@ -69,13 +70,15 @@ def fused_attention(q, k, v, form: TwoPartRotary, rows: int = ROWS) -> torch.Ten
         n0 = max(0, a0 - w + 1)  # first near key of the block's first row
         mask = near_mask(a0, a1, n0, w, q.dtype, q.device)
         parts = [fused.attend_band(q_near[:, :, q0:q1], k_near[:, :, n0:a1], v[:, :, n0:a1], mask, scale)]
-        if a0 - w >= 0:  # keys [0, a0 - w]: far for every row of the block
+        if form.far_keys is not None:  # a far part of a few keys (sinks): one banded call, no staircase
+            parts += sink_part(q_far[:, :, q0:q1], k_far, v, a0, w, form.far_keys, scale)
+        elif a0 - w >= 0:  # keys [0, a0 - w]: far for every row of the block
             far_keys = slice(0, a0 - w + 1)
             parts.append(fused.attend(q_far[:, :, q0:q1], k_far[:, :, far_keys], v[:, :, far_keys], False, scale))
         # keys [t0, a1 - w): row r of the block sees the first r - shift + 1 of them, rows before `shift` none
         t0 = max(0, a0 - w + 1)
         shift = t0 - (a0 - w)
-        if shift < block:
+        if shift < block and form.far_keys is None:
             stair_keys = slice(t0, t0 + block - shift)
             stair_out, stair_lse = fused.attend(
                 q_far[:, :, q0 + shift : q1], k_far[:, :, stair_keys], v[:, :, stair_keys], True, scale
@@ -86,6 +89,27 @@ def fused_attention(q, k, v, form: TwoPartRotary, rows: int = ROWS) -> torch.Ten
             parts.append((padded_out, padded_lse))
         out[:, :, q0:q1] = fused.merge(parts)
     return out
+
+
+def sink_part(q_far, k_far, v, a0: int, window: int, far_keys: int, scale: float) -> list:
+    """The far part of a block of query rows [a0, a0 + rows) limited to the first `far_keys` keys: [] where no
+    row sees one, else one (out, lse) over keys [0, min(far_keys, last row - window + 1)), rows before the
+    first that sees key 0 (row `window`) weighing nothing. Memory: rows × far_keys."""
+    batch, heads, rows, dim = q_far.shape
+    first = max(0, window - a0)  # rows before it are closer than the window to key 0
+    keys = min(far_keys, a0 + rows - window)
+    if first >= rows or keys <= 0:
+        return []
+    distance = torch.arange(a0 + first, a0 + rows, device=q_far.device)[:, None] - torch.arange(
+        keys, device=q_far.device
+    )
+    mask = torch.zeros(distance.shape, dtype=q_far.dtype, device=q_far.device)
+    mask = mask.masked_fill(distance < window, float("-inf"))[None]  # (1, rows - first, keys); key 0 always seen
+    out, lse = fused.attend_band(q_far[:, :, first:], k_far[:, :, :keys], v[:, :, :keys], mask, scale)
+    padded_out = out.new_zeros(batch, heads, rows, dim)
+    padded_lse = lse.new_full((batch, heads, rows), float("-inf"))
+    padded_out[:, :, first:], padded_lse[:, :, first:] = out, lse
+    return [(padded_out, padded_lse)]
 
 
 def blocked_attention(q, k, v, form: TwoPartRotary, block_elements: int | None) -> torch.Tensor:
@@ -106,6 +130,8 @@ def blocked_attention(q, k, v, form: TwoPartRotary, block_elements: int | None) 
         distance = k_pos[offset + q0 : end, None] - k_pos[None, :end]  # (rows, end)
         near = q_near[:, :, q0:q1].float() @ k_near[:, :, :end].float().transpose(-1, -2)  # (B, H, rows, end)
         far = q_far[:, :, q0:q1].float() @ k_far[:, :, :end].float().transpose(-1, -2)  # (B, H, rows, end)
+        if form.far_keys is not None:  # the far part sees the first far_keys keys only
+            far = far.masked_fill(k_pos[None, :end] >= form.far_keys, float("-inf"))
         scores = torch.where(distance < form.window, near, far) * scale
         weights = scores.masked_fill(distance < 0, float("-inf")).softmax(-1)
         pieces.append((weights @ v[:, :, :end].float()).to(q.dtype))

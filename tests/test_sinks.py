@@ -1,0 +1,241 @@
+"""StreamingLLM and LM-Infinite equal their authors' computations: each reference is ported here from its own
+code and run inside a tiny RoPE model's layers in place of the project's kernels; the logits agree to 1e-4.
+
+- StreamingLLM: mit-han-lab/streaming-llm at 2e5042606d69933d88fbf909bd77907456b9b4dd, `StartRecentKVCache`
+  (streaming_llm/kv_cache.py) and the position shift of streaming_llm/pos_shift/modify_llama.py, token by
+  token as examples/eval_long_ppl.py feeds it: the cache stores keys unrotated, rotates them at their place
+  in the cache, and the query sits at the cache's length; after each token the cache keeps its first
+  `start_size` and last `recent_size` entries.
+- LM-Infinite: Glaciohound/LM-Infinite at a0ce64c6b7ae54f6059668c899603a6eb0c94c18, `Lambda_Attention_Matrix`
+  (models/lambda_attention.py) with the stationary query and key of `limited_distance_forward`
+  (models/llama.py): q rotated at min(limit_distance, n - 1) against the unrotated k for the global branch.
+"""
+
+import math
+
+import pytest
+import torch
+
+import extrapolate.model as model_module
+from extrapolate.core.config import ModelConfig
+from extrapolate.core.errors import UserError
+from extrapolate.encodings import build_encoding
+from extrapolate.model import TransformerLM
+
+BASE = 10000.0
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def cos_sin(length: int, dim: int):
+    """transformers' Llama tables (length, dim): each angle twice, half-pair layout."""
+    inv_freq = 1.0 / (BASE ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * inv_freq
+    emb = torch.cat((angles, angles), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rotate(x, cos, sin, positions):
+    return x * cos[positions] + rotate_half(x) * sin[positions]
+
+
+# ---- StreamingLLM, ported
+
+
+def streaming_llm_reference(q, k, v, start_size: int, recent_size: int):
+    """q, k, v (B, H, T, D) unrotated, one head set -> (B, H, T, D): each token attends through the cache as
+    modify_llama.py's position-shifted attention, the cache trimmed by StartRecentKVCache after it."""
+    q, k, v = q.double(), k.double(), v.double()
+    length, dim = q.shape[2], q.shape[-1]
+    cos, sin = cos_sin(length + 1, dim)
+    past_k = past_v = None
+    out = []
+    for i in range(length):
+        past = 0 if past_k is None else past_k.shape[2]
+        query = rotate(q[:, :, i : i + 1], cos, sin, torch.tensor([past]))  # position_ids = past length
+        keys = k[:, :, i : i + 1] if past_k is None else torch.cat([past_k, k[:, :, i : i + 1]], dim=2)
+        values = v[:, :, i : i + 1] if past_v is None else torch.cat([past_v, v[:, :, i : i + 1]], dim=2)
+        past_k, past_v = keys, values  # stored unrotated
+        rotated = rotate(keys, cos, sin, torch.arange(keys.shape[2]))  # "key pos is the pos in cache"
+        weights = (query @ rotated.transpose(2, 3) / math.sqrt(dim)).softmax(-1)
+        out.append(weights @ values)
+        seq_len = past_k.shape[2]  # StartRecentKVCache.__call__
+        if seq_len > start_size + recent_size:
+            past_k = torch.cat([past_k[:, :, :start_size], past_k[:, :, seq_len - recent_size :]], dim=2)
+            past_v = torch.cat([past_v[:, :, :start_size], past_v[:, :, seq_len - recent_size :]], dim=2)
+    return torch.cat(out, dim=2)
+
+
+# ---- LM-Infinite, ported (its short_seq, long_seq and single_query modes)
+
+
+def pad_sequence_to_length(tensor, length, value):
+    pad = torch.zeros(*tensor.shape[:-2], length - tensor.shape[-2], tensor.shape[-1], dtype=tensor.dtype)
+    return torch.cat((tensor, pad), dim=-2)
+
+
+def blockwise_sequence(sequence, block_size):
+    pad_to_length = ((sequence.shape[-2] - 1) // block_size + 1) * block_size
+    padded = pad_sequence_to_length(sequence, pad_to_length, 0)
+    return padded.view(*sequence.shape[:-2], pad_to_length // block_size, block_size, -1)
+
+
+def shift_and_pair(blockwise):
+    return torch.cat(
+        (torch.cat((blockwise[..., -1, None, :, :], blockwise[..., :-1, :, :]), -3), blockwise),
+        -2,
+    )
+
+
+def lambda_attention(key_rot, key_stationary, query_rot, query_stationary, value, local_branch, global_branch, dim):
+    """Lambda_Attention_Matrix(...) / √dim, .softmax(), .matmul(value), as the reference computes them."""
+    query_length, key_length = query_rot.shape[-2], key_rot.shape[-2]
+    min_value = torch.finfo(key_rot.dtype).min
+    mode = "single_query" if query_length == 1 else "short_seq" if query_length <= local_branch else "long_seq"
+    attn_stationary = torch.matmul(query_stationary, key_stationary[..., :global_branch, :].transpose(-1, -2))
+    attn_stationary = torch.where(
+        torch.ones(attn_stationary.shape[-2:], dtype=torch.bool).triu(-local_branch + 1 + key_length - query_length),
+        min_value,
+        attn_stationary,
+    )
+    if mode == "short_seq":
+        attn_rot = torch.matmul(query_rot, key_rot.transpose(-1, -2))
+        attn_rot = torch.where(torch.ones(attn_rot.shape[-2:], dtype=torch.bool).triu(1), min_value, attn_rot)
+        attn = attn_rot
+        attn[..., :, :global_branch] = torch.where(
+            attn_stationary > min_value / 2, attn_stationary, attn_rot[..., :, :global_branch]
+        )
+    elif mode == "single_query":
+        attn_rot = torch.matmul(query_rot, key_rot[..., max(0, key_length - local_branch) :, :].transpose(-1, -2))
+        attn = torch.cat((attn_stationary, attn_rot), -1)
+    else:
+        pad_to_length = ((query_length - 1) // local_branch + 1) * local_branch
+        patch_size = pad_to_length - query_length
+        segmented_query_rot = blockwise_sequence(query_rot, local_branch)
+        segmented_key_rot = shift_and_pair(blockwise_sequence(key_rot, local_branch))
+        attn_rot = torch.matmul(segmented_query_rot, segmented_key_rot.transpose(-1, -2))
+        band = torch.ones((local_branch, 2 * local_branch), dtype=torch.bool).triu(1).tril(local_branch)
+        attn_rot = torch.where(band.logical_not(), min_value, attn_rot)
+        attn_rot[..., 0, :, :local_branch] = min_value
+        if patch_size != 0:
+            attn_rot[..., -1, -patch_size:, :] = min_value
+            attn_rot[..., -1, :, -patch_size:] = min_value
+        attn_rot = attn_rot.view(query_rot.shape[:-2] + (-1, local_branch * 2))
+        attn_stationary = pad_sequence_to_length(attn_stationary, pad_to_length, min_value)
+        attn = torch.cat((attn_stationary, attn_rot), -1)
+    attn = (attn / math.sqrt(dim)).clamp(min=min_value).softmax(-1)
+    if mode == "short_seq":
+        return torch.matmul(attn, value)
+    if mode == "single_query":
+        kept = torch.cat((value[..., :global_branch, :], value[..., max(0, key_length - local_branch) :, :]), -2)
+        return torch.matmul(attn, kept)
+    segmented_value = shift_and_pair(blockwise_sequence(value, local_branch))
+    output_stationary = torch.matmul(attn[..., :query_length, :global_branch], value[..., :global_branch, :])
+    output_rot = torch.matmul(
+        attn[..., global_branch:].view(attn.shape[:-2] + (-1, local_branch, local_branch * 2)), segmented_value
+    ).view(attn.shape[:-2] + (pad_to_length, -1))
+    return output_stationary + output_rot[..., :query_length, :]
+
+
+def lm_infinite_reference(q, k, v, local_branch: int, global_branch: int, limit_distance: int):
+    """q (B, H, Tq, D), k and v (B, H, Tk, D) unrotated, the queries the last Tq positions: the reference's
+    lambda-mask attention with its stationary branch (`limited_distance_forward`)."""
+    q, k, v = q.double(), k.double(), v.double()
+    kv_seq_len, dim = k.shape[2], q.shape[-1]
+    cos, sin = cos_sin(kv_seq_len, dim)
+    positions = torch.arange(kv_seq_len)
+    rot_query = rotate(q, cos, sin, positions[kv_seq_len - q.shape[2] :])
+    rot_key = rotate(k, cos, sin, positions)
+    effective = min(limit_distance, kv_seq_len - 1)
+    stationary_query = q * cos[effective] + rotate_half(q) * sin[effective]
+    return lambda_attention(rot_key, k, rot_query, stationary_query, v, local_branch, global_branch, dim)
+
+
+# ---- the tiny checkpoint, its attention replaced by each reference
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, encoding="rope", max_len=16)
+    model = TransformerLM(config).eval()
+    for p in model.parameters():  # larger than the default init, so positions matter in the logits
+        torch.nn.init.normal_(p, std=0.3)
+    return model
+
+
+def with_encoding(model, name, **options):
+    c = model.config
+    encoding = build_encoding(
+        name, d_model=c.d_model, n_heads=c.n_heads, head_dim=c.head_dim, max_len=c.max_len, options=options
+    )
+    model.set_encoding(encoding)
+    return model
+
+
+@pytest.mark.parametrize("start_size,recent_size", [(4, 11), (1, 6), (2, 30)])
+def test_streaming_llm_gives_the_logits_of_the_reference_cache(monkeypatch, start_size, recent_size):
+    model = with_encoding(tiny_model(), "streaming-llm", sink_tokens=start_size, window=recent_size + 1)
+    tokens = torch.randint(0, 64, (2, 48))  # past the cache of start + recent tokens
+    with torch.no_grad():
+        ours = model(tokens)
+        monkeypatch.setattr(
+            model_module,
+            "causal_attention",
+            lambda q, k, v, *_: streaming_llm_reference(q, k, v, start_size, recent_size).to(q.dtype),
+        )
+        theirs = model(tokens)
+    assert theirs.abs().max() > 1  # a scale at which 1e-4 is a tight bound
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("local,global_,limit", [(8, 3, 8), (16, 10, 16), (8, 2, 5), (40, 10, 40)])
+def test_lm_infinite_gives_the_logits_of_the_reference_lambda_attention(monkeypatch, local, global_, limit):
+    """n = 48 tokens: past the local branch (its long_seq mode, a length it does not divide included) and,
+    with a branch of 40, not past it twice (short_seq); then one token from the cache (single_query)."""
+    model = with_encoding(tiny_model(), "lm-infinite", window=local, sink_tokens=global_, distance_cap=limit)
+    tokens = torch.randint(0, 64, (2, 48))
+    with torch.no_grad():
+        ours = model(tokens)
+        cache = model.new_cache()
+        model.hidden_states(tokens[:, :-1], cache=cache)
+        ours_next = model.lm_head(model.hidden_states(tokens[:, -1:], cache=cache))
+        monkeypatch.setattr(
+            model_module,
+            "causal_attention",
+            lambda q, k, v, *_: lm_infinite_reference(q, k, v, local, global_, limit).to(q.dtype),
+        )
+        theirs = model(tokens)
+        cache = model.new_cache()
+        model.hidden_states(tokens[:, :-1], cache=cache)
+        theirs_next = model.lm_head(model.hidden_states(tokens[:, -1:], cache=cache))
+    assert theirs.abs().max() > 1
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
+    assert torch.allclose(ours_next, theirs_next, atol=1e-4, rtol=0)
+
+
+def test_defaults_keep_every_relative_position_inside_L():
+    """StreamingLLM's window defaults to L - s (largest position L - 1); LM-Infinite's window and cap to L."""
+    streaming = build_encoding("streaming-llm", d_model=64, n_heads=4, head_dim=16, max_len=256)
+    infinite = build_encoding("lm-infinite", d_model=64, n_heads=4, head_dim=16, max_len=256)
+    assert streaming.describe() == {"base": BASE, "window": 252, "sink_tokens": 4}
+    assert infinite.describe() == {"base": BASE, "window": 256, "sink_tokens": 10, "distance_cap": 256}
+    far = 10_000
+    assert max(streaming.relative_position(far, d) for d in (0, 251, far - 3, far)) == 255
+    assert streaming.relative_position(far, far - 100) != streaming.relative_position(far, far - 100)  # hidden
+    assert infinite.relative_position(far, far) == 256 and infinite.relative_position(far, 255) == 255
+
+
+@pytest.mark.parametrize(
+    "name,options,message",
+    [
+        ("lm-infinite", {"window": 8, "distance_cap": 9}, "distance_cap (9) must be at most its window (8)"),
+        ("streaming-llm", {"sink_tokens": 0}, "sink_tokens must be a whole number ≥ 1"),
+        ("streaming-llm", {"sink_tokens": 300}, "leave no window"),
+    ],
+)
+def test_bad_options_end_in_one_line(name, options, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        build_encoding(name, d_model=64, n_heads=4, head_dim=16, max_len=256, options=options)
