@@ -28,8 +28,12 @@ OPTIONS = {
     "rerope": {"window": 33},
     "streaming-llm": {"window": 33, "sink_tokens": 4},
     "lm-infinite": {"window": 40, "sink_tokens": 10, "distance_cap": 30},
+    "string": {"shift": 40, "local": 8},
 }
-FLEXED = ["alibi", "t5", "kerple-log", "kerple-power", "fire", "self-extend", "rerope", "streaming-llm", "lm-infinite"]
+FLEXED = [
+    *("alibi", "t5", "kerple-log", "kerple-power", "fire", "self-extend", "rerope"),
+    *("streaming-llm", "lm-infinite", "string"),
+]
 
 
 def make(name, heads=4):

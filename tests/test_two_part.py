@@ -32,9 +32,13 @@ def relative_position(
     leak: float | None = None,
     sink_tokens: int = 0,
     distance_cap: int | None = None,
+    shift: int | None = None,
+    local: int | None = None,
 ) -> float:
     """The relative position query i sees key j at; NaN where the encoding hides the key."""
     d = i - j
+    if name == "string":  # distances from S on are seen at d - S + W
+        return float(d if d < shift else d - shift + local)
     if d < window:
         return float(d)
     if name == "self-extend":
@@ -82,16 +86,19 @@ CASES = [
     ("streaming-llm", {"window": 9, "sink_tokens": 1}),
     ("lm-infinite", {"window": 8, "sink_tokens": 3}),
     ("lm-infinite", {"window": 8, "sink_tokens": 20, "distance_cap": 5}),  # sinks reaching into the window
+    ("string", {"shift": 12, "local": 3}),
+    ("string", {"shift": 5, "local": 5}),
 ]
 
 
 @pytest.mark.parametrize("name,params", CASES)
 @pytest.mark.parametrize("queries", [45, 7, 1])  # a full pass, and continuations of a cache
 def test_every_kernel_equals_the_definition(name, params, queries):
+    params = {"window": 0, **params} if name == "string" else params  # STRING's window is its shift
     torch.manual_seed(0)
     q = torch.randn(2, 4, queries, 16)
     k, v = torch.randn(2, 2, 45, 16), torch.randn(2, 2, 45, 16)  # grouped-query: 2 KV heads for 4 heads
-    encoding = make(name, **params)
+    encoding = make(name, **{k: v for k, v in params.items() if not (name == "string" and k == "window")})
     expected = slow_attention(q, k, v, name, **params).float()
     form = encoding.two_part_form()
     results = {
@@ -136,6 +143,8 @@ def encoding_for_model(model, name, **options):
         ("rerope", {"window": 2, "leak": 1.0}),
         ("streaming-llm", {"window": 40, "sink_tokens": 4}),
         ("lm-infinite", {"window": 40, "sink_tokens": 10}),
+        ("string", {"shift": 40, "local": 8}),
+        ("string", {"shift": 6, "local": 6}),  # W = S: d - S + W = d
     ],
 )
 def test_plain_rope_when_the_window_covers_the_sequence(name, options):
@@ -156,6 +165,7 @@ def test_plain_rope_when_the_window_covers_the_sequence(name, options):
         ("rerope", {"window": 5, "leak": 8.0}),
         ("streaming-llm", {"window": 5, "sink_tokens": 2}),
         ("lm-infinite", {"window": 6, "sink_tokens": 3}),
+        ("string", {"shift": 7, "local": 2}),
     ],
 )
 def test_cached_decoding_equals_one_pass(name, options):

@@ -23,6 +23,7 @@ from extrapolate.encodings.rotary import rotary_specs
 from extrapolate.encodings.self_extend import SELF_EXTEND
 from extrapolate.encodings.sinks import LM_INFINITE, STREAMING_LLM
 from extrapolate.encodings.spec import EncodingSpec, Shape
+from extrapolate.encodings.string import STRING_SPEC
 from extrapolate.encodings.xpos import XPOS
 
 ENCODINGS: Registry[EncodingSpec] = Registry("encoding")
@@ -49,6 +50,7 @@ for _spec in (
     REROPE,
     STREAMING_LLM,
     LM_INFINITE,
+    STRING_SPEC,
 ):
     register(dataclasses.replace(_spec, group="newer"))
 

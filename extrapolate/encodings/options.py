@@ -117,6 +117,18 @@ OPTIONS: dict[str, OptionSpec] = {
             bound=at_least(1),
         ),
         OptionSpec(
+            "shift",
+            int,
+            "STRING: the distance S from which keys are seen at d - S + W (default 0.33·L)",
+            bound=at_least(1),
+        ),
+        OptionSpec(
+            "local",
+            int,
+            "STRING: the position W the shifted part starts at, at most S (default min(128, L/64))",
+            bound=at_least(1),
+        ),
+        OptionSpec(
             "distance_cap",
             int,
             "LM-Infinite: the relative distance its global tokens are seen at, at most the window (default the window)",

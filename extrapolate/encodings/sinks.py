@@ -15,6 +15,7 @@
 
 Both are two-part encodings (`two_part.TwoPartEncoding`) whose far part sees only the first tokens
 (`TwoPartRotary.far_keys`): the kernels of Self-Extend and ReRoPE compute them, memory linear in the length.
+STRING (`string.py`) is the same kind of encoding without the mask.
 """
 
 from __future__ import annotations

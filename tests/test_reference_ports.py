@@ -1,5 +1,6 @@
-"""StreamingLLM and LM-Infinite equal their authors' computations: each reference is ported here from its own
-code and run inside a tiny RoPE model's layers in place of the project's kernels; the logits agree to 1e-4.
+"""StreamingLLM, LM-Infinite and STRING equal their authors' computations: each reference is ported here from
+its own code and run inside a tiny RoPE model's layers in place of the project's kernels; the logits agree to
+1e-4.
 
 - StreamingLLM: mit-han-lab/streaming-llm at 2e5042606d69933d88fbf909bd77907456b9b4dd, `StartRecentKVCache`
   (streaming_llm/kv_cache.py) and the position shift of streaming_llm/pos_shift/modify_llama.py, token by
@@ -9,6 +10,11 @@ code and run inside a tiny RoPE model's layers in place of the project's kernels
 - LM-Infinite: Glaciohound/LM-Infinite at a0ce64c6b7ae54f6059668c899603a6eb0c94c18, `Lambda_Attention_Matrix`
   (models/lambda_attention.py) with the stationary query and key of `limited_distance_forward`
   (models/llama.py): q rotated at min(limit_distance, n - 1) against the unrotated k for the global branch.
+- STRING: HKUNLP/STRING at 216cc2f04cee147e8c3cfaa15723b182ecbe321e, string_for_llama.py's decoding branch of
+  `forward`: keys rotated at their positions, the last `diag_size` keys attended with q at its position, the
+  rest with q at position - diag_size + local_window, the two merged by their log-sum-exp. (Its prefill
+  branch counts the key at distance exactly diag_size in both parts; the paper's definition, and the
+  project, count it once, as the decoding branch does.)
 """
 
 import math
@@ -154,6 +160,37 @@ def lm_infinite_reference(q, k, v, local_branch: int, global_branch: int, limit_
     return lambda_attention(rot_key, k, rot_query, stationary_query, v, local_branch, global_branch, dim)
 
 
+# ---- STRING, ported (its decoding branch, token by token)
+
+
+def string_reference(q, k, v, diag_size: int, local_window: int):
+    """q, k, v (B, H, T, D) unrotated -> (B, H, T, D): each query as `forward` decodes it from the cache; a
+    query with fewer than diag_size + 1 keys before it sees them all at their distances (no shifted part)."""
+    q, k, v = q.double(), k.double(), v.double()
+    length, dim = q.shape[2], q.shape[-1]
+    cos, sin = cos_sin(length, dim)
+    keys = rotate(k, cos, sin, torch.arange(length))  # key_states rotated at position_ids, then cached
+    out = []
+    for i in range(length):
+        kv_seq_len = i + 1
+        query_1 = rotate(q[:, :, i : i + 1], cos, sin, torch.tensor([i]))
+        shifted_size = kv_seq_len - diag_size
+        if shifted_size <= 0:
+            weights = (query_1 @ keys[:, :, :kv_seq_len].transpose(2, 3) / math.sqrt(dim)).softmax(-1)
+            out.append(weights @ v[:, :, :kv_seq_len])
+            continue
+        query_2 = rotate(q[:, :, i : i + 1], cos, sin, torch.tensor([i - diag_size + local_window]))
+        parts = []
+        for query, span in ((query_1, slice(shifted_size, kv_seq_len)), (query_2, slice(0, shifted_size))):
+            scores = query @ keys[:, :, span].transpose(2, 3) / math.sqrt(dim)  # flash decoding of the span
+            lse = scores.logsumexp(-1, keepdim=True)
+            parts.append(((scores - lse).exp() @ v[:, :, span], lse))
+        (out1, lse1), (out2, lse2) = parts
+        gap21, gap12 = 1 / (1 + torch.exp(lse2 - lse1)), 1 / (1 + torch.exp(lse1 - lse2))
+        out.append(out1 * gap21 + out2 * gap12)
+    return torch.cat(out, dim=2)
+
+
 # ---- the tiny checkpoint, its attention replaced by each reference
 
 
@@ -216,6 +253,20 @@ def test_lm_infinite_gives_the_logits_of_the_reference_lambda_attention(monkeypa
     assert torch.allclose(ours_next, theirs_next, atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("shift,local", [(12, 3), (30, 8), (5, 5)])
+def test_string_gives_the_logits_of_the_reference_decoding(monkeypatch, shift, local):
+    model = with_encoding(tiny_model(), "string", shift=shift, local=local)
+    tokens = torch.randint(0, 64, (2, 48))
+    with torch.no_grad():
+        ours = model(tokens)
+        monkeypatch.setattr(
+            model_module, "causal_attention", lambda q, k, v, *_: string_reference(q, k, v, shift, local).to(q.dtype)
+        )
+        theirs = model(tokens)
+    assert theirs.abs().max() > 1
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
+
+
 def test_defaults_keep_every_relative_position_inside_L():
     """StreamingLLM's window defaults to L - s (largest position L - 1); LM-Infinite's window and cap to L."""
     streaming = build_encoding("streaming-llm", d_model=64, n_heads=4, head_dim=16, max_len=256)
@@ -226,6 +277,9 @@ def test_defaults_keep_every_relative_position_inside_L():
     assert max(streaming.relative_position(far, d) for d in (0, 251, far - 3, far)) == 255
     assert streaming.relative_position(far, far - 100) != streaming.relative_position(far, far - 100)  # hidden
     assert infinite.relative_position(far, far) == 256 and infinite.relative_position(far, 255) == 255
+    string = build_encoding("string", d_model=64, n_heads=4, head_dim=16, max_len=256)
+    assert string.describe() == {"base": BASE, "shift": 84, "local": 4}
+    assert string.relative_position(far, 83) == 83 and string.relative_position(far, 84) == 4
 
 
 @pytest.mark.parametrize(
@@ -234,6 +288,7 @@ def test_defaults_keep_every_relative_position_inside_L():
         ("lm-infinite", {"window": 8, "distance_cap": 9}, "distance_cap (9) must be at most its window (8)"),
         ("streaming-llm", {"sink_tokens": 0}, "sink_tokens must be a whole number ≥ 1"),
         ("streaming-llm", {"sink_tokens": 300}, "leave no window"),
+        ("string", {"shift": 8, "local": 9}, "string local (9) must be at most its shift (8)"),
     ],
 )
 def test_bad_options_end_in_one_line(name, options, message):
