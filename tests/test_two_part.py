@@ -1,12 +1,12 @@
-"""Self-Extend, ReRoPE, StreamingLLM and LM-Infinite: every kernel equals a slow reference built from the
-papers' definitions of the relative position (the full n × n score matrix, float64); windows that cover the
+"""Self-Extend, ReRoPE, StreamingLLM, LM-Infinite and STRING: every kernel equals a slow reference built from
+the papers' definitions of the relative position (the full n × n score matrix, float64); windows that cover the
 sequence give plain RoPE; decoding from a KV cache equals one pass; bad parameters end in one line.
 
 Definitions (sources): Self-Extend, Jin et al. 2024 (arXiv 2401.01325) and its reference code
 (datamllab/LongLM): d = i - j if d < w, else ⌊i/G⌋ - ⌊j/G⌋ + w - ⌊w/G⌋. ReRoPE, Su 2023 (kexue.fm/archives/9708,
-bojone/rerope): min(d, w); leaky: w + (d - w)/k past w. StreamingLLM and LM-Infinite (tests/test_sinks.py ports
-their reference code): d below the window; past it only the first s keys, at min(i, s + w - 1) - j and at the
-cap c."""
+bojone/rerope): min(d, w); leaky: w + (d - w)/k past w. StreamingLLM, LM-Infinite and STRING
+(tests/test_reference_ports.py ports their reference code): d below the window; past it only the first s keys,
+at min(i, s + w - 1) - j (StreamingLLM) and at the cap c (LM-Infinite); STRING d below S, d - S + W from it."""
 
 import math
 
