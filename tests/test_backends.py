@@ -249,3 +249,29 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused_naming_the_flag(tmp_pat
     (folder / "code.py").write_text("raise SystemExit('the checkpoint code ran')\n")
     output = run_cli(folder, make_corpus(tmp_path / "corpus"), tmp_path / "out", code=2)
     assert "--trust-remote-code" in output and "code ran" not in output
+
+
+def test_a_report_keeps_one_encoding_on_two_models_or_backends_apart():
+    """Rows of one encoding from two checkpoints, or one checkpoint through both backends, are not seeds of one
+    cell: each gets its own label, so no table averages them."""
+    from extrapolate.report.table import aggregate, encoding_of, label_variants
+
+    def rows(model, kernel, value):
+        return {"encoding": "rope", "model": model, "kernel": kernel, "seed": 0, "train_len": 8, "eval_len": 8}, value
+
+    table = pd.DataFrame(
+        [
+            {**r, "task": "perplexity", "metric": "ppl", "depth": None, "value": v, "status": "ok", "n": 1}
+            for r, v in (
+                rows("hub/gpt2", "transformers:sdpa", 30.0),
+                rows("./ckpt/smollm2/", "sdpa", 20.0),
+                rows("./ckpt/smollm2/", "transformers:sdpa", 20.5),
+            )
+        ]
+    )
+    labels = list(label_variants(table)["encoding"])
+    assert labels == ["rope @gpt2 (transformers)", "rope @smollm2", "rope @smollm2 (transformers)"]
+    assert {encoding_of(label) for label in labels} == {"rope"}
+    assert sorted(aggregate(label_variants(table))["n_seeds"]) == [1, 1, 1]
+    same = table.assign(model="small", kernel="sdpa")  # one model: the labels are the encoding's own name
+    assert list(label_variants(same)["encoding"]) == ["rope"] * 3

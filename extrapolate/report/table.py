@@ -200,6 +200,8 @@ def in_encoding_order(frame: pd.DataFrame) -> pd.DataFrame:
 
 FINETUNED = "+ft"  # "yarn+ft100": yarn fine-tuned for 100 steps at its extended length
 SCALED = " s="  # "yarn s=4": the scaling at factor 4, where a table holds the encoding at several factors
+SOURCE = " @"  # "rope @gpt2": the model (and backend) a row ran on, where a table holds one encoding on several
+TRANSFORMERS_KERNEL = "transformers:"  # the kernel column of a row transformers' model computed (backends/)
 
 
 def finetuned_label(encoding: str, steps) -> str:
@@ -208,7 +210,7 @@ def finetuned_label(encoding: str, steps) -> str:
 
 def split_label(names: pd.Series) -> tuple[pd.Series, pd.Series]:
     """(encoding, fine-tune steps) of labels such as "yarn+ft100" or "yarn s=4+ft100" (0 steps for a plain name)."""
-    parts = names.astype(str).str.split(FINETUNED, n=1, regex=False)
+    parts = names.astype(str).str.split(SOURCE, n=1, regex=False).str[0].str.split(FINETUNED, n=1, regex=False)
     encoding = parts.str[0].str.split(SCALED, n=1, regex=False).str[0]
     return encoding, parts.map(lambda p: int(p[1]) if len(p) > 1 and p[1].isdigit() else 0)
 
@@ -216,13 +218,18 @@ def split_label(names: pd.Series) -> tuple[pd.Series, pd.Series]:
 def label_variants(table: pd.DataFrame) -> pd.DataFrame:
     """The table with each row's encoding shown with what sets it apart in this table, so every report table
     and figure keeps such rows apart instead of averaging them (the stored table keeps the plain name):
-    the factor where one encoding was run at several ("yarn s=4"), fine-tuning ("yarn+ft100")."""
+    the factor where one encoding was run at several ("yarn s=4"), fine-tuning ("yarn+ft100"), and the model
+    and backend where one encoding ran on several ("rope @smollm2-135m", "rope @smollm2-135m (transformers)")."""
     labels = table["encoding"].astype(str)
     if "factor" in table.columns and len(table):
         several = table.groupby("encoding")["factor"].transform("nunique") > 1
         labels = labels.where(~several, labels + SCALED + table["factor"].map(lambda f: f"{float(f):g}"))
     if "finetune_steps" in table.columns and (table["finetune_steps"].fillna(0) > 0).any():
         labels = pd.Series([finetuned_label(e, n) for e, n in zip(labels, table["finetune_steps"])], index=table.index)
+    if len(table) and "model" in table.columns:
+        source = row_sources(table)
+        several = source.groupby(table["encoding"]).transform("nunique") > 1
+        labels = labels.where(~several, labels + SOURCE + source)
     if labels.equals(table["encoding"].astype(str)):
         return table
     return in_encoding_order(table.assign(encoding=labels))
@@ -324,14 +331,22 @@ def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
 PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at L
 
 
+def row_sources(table: pd.DataFrame) -> pd.Series:
+    """What each row ran on, as a label shows it: the model's name (a path or hub id by its last part), and
+    "(transformers)" where transformers' model computed it."""
+    models = table["model"].astype(str).map(lambda name: name.rstrip("/").rsplit("/", 1)[-1])
+    kernels = table["kernel"].astype(str) if "kernel" in table.columns else pd.Series("", index=table.index)
+    return models + kernels.map(lambda kernel: " (transformers)" if kernel.startswith(TRANSFORMERS_KERNEL) else "")
+
+
 def encoding_of(label: str) -> str:
-    """The encoding a table label names: "yarn s=4+ft100" -> "yarn" (`label_variants`)."""
-    return label.split(FINETUNED, 1)[0].split(SCALED, 1)[0]
+    """The encoding a table label names: "yarn s=4+ft100 @gpt2" -> "yarn" (`label_variants`)."""
+    return label.split(SOURCE, 1)[0].split(FINETUNED, 1)[0].split(SCALED, 1)[0]
 
 
 def variant_order(label: str) -> tuple[float, int]:
     """(factor, fine-tuning steps) of a label, (0, 0) for a plain name: the order of one encoding's variants."""
-    scaled, _, steps = label.partition(FINETUNED)
+    scaled, _, steps = label.split(SOURCE, 1)[0].partition(FINETUNED)
     _, _, factor = scaled.partition(SCALED)
     try:
         return float(factor or 0), int(steps or 0)
