@@ -334,9 +334,10 @@ PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at 
 def row_sources(table: pd.DataFrame) -> pd.Series:
     """What each row ran on, as a label shows it: the model's name (a path or hub id by its last part), and
     "(transformers)" where transformers' model computed it."""
-    models = table["model"].astype(str).map(lambda name: name.rstrip("/").rsplit("/", 1)[-1])
-    kernels = table["kernel"].astype(str) if "kernel" in table.columns else pd.Series("", index=table.index)
-    return models + kernels.map(lambda kernel: " (transformers)" if kernel.startswith(TRANSFORMERS_KERNEL) else "")
+    models = table["model"].fillna("").astype(str).map(lambda name: name.rstrip("/").rsplit("/", 1)[-1])
+    kernels = table["kernel"] if "kernel" in table.columns else pd.Series("", index=table.index)
+    through = kernels.fillna("").astype(str).map(lambda kernel: kernel.startswith(TRANSFORMERS_KERNEL))
+    return models + through.map({True: " (transformers)", False: ""})
 
 
 def encoding_of(label: str) -> str:
