@@ -273,6 +273,31 @@ def smollm2_single_needle() -> Outcome:
     return outcome(checks, numbers)
 
 
+def at_depth(folder: str, encoding: str, length: int, depth: float) -> Cell:
+    """A greedy retrieval cell at one depth, with Wilson's interval over its prompts."""
+    rows = table(folder)
+    rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "accuracy")]
+    rows = rows[(rows["task"] == PASSKEY.name) & (rows["status"] == "ok") & (rows["depth"] == depth)]
+    if len(rows) != 1:
+        raise LookupError(f"results/{folder}: no single greedy cell of {encoding} at {length}, depth {depth}")
+    value, n = float(rows["value"].iloc[0]), int(rows["n"].iloc[0])
+    low, high = wilson(round(value * n), n)
+    return Cell(value, low, high, n)
+
+
+def sinks() -> Outcome:
+    folder, methods = "showcase-training-free", (("streaming-llm", "StreamingLLM"), ("lm-infinite", "LM-Infinite"))
+    base = greedy(folder, "rope", 256)
+    parts, checks = [], {"the RoPE model retrieves at L": held(base)}
+    for encoding, name in methods:
+        r = ppl(folder, encoding, 2048) / ppl(folder, encoding, 256)
+        near, middle = at_depth(folder, encoding, 2048, 1.0), at_depth(folder, encoding, 2048, 0.5)
+        parts.append(f"{name} perplexity {ratio(r)}, greedy at depth 1 (in the window) {near}, at depth 0.5 {middle}")
+        checks |= {f"{name} flat": flat(r), f"{name} holds in the window": held(near), f"{name} lost": lost(middle)}
+    numbers = f"at 8L against L: {'; '.join(parts)} (n = {near.n} a depth)"
+    return outcome(checks, numbers)
+
+
 def pool(cells: list[Cell]) -> Cell:
     """Binary-scored cells as one sample of all their prompts."""
     hits, n = sum(round(c.mean * c.n) for c in cells), sum(c.n for c in cells)
@@ -306,6 +331,13 @@ FINDINGS = (
         "Self-Extend, training-free, keeps both axes to 8L (one seed)",
         "showcase",
         self_extend,
+    ),
+    Finding(
+        "sinks",
+        "StreamingLLM and LM-Infinite, training-free: perplexity flat to 8L, but a passkey is found only inside "
+        "their window, not in the middle of the context (one seed)",
+        "showcase-training-free",
+        sinks,
     ),
     Finding(
         "finetune",
