@@ -230,6 +230,9 @@ class TransformerLM(nn.Module):
         """The encoding each layer attends with, in layer order: `encoding` in every layer, or, where the config
         names sliding and full layers, `sliding_encoding` in the sliding ones."""
         if self.config.layer_types is None:
+            per_layer = getattr(self.encoding, "for_layer", None)  # a hybrid: each layer its own (rope-nope)
+            if per_layer is not None:
+                return [per_layer(index) for index in range(len(self.blocks))]
             return [self.encoding] * len(self.blocks)
         return [self.sliding_encoding if kind == "sliding" else self.encoding for kind in self.config.layer_types]
 

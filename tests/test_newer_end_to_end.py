@@ -1,4 +1,4 @@
-"""The newer encodings (xPos, p-RoPE, KERPLE, FIRE, randomized positions) through the CLI: listed with their
+"""The newer encodings (xPos, p-RoPE, KERPLE, FIRE, RoPE/NoPE hybrids, randomized positions) through the CLI: listed with their
 parameters, shown as JSON, trained and evaluated by `run` and `sweep`, and bad parameters in one line."""
 
 import json
@@ -21,6 +21,7 @@ NEWER = [
     "kerple-log",
     "kerple-power",
     "fire",
+    "rope-nope",
 ]  # the from-scratch ones; the training-free ones are tested in test_two_part.py
 runner = CliRunner()
 
@@ -91,6 +92,7 @@ def test_sinusoidal_show_defaults_to_position_one():
         (["fire", "--threshold=0"], "--threshold"),
         (["rope-randomized", "--max-position=0"], "--max-position"),
         (["rope-randomized", "--max-position=8", "--seq-len=9"], "--seq-len"),
+        (["rope-nope", "--nope-every=0"], "--nope-every"),
         (["alibi", "--fraction=0.5"], "--fraction"),
     ],
 )

@@ -14,6 +14,7 @@ from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.bias import ALIBI, T5
 from extrapolate.encodings.fire import FIRE
 from extrapolate.encodings.frequencies import SCALINGS, check_scaling
+from extrapolate.encodings.hybrid import ROPE_NOPE
 from extrapolate.encodings.kerple import KERPLE_LOG, KERPLE_POWER
 from extrapolate.encodings.partial import partially_rotated
 from extrapolate.encodings.prope import PROPE
@@ -45,6 +46,7 @@ for _spec in (
     KERPLE_LOG,
     KERPLE_POWER,
     FIRE,
+    ROPE_NOPE,
     *[s for s in rotary_specs() if s.name in _LATER_SCALINGS],
     SELF_EXTEND,
     REROPE,

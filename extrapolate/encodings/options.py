@@ -156,6 +156,14 @@ OPTIONS: dict[str, OptionSpec] = {
             training_free=False,
         ),
         OptionSpec(
+            "nope_every",
+            int,
+            "rope-nope: every k-th layer attends without positions (default 4, Llama 4's and SmolLM3's)",
+            default=4,
+            bound=at_least(1),
+            training_free=False,
+        ),
+        OptionSpec(
             "scale_base",
             float,
             "xpos: γ of the decay ζ^((n-m)/γ)",
