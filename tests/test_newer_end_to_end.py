@@ -1,5 +1,6 @@
-"""The newer encodings (xPos, p-RoPE, KERPLE, FIRE, RoPE/NoPE hybrids, randomized positions) through the CLI: listed with their
-parameters, shown as JSON, trained and evaluated by `run` and `sweep`, and bad parameters in one line."""
+"""The newer encodings (xPos, p-RoPE, KERPLE, FIRE, RoPE/NoPE hybrids, randomized positions) through the CLI:
+listed with their parameters, shown as JSON, trained and evaluated by `run` and `sweep`, and bad parameters in
+one line."""
 
 import json
 import math
