@@ -20,6 +20,7 @@ from extrapolate.cli.render import (
     render_sweep_plan,
     reporter_for,
 )
+from extrapolate.cli.search import longrope_search
 from extrapolate.cli.util import OneLineErrors, fail, renamed, stdout, warn
 from extrapolate.core.source import git_sha
 from extrapolate.run import RunRequest
@@ -362,6 +363,9 @@ def models_fetch(name: Annotated[str, typer.Argument(help="a known pretrained mo
 
     path = fetch_known(name)
     stdout.print(f"{name}: {path} (sha256 {sha256_file(path)})", highlight=False)
+
+
+app.command("longrope-search")(longrope_search)
 
 
 @app.command()

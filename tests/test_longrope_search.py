@@ -1,0 +1,100 @@
+"""LongRoPE's search (run/longrope_search.py): the genetic algorithm of microsoft/LongRoPE's `dim_mono` keeps
+every candidate non-decreasing and on its grid in [1, 1 + s], never evaluates one twice, is the same search
+for the same seed, and improves on its start; `longrope-search` finds factors that `run` then scores at the
+perplexity the search reported."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from extrapolate.cli.app import app
+from extrapolate.core.errors import UserError
+from extrapolate.run.longrope_search import Evolution, SearchSettings, monotone
+
+from .helpers import make_corpus
+
+SCALE = 4.0
+START = np.array([1.0, 1.0, 1.0, 2.5, 4.0, 4.0, 4.0, 4.0])  # a YaRN-like ramp: fast pairs kept, slow ones ×s
+GOAL = np.array([1.0, 1.2, 1.7, 2.2, 2.9, 3.4, 3.9, 4.6])
+
+
+def distance(factors: np.ndarray) -> float:
+    return float(np.abs(factors - GOAL).sum())
+
+
+def evolve(seed=0, **sizes):
+    settings = SearchSettings(**{"population": 8, "iterations": 6, "parents": 4, **sizes, "seed": seed})
+    evolution = Evolution(distance, START, SCALE, settings)
+    return evolution, evolution.run()
+
+
+def test_every_candidate_keeps_the_constraint_and_none_repeats():
+    evolution, _ = evolve()
+    factors = [c.factors for c in evolution.history]
+    assert len(factors) == 8 + 6 * (4 + 4)
+    for f in factors:
+        assert monotone(f) and f.min() >= 1.0 - 1e-9 and f.max() <= 1.0 + SCALE + 1e-9
+        on_grid = np.round((f - 1.0) / 0.01) * 0.01 + 1.0
+        changed = ~np.isclose(f, START)
+        assert np.allclose(f[changed], on_grid[changed])  # a redrawn factor is a grid point
+    assert all(not np.allclose(a, b) for i, a in enumerate(factors) for b in factors[:i])
+
+
+def test_the_search_is_the_same_for_a_seed_and_improves_on_its_start():
+    (first, best), (again, best_again) = evolve(seed=3), evolve(seed=3)
+    assert best == best_again and [c.ppl for c in first.history] == [c.ppl for c in again.history]
+    assert best == sorted(best, reverse=True)  # the parents keep the best: never worse
+    assert first.best().ppl < distance(START)
+    other, _ = evolve(seed=4)
+    assert [c.ppl for c in other.history] != [c.ppl for c in first.history]
+
+
+def test_crossover_takes_each_factor_from_one_parent():
+    evolution, _ = evolve(iterations=1)
+    a, b = START, np.array([1.0, 1.1, 1.5, 2.5, 4.0, 4.2, 4.5, 5.0])
+    child = evolution.crossed(a, b)
+    assert child is not None and monotone(child)
+    assert all(np.isclose(c, x) or np.isclose(c, y) for c, x, y in zip(child, a, b))
+    assert evolution.crossed(a, a.copy()) is None  # equal parents have no child
+
+
+@pytest.mark.parametrize(
+    "sizes,message",
+    [({"parents": 9, "population": 8}, "--parents"), ({"iterations": 0}, "--iterations"), ({"step": 0.0}, "--step")],
+)
+def test_bad_sizes_are_one_line(sizes, message):
+    with pytest.raises(UserError, match=message):
+        SearchSettings(**sizes).check()
+
+
+def test_the_command_finds_factors_that_run_scores_as_the_search_did(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    corpus = make_corpus(tmp_path / "corpus")
+    model = ["--model", "tiny", "--steps", "30", "--train-len", "32", "--corpus", str(corpus), "--eval-tokens", "128"]
+    sizes = ["--population", "4", "--iterations", "1", "--parents", "2", "--mutations", "1", "--crossovers", "1"]
+    out = tmp_path / "search.json"
+    result = CliRunner().invoke(app, ["longrope-search", *model, *sizes, "--target", "128", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    found = json.loads(out.read_text())
+    assert len(found["long_factor"]) == 8 and found["factor"] == 4.0 and len(found["candidates"]) == 6
+    assert found["perplexity"] == min(c["perplexity"] for c in found["candidates"])
+    option = next(line for line in result.stdout.splitlines() if line.startswith("--encoding longrope"))
+    assert option.endswith(",".join(f"{f:g}" for f in found["long_factor"]))
+    # the factors, given to `run` as the printed option, score what the search measured
+    factors = option.split("long_factor=")[1]
+    args = ["run", *model, "--encoding", "longrope", "--factor", "4", "--encoding-option", f"long_factor={factors}"]
+    args += ["--encoding-option", "short_factor=" + ",".join(["1"] * 8), "--eval-lens", "128", "--tasks", "perplexity"]
+    ran = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert ran.exit_code == 0, ran.output
+    table = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert table[table.metric == "ppl"].value.iloc[0] == pytest.approx(found["perplexity"], rel=1e-5)
+
+
+def test_a_target_inside_L_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    args = ["longrope-search", "--model", "tiny", "--steps", "2", "--train-len", "32", "--target", "32"]
+    result = CliRunner().invoke(app, [*args, "--corpus", str(make_corpus(tmp_path / "corpus"))])
+    assert result.exit_code == 2 and "--target" in result.output and "Traceback" not in result.output
