@@ -124,6 +124,8 @@ class TransformersLM(nn.Module):
         if self._released_rope is None:
             raise UserError(f"{rotary.name} scales RoPE; this checkpoint's encoding is {self.released.name}")
         options = {k: v for k, v in rotary.options.items() if v is not None}
+        if getattr(rotary, "logn", False):
+            options["logn"] = True  # refused by name below: transformers has no such RoPE type
         params = hf_rope_parameters(
             rotary.scaling, rotary.base, rotary.factor, rotary.original_len, options, head_dim=rotary.head_dim
         )

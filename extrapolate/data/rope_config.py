@@ -117,6 +117,8 @@ def hf_rope_parameters(
     if rope.resolved is not None and head_dim is None:
         raise ValueError(f"{encoding}'s rope_parameters need the head dimension")
     given = options or {}
+    if given.get("logn"):
+        raise UserError(f"{encoding} with logn has no transformers equivalent (its queries' scale is not a RoPE type)")
     lengths = {"factor": factor, "original_max_position_embeddings": original_len}
     theta = base if rope.theta is None else rope.theta(head_dim, base, factor)
     params = {"rope_type": rope.rope_type, "rope_theta": theta, **{key: lengths[key] for key in rope.reads}}

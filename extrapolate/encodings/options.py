@@ -101,6 +101,11 @@ OPTIONS: dict[str, OptionSpec] = {
             "LongRoPE per-pair factors for n > L, comma-separated (default YaRN's ramp)",
             hf_key="long_factor",
         ),
+        OptionSpec(
+            "logn",
+            bool,
+            "every RoPE scaling: queries past L scaled by log_L(i + 1) (Qwen's logn_attn; SSMax untrained)",
+        ),
         # Self-Extend and ReRoPE (two-part attention), which transformers does not compute
         OptionSpec(
             "window",

@@ -10,6 +10,7 @@ import torch
 
 from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import PositionalEncoding, Wrapped
+from extrapolate.encodings.rotary import logn_scale
 
 
 class PartialRotary(Wrapped):
@@ -27,7 +28,10 @@ class PartialRotary(Wrapped):
         last Dh - rotary_dim as they are."""
         n = self.rotary_dim
         q_rotated, k_rotated = self.inner.rotate(q[..., :n], k[..., :n], pos, seq_len)  # (B, H|Hkv, T, n)
-        return torch.cat((q_rotated, q[..., n:]), dim=-1), torch.cat((k_rotated, k[..., n:]), dim=-1)
+        passed = q[..., n:]
+        if getattr(self.inner, "logn", False):  # the query's scale covers its unrotated features too
+            passed = passed * logn_scale(pos, self.inner.original_len).to(q.dtype)[:, None]
+        return torch.cat((q_rotated, passed), dim=-1), torch.cat((k_rotated, k[..., n:]), dim=-1)
 
     def describe(self) -> dict:
         return {**self.inner.describe(), "rotary_dim": self.rotary_dim}

@@ -6,6 +6,8 @@ frequency function from `frequencies.py`; this module only applies what it retur
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from extrapolate.core.errors import UserError
@@ -49,6 +51,8 @@ class Rotary(PositionalEncoding):
         if head_dim % 2:
             raise ValueError(f"rotary encodings need an even head dimension, got {head_dim}")
         spec = SCALINGS[scaling]
+        # Qwen's logn attention: queries past L scaled by log_L(i + 1), on top of any scaling (`logn_scale`)
+        self.logn = bool(options.pop("logn", None))
         unknown = set(options) - set(spec.options)
         if unknown:
             raise ValueError(f"{scaling} has no option(s) {sorted(unknown)}; it takes {sorted(spec.options)}")
@@ -81,7 +85,10 @@ class Rotary(PositionalEncoding):
             inv_freq, attention_factor = self.frequencies(seq_len)
             self._memo = (key, rotary_cos_sin(pos, inv_freq, attention_factor))
         cos, sin = self._memo[1]
-        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q = apply_rotary(q, cos, sin)
+        if self.logn:
+            q = q * logn_scale(pos, self.original_len).to(q.dtype)[:, None]  # (T, 1): each query position's
+        return q, apply_rotary(k, cos, sin)
 
     def describe(self):
         return {
@@ -89,7 +96,15 @@ class Rotary(PositionalEncoding):
             "factor": self.factor,
             "original_len": self.original_len,
             **{k: v for k, v in self.options.items() if v is not None},
+            **({"logn": True} if self.logn else {}),
         }
+
+
+def logn_scale(pos: torch.Tensor, original_len: int) -> torch.Tensor:
+    """(T,) float32: Qwen's `logn_attn` factor of each query position p, log_L(p + 1) past L and 1 within it
+    (its `logn_list`), so attention entropy does not grow with the number of keys (SSMax's form, untrained)."""
+    ahead = (pos.double() + 1).clamp(min=original_len)  # (T,)
+    return (ahead.log() / math.log(original_len)).float()
 
 
 ROTARY_PARAMETERS = {"base": 10000.0, "factor": 1.0, "original_len": "train length"}
@@ -103,7 +118,7 @@ def rotary_specs() -> list[EncodingSpec]:
             "rotary",
             scaling.description,
             build_rotary(name),
-            {**ROTARY_PARAMETERS, **scaling.options},
+            {**ROTARY_PARAMETERS, **scaling.options, **({} if name == "rope" else {"logn": None})},
             scaling.colour,
             show_rotary(name),
             trains_own_model=name == "rope",
