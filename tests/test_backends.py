@@ -275,3 +275,18 @@ def test_a_report_keeps_one_encoding_on_two_models_or_backends_apart():
     assert sorted(aggregate(label_variants(table))["n_seeds"]) == [1, 1, 1]
     same = table.assign(model="small", kernel="sdpa")  # one model: the labels are the encoding's own name
     assert list(label_variants(same)["encoding"]) == ["rope"] * 3
+
+
+def test_two_runs_of_one_encoding_on_one_cell_are_labelled_apart_and_others_are_not():
+    """Runs that measured the same cell (one encoding, other options) get their run id in the label; runs of
+    one encoding that measured different tasks (a perplexity run, then a passkey run) keep the plain name."""
+    from extrapolate.report.table import label_variants
+
+    def row(run_id, task, metric):
+        cell = {"encoding": "longrope", "model": "small", "kernel": "sdpa", "seed": 0, "eval_len": 64, "depth": None}
+        return {**cell, "run_id": run_id, "task": task, "metric": metric, "protocol": "p", "value": 1.0}
+
+    clash = pd.DataFrame([row("aaaaaa1", "perplexity", "ppl"), row("bbbbbb2", "perplexity", "ppl")])
+    assert list(label_variants(clash)["encoding"]) == ["longrope #aaaaaa", "longrope #bbbbbb"]
+    apart = pd.DataFrame([row("aaaaaa1", "perplexity", "ppl"), row("bbbbbb2", "passkey", "accuracy")])
+    assert list(label_variants(apart)["encoding"]) == ["longrope", "longrope"]

@@ -82,5 +82,7 @@ def test_run_takes_it_on_a_scaling_and_refuses_it_on_the_trained_rope(tmp_path, 
     base += ["--tasks", "perplexity", "--corpus", str(make_corpus(tmp_path / "corpus")), "--eval-tokens", "128"]
     refused = CliRunner().invoke(app, [*base, "--encoding", "rope", "--encoding-option", "logn=true"])
     assert refused.exit_code == 2 and "no encoding asked for (rope) has this option" in refused.output
-    taken = CliRunner().invoke(app, [*base, "--encoding", "yarn", "--encoding-option", "logn=true"])
+    taken = CliRunner().invoke(
+        app, [*base, "--encoding", "yarn", "--encoding-option", "logn=true", "--out", str(tmp_path)]
+    )
     assert taken.exit_code == 0, taken.output

@@ -201,6 +201,8 @@ def in_encoding_order(frame: pd.DataFrame) -> pd.DataFrame:
 FINETUNED = "+ft"  # "yarn+ft100": yarn fine-tuned for 100 steps at its extended length
 SCALED = " s="  # "yarn s=4": the scaling at factor 4, where a table holds the encoding at several factors
 SOURCE = " @"  # "rope @gpt2": the model (and backend) a row ran on, where a table holds one encoding on several
+RUN = " #"  # "longrope #458e77": the run, where two runs of one label measured the same cell (other options)
+CELL = ["seed", "task", "metric", "eval_len", "depth", "protocol"]  # with the label: one measured cell
 TRANSFORMERS_KERNEL = "transformers:"  # the kernel column of a row transformers' model computed (backends/)
 
 
@@ -210,7 +212,8 @@ def finetuned_label(encoding: str, steps) -> str:
 
 def split_label(names: pd.Series) -> tuple[pd.Series, pd.Series]:
     """(encoding, fine-tune steps) of labels such as "yarn+ft100" or "yarn s=4+ft100" (0 steps for a plain name)."""
-    parts = names.astype(str).str.split(SOURCE, n=1, regex=False).str[0].str.split(FINETUNED, n=1, regex=False)
+    names = names.astype(str).str.split(RUN, n=1, regex=False).str[0]
+    parts = names.str.split(SOURCE, n=1, regex=False).str[0].str.split(FINETUNED, n=1, regex=False)
     encoding = parts.str[0].str.split(SCALED, n=1, regex=False).str[0]
     return encoding, parts.map(lambda p: int(p[1]) if len(p) > 1 and p[1].isdigit() else 0)
 
@@ -230,6 +233,12 @@ def label_variants(table: pd.DataFrame) -> pd.DataFrame:
         source = row_sources(table)
         several = source.groupby(table["encoding"]).transform("nunique") > 1
         labels = labels.where(~several, labels + SOURCE + source)
+    if len(table) and set(CELL) <= set(table.columns):
+        runs = table["run_id"].astype(str)
+        cell = [labels, *(table[c].astype(str) for c in CELL)]
+        clash = runs.groupby(cell).transform("nunique") > 1  # two runs measured one cell: other options, say
+        several = labels.isin(set(labels[clash]))
+        labels = labels.where(~several, labels + RUN + runs.str[:6])
     if labels.equals(table["encoding"].astype(str)):
         return table
     return in_encoding_order(table.assign(encoding=labels))
@@ -342,12 +351,12 @@ def row_sources(table: pd.DataFrame) -> pd.Series:
 
 def encoding_of(label: str) -> str:
     """The encoding a table label names: "yarn s=4+ft100 @gpt2" -> "yarn" (`label_variants`)."""
-    return label.split(SOURCE, 1)[0].split(FINETUNED, 1)[0].split(SCALED, 1)[0]
+    return label.split(RUN, 1)[0].split(SOURCE, 1)[0].split(FINETUNED, 1)[0].split(SCALED, 1)[0]
 
 
 def variant_order(label: str) -> tuple[float, int]:
     """(factor, fine-tuning steps) of a label, (0, 0) for a plain name: the order of one encoding's variants."""
-    scaled, _, steps = label.split(SOURCE, 1)[0].partition(FINETUNED)
+    scaled, _, steps = label.split(RUN, 1)[0].split(SOURCE, 1)[0].partition(FINETUNED)
     _, _, factor = scaled.partition(SCALED)
     try:
         return float(factor or 0), int(steps or 0)
