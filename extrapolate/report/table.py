@@ -236,7 +236,7 @@ def label_variants(table: pd.DataFrame) -> pd.DataFrame:
     if len(table) and set(CELL) <= set(table.columns):
         runs = table["run_id"].astype(str)
         cell = [labels, *(table[c].astype(str) for c in CELL)]
-        clash = runs.groupby(cell).transform("nunique") > 1  # two runs measured one cell: other options, say
+        clash = runs.groupby(cell, dropna=False).transform("nunique") > 1  # two runs measured one cell: other options
         several = labels.isin(set(labels[clash]))
         labels = labels.where(~several, labels + RUN + runs.str[:6])
     if labels.equals(table["encoding"].astype(str)):
