@@ -5,7 +5,8 @@ import pytest
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
-from extrapolate.run.request import RunRequest, ignored_options
+from extrapolate.run.ignored import ignored_options
+from extrapolate.run.request import RunRequest
 
 from .helpers import make_corpus
 

@@ -80,7 +80,7 @@ def test_the_command_finds_factors_that_run_scores_as_the_search_did(tmp_path, m
     assert result.exit_code == 0, result.output
     found = json.loads(out.read_text())
     assert len(found["long_factor"]) == 8 and found["factor"] == 4.0 and len(found["candidates"]) == 6
-    assert found["perplexity"] == min(c["perplexity"] for c in found["candidates"])
+    assert found["ppl"] == min(c["ppl"] for c in found["candidates"])
     option = next(line for line in result.stdout.splitlines() if line.startswith("--encoding longrope"))
     assert option.endswith(",".join(f"{f:g}" for f in found["long_factor"]))
     # the factors, given to `run` as the printed option, score what the search measured
@@ -90,7 +90,7 @@ def test_the_command_finds_factors_that_run_scores_as_the_search_did(tmp_path, m
     ran = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "run")])
     assert ran.exit_code == 0, ran.output
     table = pd.read_csv(tmp_path / "run" / "results.csv")
-    assert table[table.metric == "ppl"].value.iloc[0] == pytest.approx(found["perplexity"], rel=1e-5)
+    assert table[table.metric == "ppl"].value.iloc[0] == pytest.approx(found["ppl"], rel=1e-5)
 
 
 def test_a_target_inside_L_is_one_line(tmp_path, monkeypatch):

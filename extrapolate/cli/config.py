@@ -47,7 +47,7 @@ def read_config(path: Path) -> dict:
 def from_record(request: dict) -> dict:
     """A recorded request as option values: unset fields left to the defaults, a pretrained model's tokenizer
     (recorded as the checkpoint's own, which it always uses) left out, encoding options as NAME=VALUE items."""
-    from extrapolate.run.request import is_pretrained
+    from extrapolate.run.checkpoint import is_pretrained
 
     given = {n: v for n, v in request.items() if v is not None and v != [] and n not in DERIVED}
     values = {RECORD_NAMES.get(name, name): value for name, value in given.items()}

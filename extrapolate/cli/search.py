@@ -58,8 +58,8 @@ def longrope_search(
     result = search(replace(request, out=None), settings, target, out, progress)
     factors = ",".join(f"{f:g}" for f in result["long_factor"])
     stdout.print(
-        f"perplexity at {target}: {result['perplexity']:.3f} searched, {result['initial_perplexity']:.3f} from "
-        f"YaRN's ramp, {result['yarn_perplexity']:.3f} YaRN (s = {result['factor']:g})\n"
+        f"perplexity at {target}: {result['ppl']:.3f} searched, {result['initial_ppl']:.3f} from "
+        f"YaRN's ramp, {result['yarn_ppl']:.3f} YaRN (s = {result['factor']:g})\n"
         f"--encoding longrope --factor {result['factor']:g} --encoding-option long_factor={factors}\n"
         f"wrote {out}",
         highlight=False,

@@ -94,6 +94,14 @@ FLAG_BOUNDS = {
     "--gpus-per-task": at_least(0),
     "--cpus-per-task": at_least(1),
     "--time-min": at_least(1),  # sweep on SLURM
+    # longrope-search
+    "--target": at_least(2),
+    "--population": at_least(1),
+    "--iterations": at_least(1),
+    "--parents": at_least(1),
+    "--mutations": at_least(1),
+    "--crossovers": at_least(1),
+    "--step": Bound(lambda v: 0 < v <= 1, "in (0, 1]"),
     # encodings show (the encodings' own options, --beta-fast …, bring theirs: encodings/options.py)
     "--head-dim": at_least(2),
     "--base": Bound(lambda v: v > 1, "> 1"),

@@ -149,7 +149,7 @@ def task_rule(folder: Path, table: pd.DataFrame) -> Rule:
 
 def pretrained_encodings(table: pd.DataFrame) -> frozenset[str]:
     """The encodings (labels) whose rows come from a model not trained here. A run's model is a size preset
-    (trained here) or a pretrained one (`run.request.is_pretrained`: a known name, a checkpoint, a hub id);
+    (trained here) or a pretrained one (`run.checkpoint.is_pretrained`: a known name, a checkpoint, a hub id);
     for a recorded row the preset names alone tell them apart, without looking at this machine's files. A
     row without a recorded model predates pretrained models: trained here."""
     from extrapolate.core.config import PRESETS

@@ -15,10 +15,12 @@ from extrapolate.encodings.options import check_used
 from extrapolate.report.folder import check_tables
 from extrapolate.report.samples import write_samples
 from extrapolate.report.table import append_positions, append_results, provenance
+from extrapolate.run.checkpoint import with_encoding
 from extrapolate.run.evaluate import evaluate, trained_model
+from extrapolate.run.ignored import ignored_options
 from extrapolate.run.prepare import Prepared, prepare
 from extrapolate.run.reporter import Reporter
-from extrapolate.run.request import RunRequest, ignored_options, output_folder, resolve, with_encoding
+from extrapolate.run.request import RunRequest, output_folder, resolve
 from extrapolate.run.resolved import ResolvedRun, resolve_run
 from extrapolate.run.rows import diverged_rows, measurement_rows, measurement_samples
 from extrapolate.tasks.depth_log import clear_logs

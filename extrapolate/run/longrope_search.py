@@ -217,11 +217,11 @@ def search(request, settings: SearchSettings, target: int, out: Path, on_candida
         "factor": scale,
         "settings": dataclasses.asdict(settings),
         "long_factor": [round(float(f), 6) for f in best.factors],
-        "perplexity": best.ppl,
-        "initial_perplexity": evolution.history[0].ppl,
-        "yarn_perplexity": perplexity("yarn"),
+        "ppl": best.ppl,
+        "initial_ppl": evolution.history[0].ppl,
+        "yarn_ppl": perplexity("yarn"),
         "best_by_iteration": best_by_iteration,
-        "candidates": [{"long_factor": c.factors.round(6).tolist(), "perplexity": c.ppl} for c in evolution.history],
+        "candidates": [{"long_factor": c.factors.round(6).tolist(), "ppl": c.ppl} for c in evolution.history],
     }
     write_text(out, json.dumps(result, indent=1) + "\n")
     return result

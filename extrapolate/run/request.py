@@ -25,10 +25,21 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.identity import default_steps, stored
 from extrapolate.core.registry import require_known
 from extrapolate.data.tokenizers import parse_spec
-from extrapolate.encodings import EncodingSpec, build_encoding, get_spec
+from extrapolate.encodings import EncodingSpec, get_spec
 from extrapolate.encodings.catalog import validate_shape
 from extrapolate.encodings.options import options_for
-from extrapolate.kernels.attention import KERNELS, kernel_for
+from extrapolate.kernels.attention import KERNELS
+from extrapolate.run.checkpoint import (
+    BOS_CHOICES,
+    CHAT_CHOICES,
+    check_pretrained_encoding,
+    is_pretrained,
+    load_pretrained_once,
+    refuse_shaping,
+    resolved_bos,
+    resolved_chat,
+    with_encoding,
+)
 from extrapolate.tasks.files import PasskeyTask, list_task_names, load_task
 from extrapolate.tasks.kinds import TASK_KINDS, asked_kinds, file_kind
 from extrapolate.tasks.perplexity import PERPLEXITY, PROTOCOLS
@@ -153,98 +164,6 @@ def resolve_request(request: RunRequest) -> RunRequest:
     return request
 
 
-def check_pretrained_encoding(request: RunRequest, checkpoint) -> None:
-    """A RoPE checkpoint takes RoPE and its scalings (on the transformers backend, those transformers
-    implements); a learned-table or ALiBi checkpoint evaluates as released, under its own encoding's name."""
-    spec, released = get_spec(request.encoding), checkpoint.released.encoding
-    rotary_release = get_spec(released).kind == "rotary"
-    if rotary_release and spec.kind != "rotary":
-        raise UserError(f"{request.model} uses RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
-    if not rotary_release and spec.name != released:
-        raise UserError(
-            f"{request.model} encodes positions with {released}, which it is evaluated with as released: "
-            f"--encoding {released} (or none), not {spec.name}"
-        )
-    if checkpoint.backend == "native":
-        return
-    if request.finetune_steps > 0:
-        raise UserError("--finetune-steps trains the native model; the transformers backend evaluates only")
-    if rotary_release and spec.name != released:
-        from extrapolate.data.rope_config import hf_rope_parameters
-
-        config = checkpoint.model.config
-        options = dict(request.encoding_options)
-        try:
-            hf_rope_parameters(spec.name, config.rope_base, 2.0, config.max_len, options, head_dim=config.rotated_dim)
-        except UserError:
-            raise UserError(
-                f"{spec.name} needs the native model (transformers implements linear, dynamic, yarn, longrope "
-                f"and llama3 scalings); {request.model} runs on the transformers backend"
-            ) from None
-
-
-BOS_CHOICES = ("auto", "always", "never")
-
-
-def resolved_bos(bos: str, tokenizer) -> str:
-    """always or never: `auto` follows the tokenizer (a BOS where it adds one by default, as the field's
-    evaluations feed a model); the tokenizers of models trained here have no BOS token."""
-    require_known("--bos choice", bos, BOS_CHOICES)
-    has_bos = tokenizer is not None and tokenizer.bos_id is not None
-    if bos == "always" and not has_bos:
-        raise UserError("--bos always: the tokenizer has no BOS token (models trained here have none)")
-    if bos == "auto":
-        return "always" if has_bos and tokenizer.adds_bos else "never"
-    return bos
-
-
-def refuse_shaping(request: RunRequest) -> None:
-    """Options that shape a model trained here are refused for a pretrained model, before it is loaded: silently
-    ignored, they would suggest a model that was never built."""
-    shaping = [
-        f"--{name.replace('_', '-')}"
-        for name in ("width", "layers", "heads", "embed_std", "position_std", "position_lr_scale")
-        if getattr(request, name) is not None
-    ]
-    if shaping:
-        raise UserError(
-            f"{', '.join(shaping)} shape a model trained here; the pretrained model "
-            f"{request.model} brings its own architecture and weights"
-        )
-
-
-CHAT_CHOICES = ("none", "auto", "template")  # template: what auto resolves to where the tokenizer has one
-
-
-def resolved_chat(choice: str, tokenizer) -> str:
-    """template or none: `auto` wraps prompts where the tokenizer has a chat template (an instruct checkpoint);
-    the tokenizers of models trained here have none."""
-    require_known("--chat-template choice", choice, CHAT_CHOICES)
-    has_template = tokenizer is not None and tokenizer.chat_parts() is not None
-    if choice == "template" and not has_template:
-        raise UserError("--chat-template: the tokenizer has no chat template")
-    return "template" if choice != "none" and has_template else "none"
-
-
-def with_encoding(request: RunRequest) -> RunRequest:
-    """The request with its encoding named: where none is given, rope for a model trained here, and for a
-    pretrained model its RoPE as released (the scaling it ships with, its factor and its options; a --factor or
-    an --encoding-option given replaces the checkpoint's own)."""
-    if request.encoding is not None:
-        return request
-    if not is_pretrained(request.model):
-        return dataclasses.replace(request, encoding="rope")
-    refuse_shaping(request)
-    released = load_pretrained_once(request).released
-    options = {**dict(released.options), **dict(request.encoding_options)}
-    return dataclasses.replace(
-        request,
-        encoding=released.encoding,
-        factor=request.factor if request.factor is not None else released.factor,
-        encoding_options=tuple(sorted(options.items())),
-    )
-
-
 @dataclass(frozen=True)
 class ResolvedRequest:
     """A request resolved once, at the edge (`resolve`): the request with every default filled and checked,
@@ -275,80 +194,6 @@ def resolve(request: RunRequest) -> ResolvedRequest:
     return ResolvedRequest(
         request, spec, lengths, tuned, factor, architecture, checkpoint, load_task(request.passkey_task)
     )
-
-
-def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
-    """The options given a value they cannot use in this job, one sentence each: a run takes them without
-    complaint, so a warning says they changed nothing. (Compared with the defaults: an option given its
-    default value is indistinguishable from one not given, and changes nothing either way.)"""
-    defaults, notes = RunRequest(), []
-
-    def changed(*names: str) -> list[str]:
-        return [f"--{n.replace('_', '-')}" for n in names if getattr(request, n) != getattr(defaults, n)]
-
-    specs = [get_spec(e) for e in encodings]
-    if request.factor is not None and all(s.trains_own_model for s in specs) and not request.extended:
-        notes.append(
-            "--factor scales the RoPE scalings (pi, ntk, yarn, …) and sets a fine-tune's L', and "
-            f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored"
-        )
-    for name, kind in TASK_KINDS:
-        if name in request.tasks:
-            notes += kind.unused_options(request, defaults)
-            continue
-        given = changed(*kind.request_options)
-        if given:
-            notes.append(f"{', '.join(given)} set the {name} evaluation, which --tasks does not include: ignored")
-    if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:
-        notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
-    swapped = substituted_kernels(request.kernel, encodings)
-    if swapped:
-        notes.append(
-            f"--kernel {request.kernel} cannot run "
-            + ", ".join(f"{e} (it runs {k})" for e, k in swapped.items())
-            + "; the kernel column records what ran"
-        )
-    if is_pretrained(request.model):
-        # a fine-tune of a pretrained model runs the papers' recipe (batch 1, lr 2e-5 unless --finetune-lr)
-        given = changed(
-            "steps",
-            "batch_size",
-            "lr",
-            "tokenizer",
-            "passkey_fraction",
-            "train_tasks",
-            "learned_policy",
-            *(() if request.extended else ("train_dtype", "compile")),
-        )
-        if given:
-            notes.append(
-                f"{', '.join(given)} configure a model trained here; the pretrained model "
-                f"{request.model} brings its own weights and tokenizer: ignored"
-            )
-    elif "learned" not in [s.base_encoding for s in specs]:
-        given = changed("learned_policy", "position_std", "position_lr_scale")
-        if given:
-            notes.append(f"{', '.join(given)} concern the learned encoding, which is not asked for: ignored")
-    return notes
-
-
-def substituted_kernels(requested: str, encodings: list[str]) -> dict[str, str]:
-    """{encoding: the kernel family it runs instead} for the encodings a requested kernel cannot serve (a bias
-    cannot enter the fused causal call, Self-Extend and ReRoPE have their own kernels). Which family serves an
-    encoding does not depend on the model's shape, so a small one stands in for it."""
-    if requested == "auto" or requested not in KERNELS:  # an unknown name is refused by `check`
-        return {}
-    swapped = {}
-    for name in encodings:
-        scaled = 1.0 if get_spec(name).trains_own_model else 2.0
-        try:
-            encoding = build_encoding(name, d_model=64, n_heads=4, head_dim=16, max_len=64, factor=scaled)
-        except UserError:  # the shape checks refuse this stand-in shape: the model's own shape is checked later
-            continue
-        family = kernel_for(encoding, requested).name
-        if family != requested:
-            swapped[name] = family
-    return swapped
 
 
 def named_retrieval_task(request: RunRequest) -> RunRequest:
@@ -473,33 +318,6 @@ def learned_table(request: RunRequest, base_encoding: str) -> dict:
     std = LEARNED_TABLE_STD if request.position_std is None else request.position_std
     scale = LEARNED_TABLE_LR_SCALE if request.position_lr_scale is None else request.position_lr_scale
     return {"position_std": stored("position_std", std), "position_lr_scale": stored("position_lr_scale", scale)}
-
-
-def is_pretrained(model: str) -> bool:
-    """Whether `model` names a pretrained model (a known name, a checkpoint file or folder, a hub id) rather
-    than a size preset of a model trained here."""
-    from extrapolate.data.known_models import KNOWN
-
-    if model in PRESETS:
-        return False
-    return model in KNOWN or model.endswith(".gguf") or Path(model).expanduser().exists() or "/" in model
-
-
-_LOADED_CHECKPOINT: dict = {}  # the one PretrainedModel this process holds, by (spec, backend, remote code)
-
-
-def load_pretrained_once(request: RunRequest):
-    """The PretrainedModel of the request's model in its backend, loaded once per process (a sweep evaluates
-    several scalings on one)."""
-    from extrapolate.backends.choice import load_pretrained
-
-    key = (request.model, request.backend, request.trust_remote_code)
-    if key not in _LOADED_CHECKPOINT:
-        _LOADED_CHECKPOINT.clear()
-        checkpoint = load_pretrained(*key)
-        # found again under the backend `auto` resolved to, which the resolved request names
-        _LOADED_CHECKPOINT[key] = _LOADED_CHECKPOINT[(request.model, checkpoint.backend, key[2])] = checkpoint
-    return _LOADED_CHECKPOINT[key]
 
 
 def output_folder(request: RunRequest) -> Path:

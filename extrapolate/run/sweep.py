@@ -32,7 +32,7 @@ from extrapolate.run import (
     run_cell,
 )
 from extrapolate.run.cell import new_folder_guard
-from extrapolate.run.request import ignored_options
+from extrapolate.run.ignored import ignored_options
 from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
@@ -207,7 +207,8 @@ def sweep_job(
 def plan_run(request: RunRequest, reporter: Reporter | None = None) -> tuple[Path, tuple[list[Cell], float | None]]:
     """`run --dry-run`: the one cell `run` would measure, planned as a sweep of one without training anything:
     its model (to train or reused), the time estimate, and run's own output folder."""
-    from extrapolate.run.request import output_folder, resolve_request, with_encoding
+    from extrapolate.run.checkpoint import with_encoding
+    from extrapolate.run.request import output_folder, resolve_request
 
     request = resolve_request(with_encoding(request))
     steps = [request.finetune_steps] if request.finetune_steps else None

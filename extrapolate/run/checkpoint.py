@@ -1,0 +1,133 @@
+"""What a request for a pretrained checkpoint resolves beyond a model trained here: the checkpoint loaded once
+per process in its backend, its encoding as released where none is given, the encodings it can take, and the
+BOS and chat-template choices its tokenizer decides. `request` is a `run.request.RunRequest` throughout (not
+imported: that module resolves requests with these functions)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from extrapolate.core.config import PRESETS
+from extrapolate.core.errors import UserError
+from extrapolate.core.registry import require_known
+from extrapolate.encodings import get_spec
+
+
+def check_pretrained_encoding(request, checkpoint) -> None:
+    """A RoPE checkpoint takes RoPE and its scalings (on the transformers backend, those transformers
+    implements); a learned-table or ALiBi checkpoint evaluates as released, under its own encoding's name."""
+    spec, released = get_spec(request.encoding), checkpoint.released.encoding
+    rotary_release = get_spec(released).kind == "rotary"
+    if rotary_release and spec.kind != "rotary":
+        raise UserError(f"{request.model} uses RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
+    if not rotary_release and spec.name != released:
+        raise UserError(
+            f"{request.model} encodes positions with {released}, which it is evaluated with as released: "
+            f"--encoding {released} (or none), not {spec.name}"
+        )
+    if checkpoint.backend == "native":
+        return
+    if request.finetune_steps > 0:
+        raise UserError("--finetune-steps trains the native model; the transformers backend evaluates only")
+    if rotary_release and spec.name != released:
+        from extrapolate.data.rope_config import hf_rope_parameters
+
+        config = checkpoint.model.config
+        options = dict(request.encoding_options)
+        try:
+            hf_rope_parameters(spec.name, config.rope_base, 2.0, config.max_len, options, head_dim=config.rotated_dim)
+        except UserError:
+            raise UserError(
+                f"{spec.name} needs the native model (transformers implements linear, dynamic, yarn, longrope "
+                f"and llama3 scalings); {request.model} runs on the transformers backend"
+            ) from None
+
+
+BOS_CHOICES = ("auto", "always", "never")
+
+
+def resolved_bos(bos: str, tokenizer) -> str:
+    """always or never: `auto` follows the tokenizer (a BOS where it adds one by default, as the field's
+    evaluations feed a model); the tokenizers of models trained here have no BOS token."""
+    require_known("--bos choice", bos, BOS_CHOICES)
+    has_bos = tokenizer is not None and tokenizer.bos_id is not None
+    if bos == "always" and not has_bos:
+        raise UserError("--bos always: the tokenizer has no BOS token (models trained here have none)")
+    if bos == "auto":
+        return "always" if has_bos and tokenizer.adds_bos else "never"
+    return bos
+
+
+def refuse_shaping(request) -> None:
+    """Options that shape a model trained here are refused for a pretrained model, before it is loaded: silently
+    ignored, they would suggest a model that was never built."""
+    shaping = [
+        f"--{name.replace('_', '-')}"
+        for name in ("width", "layers", "heads", "embed_std", "position_std", "position_lr_scale")
+        if getattr(request, name) is not None
+    ]
+    if shaping:
+        raise UserError(
+            f"{', '.join(shaping)} shape a model trained here; the pretrained model "
+            f"{request.model} brings its own architecture and weights"
+        )
+
+
+CHAT_CHOICES = ("none", "auto", "template")  # template: what auto resolves to where the tokenizer has one
+
+
+def resolved_chat(choice: str, tokenizer) -> str:
+    """template or none: `auto` wraps prompts where the tokenizer has a chat template (an instruct checkpoint);
+    the tokenizers of models trained here have none."""
+    require_known("--chat-template choice", choice, CHAT_CHOICES)
+    has_template = tokenizer is not None and tokenizer.chat_parts() is not None
+    if choice == "template" and not has_template:
+        raise UserError("--chat-template: the tokenizer has no chat template")
+    return "template" if choice != "none" and has_template else "none"
+
+
+def with_encoding(request):
+    """The request with its encoding named: where none is given, rope for a model trained here, and for a
+    pretrained model its RoPE as released (the scaling it ships with, its factor and its options; a --factor or
+    an --encoding-option given replaces the checkpoint's own)."""
+    if request.encoding is not None:
+        return request
+    if not is_pretrained(request.model):
+        return dataclasses.replace(request, encoding="rope")
+    refuse_shaping(request)
+    released = load_pretrained_once(request).released
+    options = {**dict(released.options), **dict(request.encoding_options)}
+    return dataclasses.replace(
+        request,
+        encoding=released.encoding,
+        factor=request.factor if request.factor is not None else released.factor,
+        encoding_options=tuple(sorted(options.items())),
+    )
+
+
+def is_pretrained(model: str) -> bool:
+    """Whether `model` names a pretrained model (a known name, a checkpoint file or folder, a hub id) rather
+    than a size preset of a model trained here."""
+    from extrapolate.data.known_models import KNOWN
+
+    if model in PRESETS:
+        return False
+    return model in KNOWN or model.endswith(".gguf") or Path(model).expanduser().exists() or "/" in model
+
+
+_LOADED_CHECKPOINT: dict = {}  # the one PretrainedModel this process holds, by (spec, backend, remote code)
+
+
+def load_pretrained_once(request):
+    """The PretrainedModel of the request's model in its backend, loaded once per process (a sweep evaluates
+    several scalings on one)."""
+    from extrapolate.backends.choice import load_pretrained
+
+    key = (request.model, request.backend, request.trust_remote_code)
+    if key not in _LOADED_CHECKPOINT:
+        _LOADED_CHECKPOINT.clear()
+        checkpoint = load_pretrained(*key)
+        # found again under the backend `auto` resolved to, which the resolved request names
+        _LOADED_CHECKPOINT[key] = _LOADED_CHECKPOINT[(request.model, checkpoint.backend, key[2])] = checkpoint
+    return _LOADED_CHECKPOINT[key]

@@ -1,0 +1,85 @@
+"""The options a job takes without using them, one warning sentence each (`ignored_options`): a run takes
+them without complaint, so a warning says they changed nothing."""
+
+from __future__ import annotations
+
+from extrapolate.core.errors import UserError
+from extrapolate.encodings import build_encoding, get_spec
+from extrapolate.kernels.attention import KERNELS, kernel_for
+from extrapolate.run.checkpoint import is_pretrained
+from extrapolate.run.request import RunRequest
+from extrapolate.tasks.kinds import TASK_KINDS
+
+
+def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
+    """The options given a value they cannot use in this job, one sentence each: a run takes them without
+    complaint, so a warning says they changed nothing. (Compared with the defaults: an option given its
+    default value is indistinguishable from one not given, and changes nothing either way.)"""
+    defaults, notes = RunRequest(), []
+
+    def changed(*names: str) -> list[str]:
+        return [f"--{n.replace('_', '-')}" for n in names if getattr(request, n) != getattr(defaults, n)]
+
+    specs = [get_spec(e) for e in encodings]
+    if request.factor is not None and all(s.trains_own_model for s in specs) and not request.extended:
+        notes.append(
+            "--factor scales the RoPE scalings (pi, ntk, yarn, …) and sets a fine-tune's L', and "
+            f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored"
+        )
+    for name, kind in TASK_KINDS:
+        if name in request.tasks:
+            notes += kind.unused_options(request, defaults)
+            continue
+        given = changed(*kind.request_options)
+        if given:
+            notes.append(f"{', '.join(given)} set the {name} evaluation, which --tasks does not include: ignored")
+    if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:
+        notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
+    swapped = substituted_kernels(request.kernel, encodings)
+    if swapped:
+        notes.append(
+            f"--kernel {request.kernel} cannot run "
+            + ", ".join(f"{e} (it runs {k})" for e, k in swapped.items())
+            + "; the kernel column records what ran"
+        )
+    if is_pretrained(request.model):
+        # a fine-tune of a pretrained model runs the papers' recipe (batch 1, lr 2e-5 unless --finetune-lr)
+        given = changed(
+            "steps",
+            "batch_size",
+            "lr",
+            "tokenizer",
+            "passkey_fraction",
+            "train_tasks",
+            "learned_policy",
+            *(() if request.extended else ("train_dtype", "compile")),
+        )
+        if given:
+            notes.append(
+                f"{', '.join(given)} configure a model trained here; the pretrained model "
+                f"{request.model} brings its own weights and tokenizer: ignored"
+            )
+    elif "learned" not in [s.base_encoding for s in specs]:
+        given = changed("learned_policy", "position_std", "position_lr_scale")
+        if given:
+            notes.append(f"{', '.join(given)} concern the learned encoding, which is not asked for: ignored")
+    return notes
+
+
+def substituted_kernels(requested: str, encodings: list[str]) -> dict[str, str]:
+    """{encoding: the kernel family it runs instead} for the encodings a requested kernel cannot serve (a bias
+    cannot enter the fused causal call, Self-Extend and ReRoPE have their own kernels). Which family serves an
+    encoding does not depend on the model's shape, so a small one stands in for it."""
+    if requested == "auto" or requested not in KERNELS:  # an unknown name is refused by `check`
+        return {}
+    swapped = {}
+    for name in encodings:
+        scaled = 1.0 if get_spec(name).trains_own_model else 2.0
+        try:
+            encoding = build_encoding(name, d_model=64, n_heads=4, head_dim=16, max_len=64, factor=scaled)
+        except UserError:  # the shape checks refuse this stand-in shape: the model's own shape is checked later
+            continue
+        family = kernel_for(encoding, requested).name
+        if family != requested:
+            swapped[name] = family
+    return swapped
