@@ -229,7 +229,7 @@ def test_passkey_rows_record_the_kernels_that_ran(monkeypatch, name, kernel, dty
 def test_short_bf16_cpu_attention_computes_in_float32(name, kernel):
     """Under bf16 autocast, short rows of small heads run the float32 kernel (faster on the CPU): the result
     is the float32 attention of the bf16 inputs rounded once to bf16, bias included, and gradients flow."""
-    from extrapolate.kernels.attention import CPU_FLOAT32_MAX_KEYS, compute_dtype
+    from extrapolate.kernels.sdpa import CPU_FLOAT32_MAX_KEYS, compute_dtype
 
     torch.manual_seed(0)
     enc = make(name)
