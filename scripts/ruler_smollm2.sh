@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # RULER's offline tasks on SmolLM2-135M, into results/smollm2-ruler/ (bfloat16, as the other SmolLM2 results).
 # On a CPU a cell of 20 prompts at 8192 tokens takes most of an hour, so the folder's task files are copies of
-# tasks/<name>.toml with `samples = $SAMPLES` (default 5), kept in $OUT/tasks/ for the record. Each task is one
+# tasks/ruler/<name>.toml with `samples = $SAMPLES` (default 5), kept in $OUT/tasks/ for the record. Each task is one
 # run (its own run id); rows merge into one table, and a stopped script resumes (finished cells are kept, a
 # cell's finished batches are logged). Usage:
 #   bash scripts/ruler_smollm2.sh [lengths, default 1024,2048,4096,8192] [tasks, default the 11 offline ones]
@@ -19,7 +19,7 @@ mkdir -p "$out/tasks"
 for encoding in ${encodings//,/ }; do
     for task in ${tasks//,/ }; do
         file="$out/tasks/$task.toml"
-        sed -E "s/^samples = [0-9]+.*/samples = $samples/" "tasks/$task.toml" > "$file"
+        sed -E "s/^samples = [0-9]+.*/samples = $samples/" "tasks/ruler/$task.toml" > "$file"
         # one task that fails (a length too short for its prompts) does not stop the others
         extrapolate run --model smollm2-135m --encoding "$encoding" --tasks "$file" --eval-lens "$lengths" \
             --dtype bfloat16 --out "$out" --quiet $extra || echo "$task: failed (see above); the other tasks go on" >&2

@@ -45,10 +45,12 @@ def test_every_task_suite_and_reference_file_ships_in_the_wheel():
     from extrapolate.reproduce import load_suite
 
     shipped = packaged_files()
-    tasks = sorted((ROOT / "tasks").glob("*.toml")) + sorted((ROOT / "tasks" / "suites").glob("*.toml"))
+    tasks = [*sorted((ROOT / "tasks").glob("*.toml")), *sorted((ROOT / "tasks" / "ruler").glob("*.toml"))]
+    tasks += sorted((ROOT / "tasks" / "suites").glob("*.toml"))
     assert tasks and all(path in shipped for path in tasks), sorted(set(tasks) - set(shipped))
     # in the wheel at the place of the repository's layout, where paths.data_dir looks for them
     assert shipped[ROOT / "tasks" / "suites" / "reference.toml"] == "extrapolate/_data/tasks/suites/reference.toml"
+    assert shipped[ROOT / "tasks" / "ruler" / "vt.toml"] == "extrapolate/_data/tasks/ruler/vt.toml"
     for suite_file in (ROOT / "tasks" / "suites").glob("*.toml"):
         reference = ROOT / "results" / load_suite(str(suite_file)).name
         needed = [reference / name for name in ("results.csv", "spread.csv", "run.json", "report.md")]

@@ -80,9 +80,9 @@ def local_task(name: str, folder: Path):
 
 
 def load_task_text(name: str) -> str:
-    from extrapolate.tasks.files import TASKS_DIR
+    from extrapolate.tasks.files import task_file
 
-    return (TASKS_DIR / f"{name}.toml").read_text()
+    return task_file(name).read_text()
 
 
 def test_the_thirteen_tasks_are_listed_by_their_ruler_names():

@@ -10,9 +10,9 @@ from pathlib import Path
 from extrapolate.core.errors import UserError
 from extrapolate.report.shapes import CLAIM_KINDS, Claim
 from extrapolate.run import RunRequest
-from extrapolate.tasks.files import TASKS_DIR, tomllib
+from extrapolate.tasks.files import SUITES, TASKS_DIR, tomllib
 
-SUITES_DIR = TASKS_DIR / "suites"
+SUITES_DIR = TASKS_DIR / SUITES
 
 
 @dataclass(frozen=True)

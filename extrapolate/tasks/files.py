@@ -19,6 +19,17 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 TASKS_DIR = data_dir("tasks")  # the checkout's tasks/, or the copy an installed wheel carries
+SUITES = "suites"  # tasks/suites/ holds the reproduce suites, not task files
+# where the task files lie, found by name: tasks/ (the passkey's) and each folder in it (RULER's in tasks/ruler/)
+TASK_FOLDERS = (
+    TASKS_DIR,
+    *sorted(p for p in (TASKS_DIR.iterdir() if TASKS_DIR.exists() else ()) if p.is_dir() and p.name != SUITES),
+)
+
+
+def task_file(name: str) -> Path | None:
+    """The task file of a task's name, or None."""
+    return next((folder / f"{name}.toml" for folder in TASK_FOLDERS if (folder / f"{name}.toml").exists()), None)
 
 
 @dataclass(frozen=True)
@@ -199,13 +210,13 @@ def placeholders(text: str, path: str, field: str, allowed: tuple[str, ...]) -> 
 
 
 def load_task(name_or_path: str):
-    """The task of a task file (a name under tasks/ or a TOML path): its `kind` (default: passkey) reads and
-    checks the rest."""
+    """The task of a task file (a name under tasks/ or tasks/ruler/, or a TOML path): its `kind` (default:
+    passkey) reads and checks the rest."""
     path = Path(name_or_path)
     if not path.exists() and (path.suffix == ".toml" or len(path.parts) > 1):  # a path, not a task's name
         raise UserError(f"task file {name_or_path} does not exist")
     if not path.exists():
-        path = TASKS_DIR / f"{name_or_path}.toml"
+        path = task_file(name_or_path) or path
     if not path.exists():
         from extrapolate.core.registry import unknown_name_message
         from extrapolate.tasks.kinds import without_task_file
@@ -227,4 +238,4 @@ def load_task(name_or_path: str):
 
 
 def list_task_names() -> list[str]:
-    return sorted(p.stem for p in TASKS_DIR.glob("*.toml")) if TASKS_DIR.exists() else []
+    return sorted(p.stem for folder in TASK_FOLDERS if folder.exists() for p in folder.glob("*.toml"))
