@@ -25,7 +25,7 @@ import torch
 from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import TwoPartRotary
 from extrapolate.encodings.spec import EncodingSpec, Shape
-from extrapolate.encodings.two_part import TwoPartEncoding, show_two_part, whole_number
+from extrapolate.encodings.two_part import TwoPartEncoding, options_of, show_two_part, whole_number
 
 STREAMING_SINKS = 4  # the reference's start_size and the paper's four sinks
 LM_INFINITE_GLOBAL = 10  # the global branch of the paper's runs (its README: 10 to 100 behave alike)
@@ -82,14 +82,6 @@ class LMInfinite(SinkEncoding):
 
 def length_of(shape: Shape) -> int:
     return shape.original_len or shape.max_len
-
-
-def options_of(shape: Shape, name: str, allowed: tuple[str, ...]) -> dict:
-    options = dict(shape.options)
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ValueError(f"{name} has no option(s) {unknown}")
-    return options
 
 
 def build_streaming_llm(shape: Shape) -> StreamingLLM:

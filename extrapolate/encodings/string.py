@@ -14,7 +14,7 @@ import torch
 
 from extrapolate.core.errors import UserError
 from extrapolate.encodings.spec import EncodingSpec, Shape
-from extrapolate.encodings.two_part import TwoPartEncoding, show_two_part, whole_number
+from extrapolate.encodings.two_part import TwoPartEncoding, options_of, show_two_part, whole_number
 
 SHIFT_RATIO = 0.33  # S = 0.33·L: the paper's and the reference's default (`shifted_ratio`)
 LOCAL = 128  # W: the reference's `local_value`
@@ -40,10 +40,7 @@ class STRING(TwoPartEncoding):
 
 
 def build_string(shape: Shape) -> STRING:
-    options = dict(shape.options)
-    unknown = sorted(set(options) - {"shift", "local"})
-    if unknown:
-        raise ValueError(f"string has no option(s) {unknown}")
+    options = options_of(shape, "string", ("shift", "local"))
     length = shape.original_len or shape.max_len
     shift = options.get("shift", max(1, int(SHIFT_RATIO * length)))
     local = options.get("local", min(LOCAL, max(1, length // 64)))

@@ -29,6 +29,16 @@ def whole_number(value, what: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def options_of(shape: Shape, name: str, allowed: tuple[str, ...]) -> dict:
+    """The options a two-part encoding is built with; one it does not take is a programming error (the command
+    line passes an encoding only the options it declares)."""
+    options = dict(shape.options)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"{name} has no option(s) {unknown}")
+    return options
+
+
 class TwoPartEncoding(PositionalEncoding):
     kind = "rotary"
 
