@@ -244,3 +244,34 @@ def test_results_table_from_before_the_tokenizer_column_reads_with_it_empty(tmp_
     assert list(table.columns) == COLUMNS and table.tokenizer.isna().all()
     merged = append_results(tmp_path, [{c: 2 for c in COLUMNS} | {"run_id": "new", "tokenizer": "bytes"}])
     assert list(merged.columns) == COLUMNS and list(merged.tokenizer.fillna("")) == ["", "bytes"]
+
+
+def test_a_tokenized_text_is_kept_by_tokenizer_and_text_and_survives_a_damaged_file(tmp_path, monkeypatch):
+    """prepare's texts are tokenized once per machine: the cached ids equal the tokenizer's, another
+    tokenizer or text is another entry, a damaged entry is tokenized again, a slow tokenizer is not cached."""
+    import torch
+
+    from extrapolate.data.tokenizers import TOKENS_FOLDER, ByteTokenizer, encode_cached
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path))
+    bpe, text = load_tokenizer("bpe:300", small_corpus()), "the grass is green " * 50
+    first = encode_cached(bpe, text)
+    assert torch.equal(first, bpe.encode_tensor(text))
+    files = sorted((tmp_path / TOKENS_FOLDER).glob("*.pt"))
+    assert len(files) == 1
+    assert torch.equal(encode_cached(bpe, text), first)  # read back
+    encode_cached(ByteTokenizer(), text)
+    encode_cached(bpe, text + ".")
+    assert len(list((tmp_path / TOKENS_FOLDER).glob("*.pt"))) == 3
+    files[0].write_bytes(b"not a tensor")
+    assert torch.equal(encode_cached(bpe, text), first)  # tokenized again and the entry replaced
+    assert torch.equal(torch.load(files[0], weights_only=True), first)
+
+    class Slow:
+        identity = "hf300-slow"
+
+        def encode_tensor(self, text):
+            return torch.tensor([len(text)])
+
+    encode_cached(Slow(), "abc")
+    assert len(list((tmp_path / TOKENS_FOLDER).glob("*.pt"))) == 3

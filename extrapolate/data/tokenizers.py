@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from extrapolate.core.atomic import write_text
+from extrapolate.core.atomic import atomic_path, write_text
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import cache_dir
@@ -238,3 +238,29 @@ def keep_with_model(tokenizer, folder: Path) -> None:
             staging = folder / f".{MODEL_HF_TOKENIZER}-{os.getpid()}"
             tokenizer.to_transformers().save_pretrained(str(staging))
             staging.rename(target)  # whole or absent: a kill never leaves half a tokenizer
+
+
+TOKENS_FOLDER = "tokens"  # under the cache: texts already tokenized, by tokenizer identity and text
+
+
+def encode_cached(tokenizer, text: str) -> torch.Tensor:
+    """`tokenizer.encode_tensor(text)`, kept in the cache by the tokenizer's identity and the text's hash, so a
+    corpus is tokenized once per machine rather than once per run (about 3 s of every run on the built-in
+    corpus). A tokenizer whose identity does not pin its vocabulary (a slow transformers tokenizer) is not
+    cached; an unreadable cache file is tokenized again and replaced."""
+    identity = str(getattr(tokenizer, "identity", ""))
+    if not identity or identity.endswith("-slow"):
+        return tokenizer.encode_tensor(text)
+    key = hashlib.sha256(f"{identity}\0{text}".encode()).hexdigest()[:32]
+    path = cache_dir() / TOKENS_FOLDER / f"{key}.pt"
+    if path.exists():
+        try:
+            ids = torch.load(path, weights_only=True)
+            if isinstance(ids, torch.Tensor) and ids.dtype == torch.int64 and ids.dim() == 1:
+                return ids
+        except Exception:  # a file cut short or written by something else: tokenize again
+            pass
+    ids = tokenizer.encode_tensor(text)
+    with atomic_path(path) as tmp:
+        torch.save(ids, tmp)
+    return ids

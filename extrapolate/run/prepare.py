@@ -11,7 +11,7 @@ from extrapolate.core.defaults import DEFAULT_PASSKEY_FRACTION
 from extrapolate.core.device import resolve_device
 from extrapolate.core.errors import UserError
 from extrapolate.data.corpora import Corpus, load_corpus
-from extrapolate.data.tokenizers import load_tokenizer
+from extrapolate.data.tokenizers import encode_cached, load_tokenizer
 from extrapolate.run.request import ResolvedRequest
 from extrapolate.tasks.files import load_task
 from extrapolate.tasks.kinds import asked_kinds, file_kind
@@ -58,7 +58,7 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     heldout, notes = heldout_documents(corpus, tokenizer, max(lengths), request.eval_docs)
     # a pretrained model is trained here only when fine-tuned: otherwise its training stream is never needed
     stream = (
-        tokenizer.encode_tensor("\n\n".join(corpus.train))
+        encode_cached(tokenizer, "\n\n".join(corpus.train))
         if checkpoint is None or request.extended
         else torch.zeros(request.train_len + 2, dtype=torch.int64)
     )
@@ -129,7 +129,7 @@ def heldout_documents(corpus: Corpus, tokenizer, longest: int, limit: int) -> tu
     """The held-out documents every length scores (the first `limit` of those longer than `longest` tokens,
     so that each length scores the same text) and a warning naming the ones left out as too short; refused in
     one line when none is long enough, naming the longest and how to give longer ones."""
-    encoded = [tokenizer.encode_tensor(d) for d in corpus.heldout]
+    encoded = [encode_cached(tokenizer, d) for d in corpus.heldout]
     kept = [t for t in encoded if t.numel() > longest]
     if not kept:
         most = max((t.numel() for t in encoded), default=0)
