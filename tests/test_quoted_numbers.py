@@ -1,0 +1,119 @@
+"""The numbers docs/encodings.md and the results READMEs quote for the newer methods, each recomputed from the
+committed results: a doc that says what its results do not (or results re-made without the doc) fails here.
+(The README's findings table is checked by tests/test_findings.py.)"""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from extrapolate.core.intervals import wilson
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rows(folder: str) -> pd.DataFrame:
+    return pd.read_csv(ROOT / "results" / folder / "results.csv")
+
+
+def ppl(folder: str, encoding: str, length: int, seed: int = 0, run: str = "") -> float:
+    t = rows(folder)
+    t = t[(t.encoding == encoding) & (t.eval_len == length) & (t.metric == "ppl") & (t.seed == seed)]
+    t = t[t.run_id.str.startswith(run)]
+    assert len(t) == 1, (folder, encoding, length, seed, run)
+    return float(t.value.iloc[0])
+
+
+def greedy(folder: str, run: str, length: int) -> str:
+    """A run's greedy retrieval at a length, its depths' prompts pooled: "94% [88–97]"."""
+    t = rows(folder)
+    t = t[t.run_id.str.startswith(run) & (t.eval_len == length) & (t.metric == "accuracy")]
+    hits, n = int(sum(round(v * k) for v, k in zip(t.value, t.n))), int(t.n.sum())
+    low, high = wilson(hits, n)
+    return f"{hits / n:.0%} [{low * 100:.0f}–{high * 100:.0f}]"
+
+
+QUOTED = [
+    # (document, the text it holds, that text computed from the results)
+    (
+        "docs/encodings.md",
+        "31.65 and 31.66",
+        lambda: f"{ppl('smollm2', 'streaming-llm', 16384):.2f} and {ppl('smollm2', 'lm-infinite', 16384):.2f}",
+    ),
+    ("docs/encodings.md", "against RoPE's 61.34", lambda: f"against RoPE's {ppl('smollm2', 'rope', 16384):.2f}"),
+    (
+        "docs/encodings.md",
+        "61.34 to 39.91",
+        lambda: f"{ppl('smollm2', 'rope', 16384):.2f} to {ppl('smollm2', 'string', 16384):.2f}",
+    ),
+    (
+        "docs/encodings.md",
+        "(seed 0: 51.3\n  against 46.4)",
+        lambda: (
+            f"(seed 0: "
+            f"{ppl('showcase-training-free', 'string', 256):.1f}\n  against {ppl('showcase-training-free', 'rope', 256):.1f})"
+        ),
+    ),
+    (
+        "docs/encodings.md",
+        "scored 58.28 at 8L against YaRN's 59.19",
+        lambda: (
+            "scored "
+            f"{ppl('longrope-search', 'longrope', 2048, run='458e77'):.2f} at 8L against YaRN's "
+            f"{ppl('longrope-search', 'yarn', 2048):.2f}"
+        ),
+    ),
+    (
+        "docs/encodings.md",
+        "8L, 94% against 62%",
+        lambda: (
+            f"8L, {greedy('showcase-training-free', 'ed67ee', 2048)[:3]}"
+            f" against {greedy('showcase-training-free', '39d2b2', 2048)[:3]}"
+        ),
+    ),
+    (
+        "results/showcase-training-free/README.md",
+        "94% [88–97] against 62% [52–71]",
+        lambda: (
+            greedy("showcase-training-free", "ed67ee", 2048)
+            + " against "
+            + greedy("showcase-training-free", "39d2b2", 2048)
+        ),
+    ),
+    (
+        "results/longrope-search/README.md",
+        "58.28 [51.0–67.2] found",
+        lambda: "{:.2f} [{:.1f}–{:.1f}] found".format(
+            *rows("longrope-search")
+            .query("run_id.str.startswith('458e77') and eval_len == 2048 and metric == 'ppl'", engine="python")[
+                ["value", "ci_low", "ci_high"]
+            ]
+            .iloc[0]
+        ),
+    ),
+    (
+        "results/smollm2/README.md",
+        "| string | 32.590 | 39.910 | 1.25× |",
+        lambda: (
+            "| string | {:.3f} | {:.3f} | {:.2f}× |".format(
+                ppl("smollm2", "string", 8192),
+                ppl("smollm2", "string", 16384),
+                ppl("smollm2", "string", 16384) / ppl("smollm2", "rope", 8192),
+            )
+        ),
+    ),
+    (
+        "results/showcase/README.md",
+        "perplexity 2.32× its value at L at 8L",
+        lambda: (
+            "perplexity "
+            f"{ppl('showcase', 'rope-nope', 2048) / ppl('showcase', 'rope-nope', 256):.2f}× its value at L at 8L"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("document,text,computed", QUOTED, ids=[f"{d}: {t[:30]}" for d, t, _ in QUOTED])
+def test_a_quoted_number_is_what_the_results_give(document, text, computed):
+    assert text in (ROOT / document).read_text(), f"{document} no longer says {text!r}"
+    assert computed() == text
