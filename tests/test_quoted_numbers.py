@@ -50,8 +50,8 @@ QUOTED = [
         "docs/encodings.md",
         "(seed 0: 51.3\n  against 46.4)",
         lambda: (
-            f"(seed 0: "
-            f"{ppl('showcase-training-free', 'string', 256):.1f}\n  against {ppl('showcase-training-free', 'rope', 256):.1f})"
+            f"(seed 0: {ppl('showcase-training-free', 'string', 256):.1f}\n"
+            f"  against {ppl('showcase-training-free', 'rope', 256):.1f})"
         ),
     ),
     (
@@ -94,12 +94,10 @@ QUOTED = [
     (
         "results/smollm2/README.md",
         "| string | 32.590 | 39.910 | 1.25× |",
-        lambda: (
-            "| string | {:.3f} | {:.3f} | {:.2f}× |".format(
-                ppl("smollm2", "string", 8192),
-                ppl("smollm2", "string", 16384),
-                ppl("smollm2", "string", 16384) / ppl("smollm2", "rope", 8192),
-            )
+        lambda: "| string | {:.3f} | {:.3f} | {:.2f}× |".format(
+            ppl("smollm2", "string", 8192),
+            ppl("smollm2", "string", 16384),
+            ppl("smollm2", "string", 16384) / ppl("smollm2", "rope", 8192),
         ),
     ),
     (
