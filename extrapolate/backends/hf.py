@@ -115,7 +115,8 @@ class TransformersLM(nn.Module):
 
         if isinstance(encoding, AsReleased):
             if self._released_rope is not None:
-                self._apply_rope(copy.deepcopy(self._released_rope), replace=False)
+                self.hf.config.rope_parameters = copy.deepcopy(self._released_rope)
+                self._rebuild_rope()
             self.encoding = encoding
             return
         rotary = unwrapped(encoding)
@@ -129,15 +130,13 @@ class TransformersLM(nn.Module):
         params = hf_rope_parameters(
             rotary.scaling, rotary.base, rotary.factor, rotary.original_len, options, head_dim=rotary.head_dim
         )
-        self._apply_rope(params, replace=True, setter=replace_rope)
+        replace_rope(self.hf.config, params)
+        self._rebuild_rope()
         self.encoding = encoding
 
-    def _apply_rope(self, params: dict, replace: bool, setter=None) -> None:
+    def _rebuild_rope(self) -> None:
+        """Every RoPE module of transformers' model built again from the config's `rope_parameters`."""
         config = self.hf.config
-        if replace:
-            setter(config, params)
-        else:
-            config.rope_parameters = params
         device = next(self.hf.parameters()).device
         for parent, name, module in rotary_modules(self.hf):
             try:
