@@ -12,7 +12,8 @@ from extrapolate.core.defaults import DEFAULT_STEPS, LEARNED_TABLE_LR_SCALE, LEA
 from extrapolate.core.errors import UserError
 from extrapolate.data.batches import BatchSource
 from extrapolate.model import TransformerLM
-from extrapolate.run.request import RunRequest, architecture_for, resolve_request
+from extrapolate.run.request import RunRequest
+from extrapolate.run.resolution import architecture_for, resolve_request
 from extrapolate.training.train import build_model, learning_rate, make_optimizer, train
 
 

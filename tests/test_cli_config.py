@@ -5,6 +5,7 @@ Progress in a log: plain lines while training where stderr is no terminal."""
 import json
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
@@ -203,6 +204,21 @@ def test_version_answers_without_importing_torch():
     code += "print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["extrapolate", "0.1.0", "False"]
+
+
+@pytest.mark.parametrize("argv", [["-h"], ["run", "-h"], ["sweep", "--help"], ["encodings", "show", "-h"]])
+def test_help_answers_without_importing_torch_or_pandas(argv):
+    """The command line's options are declared from light modules (run/request.py, encodings/options.py,
+    core/defaults.py; the packages export lazily, core/lazy.py): help is printed without torch or pandas, the
+    two imports that take a second or more."""
+    import subprocess
+    import sys
+
+    code = f"import sys; sys.argv = ['extrapolate', *{argv!r}]\nfrom extrapolate.cli import main\n"
+    code += "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    code += "print('heavy:', sorted(m for m in ('torch', 'pandas', 'matplotlib', 'transformers') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Usage" in done.stdout and done.stdout.rstrip().endswith("heavy: []"), done.stdout[-500:] + done.stderr
 
 
 def test_listings_off_a_terminal_are_tab_separated_with_whole_identities():

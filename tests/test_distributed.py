@@ -235,8 +235,7 @@ def test_a_launched_process_leaves_with_the_jobs_exit_code_and_flushed_output(bo
     import sys
 
     script = (
-        f"import sys\nfrom extrapolate.core.distributed import run_then_leave\ndef job():\n    {body}\n"
-        "run_then_leave(job)\n"
+        f"import sys\nfrom extrapolate.core.launch import run_then_leave\ndef job():\n    {body}\nrun_then_leave(job)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == code

@@ -11,7 +11,7 @@ import torch
 from extrapolate.core.config import ModelConfig, config_hash, model_config_from_dict, to_dict
 from extrapolate.model import TransformerLM
 from extrapolate.run import RunRequest
-from extrapolate.run.request import architecture_for
+from extrapolate.run.resolution import architecture_for
 
 
 def legacy_hash(config: ModelConfig) -> str:

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from extrapolate.encodings import ENCODINGS
-from extrapolate.run import RunRequest, prepare, resolve, resolve_run
+from extrapolate.run import RunRequest, resolve, resolve_run
+from extrapolate.run.prepare import prepare
 
 from .helpers import make_corpus
 

@@ -15,8 +15,9 @@ from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig, config_ha
 from extrapolate.core.defaults import DEFAULT_STEPS, SINUSOIDAL_STEPS
 from extrapolate.core.identity import UNSET_MEANS, finetune_folder_name, pretrained_identity, stored
 from extrapolate.encodings import encoding_for
-from extrapolate.run import request as request_module
-from extrapolate.run.request import RunRequest, architecture_for, resolve_request
+from extrapolate.run import resolution as request_module
+from extrapolate.run.request import RunRequest
+from extrapolate.run.resolution import architecture_for, resolve_request
 from extrapolate.run.resolved import run_id
 from extrapolate.tasks.files import load_task
 from extrapolate.training.finetune import finetune_config, finetune_folder

@@ -341,7 +341,7 @@ def test_training_rows_of_several_tasks_each_hold_one_drawn_at_random():
 def test_train_tasks_change_the_model_only_when_given(tmp_path):
     from extrapolate.run import RunRequest
     from extrapolate.run.prepare import MixedRows, prepare
-    from extrapolate.run.request import resolve
+    from extrapolate.run.resolution import resolve
 
     from .helpers import make_corpus
 

@@ -23,14 +23,30 @@ PACKAGE = Path(__file__).resolve().parents[1] / "extrapolate"
 # String literals equal to a kind's name that are data, not a decision on the kind, each at most this often:
 ALLOWED = Counter(
     {
-        # the retrieval task *file* a pretrained model is asked with (tasks/passkey.toml), named like the kind
-        ("core/defaults.py", "passkey"): 1,
         # a suite file's default task file, the same file
         ("reproduce/suite.py", "passkey"): 1,
         # the `tasks` listing's row of the built-in kind: text a user reads
         ("cli/app.py", "perplexity"): 1,
+        # the defaults the command line declares its options with before torch is imported (so before the kinds
+        # are registered): checked against the registry below; and the retrieval task *file* a pretrained model
+        # is asked with (tasks/passkey.toml), named like the kind
+        ("core/defaults.py", "perplexity"): 1,
+        ("core/defaults.py", "passkey"): 2,
+        ("run/request.py", "perplexity"): 1,
     }
 )
+
+
+def test_the_light_defaults_name_the_registered_kinds():
+    """DEFAULT_TASKS and RunRequest's default are spelled out (the command line reads them without importing the
+    kinds); they must stay what the registry says."""
+    from extrapolate.core.defaults import DEFAULT_TASKS
+    from extrapolate.run.request import RunRequest
+    from extrapolate.tasks.kinds import default_tasks
+    from extrapolate.tasks.perplexity import PERPLEXITY
+
+    assert default_tasks() == DEFAULT_TASKS
+    assert RunRequest().tasks == (PERPLEXITY.name,)
 
 
 def own_modules() -> set[Path]:

@@ -21,9 +21,9 @@ from extrapolate.cli.render import (
 )
 from extrapolate.cli.search import longrope_search
 from extrapolate.cli.util import OneLineErrors, fail, renamed, stdout, warn
+from extrapolate.core.defaults import DEFAULT_TASKS
 from extrapolate.core.source import git_sha
-from extrapolate.run import RunRequest
-from extrapolate.tasks.kinds import default_tasks
+from extrapolate.run.request import RunRequest
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -89,7 +89,7 @@ def run(
     """Train (or reuse) a model with ENCODING at --train-len, evaluate it up to --eval-len, write results."""
     from dataclasses import replace
 
-    from extrapolate.core.distributed import main_process
+    from extrapolate.core.launch import main_process
     from extrapolate.run import run as run_job
 
     request = replace(request, encoding=encoding and encoding.lower(), seed=seed, finetune_steps=finetune_steps)
@@ -105,7 +105,7 @@ def run(
 
 
 @app.command()
-@with_request(out_help="output folder (default results/sweep-L<L>)", tasks=",".join(default_tasks()))
+@with_request(out_help="output folder (default results/sweep-L<L>)", tasks=",".join(DEFAULT_TASKS))
 def sweep(
     encodings: Annotated[
         str,
@@ -149,7 +149,7 @@ def sweep(
 ) -> None:
     """Every encoding × seed on the same model, data and budget; one results table and one report."""
     from extrapolate.cli.util import parse_int_list
-    from extrapolate.core.distributed import main_process
+    from extrapolate.core.launch import main_process
     from extrapolate.run.sweep import submit_job, sweep_job
 
     steps = parse_int_list(finetune_steps, "--finetune-steps", 0) if finetune_steps is not None else None
@@ -294,7 +294,7 @@ def bench(
 
 
 def main() -> None:
-    from extrapolate.core.distributed import launched, run_then_leave
+    from extrapolate.core.launch import launched, run_then_leave
 
     if launched():  # under torchrun: see run_then_leave for why the process skips teardown
         run_then_leave(app)

@@ -15,21 +15,20 @@ import typer
 from extrapolate.cli.config import apply_config
 from extrapolate.cli.util import parse_float_list, parse_int_list, parse_name_list
 from extrapolate.core.defaults import (
+    DEFAULT_BPE_VOCAB,
     DEFAULT_PASSKEY_FRACTION,
     DEFAULT_RETRIEVAL_TASK,
     DEFAULT_STEPS,
     DEFAULT_TRAIN_LEN,
+    FINETUNE_WARMUP_STEPS,
     LEARNED_TABLE_LR_SCALE,
     LEARNED_TABLE_STD,
     SINUSOIDAL_STEPS,
 )
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import GPT2_INIT_STD
-from extrapolate.data.tokenizers import DEFAULT_BPE_VOCAB
 from extrapolate.encodings.options import SHOWN, TRAINING_FREE, OptionSpec, parse_encoding_options
-from extrapolate.run import RunRequest
-from extrapolate.tasks.kinds import TASK_KINDS, default_tasks
-from extrapolate.training.finetune import WARMUP_STEPS
+from extrapolate.run.request import RunRequest
 
 DEFAULT = RunRequest()  # every default of the options below
 
@@ -231,7 +230,7 @@ SHARED = {
     "finetune_lr": shared(
         Optional[float],
         DEFAULT.finetune_lr,
-        f"fine-tune learning rate, constant after {WARMUP_STEPS} warmup steps (default --lr / 10)",
+        f"fine-tune learning rate, constant after {FINETUNE_WARMUP_STEPS} warmup steps (default --lr / 10)",
     ),
     # NAME=VALUE items, parsed into the request's sorted (name, value) pairs
     "bos": shared(
@@ -267,12 +266,10 @@ KernelOpt = SHARED["kernel"][0]
 DeviceOpt = SHARED["device"][0]
 
 
-def retrieval_kinds(names) -> tuple[str, ...]:
-    return tuple(name for name in names if TASK_KINDS.get(name).reads_task_file)
-
-
 def to_request(values: dict) -> RunRequest:
     """The shared options as the library's request (lists parsed; the encoding and seed set by the command)."""
+    from extrapolate.tasks.kinds import TASK_KINDS, default_tasks  # the task registry: imported when a command runs
+
     tasks, eval_lens = values.pop("tasks"), values.pop("eval_lens")
     options = parse_encoding_options(values.pop("encoding_option"))
     train_tasks = values.pop("train_tasks")

@@ -10,8 +10,8 @@ import typer
 
 from extrapolate.cli.options import parse_length, with_request
 from extrapolate.cli.util import stdout
-from extrapolate.run import RunRequest
 from extrapolate.run.longrope_search import SearchSettings
+from extrapolate.run.request import RunRequest
 
 DEFAULTS = SearchSettings()
 

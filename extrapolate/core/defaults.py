@@ -25,3 +25,11 @@ DEFAULT_RETRIEVAL_TASK = {"trained": "passkey-word", "pretrained": "passkey"}
 # (results/absolute-recipes/NOTES.md). `--position-std 0.02 --position-lr-scale 1` trains GPT-2's recipe.
 LEARNED_TABLE_STD = 0.0
 LEARNED_TABLE_LR_SCALE = 0.1
+
+# What `run` and `sweep` measure when --tasks is not given: both axes, every task kind that needs no task file
+# (perplexity), then the kind of the retrieval task file (the passkey's); a test checks the task registry agrees.
+DEFAULT_TASKS = ("perplexity", "passkey")
+# The vocabulary of the BPE tokenizer learned from the corpus for models trained here (`--tokenizer bpe`).
+DEFAULT_BPE_VOCAB = 2048
+# A fine-tune's warmup: fixed, not a share of N, so a fine-tune of N steps is the first N steps of a longer one.
+FINETUNE_WARMUP_STEPS = 10

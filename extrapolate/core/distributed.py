@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from extrapolate.core.errors import UserError
+from extrapolate.core.launch import launched
 
 
 @dataclass(frozen=True)
@@ -66,16 +66,6 @@ class World:
 SINGLE = World()
 
 
-def launched() -> bool:
-    """Started by torchrun (or another launcher that sets the same environment) with more than one process."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
-def main_process() -> bool:
-    """Rank 0 of a launch (or not launched at all): the process that prints and writes."""
-    return int(os.environ.get("RANK", "0")) == 0
-
-
 def current() -> World:
     if not (dist.is_available() and dist.is_initialized()):
         return SINGLE
@@ -112,26 +102,6 @@ def process_group(device_name: str) -> Iterator[World]:
         yield current()
     finally:
         dist.destroy_process_group()
-
-
-def run_then_leave(job: Callable[[], object]) -> None:
-    """Run `job` (the CLI) in a launched process and end the process without interpreter teardown.
-
-    DistributedDataParallel (torch 2.13) keeps a reference to the gloo group past `destroy_process_group`, so
-    the group's worker threads outlive it. A worker still releasing the last collective's tensor while the
-    interpreter finalises needs the GIL, cannot have it, and aborts the process ("terminate called without an
-    active exception", SIGABRT) in about one launch in five on 2 cores. By the time `job` returns every file
-    is written and closed, so flushing the standard streams and `os._exit` lose nothing."""
-    code = 0
-    try:
-        job()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
-        if code is not None and not isinstance(exc.code, int):
-            print(exc.code, file=sys.stderr)  # what sys.exit("message") prints
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code or 0)
 
 
 @contextlib.contextmanager

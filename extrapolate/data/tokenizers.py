@@ -16,10 +16,10 @@ import torch
 
 from extrapolate.core.atomic import atomic_path, write_text
 from extrapolate.core.config import config_hash
+from extrapolate.core.defaults import DEFAULT_BPE_VOCAB
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import cache_dir
 
-DEFAULT_BPE_VOCAB = 2048
 # 256 byte ids plus a few merges at least; 65536 keeps ids in 16 bits
 MIN_BPE_VOCAB, MAX_BPE_VOCAB = 260, 65536
 SPEC_HELP = f"bytes, bpe or bpe:N (N from {MIN_BPE_VOCAB} to {MAX_BPE_VOCAB})"

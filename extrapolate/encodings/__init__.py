@@ -2,41 +2,30 @@
 (`catalog`), RoPE's scalings as pure frequency functions (`frequencies`), and every encoding option, declared
 once (`options`). A new encoding is one file here and one line in `catalog`. May import `core` only."""
 
-from extrapolate.encodings.absolute import Learned, NoPE, Sinusoidal, sinusoidal_table
-from extrapolate.encodings.base import PositionalEncoding
-from extrapolate.encodings.bias import ALiBi, T5Bias, alibi_slopes, t5_bucket
-from extrapolate.encodings.catalog import (
-    ENCODINGS,
-    build_encoding,
-    encoding_for,
-    encoding_groups,
-    get_spec,
-    register,
-    sweep_order,
-)
-from extrapolate.encodings.frequencies import SCALINGS
-from extrapolate.encodings.rotary import Rotary
-from extrapolate.encodings.spec import EncodingSpec, Shape
+from extrapolate.core.lazy import lazy_exports
 
-__all__ = [
-    "ALiBi",
-    "ENCODINGS",
-    "EncodingSpec",
-    "Learned",
-    "NoPE",
-    "PositionalEncoding",
-    "Rotary",
-    "SCALINGS",
-    "Sinusoidal",
-    "T5Bias",
-    "alibi_slopes",
-    "Shape",
-    "build_encoding",
-    "encoding_groups",
-    "register",
-    "encoding_for",
-    "get_spec",
-    "sweep_order",
-    "sinusoidal_table",
-    "t5_bucket",
-]
+# each public name and the module it comes from, imported on first use (core/lazy.py)
+EXPORTS = {
+    "Learned": "absolute",
+    "NoPE": "absolute",
+    "Sinusoidal": "absolute",
+    "sinusoidal_table": "absolute",
+    "PositionalEncoding": "base",
+    "ALiBi": "bias",
+    "T5Bias": "bias",
+    "alibi_slopes": "bias",
+    "t5_bucket": "bias",
+    "ENCODINGS": "catalog",
+    "build_encoding": "catalog",
+    "encoding_for": "catalog",
+    "encoding_groups": "catalog",
+    "get_spec": "catalog",
+    "register": "catalog",
+    "sweep_order": "catalog",
+    "SCALINGS": "frequencies",
+    "Rotary": "rotary",
+    "EncodingSpec": "spec",
+    "Shape": "spec",
+}
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)
+__all__ = sorted(EXPORTS)

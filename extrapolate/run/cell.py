@@ -20,7 +20,8 @@ from extrapolate.run.evaluate import evaluate, trained_model
 from extrapolate.run.ignored import ignored_options
 from extrapolate.run.prepare import Prepared, prepare
 from extrapolate.run.reporter import Reporter
-from extrapolate.run.request import RunRequest, output_folder, resolve
+from extrapolate.run.request import RunRequest
+from extrapolate.run.resolution import output_folder, resolve
 from extrapolate.run.resolved import ResolvedRun, resolve_run
 from extrapolate.run.rows import diverged_rows, measurement_rows, measurement_samples
 from extrapolate.tasks.depth_log import clear_logs

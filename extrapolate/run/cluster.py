@@ -48,7 +48,8 @@ class Submission:
 
 def cell_job(request, folder: Path) -> str:
     """One cell on a node: train or reuse its model, evaluate, append its rows under the table lock."""
-    from extrapolate.run import Reporter, prepare, resolve, resolve_run, run_cell
+    from extrapolate.run import Reporter, resolve, resolve_run, run_cell
+    from extrapolate.run.prepare import prepare
     from extrapolate.training.train import TrainingDiverged
 
     planned = resolve(request)  # the cell's request, resolved where it was submitted: the same again here

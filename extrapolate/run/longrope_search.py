@@ -178,7 +178,7 @@ def search(request, settings: SearchSettings, target: int, out: Path, on_candida
     from extrapolate.run.evaluate import trained_model
     from extrapolate.run.prepare import prepare
     from extrapolate.run.reporter import Reporter
-    from extrapolate.run.request import resolve
+    from extrapolate.run.resolution import resolve
     from extrapolate.run.resolved import resolve_run, task_setup
     from extrapolate.tasks.kinds import MeasureContext
     from extrapolate.tasks.perplexity import PERPLEXITY, exp

@@ -12,7 +12,7 @@ from extrapolate.core.device import resolve_device
 from extrapolate.core.errors import UserError
 from extrapolate.data.corpora import Corpus, load_corpus
 from extrapolate.data.tokenizers import encode_cached, load_tokenizer
-from extrapolate.run.request import ResolvedRequest
+from extrapolate.run.resolution import ResolvedRequest
 from extrapolate.tasks.files import load_task
 from extrapolate.tasks.kinds import asked_kinds, file_kind
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from extrapolate.training.train import StepCallback
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # light at import: the command line's renderers subclass it before torch is imported
+    from extrapolate.training.train import StepCallback
 
 
 class Reporter:

@@ -13,7 +13,8 @@ from extrapolate.core.device import training_dtype
 from extrapolate.core.identity import pretrained_identity, run_identity, stored
 from extrapolate.encodings import EncodingSpec, encoding_for
 from extrapolate.run.prepare import Prepared
-from extrapolate.run.request import ResolvedRequest, RunRequest
+from extrapolate.run.request import RunRequest
+from extrapolate.run.resolution import ResolvedRequest
 from extrapolate.tasks.kinds import Shapes, TaskSetup, asked_kinds, marked, reads_task_file
 from extrapolate.tasks.perplexity import window_protocol
 from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder

@@ -26,13 +26,13 @@ from extrapolate.run import (
     ResolvedRequest,
     ResolvedRun,
     RunRequest,
-    prepare,
     resolve,
     resolve_run,
     run_cell,
 )
 from extrapolate.run.cell import new_folder_guard
 from extrapolate.run.ignored import ignored_options
+from extrapolate.run.prepare import prepare
 from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
@@ -208,7 +208,7 @@ def plan_run(request: RunRequest, reporter: Reporter | None = None) -> tuple[Pat
     """`run --dry-run`: the one cell `run` would measure, planned as a sweep of one without training anything:
     its model (to train or reused), the time estimate, and run's own output folder."""
     from extrapolate.run.checkpoint import with_encoding
-    from extrapolate.run.request import output_folder, resolve_request
+    from extrapolate.run.resolution import output_folder, resolve_request
 
     request = resolve_request(with_encoding(request))
     steps = [request.finetune_steps] if request.finetune_steps else None

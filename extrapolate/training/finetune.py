@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from extrapolate.core.atomic import write_text
 from extrapolate.core.config import TrainConfig, config_hash
+from extrapolate.core.defaults import FINETUNE_WARMUP_STEPS
 from extrapolate.core.identity import finetune_folder_name
 from extrapolate.core.paths import cache_dir
 from extrapolate.encodings import encoding_for, get_spec
@@ -29,7 +30,6 @@ from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import TrainedModel, train
 
 LINEAGE = "finetune.json"
-WARMUP_STEPS = 10  # fixed, not a share of N: a fine-tune of N steps must be the first N steps of a longer one
 CHECKPOINT_EVERY = 25
 
 
@@ -71,7 +71,7 @@ def finetune_config(
         steps=steps,
         lr=lr if lr is not None else base.lr / 10,
         batch_size=batch_size or max(1, base.batch_size * base.seq_len // length),
-        warmup_steps=WARMUP_STEPS,
+        warmup_steps=FINETUNE_WARMUP_STEPS,
         min_lr_ratio=1.0,
         checkpoint_every=CHECKPOINT_EVERY,
     )  # constant after warmup
