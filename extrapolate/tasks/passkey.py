@@ -21,7 +21,7 @@ from extrapolate.core.intervals import wilson
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.files import PasskeyTask, check_passkey_task
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
-from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.tasks.prompt import PromptBuilder, prompt_ids
 
 CACHE_BUDGET_BYTES = 1 << 30  # candidates scored per chunk: the copied caches stay under this
 
@@ -146,7 +146,7 @@ def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int
     groups = prompt_groups(builder, length, list(range(builder.task.trials)))
     prompt = prompt_length(builder, length)
     shapes, done = [], 0
-    for shared in trunk_lengths([torch.tensor([p.ids for p in prompts]) for _, prompts in groups]):
+    for shared in trunk_lengths([prompt_ids(prompts) for _, prompts in groups]):
         if shared > done:
             shapes.append((shared - done, shared))
             done = shared
@@ -185,7 +185,7 @@ def evaluate_passkey(
     mine = list(world.mine(task.trials))
     groups = prompt_groups(builder, length, mine)
     finished = log.finished() if log else {}
-    ids = [torch.tensor([p.ids for p in prompts], device=device) for _, prompts in groups]  # (trials, n) each
+    ids = [prompt_ids(prompts, device) for _, prompts in groups]  # (trials, n) each
 
     def report(d: int, logged: bool) -> None:
         if on_depth:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 import torch
 
 from extrapolate.core.errors import UserError
@@ -36,6 +37,12 @@ class Prompt:
     depth: float
     answer_keys: tuple = ()  # every key of the answer, in order
     needles: tuple[Needle, ...] = ()  # every key line of the prompt, in order of appearance
+
+
+def prompt_ids(prompts: list[Prompt], device=None) -> torch.Tensor:
+    """The prompts' token ids as one (len(prompts), n) int64 tensor (all of one length n); built through numpy,
+    several times faster than `torch.tensor` on nested lists at 32k-token prompts."""
+    return torch.from_numpy(np.array([p.ids for p in prompts], dtype=np.int64)).to(device)
 
 
 def random_key(gen: torch.Generator, digits: int) -> int:

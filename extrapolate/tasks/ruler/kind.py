@@ -19,6 +19,7 @@ from extrapolate.core.intervals import score_interval
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, register
 from extrapolate.tasks.passkey import greedy_answers, retrieval_protocol, shared_prefix_passes
+from extrapolate.tasks.prompt import prompt_ids
 from extrapolate.tasks.ruler.builder import RulerBuilder
 from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
 from extrapolate.tasks.ruler.task import load_ruler_task
@@ -63,7 +64,7 @@ def evaluate_ruler(
     prompts = sorted((builder.prompt(length, i) for i in mine), key=lambda p: p.departs)
     size = batch_size(model, length)
     batches = [prompts[i : i + size] for i in range(0, len(prompts), size)]
-    ids = [torch.tensor([p.ids for p in batch], device=device) for batch in batches]  # (B, n) each
+    ids = [prompt_ids(batch, device) for batch in batches]  # (B, n) each
     metric = METRIC_FUNCTIONS[task.metric]
     eos = getattr(builder.tokenizer, "eos_id", None)
     finished = log.finished() if log else {}
