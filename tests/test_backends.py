@@ -1,7 +1,8 @@
 """The transformers backend: any causal LM transformers loads runs through transformers' own model behind the
 project's interface. Tiny random checkpoints of families the native model does not compute (GPT-2, BLOOM,
-GPT-NeoX, mixtures of experts, a RoPE/NoPE hybrid, OLMo 2) give transformers' own logits through it, from a
-cache too; where both backends apply they agree; scalings apply as transformers computes them."""
+GPT-NeoX, mixtures of experts, a RoPE/NoPE hybrid, OLMo 2, DeepSeek-V3's latent attention, gpt-oss's sinks)
+give transformers' own logits through it, from a cache too; where both backends apply they agree; scalings
+apply as transformers computes them."""
 
 import json
 
@@ -32,6 +33,34 @@ NEW_FAMILIES = {
     "qwen3_moe": dict(**SIZES, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16),
     "smollm3": dict(**SIZES, num_key_value_heads=2, no_rope_layers=[1, 0], **IDS),  # a NoPE layer, a RoPE layer
     "olmo2": dict(**SIZES, **IDS),
+    # multi-head latent attention (DeepSeek-V3's shapes: low-rank keys and values, a rotary part of each head)
+    "deepseek_v3": dict(
+        **SIZES,
+        num_key_value_heads=4,
+        kv_lora_rank=16,
+        q_lora_rank=16,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=8,
+        v_head_dim=8,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        first_k_dense_replace=1,
+        n_group=1,
+        topk_group=1,
+        **IDS,
+    ),
+    # gpt-oss: experts, a learned attention sink per head, sliding and full layers
+    "gpt_oss": dict(
+        **SIZES,
+        num_key_value_heads=2,
+        head_dim=8,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+        **IDS,
+    ),
 }
 NATIVE_FAMILIES = {
     "llama": dict(**SIZES, num_key_value_heads=2),
