@@ -256,6 +256,8 @@ def test_the_backend_enters_a_run_id_only_when_it_is_transformers(tmp_path, fold
         ("gpt2", ("--encoding", "yarn"), "encodes positions with learned"),
         ("bloom", (), "states no training context"),
         ("gpt_neox", ("--encoding", "self-extend"), "self-extend needs the native model"),
+        ("gpt_neox", ("--encoding", "dual-chunk"), "dual-chunk needs the native model"),
+        ("llama", ("--encoding", "ssmax"), "ssmax learns parameters of its own in training"),
         ("gpt_neox", ("--backend", "native"), "--backend transformers"),
         ("gpt_neox", ("--finetune-steps", "2"), "transformers backend evaluates only"),
     ],

@@ -29,10 +29,11 @@ OPTIONS = {
     "streaming-llm": {"window": 33, "sink_tokens": 4},
     "lm-infinite": {"window": 40, "sink_tokens": 10, "distance_cap": 30},
     "string": {"shift": 40, "local": 8},
+    "dual-chunk": {"chunk_size": 40, "window": 7},
 }
 FLEXED = [
     *("alibi", "t5", "kerple-log", "kerple-power", "fire", "self-extend", "rerope"),
-    *("streaming-llm", "lm-infinite", "string"),
+    *("streaming-llm", "lm-infinite", "string", "dual-chunk"),
 ]
 
 
@@ -131,6 +132,24 @@ def test_block_structure_equals_flex_own_block_mask(queries, keys, window):
         assert dense[qb * 128 : (qb + 1) * 128, kb * 128 : (kb + 1) * 128].all()
     mask = flex.block_mask(queries, total, offset, ranges, "cpu")
     assert torch.equal(mask.to_dense()[0, 0], theirs.to_dense()[0, 0])
+
+
+@pytest.mark.parametrize("queries,keys,chunk", [(256, 256, 33), (200, 333, 64), (1000, 1000, 300), (1, 900, 128)])
+def test_the_chunk_block_structure_equals_flex_own_block_mask(queries, keys, chunk):
+    """Dual chunk attention's three key copies: the blocks found from the chunk intervals are those
+    `create_block_mask` finds by evaluating the mask; a block called full is visible in every pair."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    offset, total = keys - queries, flex.CHUNK_PARTS * keys
+    visible = flex.chunk_mask_function(keys, offset, chunk)
+    theirs = create_block_mask(visible, None, None, queries, total, device="cpu")
+    partial, full = flex.chunk_structure(queries, keys, offset, chunk)
+    assert torch.equal((partial | full).int(), theirs.to_dense()[0, 0])
+    assert not (partial & full).any() and (full.any() or chunk < 300)  # chunks of 300: whole blocks seen
+    dense = visible(None, None, torch.arange(queries)[:, None], torch.arange(total)[None, :])  # (Tq, 3·Tk)
+    assert torch.equal(dense.sum(-1), torch.arange(offset + 1, keys + 1))  # each key seen once, causal
+    for qb, kb in full.nonzero().tolist():
+        assert dense[qb * 128 : (qb + 1) * 128, kb * 128 : (kb + 1) * 128].all()
 
 
 def test_the_block_mask_of_a_long_sequence_takes_no_quadratic_memory():

@@ -43,7 +43,16 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
     for parameter in ["fraction=0.75", "scale_base=512.0", "max_position=8 × train length", "threshold=512.0"]:
         assert parameter in result.stdout
     groups = encoding_groups()
-    assert groups["newer"] == NEWER + ["longrope", "self-extend", "rerope", "streaming-llm", "lm-infinite", "string"]
+    assert groups["newer"] == NEWER + [
+        "longrope",
+        "self-extend",
+        "rerope",
+        "streaming-llm",
+        "lm-infinite",
+        "string",
+        "dual-chunk",
+        "ssmax",
+    ]
     assert "rope" in groups["classic"] and not set(NEWER) & set(groups["classic"])
 
 

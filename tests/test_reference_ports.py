@@ -15,6 +15,12 @@ its own code and run inside a tiny RoPE model's layers in place of the project's
   rest with q at position - diag_size + local_window, the two merged by their log-sum-exp. (Its prefill
   branch counts the key at distance exactly diag_size in both parts; the paper's definition, and the
   project, count it once, as the decoding branch does.)
+- Dual chunk attention: HKUNLP/ChunkLlama at 2add4d7c99d24dcc1ab03414cc602abb2e28cf2c,
+  chunkllama_attn_replace.py: `ChunkLlamaRotaryEmbedding`'s tables (q at i mod s, at min(i mod s + s, c) for the
+  chunk before and every earlier one, k at j mod s, each times the m of `get_mscale`) and the prefill branch of
+  `forward`, chunk by chunk, merged as `merge_attn_outputs` merges (its weights kept in float64 here, where it
+  rounds them to bfloat16 for its bfloat16 flash outputs). It runs in place of a NoPE model's attention, so it
+  sees q and k as the layer makes them.
 """
 
 import math
@@ -191,6 +197,74 @@ def string_reference(q, k, v, diag_size: int, local_window: int):
     return torch.cat(out, dim=2)
 
 
+# ---- ChunkLlama's dual chunk attention, ported (its prefill branch)
+
+
+def get_mscale(scale=1):
+    return 1.0 if scale <= 1 else 0.05 * math.log(scale) + 1.0
+
+
+def chunk_attention(q, k, v, causal=True):
+    """(out, lse (B, H, Tq)) of attention over these keys (causal: a square, j ≤ i), as `do_flash_attn`."""
+    scores = q @ k.transpose(2, 3) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+    lse = scores.logsumexp(-1)
+    return (scores - lse[..., None]).exp() @ v, lse
+
+
+def chunkllama_reference(q, k, v, chunk_size: int, local_window: int, max_position_embeddings: int):
+    """q (B, H, T, D), k and v (B, Hkv, T, D) unrotated -> (B, H, T, D), as the reference's prefill computes."""
+    q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # repeat_kv
+    kv_seq_len, dim = q.shape[2], q.shape[-1]
+    seq_len = max(kv_seq_len, max_position_embeddings)  # the cache is rebuilt for a longer sequence
+    mscale = get_mscale(seq_len / max_position_embeddings)
+    chunk_len = chunk_size - local_window
+    inv_freq = 1.0 / (BASE ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    q_t = torch.arange(chunk_len, dtype=torch.float64)
+    qc_t = (torch.arange(chunk_len, dtype=torch.float64) + chunk_len).clamp(max=chunk_size)
+    k_t = torch.arange(seq_len + 512, dtype=torch.float64) % chunk_len
+
+    def tables(t):
+        emb = torch.cat((torch.outer(t, inv_freq),) * 2, dim=-1)
+        return emb.cos() * mscale, emb.sin() * mscale
+
+    (q_cos, q_sin), (qc_cos, qc_sin), (k_cos, k_sin) = tables(q_t), tables(qc_t), tables(k_t)
+    position_ids = torch.arange(kv_seq_len)
+    key_states = rotate(k, k_cos, k_sin, position_ids)
+    position_ids = position_ids % chunk_len
+    flash_results = [chunk_attention(rotate(q[:, :, :chunk_len], q_cos, q_sin, position_ids[:chunk_len]),
+                                     key_states[:, :, :chunk_len], v[:, :, :chunk_len])]  # fmt: skip
+    k_prev, v_prev = key_states[:, :, :chunk_len], v[:, :, :chunk_len]
+    remain_len = kv_seq_len - chunk_len
+    while remain_len > 0:
+        per_chunk = []
+        begin = kv_seq_len - remain_len
+        end = begin + min(chunk_len, remain_len)
+        rows = q[:, :, begin:end]
+        k_intra, v_intra = key_states[:, :, begin:end], v[:, :, begin:end]
+        per_chunk.append(chunk_attention(rotate(rows, q_cos, q_sin, position_ids[begin:end]), k_intra, v_intra))
+        per_chunk.append(chunk_attention(rotate(rows, qc_cos, qc_sin, position_ids[begin:end]), k_prev, v_prev, False))
+        if begin - k_prev.shape[2] > 0:
+            inter = position_ids[chunk_len - 1].repeat(end - begin)
+            earlier = slice(0, begin - k_prev.shape[2])
+            per_chunk.append(
+                chunk_attention(rotate(rows, qc_cos, qc_sin, inter), key_states[:, :, earlier], v[:, :, earlier], False)
+            )
+        flash_results.append(per_chunk)
+        k_prev, v_prev = k_intra, v_intra
+        remain_len -= chunk_len
+    outputs = [flash_results[0][0]]  # merge_attn_outputs
+    for per_chunk in flash_results[1:]:
+        outs = torch.stack([out for out, _ in per_chunk])
+        lse = torch.stack([lse for _, lse in per_chunk])
+        weights = (lse - lse.max(dim=0).values).exp()
+        outputs.append((outs * (weights / weights.sum(dim=0))[..., None]).sum(dim=0))
+    return torch.cat(outputs, dim=2)
+
+
 # ---- the tiny checkpoint, its attention replaced by each reference
 
 
@@ -263,6 +337,26 @@ def test_string_gives_the_logits_of_the_reference_decoding(monkeypatch, shift, l
             model_module, "causal_attention", lambda q, k, v, *_: string_reference(q, k, v, shift, local).to(q.dtype)
         )
         theirs = model(tokens)
+    assert theirs.abs().max() > 1
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("options", [{}, {"chunk_size": 10, "window": 3}, {"chunk_size": 9, "window": 5}])
+def test_dual_chunk_gives_the_logits_of_the_reference_prefill(monkeypatch, options):
+    """48 tokens at L = 16: several chunks, a last one cut short, and the reference's m past L; its defaults
+    (c = 12, w = 2) and others, a window over half a chunk among them (inter-chunk q at 2s - 1, not c)."""
+    model = with_encoding(tiny_model(), "dual-chunk", **options)
+    chunk_size, window = model.encoding.chunk_size, model.encoding.window
+    tokens = torch.randint(0, 64, (2, 48))
+    with torch.no_grad():
+        ours = model(tokens)
+        theirs_model = with_encoding(tiny_model(), "nope")  # the same weights; q and k reach attention unrotated
+        monkeypatch.setattr(
+            model_module,
+            "causal_attention",
+            lambda q, k, v, *_: chunkllama_reference(q, k, v, chunk_size, window, 16).to(q.dtype),
+        )
+        theirs = theirs_model(tokens)
     assert theirs.abs().max() > 1
     assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
 

@@ -6,7 +6,8 @@
 
 The model calls all three and knows no encoding by name. Training-free extensions of a RoPE model whose
 relative position is not the distance itself (Self-Extend, ReRoPE) rotate nothing in `rotate`: they describe
-their two-part attention in `two_part_form()`, and the attention kernels rotate q and k per part. Most bias
+their two-part attention in `two_part_form()`, and the attention kernels rotate q and k per part (dual chunk
+attention, whose parts are set by chunks rather than distance, in `chunk_form()`). Most bias
 kinds depend only on the distance i - j, so they expose an (H, n) table over distances instead of an (H, n, n)
 matrix; kernels gather it per block. A bias that also depends on the query's own position (FIRE) sets
 `toeplitz = False` and gives the blocked kernel one query block at a time through `bias_block`.
@@ -54,6 +55,20 @@ class TwoPartRotary:
     # the far part sees only the first `far_keys` keys, the rest of it masked (StreamingLLM's attention sinks,
     # LM-Infinite's global tokens: a Λ-shaped mask); None: every key from the window on
     far_keys: int | None = None
+
+
+@dataclass(frozen=True)
+class ChunkedRotary:
+    """Dual chunk attention's rotary form: the sequence is cut into chunks of `chunk` tokens; every key is
+    rotated at its position in its chunk (j mod chunk), and the query at one of three positions by the chunk
+    the key lies in: its own position in its chunk (i mod chunk) for keys of its own chunk (causal), and
+    `successive_query(i)` for keys of the chunk before, `inter_query` for keys of every earlier chunk. The kernels
+    attend to each part and merge them by their log-sum-exp, so no score matrix is ever held whole."""
+
+    chunk: int
+    rotate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x (B, H, T, Dh), positions (T,) float) -> x rotated
+    successive_query: Callable[[torch.Tensor], torch.Tensor]  # absolute query positions (T,) int64 -> (T,) float32
+    inter_query: float
 
 
 class PositionalEncoding(nn.Module):
@@ -118,6 +133,11 @@ class PositionalEncoding(nn.Module):
     def two_part_form(self) -> TwoPartRotary | None:
         """Set when the relative position depends on the distance in a way no rotation of q and k alone can
         express; `rotate` is then the identity and the attention kernels rotate each part."""
+        return None
+
+    def chunk_form(self) -> ChunkedRotary | None:
+        """Set when the relative position depends on which chunks the query and key lie in (dual chunk
+        attention); `rotate` then rotates nothing, and the attention kernels rotate each part."""
         return None
 
     def describe(self) -> dict:

@@ -12,6 +12,7 @@ from extrapolate.core.registry import Registry
 from extrapolate.encodings.absolute import LEARNED, NOPE, SINUSOIDAL
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.bias import ALIBI, T5
+from extrapolate.encodings.dual_chunk import DUAL_CHUNK
 from extrapolate.encodings.fire import FIRE
 from extrapolate.encodings.frequencies import SCALINGS, check_scaling
 from extrapolate.encodings.hybrid import ROPE_NOPE
@@ -24,6 +25,7 @@ from extrapolate.encodings.rotary import rotary_specs
 from extrapolate.encodings.self_extend import SELF_EXTEND
 from extrapolate.encodings.sinks import LM_INFINITE, STREAMING_LLM
 from extrapolate.encodings.spec import EncodingSpec, Shape
+from extrapolate.encodings.ssmax import SSMAX
 from extrapolate.encodings.string import STRING_SPEC
 from extrapolate.encodings.xpos import XPOS
 
@@ -53,6 +55,8 @@ for _spec in (
     STREAMING_LLM,
     LM_INFINITE,
     STRING_SPEC,
+    DUAL_CHUNK,
+    SSMAX,
 ):
     register(dataclasses.replace(_spec, group="newer"))
 
@@ -100,6 +104,7 @@ def build_encoding(
     learned_policy: str = "error",
     position_std: float = GPT2_INIT_STD,
     position_lr_scale: float = 1.0,
+    n_layers: int = 1,
 ) -> PositionalEncoding:
     spec = get_spec(name)
     validate_shape(spec, n_heads=n_heads, head_dim=head_dim, factor=factor)
@@ -116,6 +121,7 @@ def build_encoding(
             learned_policy,
             position_std,
             position_lr_scale,
+            n_layers,
         )
     )
 
@@ -134,6 +140,7 @@ def encoding_for(
         n_heads=config.n_heads,
         head_dim=config.rotated_dim,
         max_len=config.max_len,
+        n_layers=config.n_layers,
         base=config.rope_base,
         factor=factor,
         original_len=original_len,

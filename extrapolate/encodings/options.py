@@ -69,7 +69,8 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec(
             "attention_factor",
             float,
-            "YaRN, LongRoPE: the factor on cos and sin (default 0.1·ln(s)+1, √(1+ln s/ln L))",
+            "YaRN, LongRoPE, dual-chunk: the factor on cos and sin (default 0.1·ln(s)+1, √(1+ln s/ln L), "
+            "0.05·ln(n/L)+1 past L)",
             hf_key="attention_factor",
             shown=False,
         ),
@@ -110,8 +111,8 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec(
             "window",
             int,
-            "Self-Extend neighbour window / ReRoPE window w / StreamingLLM's and LM-Infinite's recent keys "
-            "(default L/4, L/8, L - sink_tokens, L)",
+            "Self-Extend neighbour window / ReRoPE window w / StreamingLLM's and LM-Infinite's recent keys / "
+            "dual-chunk's local window w (default L/4, L/8, L - sink_tokens, L, L/8)",
             bound=at_least(1),
         ),
         OptionSpec(
@@ -138,6 +139,13 @@ OPTIONS: dict[str, OptionSpec] = {
             int,
             "LM-Infinite: the relative distance its global tokens are seen at, at most the window (default the window)",
             bound=at_least(1),
+        ),
+        OptionSpec(
+            "chunk_size",
+            int,
+            "dual-chunk: the chunk size c, the furthest position a query is rotated at; chunks hold c - window "
+            "tokens (default 3L/4)",
+            bound=at_least(2),
         ),
         OptionSpec(
             "group",

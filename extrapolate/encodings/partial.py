@@ -15,7 +15,7 @@ from extrapolate.encodings.rotary import logn_scale
 
 class PartialRotary(Wrapped):
     def __init__(self, inner: PositionalEncoding, rotary_dim: int):
-        if inner.kind != "rotary" or inner.two_part_form() is not None:
+        if inner.kind != "rotary" or inner.two_part_form() is not None or inner.chunk_form() is not None:
             raise UserError(
                 f"{inner.name} does not rotate queries and keys alone: the model rotates {rotary_dim} features of "
                 "each head, which only RoPE and its scalings compute"

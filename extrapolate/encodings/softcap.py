@@ -20,8 +20,8 @@ def soft_cap(x: torch.Tensor, cap: float) -> torch.Tensor:
 
 class ScoreCap(Wrapped):
     def __init__(self, inner: PositionalEncoding, cap: float):
-        if inner.two_part_form() is not None:
-            raise UserError(f"{inner.name} attends in two parts, whose kernels do not soft-cap attention scores")
+        if inner.two_part_form() is not None or inner.chunk_form() is not None:
+            raise UserError(f"{inner.name} attends in parts, whose kernels do not soft-cap attention scores")
         super().__init__(inner)
         self.score_cap = float(cap)
 

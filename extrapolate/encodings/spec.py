@@ -27,6 +27,7 @@ class Shape:
     learned_policy: str = "error"
     position_std: float = GPT2_INIT_STD  # a learned table's init std
     position_lr_scale: float = 1.0  # a learned table's learning rate, as a multiple of the model's
+    n_layers: int = 1  # an encoding with parameters of each layer's own (SSMax's s) makes one set a layer
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class EncodingSpec:
     colour: str = "#555555"  # in every figure
     show: Callable[[ShowQuery], dict] | None = None  # what `encodings show` prints beyond name and kind
     trains_own_model: bool = True  # False: a RoPE scaling applied to a model trained with plain `rope`
+    # a rotary kind with trained parameters of its own (SSMax's s): evaluated as the model holds it, never
+    # rebuilt from its spec as the parameter-free rotary kinds are
+    trained_parameters: bool = False
     group: str = "classic"  # `sweep --encodings GROUP`: classic (the seed encodings) | newer (the later methods)
     # training steps when --steps is not given (None: DEFAULT_STEPS); an encoding that forms retrieval at L
     # only in a longer budget says so here, and the budget is part of its model's identity like any config

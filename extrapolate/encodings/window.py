@@ -14,7 +14,7 @@ from extrapolate.encodings.base import PositionalEncoding, Wrapped
 
 class SlidingWindow(Wrapped):
     def __init__(self, inner: PositionalEncoding, window: int):
-        if inner.two_part_form() is not None or not inner.toeplitz:
+        if inner.two_part_form() is not None or inner.chunk_form() is not None or not inner.toeplitz:
             raise UserError(f"{inner.name} attends by its own rule past a distance: no sliding window applies to it")
         super().__init__(inner)
         self.has_bias, self.window, self.horizon = True, window, window

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from extrapolate.encodings.base import LinearBias, PositionalEncoding
-from extrapolate.kernels import flex, two_part
+from extrapolate.kernels import dual_chunk, flex, two_part
 from extrapolate.kernels.blocked import (
     BLOCK_ELEMENTS,
     bias_rows,
@@ -60,12 +60,13 @@ SDPA_ROWS = AttentionPlan("sdpa-rows")  # CUDA, a few queries with a bias or two
 FUSED_BIAS = AttentionPlan("fused-bias")  # CPU float32 evaluation of ALiBi and T5 (`fused_bias_attention`)
 FLEX = AttentionPlan("flex")  # flex_attention (`flex_attention_of`); blocked where it fails to compile
 TWO_PART = AttentionPlan("two-part")  # CPU evaluation of Self-Extend and ReRoPE (`two_part.fused_attention`)
+DUAL_CHUNK = AttentionPlan("dual-chunk")  # CPU evaluation of dual chunk attention (`dual_chunk.fused_attention`)
 BLOCKED = AttentionPlan("blocked")  # query blocks against the keys up to theirs: any device, any encoding
 REFERENCE = AttentionPlan("reference")  # the full score matrix: the slow ground truth for tests
 FLEX_CAPPED = AttentionPlan("flex-capped")  # flex_attention capping each score (`flex_attention_of`)
 BLOCKED_CAPPED = AttentionPlan("blocked-capped")  # explicit score blocks, capped: `capped_blocked_attention`
 PLANS = (SDPA, SDPA_CACHE, SDPA_LOWER_RIGHT, SDPA_ROWS, FUSED_BIAS, FLEX, TWO_PART, BLOCKED, REFERENCE)
-PLANS += (FLEX_CAPPED, BLOCKED_CAPPED)
+PLANS += (FLEX_CAPPED, BLOCKED_CAPPED, DUAL_CHUNK)
 COMPILED = (FLEX, FLEX_CAPPED)  # compiled at the first call of each shape: a benchmark warms them up at its own
 
 
@@ -97,6 +98,8 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> Attenti
         return {"flex": FLEX_CAPPED, "reference": REFERENCE}.get(requested, BLOCKED_CAPPED)
     if encoding.two_part_form() is not None:  # Self-Extend, ReRoPE: their own two-part kernels
         return {"blocked": BLOCKED, "reference": REFERENCE}.get(requested, TWO_PART)
+    if encoding.chunk_form() is not None:  # dual chunk attention: its own three-part kernel
+        return {"blocked": BLOCKED, "reference": REFERENCE}.get(requested, DUAL_CHUNK)
     if requested == "auto":
         return _bias_family(encoding) if encoding.has_bias else SDPA
     if requested in ("sdpa", "fused-bias") and encoding.has_bias:
@@ -133,6 +136,10 @@ def attention_plan(
     flex_usable = FLEX_STATUS.failed is None
     if encoding.score_cap is not None:
         return _capped_plan(family, requested, device_type, queries, backward)
+    if family == DUAL_CHUNK:  # CUDA: flex (a few queries: one SDPA call); CPU evaluation: the flash op's parts
+        if device_type == "cuda":
+            return SDPA_ROWS if queries < FLEX_MIN_QUERIES else FLEX if flex_usable else BLOCKED
+        return DUAL_CHUNK if device_type == "cpu" and not backward else BLOCKED
     if device_type == "cuda" and requested not in ("blocked", "reference"):
         # every encoding has a fused kernel here for every shape, forward and backward: the blocked kernel runs
         # only when asked for, or after flex_attention failed to compile
@@ -221,6 +228,8 @@ def _blocked(q, k, v, encoding, block_elements: int, backward: bool = False) -> 
     form = encoding.two_part_form()
     if form is not None:
         return two_part.blocked_attention(q, k, v, form, block_elements)
+    if encoding.chunk_form() is not None:
+        return dual_chunk.blocked_attention(q, k, v, encoding.chunk_form(), block_elements)
     if encoding.score_cap is not None:
         return capped_blocked_attention(q, k, v, encoding, block_elements, backward)
     return blocked_attention(q, k, v, encoding, block_elements)
@@ -231,6 +240,8 @@ def _reference(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS, backward
     form = encoding.two_part_form()
     if form is not None:
         return two_part.blocked_attention(q, k, v, form, None)
+    if encoding.chunk_form() is not None:
+        return dual_chunk.blocked_attention(q, k, v, encoding.chunk_form(), None)
     return reference_attention(q, k, v, encoding)
 
 
@@ -252,6 +263,7 @@ KERNEL_FUNCTIONS: dict[AttentionPlan, KernelFunction] = {
     FUSED_BIAS: lambda q, k, v, encoding, *_: fused_bias_attention(q, k, v, encoding),
     FLEX: _flex_or_blocked,
     TWO_PART: lambda q, k, v, encoding, *_: two_part.fused_attention(q, k, v, encoding.two_part_form()),
+    DUAL_CHUNK: lambda q, k, v, encoding, *_: dual_chunk.fused_attention(q, k, v, encoding.chunk_form()),
     BLOCKED: _blocked,
     REFERENCE: _reference,
     FLEX_CAPPED: _flex_or_blocked,
@@ -275,6 +287,10 @@ def flex_attention_of(q, k, v, encoding, compiled: bool = True):
     if form is not None:
         both = two_part.side_by_side(q, k, v, form)
         return flex.flex_two_part_attention(*both, form.window, compiled=compiled, far_keys=form.far_keys)
+    chunks = encoding.chunk_form()
+    if chunks is not None:
+        every = dual_chunk.side_by_side(q, k, v, chunks)
+        return flex.flex_dual_chunk_attention(*every, chunks.chunk, compiled=compiled)
     keys = k.shape[2]
     bias = encoding.score_bias(keys, device=q.device)  # None: capped scores without a bias
     # partial blocks score masked pairs too (and padding rows past the end): keep their lookups in the table
@@ -317,7 +333,8 @@ def _try_flex(q, k, v, encoding, backward: bool = False):
 def rows_attention(q, k, v, encoding):
     """A few queries (decoding from a cache, a short pass) in one SDPA call: the bias of those rows as its
     additive mask, (H, Tq, Tk) — linear in the keys — or, for a two-part encoding, the rows' visibility of
-    both key copies (see `kernels.two_part.side_by_side`). Nothing to compile, so every shape is cheap."""
+    both key copies (see `kernels.two_part.side_by_side`; dual chunk attention: of its three copies). Nothing
+    to compile, so every shape is cheap."""
     queries, keys, gqa = q.shape[2], k.shape[2], q.shape[1] != k.shape[1]
     offset = keys - queries
     form = encoding.two_part_form()
@@ -329,6 +346,13 @@ def rows_attention(q, k, v, encoding):
             None, None, rows, columns
         )
         return sdpa(q_both, k_both, v_both, attn_mask=visible, scale=q.shape[-1] ** -0.5, enable_gqa=gqa)
+    chunks = encoding.chunk_form()
+    if chunks is not None:
+        q_all, k_all, v_all = dual_chunk.side_by_side(q, k, v, chunks)
+        rows = torch.arange(queries, device=q.device)[:, None]  # (Tq, 1)
+        columns = torch.arange(flex.CHUNK_PARTS * keys, device=q.device)[None, :]  # (1, 3·Tk)
+        visible = flex.chunk_mask_function(keys, offset, chunks.chunk)(None, None, rows, columns)
+        return sdpa(q_all, k_all, v_all, attn_mask=visible, scale=q.shape[-1] ** -0.5, enable_gqa=gqa)
     table = encoding.bias_table(keys, device=q.device) if encoding.toeplitz else None
     bias = bias_rows(encoding, table, offset, keys, compute_dtype(q, keys), q.device)  # (H, Tq, Tk)
     return sdpa(q, k, v, attn_mask=bias.unsqueeze(0), enable_gqa=gqa)

@@ -6,7 +6,8 @@ and backward.
 - Soft-capped scores (Gemma 2): the same score modification caps each score before it adds the bias.
 - Two-part rotary kinds (Self-Extend, ReRoPE): one call over the keys twice, near copy then far copy, with
   q and k of each part side by side in a head of twice the size (see `kernels.two_part`): a single softmax
-  over both parts, so gradients flow as through any attention.
+  over both parts, so gradients flow as through any attention. Dual chunk attention likewise over the keys
+  three times, one copy a part, its block mask from the chunks (`chunk_block_mask`).
 
 Fully masked blocks are skipped through a block mask built here from the mask's structure — every mask of
 the project is a set of key ranges, each visible at a range of distances — so creating it costs
@@ -112,21 +113,77 @@ def _as_indices(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return counts[None, None], order[None, None]
 
 
+def _block_mask(partial: torch.Tensor, full: torch.Tensor, mask_mod, seq_lengths: tuple[int, int]) -> BlockMask:
+    (count, index), (full_count, full_index) = _as_indices(partial), _as_indices(full)
+    return BlockMask.from_kv_blocks(
+        count, index, full_count, full_index, BLOCK_SIZE=BLOCK, mask_mod=mask_mod, seq_lengths=seq_lengths
+    )
+
+
 @functools.lru_cache(maxsize=16)
 def block_mask(queries: int, total_keys: int, offset: int, ranges: tuple[KeyRange, ...], device: str):
     """flex's BlockMask for queries at absolute positions offset … offset + queries - 1 against `total_keys`
     keys arranged as `ranges`, cached per shape (a model's layers and windows share it)."""
     partial, full = block_structure(queries, total_keys, offset, ranges, device)
-    (count, index), (full_count, full_index) = _as_indices(partial), _as_indices(full)
-    return BlockMask.from_kv_blocks(
-        count,
-        index,
-        full_count,
-        full_index,
-        BLOCK_SIZE=BLOCK,
-        mask_mod=mask_function(ranges, offset),
-        seq_lengths=(queries, total_keys),
-    )
+    return _block_mask(partial, full, mask_function(ranges, offset), (queries, total_keys))
+
+
+# ---- dual chunk attention: the keys three times, one copy a part, the part set by the chunks
+
+
+CHUNK_PARTS = 3  # the query's own chunk (causal), the chunk before, every earlier chunk
+
+
+def chunk_mask_function(keys: int, offset: int, chunk: int):
+    """flex's mask_mod over the keys three times: copy c of key j is visible to the query at absolute position
+    i = q_idx + offset when j ≤ i and the chunks apart, ⌊i/chunk⌋ - ⌊j/chunk⌋, select part c (0, 1, ≥ 2)."""
+
+    def visible(b, h, q_idx, kv_idx):
+        copy, j = kv_idx // keys, kv_idx % keys
+        i = q_idx + offset
+        apart = i // chunk - j // chunk
+        part = torch.clamp(apart, max=CHUNK_PARTS - 1)
+        return (j <= i) & (copy == part) & (kv_idx < CHUNK_PARTS * keys)
+
+    return visible
+
+
+def chunk_structure(queries: int, keys: int, offset: int, chunk: int, device: torch.device | str = "cpu"):
+    """(partial, full) block maps of `chunk_mask_function`'s mask, from the chunk intervals alone: over a block
+    of rows and keys, ⌊i/chunk⌋ - ⌊j/chunk⌋ runs from its value at (first row, last key) to (last row, first
+    key), which decides whether the block's copy is seen in part, whole, or not at all."""
+    q_blocks, k_blocks = math.ceil(queries / BLOCK), math.ceil(CHUNK_PARTS * keys / BLOCK)
+    q0 = torch.arange(q_blocks, device=device) * BLOCK  # (Qb,) first row of each block
+    q1 = torch.clamp(q0 + BLOCK, max=queries) - 1
+    whole_rows = (q1 - q0 + 1 == BLOCK)[:, None]  # (Qb, 1)
+    i0, i1 = (q0 + offset)[:, None], (q1 + offset)[:, None]  # (Qb, 1) absolute positions
+    k0 = torch.arange(k_blocks, device=device) * BLOCK  # (Kb,)
+    k1 = torch.clamp(k0 + BLOCK, max=CHUNK_PARTS * keys) - 1
+    seen = torch.zeros(q_blocks, k_blocks, dtype=torch.bool, device=device)
+    full = torch.zeros_like(seen)
+    for copy in range(CHUNK_PARTS):
+        a = torch.clamp(k0, min=copy * keys) - copy * keys  # (Kb,) the block's keys in this copy, as key indices
+        b = torch.clamp(k1, max=(copy + 1) * keys - 1) - copy * keys
+        overlaps = (a <= b)[None, :]
+        whole_keys = ((a + copy * keys == k0) & (b + copy * keys == k1) & (k1 - k0 + 1 == BLOCK))[None, :]
+        nearest, farthest = i0 // chunk - b[None, :] // chunk, i1 // chunk - a[None, :] // chunk  # (Qb, Kb)
+        if copy == 0:  # the own chunk, causal: never whole (the diagonal cuts it)
+            meets = (nearest <= 0) & (farthest >= 0) & (a[None, :] <= i1)
+            within = torch.zeros_like(meets)
+        elif copy == 1:
+            meets, within = (nearest <= 1) & (farthest >= 1), (nearest == 1) & (farthest == 1)
+        else:
+            meets, within = farthest >= 2, nearest >= 2
+        seen |= overlaps & meets
+        full |= overlaps & meets & within & whole_keys & whole_rows
+    return seen & ~full, full
+
+
+@functools.lru_cache(maxsize=16)
+def chunk_block_mask(queries: int, keys: int, offset: int, chunk: int, device: str):
+    """flex's BlockMask for dual chunk attention's three key copies, cached per shape."""
+    partial, full = chunk_structure(queries, keys, offset, chunk, device)
+    return _block_mask(partial, full, chunk_mask_function(keys, offset, chunk), (queries, CHUNK_PARTS * keys))
 
 
 def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None = None):
@@ -148,6 +205,15 @@ def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None 
     mask = block_mask(queries, keys, offset, causal_ranges(keys), str(q.device))
     attend = _compiled() if compiled else flex_attention
     return attend(q, k, v, score_mod=add_bias, block_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def flex_dual_chunk_attention(q_all, k_all, v_all, chunk: int, compiled: bool = True):
+    """q_all: (B, H, Tq, 3·Dh); k_all: (B, Hkv, 3·Tk, 3·Dh); v_all: (B, Hkv, 3·Tk, Dh), as
+    `kernels.dual_chunk.side_by_side` lays them out -> (B, H, Tq, Dh)."""
+    queries, keys, dim = q_all.shape[2], k_all.shape[2] // CHUNK_PARTS, v_all.shape[-1]
+    mask = chunk_block_mask(queries, keys, keys - queries, chunk, str(q_all.device))
+    attend = _compiled() if compiled else flex_attention
+    return attend(q_all, k_all, v_all, block_mask=mask, scale=dim**-0.5, enable_gqa=q_all.shape[1] != k_all.shape[1])
 
 
 def flex_two_part_attention(q_both, k_both, v_both, window: int, compiled: bool = True, far_keys: int | None = None):

@@ -19,6 +19,11 @@ def check_pretrained_encoding(request, checkpoint) -> None:
     implements); a learned-table or ALiBi checkpoint evaluates as released, under its own encoding's name."""
     spec, released = get_spec(request.encoding), checkpoint.released.encoding
     rotary_release = get_spec(released).kind == "rotary"
+    if spec.trained_parameters:
+        raise UserError(
+            f"{spec.name} learns parameters of its own in training, which {request.model} has not: train a model "
+            "with it here (--model tiny, small, …)"
+        )
     if rotary_release and spec.kind != "rotary":
         raise UserError(f"{request.model} uses RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
     if not rotary_release and spec.name != released:

@@ -123,7 +123,7 @@ def heldout_windows(documents: list[torch.Tensor], length: int) -> torch.Tensor:
 def evaluation_encoding(resolved: ResolvedRun, model):
     """The encoding to evaluate with: a RoPE scaling swapped onto the RoPE model, or the model's own."""
     spec, request = resolved.spec, resolved.request
-    if spec.kind != "rotary":  # the model's own encoding (and its trained parameters, if any)
+    if spec.kind != "rotary" or spec.trained_parameters:  # the model's own encoding (and its trained parameters)
         if hasattr(model.encoding, "policy"):  # a table of positions: what happens past its rows
             model.encoding.policy = request.learned_policy
         return model.encoding

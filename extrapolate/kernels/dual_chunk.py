@@ -1,0 +1,104 @@
+"""Dual chunk attention (encodings/dual_chunk.py) in memory linear in the length.
+
+Keys are rotated once, at their position in their chunk (j mod s); each query three ways, by the chunk its
+keys lie in. Each part is a softmax over its own keys; merged through their log-sum-exp, they are the one
+softmax over all keys of the definition.
+
+The fused kernel (CPU evaluation) takes the queries one chunk at a time, rows [a, b) of chunk n, in up to four
+flash calls, none of them n × n: the chunk's own keys before the rows (whole) and the rows' own square
+(causal), both with q at i mod s; the chunk before (whole) with q at its successive-chunk position; every
+earlier key (whole) with q at the inter-chunk position. On CUDA the three parts run as one flex_attention
+call over the keys three times (`side_by_side`; a few queries: one SDPA call with those rows' mask). The
+blocked kernel (other devices, gradients, and
+the reference in one block) builds the three score blocks explicitly, rows × keys at a time, and keeps each
+pair's score from the part its chunks select.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from extrapolate.encodings.base import ChunkedRotary
+from extrapolate.kernels import flash as fused
+from extrapolate.kernels.heads import expand_kv_heads
+
+
+def rotated_parts(q, k, form: ChunkedRotary):
+    """(q_intra, q_successive, q_inter, k_rotated): q (B, H, Tq, Dh) rotated for each part, k (B, Hkv, Tk, Dh)
+    at j mod s; the queries are the last Tq of the Tk positions (earlier keys come from a cache, unrotated)."""
+    keys, queries = k.shape[2], q.shape[2]
+    k_pos = torch.arange(keys, device=q.device)  # (Tk,) int64
+    q_pos = k_pos[keys - queries :]  # (Tq,)
+    inter = torch.full((queries,), form.inter_query, device=q.device)  # (Tq,) float32
+    return (
+        form.rotate(q, (q_pos % form.chunk).float()),
+        form.rotate(q, form.successive_query(q_pos)),
+        form.rotate(q, inter),
+        form.rotate(k, (k_pos % form.chunk).float()),
+    )
+
+
+def side_by_side(q, k, v, form: ChunkedRotary):
+    """The three parts as one attention over the keys three times: q_all (B, H, Tq, 3·Dh) = [q_intra,
+    q_successive, q_inter]; k_all (B, Hkv, 3·Tk, 3·Dh) = copy c holding k rotated in its c-th slot, zeros in the
+    others; v_all (B, Hkv, 3·Tk, Dh) = [v; v; v]. A key of copy c scores that part's q against k, so with the mask
+    of `flex.chunk_mask_function` (copy c where the chunks apart select part c) one softmax at scale Dh^-1/2
+    is the dual chunk attention, and gradients need no log-sum-exp merge. Memory: three times the keys."""
+    intra, successive, inter, k_rot = rotated_parts(q, k, form)
+    zeros = torch.zeros_like(k_rot)
+    q_all = torch.cat([intra, successive, inter], dim=-1)
+    copies = [torch.cat([k_rot if slot == copy else zeros for slot in range(3)], dim=-1) for copy in range(3)]
+    return q_all, torch.cat(copies, dim=2), torch.cat([v, v, v], dim=2)
+
+
+def fused_attention(q, k, v, form: ChunkedRotary) -> torch.Tensor:
+    """q: (B, H, Tq, Dh) unrotated; k, v: (B, Hkv, Tk, Dh) unrotated -> (B, H, Tq, Dh)."""
+    heads, length, dim = q.shape[1], q.shape[2], q.shape[3]
+    keys, s = k.shape[2], form.chunk
+    offset = keys - length  # absolute position of the first query
+    intra, successive, inter, k_rot = rotated_parts(q, k, form)
+    k_rot, v = expand_kv_heads(k_rot, heads), expand_kv_heads(v, heads)
+    scale = dim**-0.5
+    out = torch.empty_like(q)
+    a = offset
+    while a < keys:  # rows [a, b): the queries of chunk n
+        n = a // s
+        start, b = n * s, min(keys, (n + 1) * s)
+        rows = slice(a - offset, b - offset)
+        parts = [fused.attend(intra[:, :, rows], k_rot[:, :, a:b], v[:, :, a:b], True, scale)]
+        if a > start:  # the chunk's keys before these rows (a cache continued mid-chunk): seen whole
+            parts.append(fused.attend(intra[:, :, rows], k_rot[:, :, start:a], v[:, :, start:a], False, scale))
+        if n >= 1:
+            before = slice(start - s, start)
+            parts.append(fused.attend(successive[:, :, rows], k_rot[:, :, before], v[:, :, before], False, scale))
+        if n >= 2:
+            earlier = slice(0, start - s)
+            parts.append(fused.attend(inter[:, :, rows], k_rot[:, :, earlier], v[:, :, earlier], False, scale))
+        out[:, :, rows] = fused.merge(parts)
+        a = b
+    return out
+
+
+def blocked_attention(q, k, v, form: ChunkedRotary, block_elements: int | None) -> torch.Tensor:
+    """The same attention with explicit score blocks (B, H, rows, keys): any device, differentiable.
+    `block_elements=None`: one block holding the whole score matrix (the reference kernel)."""
+    batch, heads, length, _ = q.shape
+    keys = k.shape[2]
+    offset = keys - length
+    intra, successive, inter, k_rot = rotated_parts(q, k, form)
+    k_rot, v = expand_kv_heads(k_rot, heads), expand_kv_heads(v, heads)
+    scale = q.shape[-1] ** -0.5
+    rows = length if block_elements is None else max(16, min(length, block_elements // max(1, batch * heads * keys)))
+    k_pos = torch.arange(keys, device=q.device)
+    pieces = []
+    for q0 in range(0, length, rows):
+        q1 = min(length, q0 + rows)
+        end = offset + q1  # keys past the block's last query are masked: skip them
+        q_pos = k_pos[offset + q0 : end, None]  # (rows, 1)
+        apart = q_pos // form.chunk - k_pos[None, :end] // form.chunk  # (rows, end) chunks between query and key
+        keys_t = k_rot[:, :, :end].float().transpose(-1, -2)  # (B, H, Dh, end)
+        own, before, earlier = (part[:, :, q0:q1].float() @ keys_t for part in (intra, successive, inter))
+        scores = torch.where(apart == 0, own, torch.where(apart == 1, before, earlier)) * scale  # (B, H, rows, end)
+        weights = scores.masked_fill(k_pos[None, :end] > q_pos, float("-inf")).softmax(-1)
+        pieces.append((weights @ v[:, :, :end].float()).to(q.dtype))
+    return torch.cat(pieces, dim=2)
