@@ -17,6 +17,7 @@ from torch.utils.checkpoint import checkpoint
 from extrapolate.core.config import ModelConfig
 from extrapolate.core.identity import GPT2_INIT_STD
 from extrapolate.encodings import PositionalEncoding, encoding_for
+from extrapolate.encodings.base import Decayed
 from extrapolate.encodings.softcap import capped, soft_cap
 from extrapolate.encodings.window import windowed
 from extrapolate.kernels.attention import causal_attention, recorded_kernel
@@ -122,6 +123,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, H, T, Dh), (B, Hkv, T, Dh)
         v = self.v_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, Dh)
+        log_forget = encoding.log_forget(x)  # (B, H, T) float32 where a forget gate decays the scores (FoX)
         q, k = encoding.rotate(q, k, pos, seq_len)
         if self.query_scale is not None:
             q = q * self.query_scale
@@ -132,8 +134,23 @@ class Attention(nn.Module):
                     torch.cat((cache["v"].expand(batch, -1, -1, -1), v), 2),
                 )
             cache["k"], cache["v"] = k, v
+        if log_forget is not None:
+            encoding = Decayed(encoding, cumulative_decay(log_forget, cache))
         out = causal_attention(q, k, v, encoding, kernel)  # (B, H, T, Dh)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+def cumulative_decay(log_forget: torch.Tensor, cache: dict | None) -> torch.Tensor:
+    """(B, H, Tk) float32 c, the running sum of the log forget gate over every key position: the new
+    positions' (B, H, T) continue the cache's, which keeps c of its positions."""
+    if cache is None:
+        return log_forget.cumsum(-1)
+    if "decay" not in cache:
+        cache["decay"] = log_forget.cumsum(-1)
+        return cache["decay"]
+    past = cache["decay"].expand(log_forget.shape[0], -1, -1)  # a cache of batch 1 serves any batch
+    cache["decay"] = torch.cat((past, past[..., -1:] + log_forget.cumsum(-1)), -1)
+    return cache["decay"]
 
 
 class Block(nn.Module):

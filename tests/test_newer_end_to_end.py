@@ -52,6 +52,8 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
         "string",
         "dual-chunk",
         "ssmax",
+        "fox",
+        "fox-rope",
     ]
     assert "rope" in groups["classic"] and not set(NEWER) & set(groups["classic"])
 

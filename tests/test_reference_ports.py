@@ -21,6 +21,11 @@ its own code and run inside a tiny RoPE model's layers in place of the project's
   `forward`, chunk by chunk, merged as `merge_attn_outputs` merges (its weights kept in float64 here, where it
   rounds them to bfloat16 for its bfloat16 flash outputs). It runs in place of a NoPE model's attention, so it
   sees q and k as the layer makes them.
+- The Forgetting Transformer: zhixuan-lin/forgetting-transformer at 883f260c636e87971339749b0d8310004794a5cc,
+  the forget gate of modeling_forgetting_transformer.py (`fgate_proj` on the layer's normed input,
+  log-sigmoid in float32) and the attention of ops/forgetting_attention.py's reference in `test_op`
+  (q·k·scale plus the cumulative log gate's difference, causal, softmax), with RoPE (half-pair, as the
+  project's) for `fox-rope`; it runs in place of the project's attention layers.
 """
 
 import math
@@ -265,6 +270,43 @@ def chunkllama_reference(q, k, v, chunk_size: int, local_window: int, max_positi
     return torch.cat(outputs, dim=2)
 
 
+# ---- the Forgetting Transformer, ported (its gate and its reference attention)
+
+
+def fox_reference(q, k, v, log_fgate):
+    """q (B, H, M, D), k and v (B, H, N, D), log_fgate (B, H, N) float32 -> (B, H, M, D), as `test_op`."""
+    M, N = q.shape[2], k.shape[2]
+    P_SEQ = N - M
+    mask = torch.tril(torch.ones((M, N)), diagonal=P_SEQ)
+    p = torch.matmul(q, k.transpose(2, 3)) * q.shape[-1] ** -0.5
+    p = p.float()
+    log_lambda = torch.cumsum(log_fgate, dim=-1)
+    decay_bias = log_lambda[..., -M:, None] - log_lambda[..., None, :]
+    p = p + decay_bias
+    p[:, :, mask == 0] = float("-inf")
+    p = torch.softmax(p.float(), dim=-1)
+    return torch.matmul(p, v)
+
+
+def fox_layer(rope: bool):
+    """The FoX (LLaMA) attention layer's forward over the project's layer weights and its encoding's gate."""
+
+    def forward(self, x, pos, encoding, kernel, cache=None, seq_len=None):
+        batch, length, _ = x.shape
+        q = self.q_proj(x).view(batch, length, self.heads, self.head_dim).transpose(1, 2)  # float32, as theirs
+        k = self.k_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        k, v = (t.repeat_interleave(self.heads // self.kv_heads, dim=1) for t in (k, v))  # repeat_kv
+        log_fgate = torch.nn.functional.logsigmoid(encoding.gate(x).float()).transpose(1, 2)  # (B, H, T)
+        if rope:
+            cos, sin = (t.float() for t in cos_sin(length, self.head_dim))
+            q, k = rotate(q, cos, sin, torch.arange(length)), rotate(k, cos, sin, torch.arange(length))
+        out = fox_reference(q, k, v, log_fgate).to(x.dtype)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+    return forward
+
+
 # ---- the tiny checkpoint, its attention replaced by each reference
 
 
@@ -359,6 +401,30 @@ def test_dual_chunk_gives_the_logits_of_the_reference_prefill(monkeypatch, optio
         theirs = theirs_model(tokens)
     assert theirs.abs().max() > 1
     assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["fox", "fox-rope"])
+def test_fox_gives_the_logits_of_the_reference_gate_and_attention(monkeypatch, name):
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, encoding=name, max_len=16)
+    model = TransformerLM(config).eval()
+    for p in model.parameters():  # larger than the default init, so positions and gates matter in the logits
+        torch.nn.init.normal_(p, std=0.3)
+    for layer in model.encoding.layers:  # gates from about 0.5 to 1, the range a trained FoX spans
+        torch.nn.init.normal_(layer.gate.weight, std=0.1)
+        torch.nn.init.constant_(layer.gate.bias, 2.0)
+    tokens = torch.randint(0, 64, (2, 48))  # past L = 16
+    with torch.no_grad():
+        ours = model(tokens)
+        cache = model.new_cache()  # a shared prefix of batch 1, continued by both rows
+        model.hidden_states(tokens[:1, :30], cache=cache)
+        continued = model.lm_head(model.hidden_states(tokens[:, 30:], cache=cache))
+        monkeypatch.setattr(model_module.Attention, "forward", fox_layer(name == "fox-rope"))
+        same_prefix = torch.cat([tokens[:1, :30].expand(2, -1), tokens[:, 30:]], dim=1)
+        theirs, theirs_prefixed = model(tokens), model(same_prefix)
+    assert theirs.abs().max() > 1
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
+    assert torch.allclose(continued, theirs_prefixed[:, 30:], atol=1e-4, rtol=0)
 
 
 def test_defaults_keep_every_relative_position_inside_L():

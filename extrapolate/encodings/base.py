@@ -78,6 +78,9 @@ class PositionalEncoding(nn.Module):
     toeplitz: bool = True  # the bias depends on i - j only (`bias_table`); False: on i too (`bias_block`)
     horizon: int | None = None  # keys this many tokens back or further are never seen (a sliding window)
     score_cap: float | None = None  # scores soft-capped as c·tanh(s / c) before the bias (`softcap.ScoreCap`)
+    # a forget gate's decay enters the scores (FoX): the attention layer computes it from its input
+    # (`log_forget`), and the kernels add c_i - c_j from the call's `decay` (`Decayed`)
+    forgets: bool = False
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         """pos: (T,) int64 -> (T,) int64, the positions every hook of this forward pass sees. Called once per
@@ -135,6 +138,11 @@ class PositionalEncoding(nn.Module):
         express; `rotate` is then the identity and the attention kernels rotate each part."""
         return None
 
+    def log_forget(self, x: torch.Tensor) -> torch.Tensor | None:
+        """x: the attention layer's input (B, T, D) -> (B, H, T) float32 log forget gate of each head and
+        position, for an encoding that `forgets`; None otherwise."""
+        return None
+
     def chunk_form(self) -> ChunkedRotary | None:
         """Set when the relative position depends on which chunks the query and key lie in (dual chunk
         attention); `rotate` then rotates nothing, and the attention kernels rotate each part."""
@@ -154,7 +162,7 @@ class Wrapped(PositionalEncoding):
         super().__init__()
         self.inner = inner
         self.name, self.kind, self.has_bias, self.toeplitz = inner.name, inner.kind, inner.has_bias, inner.toeplitz
-        self.horizon, self.score_cap = inner.horizon, inner.score_cap
+        self.horizon, self.score_cap, self.forgets = inner.horizon, inner.score_cap, inner.forgets
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         return self.inner.positions(pos)
@@ -174,5 +182,17 @@ class Wrapped(PositionalEncoding):
     def bias_block(self, q0: int, q1: int, device: torch.device | None = None) -> torch.Tensor | None:
         return self.inner.bias_block(q0, q1, device=device)
 
+    def log_forget(self, x: torch.Tensor) -> torch.Tensor | None:
+        return self.inner.log_forget(x)
+
     def describe(self) -> dict:
         return self.inner.describe()
+
+
+class Decayed(Wrapped):
+    """One attention call of an encoding that `forgets`: the encoding, with the cumulative log forget gate
+    `decay` (B, H, Tk) float32 of every key position of the call (a cache's included), which the kernels read."""
+
+    def __init__(self, inner: PositionalEncoding, decay: torch.Tensor):
+        super().__init__(inner)
+        self.forgets, self.decay = True, decay

@@ -14,6 +14,7 @@ from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.bias import ALIBI, T5
 from extrapolate.encodings.dual_chunk import DUAL_CHUNK
 from extrapolate.encodings.fire import FIRE
+from extrapolate.encodings.forget import FOX, FOX_ROPE
 from extrapolate.encodings.frequencies import SCALINGS, check_scaling
 from extrapolate.encodings.hybrid import ROPE_NOPE
 from extrapolate.encodings.kerple import KERPLE_LOG, KERPLE_POWER
@@ -57,6 +58,8 @@ for _spec in (
     STRING_SPEC,
     DUAL_CHUNK,
     SSMAX,
+    FOX,
+    FOX_ROPE,
 ):
     register(dataclasses.replace(_spec, group="newer"))
 

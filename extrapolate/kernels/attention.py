@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from extrapolate.encodings.base import LinearBias, PositionalEncoding
-from extrapolate.kernels import dual_chunk, flex, two_part
+from extrapolate.kernels import dual_chunk, flex, forget, two_part
 from extrapolate.kernels.blocked import (
     BLOCK_ELEMENTS,
     bias_rows,
@@ -61,12 +61,13 @@ FUSED_BIAS = AttentionPlan("fused-bias")  # CPU float32 evaluation of ALiBi and 
 FLEX = AttentionPlan("flex")  # flex_attention (`flex_attention_of`); blocked where it fails to compile
 TWO_PART = AttentionPlan("two-part")  # CPU evaluation of Self-Extend and ReRoPE (`two_part.fused_attention`)
 DUAL_CHUNK = AttentionPlan("dual-chunk")  # CPU evaluation of dual chunk attention (`dual_chunk.fused_attention`)
+FORGET = AttentionPlan("fused-forget")  # CPU float32 evaluation with a forget gate (`forget.fused_attention`)
 BLOCKED = AttentionPlan("blocked")  # query blocks against the keys up to theirs: any device, any encoding
 REFERENCE = AttentionPlan("reference")  # the full score matrix: the slow ground truth for tests
 FLEX_CAPPED = AttentionPlan("flex-capped")  # flex_attention capping each score (`flex_attention_of`)
 BLOCKED_CAPPED = AttentionPlan("blocked-capped")  # explicit score blocks, capped: `capped_blocked_attention`
 PLANS = (SDPA, SDPA_CACHE, SDPA_LOWER_RIGHT, SDPA_ROWS, FUSED_BIAS, FLEX, TWO_PART, BLOCKED, REFERENCE)
-PLANS += (FLEX_CAPPED, BLOCKED_CAPPED, DUAL_CHUNK)
+PLANS += (FLEX_CAPPED, BLOCKED_CAPPED, DUAL_CHUNK, FORGET)
 COMPILED = (FLEX, FLEX_CAPPED)  # compiled at the first call of each shape: a benchmark warms them up at its own
 
 
@@ -100,6 +101,8 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> Attenti
         return {"blocked": BLOCKED, "reference": REFERENCE}.get(requested, TWO_PART)
     if encoding.chunk_form() is not None:  # dual chunk attention: its own three-part kernel
         return {"blocked": BLOCKED, "reference": REFERENCE}.get(requested, DUAL_CHUNK)
+    if encoding.forgets:  # a forget gate's decay: its own kernels (kernels/forget.py)
+        return {"blocked": BLOCKED, "reference": REFERENCE, "flex": FLEX}.get(requested, FORGET)
     if requested == "auto":
         return _bias_family(encoding) if encoding.has_bias else SDPA
     if requested in ("sdpa", "fused-bias") and encoding.has_bias:
@@ -136,6 +139,10 @@ def attention_plan(
     flex_usable = FLEX_STATUS.failed is None
     if encoding.score_cap is not None:
         return _capped_plan(family, requested, device_type, queries, backward)
+    if family == FORGET:  # CUDA: flex (a few queries: one SDPA call); CPU float32 evaluation: the fused kernel
+        if device_type == "cuda":
+            return SDPA_ROWS if queries < FLEX_MIN_QUERIES else FLEX if flex_usable else BLOCKED
+        return FORGET if device_type == "cpu" and not backward and dtype == torch.float32 else BLOCKED
     if family == DUAL_CHUNK:  # CUDA: flex (a few queries: one SDPA call); CPU evaluation: the flash op's parts
         if device_type == "cuda":
             return SDPA_ROWS if queries < FLEX_MIN_QUERIES else FLEX if flex_usable else BLOCKED
@@ -230,6 +237,8 @@ def _blocked(q, k, v, encoding, block_elements: int, backward: bool = False) -> 
         return two_part.blocked_attention(q, k, v, form, block_elements)
     if encoding.chunk_form() is not None:
         return dual_chunk.blocked_attention(q, k, v, encoding.chunk_form(), block_elements)
+    if encoding.forgets:
+        return forget.blocked_attention(q, k, v, encoding.decay, block_elements)
     if encoding.score_cap is not None:
         return capped_blocked_attention(q, k, v, encoding, block_elements, backward)
     return blocked_attention(q, k, v, encoding, block_elements)
@@ -242,6 +251,8 @@ def _reference(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS, backward
         return two_part.blocked_attention(q, k, v, form, None)
     if encoding.chunk_form() is not None:
         return dual_chunk.blocked_attention(q, k, v, encoding.chunk_form(), None)
+    if encoding.forgets:
+        return forget.blocked_attention(q, k, v, encoding.decay, None)
     return reference_attention(q, k, v, encoding)
 
 
@@ -264,6 +275,7 @@ KERNEL_FUNCTIONS: dict[AttentionPlan, KernelFunction] = {
     FLEX: _flex_or_blocked,
     TWO_PART: lambda q, k, v, encoding, *_: two_part.fused_attention(q, k, v, encoding.two_part_form()),
     DUAL_CHUNK: lambda q, k, v, encoding, *_: dual_chunk.fused_attention(q, k, v, encoding.chunk_form()),
+    FORGET: lambda q, k, v, encoding, *_: forget.fused_attention(q, k, v, encoding.decay),
     BLOCKED: _blocked,
     REFERENCE: _reference,
     FLEX_CAPPED: _flex_or_blocked,
@@ -291,6 +303,8 @@ def flex_attention_of(q, k, v, encoding, compiled: bool = True):
     if chunks is not None:
         every = dual_chunk.side_by_side(q, k, v, chunks)
         return flex.flex_dual_chunk_attention(*every, chunks.chunk, compiled=compiled)
+    if encoding.forgets:
+        return flex.flex_decay_attention(q, k, v, encoding.decay, compiled=compiled)
     keys = k.shape[2]
     bias = encoding.score_bias(keys, device=q.device)  # None: capped scores without a bias
     # partial blocks score masked pairs too (and padding rows past the end): keep their lookups in the table
@@ -346,6 +360,8 @@ def rows_attention(q, k, v, encoding):
             None, None, rows, columns
         )
         return sdpa(q_both, k_both, v_both, attn_mask=visible, scale=q.shape[-1] ** -0.5, enable_gqa=gqa)
+    if encoding.forgets:
+        return forget.rows_attention(q, k, v, encoding.decay, sdpa)
     chunks = encoding.chunk_form()
     if chunks is not None:
         q_all, k_all, v_all = dual_chunk.side_by_side(q, k, v, chunks)

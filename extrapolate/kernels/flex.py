@@ -207,6 +207,21 @@ def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None 
     return attend(q, k, v, score_mod=add_bias, block_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
 
 
+def flex_decay_attention(q, k, v, decay: torch.Tensor, compiled: bool = True):
+    """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh); decay (B, H, Tk) float32, a forget gate's cumulative log
+    (kernels/forget.py) -> (B, H, Tq, Dh): each score plus c_i - c_j, read inside the kernel (and
+    differentiated through, in training)."""
+    queries, keys = q.shape[2], k.shape[2]
+    offset = keys - queries
+
+    def add_decay(score, b, h, q_idx, kv_idx):
+        return score + decay[b, h, q_idx + offset] - decay[b, h, kv_idx]
+
+    mask = block_mask(queries, keys, offset, causal_ranges(keys), str(q.device))
+    attend = _compiled() if compiled else flex_attention
+    return attend(q, k, v, score_mod=add_decay, block_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
 def flex_dual_chunk_attention(q_all, k_all, v_all, chunk: int, compiled: bool = True):
     """q_all: (B, H, Tq, 3·Dh); k_all: (B, Hkv, 3·Tk, 3·Dh); v_all: (B, Hkv, 3·Tk, Dh), as
     `kernels.dual_chunk.side_by_side` lays them out -> (B, H, Tq, Dh)."""

@@ -37,8 +37,9 @@ class PasskeyCell:
 
 
 def copy_cache(cache: list[dict], index: int) -> list[dict]:
-    """The cache of one sequence of a batch, batch dimension kept (size 1), not shared with the original."""
-    return [{"k": layer["k"][index : index + 1], "v": layer["v"][index : index + 1]} for layer in cache]
+    """The cache of one sequence of a batch, batch dimension kept (size 1), not shared with the original: its
+    keys and values, and whatever else a layer keeps per position (a forget gate's decay)."""
+    return [{name: t[index : index + 1] for name, t in layer.items()} for layer in cache]
 
 
 def cache_bytes(cache: list[dict]) -> int:
