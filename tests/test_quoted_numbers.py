@@ -24,6 +24,12 @@ def ppl(folder: str, encoding: str, length: int, seed: int = 0, run: str = "") -
     return float(t.value.iloc[0])
 
 
+def flatness(encoding: str, seed: int) -> str:
+    """Perplexity at 8L over its value at L on the showcase RoPE model of a seed: "1.01×"."""
+    folder = "showcase-training-free"
+    return f"{ppl(folder, encoding, 2048, seed) / ppl(folder, encoding, 256, seed):.2f}×"
+
+
 def greedy(folder: str, run: str, length: int) -> str:
     """A run's greedy retrieval at a length, its depths' prompts pooled: "94% [88–97]"."""
     t = rows(folder)
@@ -79,6 +85,11 @@ QUOTED = [
             + " against "
             + greedy("showcase-training-free", "39d2b2", 2048)
         ),
+    ),
+    (
+        "results/showcase-training-free/README.md",
+        "perplexity at 8L 1.00×, 1.01× and 1.01× its value at L",
+        lambda: "perplexity at 8L {}, {} and {} its value at L".format(*(flatness("dual-chunk", s) for s in (0, 1, 2))),
     ),
     (
         "results/longrope-search/README.md",
