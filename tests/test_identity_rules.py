@@ -51,7 +51,17 @@ def test_the_optional_fields_and_what_unset_means():
         "attention_softcap": None,
         "rotary_dim": None,
         "compile": False,
+        "adapter": None,
     }
+
+
+def test_a_full_fine_tune_hashes_as_before_adapters_existed():
+    """A fine-tune without adapters stores `adapter` as None, which its canonical form leaves out."""
+    import json
+
+    from extrapolate.core.config import canonical_json
+
+    assert "adapter" not in json.loads(canonical_json(TrainConfig(model=ModelConfig())))
 
 
 @pytest.mark.parametrize(

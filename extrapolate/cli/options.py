@@ -81,7 +81,10 @@ PANELS = {
         "encoding_option",
     ),
     "Data": ("corpus", "tokenizer"),
-    "Training": ("train_len", "steps", "batch_size", "lr", "train_dtype", "compile", "finetune_len", "finetune_lr"),
+    "Training": (
+        *("train_len", "steps", "batch_size", "lr", "train_dtype", "compile"),
+        *("finetune_len", "finetune_lr", "finetune_adapter", "lora_rank"),
+    ),
     "Evaluation": (
         "tasks",
         "eval_len",
@@ -232,6 +235,13 @@ SHARED = {
         DEFAULT.finetune_lr,
         f"fine-tune learning rate, constant after {FINETUNE_WARMUP_STEPS} warmup steps (default --lr / 10)",
     ),
+    "finetune_adapter": shared(
+        str,
+        DEFAULT.finetune_adapter,
+        "what a fine-tune trains: none (every weight) | lora (rank-r adapters on q, k, v, o) | longlora (LoRA, the "
+        "embeddings and norms, shifted group attention while training); needs the lora extra (peft)",
+    ),
+    "lora_rank": shared(int, DEFAULT.lora_rank, "rank r of the fine-tune's adapters (α = 2r)"),
     # NAME=VALUE items, parsed into the request's sorted (name, value) pairs
     "bos": shared(
         str,

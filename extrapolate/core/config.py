@@ -125,6 +125,20 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
+class AdapterConfig:
+    """Low-rank adapters trained in place of the full weights (training/adapters.py, through peft): LoRA
+    (Hu et al. 2022) on the attention projections, and LongLoRA (Chen et al. 2024), which also trains the
+    embeddings and norms and attends in shifted groups during training (`group_ratio` of the length)."""
+
+    method: str  # lora | longlora
+    rank: int = 8
+    alpha: float = 16.0
+    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    trainable: tuple[str, ...] = ()  # whole modules trained beside the adapters, by name part ("embed", "norm")
+    group_ratio: float | None = None  # shifted sparse attention in groups of this share of the length
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     model: ModelConfig
     corpus: str = DEFAULT_CORPUS
@@ -146,6 +160,7 @@ class TrainConfig:
     loss_weighting: str = "row"
     checkpoint_every: int = 200
     compile: bool | None = None  # True: the training forward ran through torch.compile (None: eager)
+    adapter: AdapterConfig | None = None  # None: every weight trains (identity.py: unset)
 
 
 def to_dict(config: Any) -> dict:
@@ -171,8 +186,11 @@ def model_config_from_dict(data: dict) -> ModelConfig:
 
 def train_config_from_dict(data: dict) -> TrainConfig:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
-    values = {k: v for k, v in data.items() if k in names and k != "model"}
-    return TrainConfig(model=model_config_from_dict(data["model"]), **values)
+    values = {k: v for k, v in data.items() if k in names and k not in ("model", "adapter")}
+    adapter = data.get("adapter")
+    if adapter is not None:  # JSON arrays back to the tuples the config holds
+        adapter = AdapterConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in adapter.items()})
+    return TrainConfig(model=model_config_from_dict(data["model"]), adapter=adapter, **values)
 
 
-__all__ = ["ModelConfig", "TrainConfig", "PRESETS", "canonical_json", "config_hash"]
+__all__ = ["AdapterConfig", "ModelConfig", "TrainConfig", "PRESETS", "canonical_json", "config_hash"]

@@ -91,6 +91,7 @@ FLAG_BOUNDS = {
     "--finetune-steps": at_least(0),
     "--finetune-len": at_least(2),
     "--finetune-lr": POSITIVE,
+    "--lora-rank": Bound(lambda v: 1 <= v <= 4096, "in [1, 4096]"),
     "--gpus-per-task": at_least(0),
     "--cpus-per-task": at_least(1),
     "--time-min": at_least(1),  # sweep on SLURM

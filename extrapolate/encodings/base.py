@@ -81,6 +81,9 @@ class PositionalEncoding(nn.Module):
     # a forget gate's decay enters the scores (FoX): the attention layer computes it from its input
     # (`log_forget`), and the kernels add c_i - c_j from the call's `decay` (`Decayed`)
     forgets: bool = False
+    # training attends in groups of this many tokens, half the heads shifted by half a group (LongLoRA's
+    # S²-attention, `ShiftedSparse`); None: every earlier key
+    sparse_group: int | None = None
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         """pos: (T,) int64 -> (T,) int64, the positions every hook of this forward pass sees. Called once per
@@ -163,6 +166,7 @@ class Wrapped(PositionalEncoding):
         self.inner = inner
         self.name, self.kind, self.has_bias, self.toeplitz = inner.name, inner.kind, inner.has_bias, inner.toeplitz
         self.horizon, self.score_cap, self.forgets = inner.horizon, inner.score_cap, inner.forgets
+        self.sparse_group = inner.sparse_group
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         return self.inner.positions(pos)
@@ -196,3 +200,12 @@ class Decayed(Wrapped):
     def __init__(self, inner: PositionalEncoding, decay: torch.Tensor):
         super().__init__(inner)
         self.forgets, self.decay = True, decay
+
+
+class ShiftedSparse(Wrapped):
+    """An encoding that trains with LongLoRA's shifted sparse attention in groups of `group` tokens
+    (kernels/shifted_sparse.py): set on a model for its fine-tuning only; evaluation attends in full."""
+
+    def __init__(self, inner: PositionalEncoding, group: int):
+        super().__init__(inner)
+        self.sparse_group = group

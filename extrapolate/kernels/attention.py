@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from extrapolate.encodings.base import LinearBias, PositionalEncoding
-from extrapolate.kernels import dual_chunk, flex, forget, two_part
+from extrapolate.kernels import dual_chunk, flex, forget, shifted_sparse, two_part
 from extrapolate.kernels.blocked import (
     BLOCK_ELEMENTS,
     bias_rows,
@@ -61,13 +61,14 @@ FUSED_BIAS = AttentionPlan("fused-bias")  # CPU float32 evaluation of ALiBi and 
 FLEX = AttentionPlan("flex")  # flex_attention (`flex_attention_of`); blocked where it fails to compile
 TWO_PART = AttentionPlan("two-part")  # CPU evaluation of Self-Extend and ReRoPE (`two_part.fused_attention`)
 DUAL_CHUNK = AttentionPlan("dual-chunk")  # CPU evaluation of dual chunk attention (`dual_chunk.fused_attention`)
+SHIFTED_SPARSE = AttentionPlan("shifted-sparse")  # LongLoRA's training attention in shifted groups
 FORGET = AttentionPlan("fused-forget")  # CPU float32 evaluation with a forget gate (`forget.fused_attention`)
 BLOCKED = AttentionPlan("blocked")  # query blocks against the keys up to theirs: any device, any encoding
 REFERENCE = AttentionPlan("reference")  # the full score matrix: the slow ground truth for tests
 FLEX_CAPPED = AttentionPlan("flex-capped")  # flex_attention capping each score (`flex_attention_of`)
 BLOCKED_CAPPED = AttentionPlan("blocked-capped")  # explicit score blocks, capped: `capped_blocked_attention`
 PLANS = (SDPA, SDPA_CACHE, SDPA_LOWER_RIGHT, SDPA_ROWS, FUSED_BIAS, FLEX, TWO_PART, BLOCKED, REFERENCE)
-PLANS += (FLEX_CAPPED, BLOCKED_CAPPED, DUAL_CHUNK, FORGET)
+PLANS += (FLEX_CAPPED, BLOCKED_CAPPED, DUAL_CHUNK, FORGET, SHIFTED_SPARSE)
 COMPILED = (FLEX, FLEX_CAPPED)  # compiled at the first call of each shape: a benchmark warms them up at its own
 
 
@@ -95,6 +96,8 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> Attenti
     first step of `attention_plan`, and what `run` names when an encoding cannot run the requested kernel."""
     if requested not in KERNELS:
         raise ValueError(f"unknown kernel {requested!r}; valid: {', '.join(KERNELS)}")
+    if encoding.sparse_group is not None:  # a fine-tune's S²-attention (SDPA in groups, on every device)
+        return SHIFTED_SPARSE
     if encoding.score_cap is not None:  # soft-capped scores: the capped kernels, whatever else was asked for
         return {"flex": FLEX_CAPPED, "reference": REFERENCE}.get(requested, BLOCKED_CAPPED)
     if encoding.two_part_form() is not None:  # Self-Extend, ReRoPE: their own two-part kernels
@@ -139,6 +142,8 @@ def attention_plan(
     flex_usable = FLEX_STATUS.failed is None
     if encoding.score_cap is not None:
         return _capped_plan(family, requested, device_type, queries, backward)
+    if family == SHIFTED_SPARSE:
+        return SHIFTED_SPARSE
     if family == FORGET:  # CUDA: flex (a few queries: one SDPA call); CPU float32 evaluation: the fused kernel
         if device_type == "cuda":
             return SDPA_ROWS if queries < FLEX_MIN_QUERIES else FLEX if flex_usable else BLOCKED
@@ -276,6 +281,9 @@ KERNEL_FUNCTIONS: dict[AttentionPlan, KernelFunction] = {
     TWO_PART: lambda q, k, v, encoding, *_: two_part.fused_attention(q, k, v, encoding.two_part_form()),
     DUAL_CHUNK: lambda q, k, v, encoding, *_: dual_chunk.fused_attention(q, k, v, encoding.chunk_form()),
     FORGET: lambda q, k, v, encoding, *_: forget.fused_attention(q, k, v, encoding.decay),
+    SHIFTED_SPARSE: lambda q, k, v, encoding, *_: shifted_sparse.shifted_sparse_attention(
+        q, k, v, encoding.sparse_group
+    ),
     BLOCKED: _blocked,
     REFERENCE: _reference,
     FLEX_CAPPED: _flex_or_blocked,

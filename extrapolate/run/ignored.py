@@ -35,6 +35,10 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
             notes.append(f"{', '.join(given)} set the {name} evaluation, which --tasks does not include: ignored")
     if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:
         notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
+    if request.finetune_adapter == "none" and request.lora_rank != defaults.lora_rank:
+        notes.append(
+            "--lora-rank sets the rank of a fine-tune's adapters, and --finetune-adapter asks for none: ignored"
+        )
     swapped = substituted_kernels(request.kernel, encodings)
     if swapped:
         notes.append(

@@ -55,6 +55,9 @@ class RunRequest:
     finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
     finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
     finetune_lr: float | None = None  # default a tenth of --lr
+    # what a fine-tune trains: every weight (none) or low-rank adapters (lora | longlora, training/adapters.py)
+    finetune_adapter: str = "none"
+    lora_rank: int = 8  # the adapters' rank r (α = 2r)
     # a BOS token first in every window and prompt: auto (where the tokenizer adds one by default) | always |
     # never; resolved to always or never (`resolve_request`)
     bos: str = "auto"

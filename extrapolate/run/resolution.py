@@ -208,6 +208,23 @@ def check(request: RunRequest) -> None:
         )
     if request.finetune_lr is not None and not request.finetune_lr > 0:
         raise UserError(f"--finetune-lr must be > 0, got {request.finetune_lr}")
+    check_adapter(request)
+
+
+def check_adapter(request: RunRequest) -> None:
+    """--finetune-adapter: a known method, for a fine-tune, LongLoRA's on a RoPE model, peft installed."""
+    from extrapolate.training.adapters import METHODS, require_peft
+
+    if request.finetune_adapter == "none":
+        return
+    require_known("--finetune-adapter", request.finetune_adapter, ("none", *METHODS))
+    if request.finetune_steps == 0:
+        raise UserError(f"--finetune-adapter {request.finetune_adapter} trains a fine-tune: give --finetune-steps")
+    if not 1 <= request.lora_rank <= 4096:
+        raise UserError(f"--lora-rank must be in [1, 4096], got {request.lora_rank}")
+    if request.finetune_adapter == "longlora" and get_spec(request.encoding).kind != "rotary":
+        raise UserError(f"LongLoRA fine-tunes RoPE models (its shifted groups assume it), not {request.encoding}")
+    require_peft()
 
 
 def lengths_for(request: RunRequest) -> list[int]:

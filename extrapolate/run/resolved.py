@@ -77,7 +77,15 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
         config = train_config(resolved, prepared)
         model_hash, folder = config_hash(config), model_folder(config)
         if request.finetune_steps > 0:
-            finetune = finetune_config(config, spec.name, factor, tuned, request.finetune_steps, request.finetune_lr)
+            finetune = finetune_config(
+                config,
+                spec.name,
+                factor,
+                tuned,
+                request.finetune_steps,
+                request.finetune_lr,
+                adapter=adapter_of(request),
+            )
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     if request.encoding_options:  # a bad value fails now, not after training
         architecture = prepared.checkpoint.model.config if prepared.checkpoint is not None else config.model
@@ -152,7 +160,17 @@ def pretrained_finetune(
         request.finetune_lr,
         batch_size=1,
         base_hash=checkpoint_hash,
+        adapter=adapter_of(request),
     )
+
+
+def adapter_of(request):
+    """The adapters a fine-tune of `request` trains, or None for every weight."""
+    if request.finetune_adapter == "none":
+        return None
+    from extrapolate.training.adapters import adapter_config
+
+    return adapter_config(request.finetune_adapter, request.lora_rank)
 
 
 def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:

@@ -20,13 +20,16 @@ import torch
 import torch.nn.functional as F
 
 from extrapolate.core.atomic import write_text
-from extrapolate.core.config import TrainConfig, config_hash
+from extrapolate.core.config import AdapterConfig, TrainConfig, config_hash
 from extrapolate.core.defaults import FINETUNE_WARMUP_STEPS
+from extrapolate.core.errors import UserError
 from extrapolate.core.identity import finetune_folder_name
 from extrapolate.core.paths import cache_dir
 from extrapolate.encodings import encoding_for, get_spec
+from extrapolate.encodings.base import ShiftedSparse
 from extrapolate.model import TransformerLM
 from extrapolate.training import checkpoint as ckpt
+from extrapolate.training.adapters import with_adapters
 from extrapolate.training.train import TrainedModel, train
 
 LINEAGE = "finetune.json"
@@ -59,10 +62,12 @@ def finetune_config(
     lr: float | None = None,
     batch_size: int | None = None,
     base_hash: str | None = None,
+    adapter: AdapterConfig | None = None,
 ) -> FinetuneConfig:
     """The fine-tune of `base` with `encoding` at `length` for `steps` steps. Defaults: a tenth of the base
     model's peak rate, and as many tokens per step as the base training (batch·L / L' rows, at least 1).
-    `base_hash` names a base model not trained here (a pretrained checkpoint); default the hash of `base`."""
+    `base_hash` names a base model not trained here (a pretrained checkpoint); default the hash of `base`.
+    `adapter`: low-rank adapters train in place of the full weights (training/adapters.py)."""
     model = dataclasses.replace(base.model, max_len=length)
     phase = dataclasses.replace(
         base,
@@ -74,6 +79,7 @@ def finetune_config(
         warmup_steps=FINETUNE_WARMUP_STEPS,
         min_lr_ratio=1.0,
         checkpoint_every=CHECKPOINT_EVERY,
+        adapter=adapter,
     )  # constant after warmup
     return FinetuneConfig(base_hash or config_hash(base), get_spec(encoding).name, factor, base.seq_len, phase)
 
@@ -126,7 +132,21 @@ def starting_model(
     model.load_state_dict(weights, strict=False)
     model = model.to(device)
     model.checkpointing = checkpointing  # activations recomputed in the backward pass (long L')
-    return with_training_encoding(model, config)
+    model = with_training_encoding(model, config)
+    adapter = config.phase.adapter
+    if adapter is None:
+        return model
+    if adapter.group_ratio is not None:  # LongLoRA: S²-attention while fine-tuning
+        model.set_encoding(ShiftedSparse(model.encoding, sparse_group(config.length, adapter.group_ratio)))
+    return with_adapters(model, adapter).to(device)
+
+
+def sparse_group(length: int, ratio: float) -> int:
+    """S²-attention's group size at L': the share `ratio` of it, even and dividing it (LongLoRA asks the same)."""
+    group = int(length * ratio)
+    if group < 2 or group % 2 or length % group:
+        raise UserError(f"LongLoRA's groups of {ratio:g}·L' = {group} tokens must be even and divide L' = {length}")
+    return group
 
 
 def with_training_encoding(model: TransformerLM, config: FinetuneConfig) -> TransformerLM:

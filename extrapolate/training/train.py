@@ -23,6 +23,7 @@ from extrapolate.core.readers import reading
 from extrapolate.data.batches import BatchSource
 from extrapolate.model import TransformerLM
 from extrapolate.training import checkpoint as ckpt
+from extrapolate.training.adapters import merged, trainable_parameters, with_adapters
 
 
 class TrainingDiverged(UserError):
@@ -115,7 +116,11 @@ def load_trained(folder: Path, device: torch.device) -> TrainedModel:
     config = ckpt.read_config(folder)
     with reading(folder / ckpt.CONFIG, "checkpoint config", ckpt.RETRAIN):  # valid JSON, but not a model's config
         model = TransformerLM(config.model)
+    if config.adapter is not None:  # the checkpoint keeps the adapters apart: load them, then merge them
+        model = with_adapters(model, config.adapter)
     ckpt.load_weights(folder, model, expected=config)
+    if config.adapter is not None:
+        model = merged(model)
     return TrainedModel(model.to(device).eval(), folder, config, ckpt.read_summary(folder), reused=True)
 
 
@@ -255,6 +260,7 @@ def train(
         "train_seconds": round(elapsed, 2),
         "tokens_per_second": round(step * tokens_per_step / max(elapsed, 1e-9), 1),
         "params": model.num_parameters(),
+        "trainable_params": trainable_parameters(model),
         "config_hash": config_hash(config),
         "losses": losses,
         # [step, retrieval accuracy at L, held-out NLL at L] during training; a summary written without the
@@ -264,4 +270,6 @@ def train(
     if step >= config.steps and world.main:
         ckpt.mark_complete(folder, summary)
     world.barrier()  # no rank goes on (and reads the folder) before rank 0 has finished writing it
+    if config.adapter is not None:  # saved with its adapters apart; evaluated merged, as `load_trained` gives it
+        model = merged(model)
     return TrainedModel(model.eval(), folder, config, summary, reused=False)

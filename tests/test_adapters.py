@@ -1,0 +1,134 @@
+"""Fine-tuning through low-rank adapters (peft): LoRA trains the attention projections' adapters alone, LongLoRA
+also the embeddings and norms, with S²-attention while training (equal to the authors' current kernel, ported);
+a merged model computes what the adapted one does; a fine-tune with adapters resumes, continues a shorter one
+exactly, is reused from the cache merged; a request that cannot use them is one line."""
+
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("peft")
+
+from extrapolate.core.config import ModelConfig  # noqa: E402
+from extrapolate.encodings.base import ShiftedSparse  # noqa: E402
+from extrapolate.kernels.attention import attention_plan  # noqa: E402
+from extrapolate.kernels.shifted_sparse import shifted_sparse_attention  # noqa: E402
+from extrapolate.model import TransformerLM  # noqa: E402
+from extrapolate.training.adapters import adapter_config, merged, trainable_parameters, with_adapters  # noqa: E402
+from extrapolate.training.finetune import finetune_config, starting_model  # noqa: E402
+from tests.test_finetune import base_model, run, same, weights  # noqa: E402
+
+
+def tiny():
+    torch.manual_seed(0)
+    return TransformerLM(ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_len=64)).eval()
+
+
+def test_lora_trains_its_adapters_alone_and_longlora_the_embeddings_and_norms_too():
+    tokens = torch.randint(0, 64, (2, 20))
+    plain = tiny()
+    with torch.no_grad():
+        before = plain(tokens)
+    lora = with_adapters(tiny(), adapter_config("lora", 4))
+    with torch.no_grad():
+        assert torch.equal(lora(tokens), before)  # B starts at zero: the same model
+    names = {n for n, p in lora.named_parameters() if p.requires_grad}
+    assert names and all("lora_" in n for n in names)
+    assert trainable_parameters(lora) == 2 * 4 * (2 * 4 * 32)  # layers · projections · (A and B: r·d each)
+    longlora = with_adapters(tiny(), adapter_config("longlora", 4))
+    extra = {n for n, p in longlora.named_parameters() if p.requires_grad and "lora_" not in n}
+    assert extra == {"embed.weight", "norm.weight"} | {
+        f"blocks.{i}.{k}.weight" for i in (0, 1) for k in ("attn_norm", "mlp_norm")
+    }
+
+
+def test_a_merged_model_computes_what_the_adapted_one_does():
+    model = with_adapters(tiny(), adapter_config("lora", 4))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.2)
+    tokens = torch.randint(0, 64, (2, 20))
+    with torch.no_grad():
+        adapted = model(tokens)
+        plain = merged(model)
+        assert torch.allclose(plain(tokens), adapted, atol=1e-5)
+    assert sorted(plain.state_dict()) == sorted(tiny().state_dict())  # no adapter left
+
+
+# ---- LongLoRA's S²-attention, ported: dvlab-research/LongLoRA at d4eb344c5ccc9e91c0812a2b2aeea69070df8c33,
+# llama_attn_replace.py `forward_flashattn`: the heads split into halves stacked along the batch, cut by
+# `cu_q_lens` (groups at 0, G, 2G, … for the first half; G/2, 3G/2, … for the second, its ends groups of their
+# own) and attended causally within each cut, as flash_attn_varlen_qkvpacked_func(..., causal=True) does
+
+
+def s2_reference(q, k, v, group_size):
+    """q, k, v (B, H, N, D), the heads of a group of the same kv head already repeated -> (B, H, N, D)."""
+    bsz, nheads, q_len, dim = q.shape
+    halves = [(x[:, : nheads // 2], x[:, nheads // 2 :]) for x in (q, k, v)]
+    cu_q_lens = [list(range(0, q_len, group_size)) + [q_len]]
+    cu_q_lens.append([0] + list(range(group_size // 2, q_len, group_size)) + [q_len])
+    outs = []
+    for half, cuts in enumerate(cu_q_lens):
+        qh, kh, vh = (h[half] for h in halves)
+        pieces = []
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            scores = qh[:, :, a:b] @ kh[:, :, a:b].transpose(-1, -2) / math.sqrt(dim)
+            causal = torch.ones(b - a, b - a, dtype=torch.bool).triu(1)
+            pieces.append(scores.masked_fill(causal, float("-inf")).softmax(-1) @ vh[:, :, a:b])
+        outs.append(torch.cat(pieces, dim=2))
+    return torch.cat(outs, dim=1)
+
+
+@pytest.mark.parametrize("length,group", [(64, 16), (128, 32), (48, 48), (40, 10)])
+def test_shifted_sparse_attention_equals_the_reference(length, group):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, length, 8), torch.randn(2, 2, length, 8), torch.randn(2, 2, length, 8)
+    expected = s2_reference(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), group)
+    torch.testing.assert_close(shifted_sparse_attention(q, k, v, group), expected, atol=1e-5, rtol=0)
+
+
+def test_longlora_trains_in_shifted_groups_and_evaluates_in_full(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    config, base = base_model(tmp_path)
+    ft = finetune_config(config, "yarn", 4.0, 128, 4, adapter=adapter_config("longlora", 4))
+    training = starting_model(ft, base, torch.device("cpu"))
+    assert isinstance(training.encoding, ShiftedSparse) and training.encoding.sparse_group == 32
+    assert attention_plan(training.encoding, "auto", "cpu", torch.float32, 128, 128, True).name == "shifted-sparse"
+    assert attention_plan(training.encoding, "auto", "cuda", torch.bfloat16, 128, 128, True).name == "shifted-sparse"
+    result = run(ft, base)
+    assert result.summary["trainable_params"] < result.summary["params"]
+    assert not any("lora_" in name for name in result.model.state_dict())  # evaluated merged
+
+
+def test_a_fine_tune_with_adapters_continues_a_shorter_one_and_is_reused_merged(tmp_path, monkeypatch):
+    config, base = base_model(tmp_path)
+    lora = adapter_config("lora", 4)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "direct"))
+    direct = weights(run(finetune_config(config, "pi", 4.0, 128, 12, lr=3e-2, adapter=lora), base).model)
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "stepped"))
+    run(finetune_config(config, "pi", 4.0, 128, 5, lr=3e-2, adapter=lora), base, stop_after=3)  # killed at 3
+    run(finetune_config(config, "pi", 4.0, 128, 5, lr=3e-2, adapter=lora), base)  # resumed to 5
+    stepped = run(finetune_config(config, "pi", 4.0, 128, 12, lr=3e-2, adapter=lora), base)  # continues 5
+    assert same(weights(stepped.model), direct)
+    reused = run(finetune_config(config, "pi", 4.0, 128, 12, lr=3e-2, adapter=lora), base)  # from the cache
+    assert reused.reused and same(weights(reused.model), direct)
+    assert not same(direct, weights(base))  # the adapters trained and were merged in
+
+
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        ({"finetune_adapter": "lora"}, "--finetune-adapter lora trains a fine-tune: give --finetune-steps"),
+        ({"finetune_adapter": "qlora", "finetune_steps": 2}, "unknown --finetune-adapter"),
+        ({"finetune_adapter": "longlora", "finetune_steps": 2, "encoding": "alibi"}, "LongLoRA fine-tunes RoPE models"),
+        ({"finetune_adapter": "lora", "finetune_steps": 2, "lora_rank": 0}, "--lora-rank must be in"),
+    ],
+)
+def test_a_request_that_cannot_use_adapters_is_one_line(fields, message):
+    from extrapolate.core.errors import UserError
+    from extrapolate.run.request import RunRequest
+    from extrapolate.run.resolution import check_adapter as check
+
+    with pytest.raises(UserError, match=message):
+        check(RunRequest(train_len=64, **fields))
