@@ -49,6 +49,13 @@ QUOTED = [
     ("docs/encodings.md", "against RoPE's 61.34", lambda: f"against RoPE's {ppl('smollm2', 'rope', 16384):.2f}"),
     (
         "docs/encodings.md",
+        "(31.99 at 16384 against RoPE's 61.34;",
+        lambda: (
+            f"({ppl('smollm2', 'dual-chunk', 16384):.2f} at 16384 against RoPE's {ppl('smollm2', 'rope', 16384):.2f};"
+        ),
+    ),
+    (
+        "docs/encodings.md",
         "61.34 to 39.91",
         lambda: f"{ppl('smollm2', 'rope', 16384):.2f} to {ppl('smollm2', 'string', 16384):.2f}",
     ),
@@ -109,6 +116,15 @@ QUOTED = [
             ppl("smollm2", "string", 8192),
             ppl("smollm2", "string", 16384),
             ppl("smollm2", "string", 16384) / ppl("smollm2", "rope", 8192),
+        ),
+    ),
+    (
+        "results/smollm2/README.md",
+        "| dual-chunk | 31.875 | 31.986 | 1.00× |",
+        lambda: "| dual-chunk | {:.3f} | {:.3f} | {:.2f}× |".format(
+            ppl("smollm2", "dual-chunk", 8192),
+            ppl("smollm2", "dual-chunk", 16384),
+            ppl("smollm2", "dual-chunk", 16384) / ppl("smollm2", "rope", 8192),
         ),
     ),
     (

@@ -368,6 +368,41 @@ def scalings_across_seeds() -> Outcome:
     return outcome(checks, numbers)
 
 
+def alibi_across_seeds() -> Outcome:
+    """The one-seed finding `two-axes` for ALiBi, at three seeds: flat perplexity, retrieval at L, lost at 8L."""
+    folder = "showcase-seeds"
+    rows = table(folder)
+    seeds = sorted(int(s) for s in rows[rows["encoding"] == "alibi"]["seed"].unique())
+    ratios = {s: ppl_of_seed(folder, "alibi", 2048, s) / ppl_of_seed(folder, "alibi", 256, s) for s in seeds}
+    at_l = {s: seed_cell(folder, "alibi", 256, s) for s in seeds}
+    at_8l = {s: seed_cell(folder, "alibi", 2048, s) for s in seeds}
+    numbers = (
+        "perplexity at 8L / at L: "
+        + " / ".join(ratio(ratios[s]) for s in seeds)
+        + "; greedy at L: "
+        + " / ".join(str(at_l[s]) for s in seeds)
+        + "; at 8L: "
+        + " / ".join(str(at_8l[s]) for s in seeds)
+        + f" (seeds {', '.join(map(str, seeds))}; n = {at_8l[seeds[0]].n} each)"
+    )
+    checks = {
+        "three seeds": len(seeds) == 3,
+        "flat in every seed": all(flat(r) for r in ratios.values()),
+        "retrieves at L in every seed": all(held(c) for c in at_l.values()),
+        "lost at 8L in every seed": all(lost(c) for c in at_8l.values()),
+    }
+    return outcome(checks, numbers)
+
+
+def ppl_of_seed(folder: str, encoding: str, length: int, seed: int) -> float:
+    rows = table(folder)
+    rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "ppl")]
+    rows = rows[(rows["seed"] == seed) & (rows["status"] == "ok")]
+    if len(rows) != 1:
+        raise LookupError(f"results/{folder}: {len(rows)} perplexity rows of {encoding} at {length}, seed {seed}")
+    return float(rows["value"].iloc[0])
+
+
 def pool(cells: list[Cell]) -> Cell:
     """Binary-scored cells as one sample of all their prompts."""
     hits, n = sum(round(c.mean * c.n) for c in cells), sum(c.n for c in cells)
@@ -403,6 +438,13 @@ FINDINGS = (
         "finding above does not generalise for NTK)",
         "showcase-seeds",
         scalings_across_seeds,
+    ),
+    Finding(
+        "alibi-across-seeds",
+        "At three seeds, ALiBi as at one: perplexity flat to 8L and retrieval at L in every seed, retrieval lost "
+        "by 8L in every seed",
+        "showcase-seeds",
+        alibi_across_seeds,
     ),
     Finding(
         "self-extend",
