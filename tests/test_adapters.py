@@ -132,3 +132,22 @@ def test_a_request_that_cannot_use_adapters_is_one_line(fields, message):
 
     with pytest.raises(UserError, match=message):
         check(RunRequest(train_len=64, **fields))
+
+
+def test_a_report_keeps_fine_tunes_through_adapters_apart_from_full_ones():
+    import pandas as pd
+
+    from extrapolate.report.finetune import finetune_section
+    from extrapolate.report.table import encoding_of, label_variants
+
+    rows = [
+        dict(encoding="yarn", finetune_steps=s, finetune_adapter=a, finetune_len=1024, value=v)
+        for s, a, v in [(0, None, 60.0), (100, None, 50.0), (100, "lora", 55.0), (100, "longlora", 52.0)]
+    ]
+    common = dict(run_id="r", train_len=256, eval_len=1024, task="perplexity", metric="ppl", status="ok", seed=0)
+    table = pd.DataFrame([{**common, **row, "run_id": f"r{i}"} for i, row in enumerate(rows)])
+    labels = sorted(label_variants(table)["encoding"])
+    assert labels == ["yarn", "yarn+ft100", "yarn+longlora+ft100", "yarn+lora+ft100"]
+    assert {encoding_of(label) for label in labels} == {"yarn"}
+    section = "\n".join(finetune_section(label_variants(table), {"yarn": 46.0}))
+    assert "| yarn+lora |  | 55.000 | 46.000 |" in section and "| yarn | 60.000 | 50.000 | 46.000 |" in section

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from extrapolate.report.table import split_label
+from extrapolate.report.table import encoding_of, split_label
 from extrapolate.tasks.perplexity import PERPLEXITY
 
 
@@ -60,7 +60,8 @@ def finetune_section(table: pd.DataFrame, reference: dict[str, float]) -> list[s
         for encoding, group in at.groupby("encoding", sort=False):
             by_steps = dict(zip(group["steps"], group["value"]))
             cells = [f"{by_steps[n]:.3f}" if n in by_steps else "" for n in steps]
-            base = f"{reference[encoding]:.3f}" if encoding in reference else "–"
+            plain = encoding_of(encoding)  # "yarn+lora" was fine-tuned from yarn's base model
+            base = f"{reference[plain]:.3f}" if plain in reference else "–"
             lines.append(f"| {encoding} | " + " | ".join(cells) + f" | {base} |")
         lines.append("")
     return lines

@@ -45,6 +45,7 @@ COLUMNS = [
     "kernel",
     "finetune_steps",
     "finetune_len",
+    "finetune_adapter",
     "git_sha",
     "package_version",
     "created_at",
@@ -199,6 +200,7 @@ def in_encoding_order(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 FINETUNED = "+ft"  # "yarn+ft100": yarn fine-tuned for 100 steps at its extended length
+ADAPTED = "+"  # "yarn+lora+ft100": fine-tuned through adapters (LoRA, LongLoRA), where a table holds both kinds
 SCALED = " s="  # "yarn s=4": the scaling at factor 4, where a table holds the encoding at several factors
 SOURCE = " @"  # "rope @gpt2": the model (and backend) a row ran on, where a table holds one encoding on several
 RUN = " #"  # "longrope #458e77": the run, where two runs of one label measured the same cell (other options)
@@ -221,12 +223,16 @@ def split_label(names: pd.Series) -> tuple[pd.Series, pd.Series]:
 def label_variants(table: pd.DataFrame) -> pd.DataFrame:
     """The table with each row's encoding shown with what sets it apart in this table, so every report table
     and figure keeps such rows apart instead of averaging them (the stored table keeps the plain name):
-    the factor where one encoding was run at several ("yarn s=4"), fine-tuning ("yarn+ft100"), and the model
+    the factor where one encoding was run at several ("yarn s=4"), fine-tuning ("yarn+ft100", through adapters
+    "yarn+lora+ft100"), and the model
     and backend where one encoding ran on several ("rope @smollm2-135m", "rope @smollm2-135m (transformers)")."""
     labels = table["encoding"].astype(str)
     if "factor" in table.columns and len(table):
         several = table.groupby("encoding")["factor"].transform("nunique") > 1
         labels = labels.where(~several, labels + SCALED + table["factor"].map(lambda f: f"{float(f):g}"))
+    if "finetune_adapter" in table.columns and table["finetune_adapter"].notna().any():
+        adapter = table["finetune_adapter"]
+        labels = labels.where(adapter.isna(), labels + ADAPTED + adapter.astype(str))
     if "finetune_steps" in table.columns and (table["finetune_steps"].fillna(0) > 0).any():
         labels = pd.Series([finetuned_label(e, n) for e, n in zip(labels, table["finetune_steps"])], index=table.index)
     if len(table) and "model" in table.columns:
@@ -350,8 +356,8 @@ def row_sources(table: pd.DataFrame) -> pd.Series:
 
 
 def encoding_of(label: str) -> str:
-    """The encoding a table label names: "yarn s=4+ft100 @gpt2" -> "yarn" (`label_variants`)."""
-    return label.split(RUN, 1)[0].split(SOURCE, 1)[0].split(FINETUNED, 1)[0].split(SCALED, 1)[0]
+    """The encoding a table label names: "yarn s=4+lora+ft100 @gpt2" -> "yarn" (`label_variants`)."""
+    return label.split(RUN, 1)[0].split(SOURCE, 1)[0].split(ADAPTED, 1)[0].split(SCALED, 1)[0]
 
 
 def variant_order(label: str) -> tuple[float, int]:

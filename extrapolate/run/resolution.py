@@ -218,7 +218,7 @@ def check_adapter(request: RunRequest) -> None:
     if request.finetune_adapter == "none":
         return
     require_known("--finetune-adapter", request.finetune_adapter, ("none", *METHODS))
-    if request.finetune_steps == 0:
+    if not request.extended:  # a sweep's zero-step point (`extended`, 0 steps) trains nothing, adapters or not
         raise UserError(f"--finetune-adapter {request.finetune_adapter} trains a fine-tune: give --finetune-steps")
     if not 1 <= request.lora_rank <= 4096:
         raise UserError(f"--lora-rank must be in [1, 4096], got {request.lora_rank}")

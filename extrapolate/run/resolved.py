@@ -166,7 +166,7 @@ def pretrained_finetune(
 
 def adapter_of(request):
     """The adapters a fine-tune of `request` trains, or None for every weight."""
-    if request.finetune_adapter == "none":
+    if request.finetune_adapter == "none" or request.finetune_steps == 0:
         return None
     from extrapolate.training.adapters import adapter_config
 

@@ -25,6 +25,10 @@ def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:
         "dtype": request.dtype,
         "finetune_steps": request.finetune_steps,
         "finetune_len": resolved.finetune_len,
+        # the zero-step point of a sweep with adapters is the scaling on the base model: nothing trained
+        "finetune_adapter": request.finetune_adapter
+        if request.finetune_steps and request.finetune_adapter != "none"
+        else None,
         **provenance(),
     }
 
