@@ -58,14 +58,23 @@ def block_bias(encoding, table, q0: int, q1: int, first: int, dtype, device) -> 
     return bias_rows(encoding, table, q0, q1, dtype, device)
 
 
+def block_rows(q: torch.Tensor, keys: int, block_elements: int | None) -> int:
+    """Query rows of a block so that B·H·rows·keys stays within `block_elements` (16 rows at least); all of
+    them for `block_elements=None` (the reference kernels' one block)."""
+    batch, heads, length, _ = q.shape
+    if block_elements is None:
+        return length
+    return max(16, min(length, block_elements // max(1, batch * heads * keys)))
+
+
 def query_blocks(q: torch.Tensor, keys: int, encoding, table, block_elements: int):
     """The query blocks of the blocked kernels, as (q0, q1, start, first, end): rows q0 … q1-1 of q (B, H, Tq,
     Dh), the last Tq of `keys` positions, at absolute positions start … end-1, seeing keys first … end-1 (keys
     past the block's last query are masked, and so are those beyond its first query's horizon: both skipped).
     B·H·rows·keys stays within `block_elements` (16 rows at least)."""
-    batch, heads, length, _ = q.shape
+    length = q.shape[2]
     offset = keys - length  # absolute position of the first query
-    rows = max(16, min(length, block_elements // max(1, batch * heads * keys)))
+    rows = block_rows(q, keys, block_elements)
     for q0 in range(0, length, rows):
         q1 = min(length, q0 + rows)
         yield q0, q1, offset + q0, first_key(encoding, table, offset + q0), offset + q1

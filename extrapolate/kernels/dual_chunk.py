@@ -20,6 +20,7 @@ import torch
 
 from extrapolate.encodings.base import ChunkedRotary
 from extrapolate.kernels import flash as fused
+from extrapolate.kernels.blocked import block_rows
 from extrapolate.kernels.heads import expand_kv_heads
 
 
@@ -88,7 +89,7 @@ def blocked_attention(q, k, v, form: ChunkedRotary, block_elements: int | None) 
     intra, successive, inter, k_rot = rotated_parts(q, k, form)
     k_rot, v = expand_kv_heads(k_rot, heads), expand_kv_heads(v, heads)
     scale = q.shape[-1] ** -0.5
-    rows = length if block_elements is None else max(16, min(length, block_elements // max(1, batch * heads * keys)))
+    rows = block_rows(q, keys, block_elements)
     k_pos = torch.arange(keys, device=q.device)
     pieces = []
     for q0 in range(0, length, rows):

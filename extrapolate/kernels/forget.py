@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from extrapolate.kernels import flash as fused
+from extrapolate.kernels.blocked import block_rows
 from extrapolate.kernels.heads import expand_kv_heads
 
 ROWS = 1024  # query rows per block of the fused kernel (as ALiBi's, whose bias it shares the form of)
@@ -62,7 +63,7 @@ def blocked_attention(q, k, v, decay: torch.Tensor, block_elements: int | None) 
     offset = keys - length
     k, v = expand_kv_heads(k, heads), expand_kv_heads(v, heads)
     scale = dim**-0.5
-    rows = length if block_elements is None else max(16, min(length, block_elements // max(1, batch * heads * keys)))
+    rows = block_rows(q, keys, block_elements)
     pieces = []
     for q0 in range(0, length, rows):
         q1 = min(length, q0 + rows)

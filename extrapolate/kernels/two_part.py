@@ -20,6 +20,7 @@ import torch
 
 from extrapolate.encodings.base import TwoPartRotary
 from extrapolate.kernels import flash as fused
+from extrapolate.kernels.blocked import block_rows
 from extrapolate.kernels.heads import expand_kv_heads
 
 ROWS = 256  # query rows per block of the fused kernel: the near mask is rows × (rows + w - 1)
@@ -121,7 +122,7 @@ def blocked_attention(q, k, v, form: TwoPartRotary, block_elements: int | None) 
     q_near, k_near, q_far, k_far = rotated_parts(q, k, form)
     k_near, k_far, v = (expand_kv_heads(t, heads) for t in (k_near, k_far, v))
     scale = q.shape[-1] ** -0.5
-    rows = length if block_elements is None else max(16, min(length, block_elements // max(1, batch * heads * keys)))
+    rows = block_rows(q, keys, block_elements)
     k_pos = torch.arange(keys, device=q.device)
     pieces = []
     for q0 in range(0, length, rows):
