@@ -30,6 +30,23 @@ def flatness(encoding: str, seed: int) -> str:
     return f"{ppl(folder, encoding, 2048, seed) / ppl(folder, encoding, 256, seed):.2f}×"
 
 
+def adapters_row(encoding: str) -> str:
+    """A row of results/finetune-adapters/README.md's table: perplexity at 1024 by method and steps."""
+    t = rows("finetune-adapters")
+    t = t[(t.encoding == encoding) & (t.eval_len == 1024) & (t.metric == "ppl")]
+
+    def at(steps: int, adapter) -> str:
+        pick = t[
+            (t.finetune_steps == steps)
+            & (t.finetune_adapter.isna() if adapter is None else t.finetune_adapter == adapter)
+        ]
+        assert len(pick) == 1, (encoding, steps, adapter)
+        return f"{float(pick.value.iloc[0]):.2f}"
+
+    cells = [at(0, None)] + [f"{at(25, a)} / {at(100, a)}" for a in (None, "lora", "longlora")]
+    return f"| {encoding} | " + " | ".join(cells) + " |"
+
+
 def greedy(folder: str, run: str, length: int) -> str:
     """A run's greedy retrieval at a length, its depths' prompts pooled: "94% [88–97]"."""
     t = rows(folder)
@@ -126,6 +143,16 @@ QUOTED = [
             ppl("smollm2", "dual-chunk", 16384),
             ppl("smollm2", "dual-chunk", 16384) / ppl("smollm2", "rope", 8192),
         ),
+    ),
+    (
+        "results/finetune-adapters/README.md",
+        "| pi | 110.99 | 64.19 / 50.31 | 98.20 / 68.50 | 94.78 / 73.71 |",
+        lambda: adapters_row("pi"),
+    ),
+    (
+        "results/finetune-adapters/README.md",
+        "| yarn | 57.11 | 48.27 / 46.26 | 52.20 / 47.66 | 52.89 / 48.65 |",
+        lambda: adapters_row("yarn"),
     ),
     (
         "results/showcase/README.md",
