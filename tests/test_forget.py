@@ -67,3 +67,21 @@ def test_the_plan_names_its_kernel_on_each_device():
     assert attention_plan(fox, "auto", "cpu", torch.float32, 512, 512, backward=True).name == "blocked"
     assert attention_plan(fox, "auto", "cuda", torch.bfloat16, 4096, 4096, backward=True).name == "flex"
     assert attention_plan(fox, "auto", "cuda", torch.bfloat16, 1, 4097).name == "sdpa-rows"
+
+
+def test_the_flex_backward_check_uses_a_decay_of_its_own_length(monkeypatch):
+    """Before training on flex, one probe forward and backward runs at 2 × 128 positions: a call's own decay
+    (here 8 positions) would not cover them, so the probe brings its own, which its gradient reaches."""
+    from extrapolate.kernels import attention
+
+    monkeypatch.setattr(attention, "FLEX_STATUS", attention.FlexStatus())
+    seen = []
+
+    def reference(q, k, v, encoding, compiled=True):  # the CPU build has no flex backward: the reference stands in
+        seen.append(encoding.decay.shape)
+        return causal_attention(q, k, v, encoding, "reference")
+
+    monkeypatch.setattr(attention, "flex_attention_of", reference)
+    _, _, _, encoding = call(8, 8)
+    attention._check_backward(torch.zeros(1, 4, 8, 16), encoding)
+    assert seen == [torch.Size([1, 4, 256])] and ("fox", "cpu") in attention.FLEX_STATUS.backward_checked

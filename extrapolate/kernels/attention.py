@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from extrapolate.encodings.base import LinearBias, PositionalEncoding
+from extrapolate.encodings.base import Decayed, LinearBias, PositionalEncoding
 from extrapolate.kernels import dual_chunk, flex, forget, shifted_sparse, two_part
 from extrapolate.kernels.blocked import (
     BLOCK_ELEMENTS,
@@ -332,8 +332,11 @@ def _check_backward(q, encoding) -> None:
     probe = [
         torch.randn(1, heads, 2 * flex.BLOCK, dim, device=q.device, dtype=q.dtype, requires_grad=True) for _ in range(3)
     ]
+    if encoding.forgets:  # a decay of the probe's own length, which gradients flow into as in training
+        decay = torch.zeros(1, heads, 2 * flex.BLOCK, device=q.device, requires_grad=True)
+        probe, encoding = probe + [decay], Decayed(encoding, decay)
     inputs = probe + [p for p in encoding.parameters() if p.requires_grad]
-    torch.autograd.grad(flex_attention_of(*probe, encoding).float().sum(), inputs, allow_unused=True)
+    torch.autograd.grad(flex_attention_of(*probe[:3], encoding).float().sum(), inputs, allow_unused=True)
     FLEX_STATUS.backward_checked.add(key)
 
 
