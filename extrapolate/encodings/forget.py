@@ -13,6 +13,8 @@ keeps c of its positions. The model asks the encoding for each layer's own (`for
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -77,7 +79,7 @@ def show_forget(query: ShowQuery) -> dict:
     gates = {"0.5 (initial)": 0.5, "0.99": 0.99, "0.999": 0.999}
     return {
         "distances": distances,
-        "decay": {label: [d * float(torch.tensor(f).log()) for d in distances] for label, f in gates.items()},
+        "decay": {label: [round(d * math.log(f), 6) + 0.0 for d in distances] for label, f in gates.items()},
     }
 
 
