@@ -156,6 +156,13 @@ QUOTED = [
     ),
     (
         "results/showcase/README.md",
+        "perplexity flat past L (0.99× its value at L at 8L",
+        lambda: "perplexity flat past L ({:.2f}× its value at L at 8L".format(
+            ppl("showcase", "fox", 2048) / ppl("showcase", "fox", 256)
+        ),
+    ),
+    (
+        "results/showcase/README.md",
         "perplexity 2.32× its value at L at 8L",
         lambda: (
             "perplexity "
