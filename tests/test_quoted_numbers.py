@@ -56,7 +56,64 @@ def greedy(folder: str, run: str, length: int) -> str:
     return f"{hits / n:.0%} [{low * 100:.0f}–{high * 100:.0f}]"
 
 
+def percents(values) -> str:
+    """Shares as whole percents, "58%, 35% and 61%"."""
+    parts = [f"{v * 100:.0f}%" for v in values]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}"
+
+
+def seed_greedy(folder: str, encoding: str, length: int, seed: int) -> float:
+    t = rows(folder)
+    t = t[(t.encoding == encoding) & (t.eval_len == length) & (t.metric == "accuracy") & (t.seed == seed)]
+    return float(sum(v * k for v, k in zip(t.value, t.n)) / t.n.sum())
+
+
+def ruler_cells(run: str) -> str:
+    """A RULER task's four cells at 1024-8192, as whole percents: "39, 46, 12 and 21"."""
+    t = rows("smollm2-ruler-25").query(f"run_id == '{run}'").sort_values("eval_len")
+    return percents(t.value).replace("%", "")
+
+
+def adapter_ppl(encoding: str, steps: int, adapter) -> float:
+    t = rows("finetune-adapters")
+    t = t[(t.encoding == encoding) & (t.eval_len == 1024) & (t.metric == "ppl") & (t.finetune_steps == steps)]
+    t = t[t.finetune_adapter.isna()] if adapter is None else t[t.finetune_adapter == adapter]
+    return float(t.value.iloc[0])
+
+
+def above_full(encoding: str) -> str:
+    """How far LoRA and LongLoRA stay above the full fine-tune after 100 steps: "3% and 5%"."""
+    full = adapter_ppl(encoding, 100, None)
+    return percents([adapter_ppl(encoding, 100, a) / full - 1 for a in ("lora", "longlora")])
+
+
 QUOTED = [
+    (
+        "results/showcase-seeds/README.md",
+        "(58%, 35% and 61%)",
+        lambda: f"({percents([seed_greedy('showcase-seeds', 'alibi', 2048, s) for s in (0, 1, 2)])})",
+    ),
+    (
+        "results/showcase-training-free/README.md",
+        "(100 of 100 prompts each; RoPE 1% and 7%)",
+        lambda: "({:.0f} of 100 prompts each; RoPE {})".format(
+            min(seed_greedy("showcase-training-free", "dual-chunk", 2048, s) for s in (0, 1)) * 100,
+            percents([seed_greedy("showcase-training-free", "rope", 2048, s) for s in (0, 1)]),
+        ),
+    ),
+    ("results/smollm2-ruler-25/README.md", "(53, 38, 25 and 25", lambda: f"({ruler_cells('507d54c9d6')}"),
+    ("results/smollm2-ruler-25/README.md", "(39, 46, 12 and 21)", lambda: f"({ruler_cells('4825583755')})"),
+    ("results/smollm2-ruler-25/README.md", "(14, 6, 2 and 0)", lambda: f"({ruler_cells('436f340035')})"),
+    (
+        "results/finetune-adapters/README.md",
+        "YaRN comes\n  within 3% and 5% of it",
+        lambda: f"YaRN comes\n  within {above_full('yarn')} of it",
+    ),
+    (
+        "results/finetune-adapters/README.md",
+        "PI stays 36% and 47% above it",
+        lambda: f"PI stays {above_full('pi')} above it",
+    ),
     # (document, the text it holds, that text computed from the results)
     (
         "docs/encodings.md",
