@@ -19,12 +19,28 @@ def test_train_flops_follow_the_palm_accounting():
 def test_paired_speed_rows_time_both_implementations_in_one_process():
     pytest.importorskip("transformers")
     pairs = [("extrapolate", "rope"), ("transformers", "rope"), ("extrapolate", "alibi")]
-    rows = bench._paired_worker(("eval-paired", "tiny", 256, "cpu", "float32", 1, pairs, 256, 256))
+    rows = bench._paired_worker(("eval-paired", "tiny", 256, "cpu", "float32", 1, pairs, 256, 256, None))
     assert [(r["implementation"], r["encoding"]) for r in rows] == pairs
     assert rows[2]["kernel"] == "fused-bias"
     assert all(
         r["what"] == "eval-paired" and r["tokens_per_second"] > 0 and math.isnan(r["peak_memory_mb"]) for r in rows
     )
+
+
+def test_profiled_pairs_write_an_op_table_and_a_trace_per_contender(tmp_path):
+    """`bench --profile`: each contender's evaluation profiled once, its ops by self time and a trace viewer's
+    file beside the timing rows."""
+    import gzip
+    import json
+
+    pairs = [("extrapolate", "rope"), ("extrapolate", "alibi")]
+    bench._paired_worker(("eval-paired", "tiny", 128, "cpu", "float32", 1, pairs, 128, 128, str(tmp_path / "p")))
+    for _, encoding in pairs:
+        table = (tmp_path / "p" / f"eval-paired-extrapolate-{encoding}-128.txt").read_text()
+        assert "Self CPU" in table and "aten::" in table
+        trace = json.loads(gzip.open(tmp_path / "p" / f"eval-paired-extrapolate-{encoding}-128.json.gz").read())
+        assert any(event.get("name", "").startswith("aten::") for event in trace["traceEvents"])
+    assert "scaled_dot_product" in (tmp_path / "p" / "eval-paired-extrapolate-rope-128.txt").read_text()
 
 
 @pytest.mark.parametrize("name", ["llama3", "dynamic-ntk", "dynamic-yarn", "yarn"])

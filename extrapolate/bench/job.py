@@ -18,6 +18,7 @@ class BenchRequest:
     transformers: bool = True  # measure an equivalent transformers Llama too
     kernel: str = "auto"
     out: Path = Path("results/bench")
+    profile: bool = False  # a profiler table and trace of each paired evaluation, in out/profiles
 
 
 def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
@@ -54,6 +55,7 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
         compare_transformers=request.transformers,
         kernel=request.kernel,
         on_row=on_row,
+        profile_dir=str(Path(request.out) / "profiles") if request.profile else None,
     )
     out = Path(request.out)
     ran_on = machine(resolve_device(request.device))

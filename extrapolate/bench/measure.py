@@ -169,7 +169,7 @@ def _paired_worker(args) -> list[dict]:
     """Evaluation speed of several (implementation, encoding) pairs in one process, timed in alternation
     (best of `rounds` each): their ratios are taken under the same conditions however noisy the machine.
     Memory is measured apart, in fresh processes (`_eval_worker`)."""
-    what, preset, length, device_name, dtype, rounds, contenders, train_len, longest = args
+    what, preset, length, device_name, dtype, rounds, contenders, train_len, longest, profile_dir = args
     device = resolve_device(device_name)
     steps = {
         pair: eval_step(pair[0], preset, pair[1], length, device, "auto", dtype, train_len, longest)
@@ -182,10 +182,32 @@ def _paired_worker(args) -> list[dict]:
         best = alternating_best(
             {pair: (lambda step=step: step(tokens)) for pair, (step, _, _) in steps.items()}, rounds, device
         )
+        if profile_dir is not None:
+            for (implementation, encoding), (step, _, _) in steps.items():
+                profile_call(lambda: step(tokens), device, f"{profile_dir}/{what}-{implementation}-{encoding}-{length}")
     return [
         asdict(BenchRow(what, pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
         for pair, (_, kernel, _) in steps.items()
     ]
+
+
+def profile_call(fn, device: torch.device, stem: str, rows: int = 30) -> None:
+    """One call of `fn` under torch's profiler: `stem`.txt, its ops by self time on the device (CPU time where
+    the device is the CPU), and `stem`.json.gz, the trace a trace viewer opens."""
+    from pathlib import Path
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from extrapolate.core.atomic import write_text
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as profiler:
+        fn()
+        synchronize(device)
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    Path(stem).parent.mkdir(parents=True, exist_ok=True)
+    write_text(Path(f"{stem}.txt"), profiler.key_averages().table(sort_by=key, row_limit=rows) + "\n")
+    profiler.export_chrome_trace(f"{stem}.json.gz")
 
 
 def alternating_best(contenders: dict, rounds: int, device: torch.device) -> dict:
@@ -291,6 +313,7 @@ def run_bench(
     train_steps: int = 5,
     kernel: str = "auto",
     on_row=None,
+    profile_dir: str | None = None,
 ) -> list[BenchRow]:
     device = resolve_device(device_name)
     train_dtype = training_dtype(device, train_dtype)
@@ -343,7 +366,8 @@ def run_bench(
         for what, contenders in groups:
             if len(contenders) < 2:
                 continue
-            args = (what, preset, length, device_name, eval_dtype, paired_rounds(length), contenders, *scaling)
+            rounds = paired_rounds(length)
+            args = (what, preset, length, device_name, eval_dtype, rounds, contenders, *scaling, profile_dir)
             for row in in_fresh_process(_paired_worker, args):
                 emit(BenchRow(**row))
     return rows

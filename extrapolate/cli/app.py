@@ -274,6 +274,9 @@ def bench(
     ] = True,
     kernel: KernelOpt = "auto",
     out: Annotated[Path, typer.Option(help="output folder")] = Path("results/bench"),
+    profile: Annotated[
+        bool, typer.Option(help="also profile one paired evaluation per length (OUT/profiles: op tables, traces)")
+    ] = False,
 ) -> None:
     """Evaluation tokens/s and peak memory per encoding × length, training tokens/s and MFU, vs transformers."""
     from extrapolate.bench.job import BenchRequest, bench_job
@@ -288,6 +291,7 @@ def bench(
         transformers_row,
         kernel,
         out,
+        profile,
     )
     rows, summary = bench_job(request, on_row=render_bench_row)
     render_bench(rows, summary, out)

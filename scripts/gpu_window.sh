@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Steps 1 and 2 of the card's check in one window of card time (about 10 minutes), every part under its own
+# time limit so that what finished comes back even when a later part runs long:
+#   1. correctness (CUDA vs CPU, every kernel vs the reference kernel) in parallel shards: compiling flex
+#      kernels is CPU work, and the card idles between shards' calls;
+#   2. speed, memory, one retrieval prompt and the out-of-memory row, alone on the card;
+#   3. `extrapolate bench` of the `base` model against transformers' Llama, profiled per length.
+# usage: bash scripts/gpu_window.sh OUT        (DEVICE=cpu QUICK=1 rehearses it on a CPU at tiny sizes)
+set -u
+out=${1:-results/gpu-check}
+device=${DEVICE:-cuda}
+shards=${SHARDS:-8}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+python=${PYTHON:-python3}
+mkdir -p "$out/logs"
+if [ -n "${QUICK:-}" ]; then
+  quick=(--quick --lengths 512 --compare-lengths 256)
+  bench_lens=256,512
+else
+  quick=()
+  bench_lens=4k,8k,16k,32k
+fi
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+  "$python" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+  git rev-parse HEAD 2>/dev/null
+} >"$out/machine.txt"
+cat "$out/machine.txt"
+
+echo "== correctness, $shards shards"
+for k in $(seq 1 "$shards"); do
+  OMP_NUM_THREADS=2 TORCHINDUCTOR_COMPILE_THREADS=2 timeout "${CHECK_S:-230}" "$python" scripts/gpu_check.py --device "$device" "${quick[@]}" \
+    --parts compare,kernels --shard "$k/$shards" --deadline "${PART_S:-105}" --out "$out" \
+    >"$out/logs/shard-$k.log" 2>&1 &
+done
+wait
+tail -n 3 "$out"/logs/shard-*.log
+
+echo "== speed, retrieval, out of memory"
+timeout "${SPEED_S:-160}" "$python" scripts/gpu_check.py --device "$device" "${quick[@]}" --parts speed,retrieval,oom \
+  --repeats 2 --deadline "${SPEED_DEADLINE:-120}" --tag speed --out "$out" 2>&1 | tee "$out/logs/speed.log" | tail -n 40
+"$python" scripts/gpu_check.py --merge --out "$out" | tail -n 1
+grep -c ",False" "$out/gpu_check.csv" | sed 's/^/rows not ok: /'
+grep ",False" "$out/gpu_check.csv" | head -n 40
+
+echo "== bench"
+timeout "${BENCH_S:-170}" "$python" -m extrapolate bench --device "$device" --dtype bfloat16 --model "${BENCH_MODEL:-base}" \
+  --encodings rope --eval-lens "$bench_lens" --profile --out "$out/bench" 2>&1 | tee "$out/logs/bench.log" | tail -n 30
