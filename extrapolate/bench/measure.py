@@ -184,7 +184,9 @@ def _paired_worker(args) -> list[dict]:
         )
         if profile_dir is not None:
             for (implementation, encoding), (step, _, _) in steps.items():
-                profile_call(lambda: step(tokens), device, f"{profile_dir}/{what}-{implementation}-{encoding}-{length}")
+                profile_call(
+                    lambda step=step: step(tokens), device, f"{profile_dir}/{what}-{implementation}-{encoding}-{length}"
+                )
     return [
         asdict(BenchRow(what, pair[0], pair[1], length, length / best[pair], float("nan"), kernel, dtype))
         for pair, (_, kernel, _) in steps.items()
