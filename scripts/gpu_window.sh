@@ -6,6 +6,8 @@
 #   2. speed, memory, one retrieval prompt and the out-of-memory row, alone on the card;
 #   3. `extrapolate bench` of the `base` model against transformers' Llama, profiled per length.
 # usage: bash scripts/gpu_window.sh OUT        (DEVICE=cpu QUICK=1 rehearses it on a CPU at tiny sizes)
+# A shorter window: CHECK_ENCODINGS / SPEED_ENCODINGS (comma lists), SPEED_LENGTHS, BENCH_LENS, and the time
+# limits below (CHECK_S, PART_S, SPEED_S, SPEED_DEADLINE, BENCH_S, in seconds).
 set -u
 out=${1:-results/gpu-check}
 device=${DEVICE:-cuda}
@@ -18,8 +20,12 @@ if [ -n "${QUICK:-}" ]; then
   bench_lens=256,512
 else
   quick=()
-  bench_lens=4k,8k,16k,32k
+  bench_lens=${BENCH_LENS:-4k,8k,16k,32k}
 fi
+check_names=(); speed_names=(); speed_lengths=()
+[ -n "${CHECK_ENCODINGS:-}" ] && check_names=(--encodings "$CHECK_ENCODINGS")
+[ -n "${SPEED_ENCODINGS:-}" ] && speed_names=(--encodings "$SPEED_ENCODINGS")
+[ -n "${SPEED_LENGTHS:-}" ] && speed_lengths=(--lengths "$SPEED_LENGTHS")
 {
   date -u +%FT%TZ
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
@@ -30,7 +36,7 @@ cat "$out/machine.txt"
 
 echo "== correctness, $shards shards"
 for k in $(seq 1 "$shards"); do
-  OMP_NUM_THREADS=2 TORCHINDUCTOR_COMPILE_THREADS=2 timeout "${CHECK_S:-230}" "$python" scripts/gpu_check.py --device "$device" "${quick[@]}" \
+  OMP_NUM_THREADS=2 TORCHINDUCTOR_COMPILE_THREADS=2 timeout "${CHECK_S:-230}" "$python" scripts/gpu_check.py --device "$device" "${quick[@]}" "${check_names[@]}" \
     --parts compare,kernels --shard "$k/$shards" --deadline "${PART_S:-105}" --out "$out" \
     >"$out/logs/shard-$k.log" 2>&1 &
 done
@@ -38,7 +44,8 @@ wait
 tail -n 3 "$out"/logs/shard-*.log
 
 echo "== speed, retrieval, out of memory"
-timeout "${SPEED_S:-160}" "$python" scripts/gpu_check.py --device "$device" "${quick[@]}" --parts speed,retrieval,oom \
+timeout "${SPEED_S:-160}" "$python" scripts/gpu_check.py --device "$device" "${quick[@]}" "${speed_names[@]}" \
+  "${speed_lengths[@]}" --parts speed,retrieval,oom \
   --repeats 2 --deadline "${SPEED_DEADLINE:-120}" --tag speed --out "$out" 2>&1 | tee "$out/logs/speed.log" | tail -n 40
 "$python" scripts/gpu_check.py --merge --out "$out" | tail -n 1
 grep -c ",False" "$out/gpu_check.csv" | sed 's/^/rows not ok: /'

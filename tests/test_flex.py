@@ -208,7 +208,36 @@ def test_a_flex_backend_that_cannot_differentiate_falls_back_before_training(mon
     q, k, v = inputs(200, 200)
     with pytest.warns(UserWarning, match="blocked kernel"):
         assert attention._try_flex(q, k, v, encoding, backward=True) is None
-    assert attention.FLEX_STATUS.failed == "score_mod gradients are not supported"
+    status = attention.FLEX_STATUS
+    assert status.failed_for == {("kerple-log", "backward"): "score_mod gradients are not supported"}
+    # only this encoding's training leaves flex: its evaluation and every other encoding keep it
+    cuda = torch.device("cuda")
+    assert status.failed is None and status.usable(encoding) and status.usable(make("alibi"), backward=True)
+    assert attention.attention_plan(encoding, "auto", cuda, torch.float32, 4096, 4096, backward=True).name == "blocked"
+    assert attention.attention_plan(encoding, "auto", cuda, torch.float32, 4096, 4096).name == "flex"
+    alibi_plan = attention.attention_plan(make("alibi"), "auto", cuda, torch.float32, 4096, 4096, backward=True)
+    assert alibi_plan.name == "flex"
+
+
+def test_a_forward_that_fails_to_compile_leaves_flex_to_the_other_encodings(monkeypatch):
+    monkeypatch.setattr(attention, "FLEX_STATUS", attention.FlexStatus())
+
+    def fails_for_kerple(q, k, v, encoding, compiled=True):
+        if encoding.name == "kerple-log":
+            raise RuntimeError("LoweringException: not supported")
+        return causal_attention(q, k, v, encoding, "reference")
+
+    monkeypatch.setattr(attention, "flex_attention_of", fails_for_kerple)
+    q, k, v = inputs(200, 200)
+    kerple = make("kerple-log")
+    with torch.no_grad(), pytest.warns(UserWarning, match="kerple-log"):
+        out = causal_attention(q, k, v, kerple, "flex")  # the blocked kernel takes over
+    torch.testing.assert_close(out, causal_attention(q, k, v, kerple, "reference"), atol=2e-5, rtol=0)
+    status = attention.FLEX_STATUS
+    assert not status.usable(kerple) and not status.usable(kerple, backward=True)
+    assert status.usable(make("alibi")) and status.failed is None
+    status.fail(ImportError("no triton"), make("alibi"))  # flex's own compiler missing: every encoding leaves it
+    assert status.failed == "no triton" and not status.usable(make("alibi"))
 
 
 def test_the_backward_check_touches_no_gradient(monkeypatch):

@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 
 from extrapolate.core.config import ModelConfig
@@ -85,3 +86,25 @@ def test_a_bos_window_is_the_bos_then_the_window_shifted_by_one():
         assert result.tokens == 32 and result.nll_sum == sum(scored)
         first = torch.cat(model.inputs)[:, 0]
         assert (first == 99).all() if bos is not None else (first != 99).all()
+
+
+@pytest.mark.parametrize("first, width", [(0, 1), (0, 7), (5, 4), (13, 64), (3, 100)])
+def test_position_buckets_sum_each_bucket_as_its_own_tokens(first, width):
+    """`PerplexityResult.add` (vectorised) gives each bucket of positions the summed NLL and token count its
+    positions have, for windows starting mid-bucket too."""
+    from extrapolate.tasks.perplexity import PerplexityResult
+
+    nll = torch.rand(3, 50, generator=torch.Generator().manual_seed(width), dtype=torch.float32)
+    result = PerplexityResult(200, bucket_width=width)
+    result.add(nll, first)
+    result.add(nll[:, :10], first)  # a second window adds to the same buckets
+    want_nll, want_tokens = {}, {}
+    for column in range(50):
+        bucket = (first + column) // width
+        times = 2 if column < 10 else 1
+        want_nll[bucket] = want_nll.get(bucket, 0.0) + times * float(nll[:, column].double().sum())
+        want_tokens[bucket] = want_tokens.get(bucket, 0) + times * 3
+    assert result.bucket_tokens == want_tokens
+    assert result.bucket_nll.keys() == want_nll.keys()
+    assert all(math.isclose(result.bucket_nll[b], want_nll[b], rel_tol=1e-12) for b in want_nll)
+    assert result.tokens == 180 and math.isclose(result.nll_sum, sum(want_nll.values()), rel_tol=1e-12)

@@ -86,14 +86,18 @@ class Fire(PositionalEncoding):
         flex_attention evaluates it per score inside its kernel (no (rows, keys, width) tensor at all)."""
         device = device or self.log_c.device
         c, threshold = (t.to(device) for t in self.c_and_threshold())
-        w1, b1 = self.hidden.weight[:, 0].float(), self.hidden.bias.float()  # (W,), (W,)
-        w2, b2 = self.out.weight.float(), self.out.bias.float()  # (H, W), (H,)
+        # one tensor per hidden unit, each its own storage (not a view): flex differentiates a captured tensor
+        # read at one index only, and its CPU lowering takes no views of captured tensors
+        w1 = [w.clone() for w in self.hidden.weight[:, 0].float().unbind(0)]  # W scalars
+        b1 = [b.clone() for b in self.hidden.bias.float().unbind(0)]  # W scalars
+        w2 = [w.clone() for w in self.out.weight.float().t().unbind(0)]  # W × (H,): each unit's weight into every head
+        b2 = self.out.bias.float()  # (H,)
 
         def bias(h, i, d):
             x = torch.log1p(c * d) / (torch.log1p(c * torch.maximum(i.to(c.dtype), threshold)) + NORMALISER_EPS)
             out = b2[h]
-            for unit in range(w1.shape[0]):
-                out = out + w2[h, unit] * torch.relu(w1[unit] * x + b1[unit])
+            for w_in, b_in, w_out in zip(w1, b1, w2):
+                out = out + w_out[h] * torch.relu(w_in * x + b_in)
             return out
 
         return bias

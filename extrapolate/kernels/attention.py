@@ -74,18 +74,38 @@ COMPILED = (FLEX, FLEX_CAPPED)  # compiled at the first call of each shape: a be
 
 @dataclass
 class FlexStatus:
-    """Whether flex_attention may still be planned in this process. `failed`: the first failure's message,
-    after which every plan that would have been flex is the blocked kernel (a compiler missing here stays
-    missing, and each retry would cost a compile). `backward_checked`: the (encoding, device) pairs whose flex
+    """Where flex_attention may still be planned in this process.
+
+    `failed`: a failure of flex itself (its compiler missing here), after which every plan that would have
+    been flex is the blocked kernel. `failed_for`: failures of one encoding's score modification, by
+    `flex_key` and direction ("forward" fails both directions, "backward" training only): a backend that
+    cannot differentiate FIRE's MLP says nothing about ALiBi's table, so the others keep flex. Each failure is
+    tried once (a retry would cost a compile). `backward_checked`: the (encoding, device) pairs whose flex
     gradients ran once here (`_check_backward`)."""
 
     failed: str | None = None
+    failed_for: dict[tuple[str, str], str] = field(default_factory=dict)
     backward_checked: set[tuple[str, str]] = field(default_factory=set)
 
-    def fail(self, error: Exception) -> None:
-        """Keep the first failure's first line (its type where it has no message)."""
-        if self.failed is None:
-            self.failed = str(error).splitlines()[0] if str(error) else type(error).__name__
+    def fail(self, error: Exception, encoding: PositionalEncoding | None = None, backward: bool = False) -> str:
+        """Keep the failure's first line (its type where it has no message), for this encoding and direction,
+        or for flex as a whole where `encoding` is None or flex's compiler cannot be imported; returns it."""
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if encoding is None or isinstance(error, ImportError):
+            self.failed = self.failed or message
+        else:
+            self.failed_for.setdefault((flex_key(encoding), "backward" if backward else "forward"), message)
+        return message
+
+    def usable(self, encoding: PositionalEncoding, backward: bool = False) -> bool:
+        if self.failed is not None or (flex_key(encoding), "forward") in self.failed_for:
+            return False
+        return not (backward and (flex_key(encoding), "backward") in self.failed_for)
+
+
+def flex_key(encoding: PositionalEncoding) -> str:
+    """What a flex score modification is compiled from: the encoding, and whether it caps the scores."""
+    return encoding.name + ("" if encoding.score_cap is None else "-capped")
 
 
 FLEX_STATUS = FlexStatus()  # process-wide, as the compiler and backend it reflects are
@@ -139,9 +159,9 @@ def attention_plan(
     kernel with a result asks here with the same shapes, so the record cannot drift from what ran."""
     family = kernel_for(encoding, requested)
     device_type = torch.device(device).type
-    flex_usable = FLEX_STATUS.failed is None
+    flex_usable = FLEX_STATUS.usable(encoding, backward)
     if encoding.score_cap is not None:
-        return _capped_plan(family, requested, device_type, queries, backward)
+        return _capped_plan(family, requested, device_type, queries, backward, flex_usable)
     if family == SHIFTED_SPARSE:
         return SHIFTED_SPARSE
     if family == FORGET:  # CUDA: flex (a few queries: one SDPA call); CPU float32 evaluation: the fused kernel
@@ -183,7 +203,9 @@ def attention_plan(
     return BLOCKED
 
 
-def _capped_plan(family: AttentionPlan, requested: str, device_type: str, queries: int, backward: bool):
+def _capped_plan(
+    family: AttentionPlan, requested: str, device_type: str, queries: int, backward: bool, flex_usable: bool
+):
     """The kernel of soft-capped scores: flex, which caps in its score modification, where flex would run for
     these shapes (on CUDA unless the blocked kernel is asked for; elsewhere when flex is), else the capped
     blocked kernel — for a few queries too, which no SDPA call can cap."""
@@ -191,7 +213,7 @@ def _capped_plan(family: AttentionPlan, requested: str, device_type: str, querie
         return REFERENCE
     wanted = family == FLEX_CAPPED or (device_type == "cuda" and requested != "blocked")
     cpu_training = device_type == "cpu" and backward  # the CPU build has no flex backward
-    if wanted and queries >= FLEX_MIN_QUERIES and not cpu_training and FLEX_STATUS.failed is None:
+    if wanted and queries >= FLEX_MIN_QUERIES and not cpu_training and flex_usable:
         return FLEX_CAPPED
     return BLOCKED_CAPPED
 
@@ -324,8 +346,7 @@ def _check_backward(q, encoding) -> None:
     """One small forward and backward through flex with this encoding, before training relies on it: a
     backend that cannot differentiate a score modification fails here, where the blocked kernel can still
     take over, rather than in the middle of a training step. Gradients go nowhere (no `.grad` is touched)."""
-    capped = "" if encoding.score_cap is None else "-capped"  # a score modification of its own
-    key = (encoding.name + capped, str(q.device))
+    key = (flex_key(encoding), str(q.device))
     if key in FLEX_STATUS.backward_checked:
         return
     heads, dim = q.shape[1], q.shape[-1]
@@ -342,16 +363,26 @@ def _check_backward(q, encoding) -> None:
 
 def _try_flex(q, k, v, encoding, backward: bool = False):
     """flex_attention for this encoding, or None where it cannot compile or run here: `FLEX_STATUS` then keeps
-    why, and this and every later call run the blocked kernel."""
-    if FLEX_STATUS.failed is not None:
+    why, and this and every later call of this encoding (in this direction) run the blocked kernel."""
+    if not FLEX_STATUS.usable(encoding, backward):
         return None
     try:
         if backward:
-            _check_backward(q, encoding)
+            try:
+                _check_backward(q, encoding)
+            except Exception as error:  # the forward may still compile: evaluation keeps flex
+                message = FLEX_STATUS.fail(error, encoding, backward=True)
+                warnings.warn(
+                    f"flex_attention cannot train {flex_key(encoding)} here ({message}); using the blocked kernel",
+                    stacklevel=2,
+                )
+                return None
         return flex_attention_of(q, k, v, encoding)
     except Exception as error:  # a compiler missing or a backend without support: fall back, say it once
-        FLEX_STATUS.fail(error)
-        warnings.warn(f"flex_attention unavailable ({FLEX_STATUS.failed}); using the blocked kernel", stacklevel=2)
+        message = FLEX_STATUS.fail(error, encoding)
+        warnings.warn(
+            f"flex_attention unavailable for {flex_key(encoding)} ({message}); using the blocked kernel", stacklevel=2
+        )
         return None
 
 

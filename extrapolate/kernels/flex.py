@@ -13,7 +13,8 @@ Fully masked blocks are skipped through a block mask built here from the mask's 
 the project is a set of key ranges, each visible at a range of distances — so creating it costs
 (queries / 128) × (keys / 128) block entries, never an n × n evaluation of the mask function.
 
-flex compiles (seconds on a GPU, tens of seconds on a CPU, per shape); `attention.attention_plan` plans it on
+flex compiles (seconds on a GPU, tens of seconds on a CPU, per shape; `FLEX_RECOMPILES` says why the compile
+limit is raised); `attention.attention_plan` plans it on
 CUDA, and on other devices only when asked (`--kernel flex`; the CPU build has no backward). Where it fails to
 compile, `attention.FLEX_STATUS` keeps the reason and every later plan is the blocked kernel.
 """
@@ -32,8 +33,21 @@ from extrapolate.encodings.softcap import soft_cap
 BLOCK = 128  # flex's block size: the unit in which fully masked key blocks are skipped
 
 
+# Each shape, grad mode and score modification compiles flex anew. Past dynamo's recompile limit (8 by default,
+# reached by one run that evaluates several lengths) flex would run uncompiled, which builds the n × n score
+# matrix: allow many compiles, and past them fail (attention.py then runs the blocked kernel, linear in memory)
+# rather than silently build that matrix.
+FLEX_RECOMPILES = 1024
+
+
 @functools.cache
 def _compiled():
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, FLEX_RECOMPILES)
+    config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 4 * FLEX_RECOMPILES)
+    config.fail_on_recompile_limit_hit = True
     return torch.compile(flex_attention, dynamic=False)
 
 
@@ -213,9 +227,11 @@ def flex_decay_attention(q, k, v, decay: torch.Tensor, compiled: bool = True):
     differentiated through, in training)."""
     queries, keys = q.shape[2], k.shape[2]
     offset = keys - queries
+    # the queries' own c as a tensor of its own: flex differentiates a captured tensor read at one index only
+    decay_q = decay[..., offset:].clone()  # (B, H, Tq)
 
     def add_decay(score, b, h, q_idx, kv_idx):
-        return score + decay[b, h, q_idx + offset] - decay[b, h, kv_idx]
+        return score + decay_q[b, h, q_idx] - decay[b, h, kv_idx]
 
     mask = block_mask(queries, keys, offset, causal_ranges(keys), str(q.device))
     attend = _compiled() if compiled else flex_attention

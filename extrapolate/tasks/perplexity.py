@@ -50,16 +50,24 @@ class PerplexityResult:
         return self.nll_sum / max(self.tokens, 1)
 
     def add(self, nll: torch.Tensor, first_position: int) -> None:
-        """nll: (B, c) per-token NLL of targets at window positions first_position … first_position + c - 1."""
-        self.nll_sum += float(nll.double().sum())
-        self.tokens += nll.numel()
-        positions = torch.arange(first_position, first_position + nll.shape[1])
-        per_position = nll.double().sum(0).cpu()  # (c,)
-        buckets = positions // self.bucket_width
-        for b in buckets.unique().tolist():
-            selected = buckets == b
-            self.bucket_nll[b] = self.bucket_nll.get(b, 0.0) + float(per_position[selected].sum())
-            self.bucket_tokens[b] = self.bucket_tokens.get(b, 0) + int(selected.sum()) * nll.shape[0]
+        """nll: (B, c) per-token NLL of targets at window positions first_position … first_position + c - 1.
+
+        One copy to the host, then vectorised float64 sums there: a loop of small ops per bucket cost more
+        than the model's forward on a GPU, and MPS has no float64."""
+        per_token = nll.detach().to("cpu", torch.float64)  # (B, c)
+        self.nll_sum += float(per_token.sum())
+        self.tokens += per_token.numel()
+        per_position = per_token.sum(0)  # (c,)
+        buckets = torch.arange(first_position, first_position + nll.shape[1]) // self.bucket_width  # (c,)
+        first = int(buckets[0]) if len(buckets) else 0
+        index = buckets - first
+        sums = torch.zeros(int(index.max()) + 1 if len(index) else 0, dtype=torch.float64)
+        sums.index_add_(0, index, per_position)
+        counts = torch.bincount(index, minlength=len(sums)) * nll.shape[0]
+        for b, (total, count) in enumerate(zip(sums.tolist(), counts.tolist()), start=first):
+            if count:
+                self.bucket_nll[b] = self.bucket_nll.get(b, 0.0) + total
+                self.bucket_tokens[b] = self.bucket_tokens.get(b, 0) + count
 
     def summed(self, world: World) -> PerplexityResult:
         """The sums over every rank's windows (each rank scored its share of them)."""
