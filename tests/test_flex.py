@@ -6,6 +6,7 @@ and its memory linear in n; `attention_plan`'s CUDA choice for every encoding an
 flex runs eagerly here (the same score and mask functions, unfused) except in the compiled checks: compiling
 costs 5–20 s a shape on a CPU, so the fast suite compiles two encodings and the slow step every one."""
 
+import math
 import subprocess
 import sys
 import warnings
@@ -272,3 +273,24 @@ def test_compiled_flex_equals_the_reference(name):
 @pytest.mark.parametrize("name", [n for n in FLEXED if n not in ("kerple-log", "self-extend")])
 def test_compiled_flex_equals_the_reference_for_every_encoding(name):
     compiled_equals_reference(name, 200, 333)
+
+
+def test_a_sliding_window_skips_the_key_blocks_beyond_it():
+    """A windowed encoding (Mistral's layers; Gemma's sliding ones) through flex equals the reference, and its
+    block mask holds only the blocks within the window: the work grows as n × window, not n²."""
+    from extrapolate.encodings.window import windowed
+
+    window, queries, keys = 150, 300, 1100
+    encoding = windowed(make("alibi"), window)
+    q, k, v = inputs(queries, keys)
+    with torch.no_grad():
+        got = flex_attention_of(q, k, v, encoding, compiled=False)
+    torch.testing.assert_close(got, causal_attention(q, k, v, encoding, "reference"), atol=2e-5, rtol=0)
+    offset = keys - queries
+    ranges = (flex.KeyRange(0, keys, 0, window - 1),)
+    partial, full = flex.block_structure(queries, keys, offset, ranges)
+    causal_partial, causal_full = flex.block_structure(queries, keys, offset, flex.causal_ranges(keys))
+    seen, causal_seen = int((partial | full).sum()), int((causal_partial | causal_full).sum())
+    # each query block of 128 rows sees at most the blocks its rows' windows touch
+    assert seen <= math.ceil(queries / flex.BLOCK) * (math.ceil((flex.BLOCK + window) / flex.BLOCK) + 1)
+    assert seen < causal_seen

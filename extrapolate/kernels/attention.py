@@ -339,7 +339,9 @@ def flex_attention_of(q, k, v, encoding, compiled: bool = True):
     bias = encoding.score_bias(keys, device=q.device)  # None: capped scores without a bias
     # partial blocks score masked pairs too (and padding rows past the end): keep their lookups in the table
     lookup = None if bias is None else lambda h, i, d: bias(h, i, d.clamp(0, keys - 1))
-    return flex.flex_bias_attention(q, k, v, lookup, compiled=compiled, cap=encoding.score_cap)
+    return flex.flex_bias_attention(
+        q, k, v, lookup, compiled=compiled, cap=encoding.score_cap, horizon=encoding.horizon
+    )
 
 
 def _check_backward(q, encoding) -> None:

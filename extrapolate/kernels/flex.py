@@ -200,10 +200,12 @@ def chunk_block_mask(queries: int, keys: int, offset: int, chunk: int, device: s
     return _block_mask(partial, full, chunk_mask_function(keys, offset, chunk), (queries, CHUNK_PARTS * keys))
 
 
-def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None = None):
+def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None = None, horizon: int | None = None):
     """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh); `bias(h, i, d)`: the encoding's bias of query i (absolute)
     at distance d, elementwise on index tensors (`PositionalEncoding.score_bias`), or None -> (B, H, Tq, Dh).
-    `cap`: each score soft-capped at it (`soft_cap`) before the bias is added."""
+    `cap`: each score soft-capped at it (`soft_cap`) before the bias is added. `horizon`: keys this many tokens
+    back or further are never seen (a sliding window): their blocks are skipped, so the work grows as
+    n × horizon, not n²."""
     queries, keys = q.shape[2], k.shape[2]
     offset = keys - queries  # the queries are the last Tq positions (earlier keys come from a cache)
 
@@ -216,7 +218,8 @@ def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None 
         i = q_idx + offset
         return score + bias(h, i, i - kv_idx)
 
-    mask = block_mask(queries, keys, offset, causal_ranges(keys), str(q.device))
+    ranges = causal_ranges(keys) if horizon is None else (KeyRange(0, keys, 0, horizon - 1),)
+    mask = block_mask(queries, keys, offset, ranges, str(q.device))
     attend = _compiled() if compiled else flex_attention
     return attend(q, k, v, score_mod=add_bias, block_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
 
@@ -231,7 +234,9 @@ def flex_decay_attention(q, k, v, decay: torch.Tensor, compiled: bool = True):
     decay_q = decay[..., offset:].clone()  # (B, H, Tq)
 
     def add_decay(score, b, h, q_idx, kv_idx):
-        return score + decay_q[b, h, q_idx] - decay[b, h, kv_idx]
+        # c_i - c_j first: c runs to thousands below zero over a long window, and score + c_i would round
+        # the score away at that magnitude (the other kernels add the difference too)
+        return score + (decay_q[b, h, q_idx] - decay[b, h, kv_idx])
 
     mask = block_mask(queries, keys, offset, causal_ranges(keys), str(q.device))
     attend = _compiled() if compiled else flex_attention
