@@ -241,3 +241,62 @@ QUOTED = [
 def test_a_quoted_number_is_what_the_results_give(document, text, computed):
     assert text in (ROOT / document).read_text(), f"{document} no longer says {text!r}"
     assert computed() == text
+
+
+def gpu_rows(run: str) -> pd.DataFrame:
+    return pd.read_csv(ROOT / "results" / "gpu-check" / run / "gpu_check.csv")
+
+
+def gpu_ratio(part: str, encoding: str, length: int) -> str:
+    t = gpu_rows("run-2")
+    pick = t[(t.part == part) & (t.encoding == encoding) & (t.length == length)]
+    assert len(pick) == 1, (part, encoding, length)
+    return f"{float(pick.value.iloc[0]):.2f}×"
+
+
+def paired_from_log(log: Path) -> dict[int, float]:
+    """Our tokens/s over transformers' per length, from the eval-vs-transformers rows a bench log prints."""
+    speeds: dict[tuple[str, int], float] = {}
+    for line in log.read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["eval-vs-transformers"]:
+            speeds[(words[1], int(words[3]))] = float(words[4].replace(",", ""))
+    return {n: speeds[("extrapolate", n)] / speeds[("transformers", n)] for (who, n) in speeds if who == "transformers"}
+
+
+def test_the_gpu_check_readme_quotes_its_rows():
+    text = (ROOT / "results" / "gpu-check" / "README.md").read_text()
+    one = gpu_rows("run-1")
+    both = pd.concat([one, gpu_rows("run-2")])
+    compared = one[one.part == "cuda-vs-cpu"]
+    grads = one[one.part == "cuda-vs-cpu grads"]
+    worst = compared.groupby("encoding").value.max()
+    held = worst[worst <= 5e-4]
+    named = one[one.part.str.startswith("kernel-vs-reference")].encoding.nunique()
+    assert f"hidden states of {len(held)} of the {named} encodings" in text
+    assert f"within {held.max():.1e} of the CPU's" in text
+    assert f"within {grads[grads.encoding.isin(held.index)].value.max():.0e} relative (run 1" in text
+    kernels = both[both.part.str.startswith("kernel-vs-reference") & ~both.part.str.contains("not reached")]
+    assert f"forward within {kernels[kernels.part == 'kernel-vs-reference'].value.max():.1e}" in text
+    assert f"gradients within\n  {kernels[kernels.part == 'kernel-vs-reference grads'].value.max():.1e}" in text
+    assert (
+        f"flex ran forward and backward for {kernels[kernels.kernel.str.startswith('flex')].encoding.nunique()}" in text
+    )
+    memory = gpu_rows("run-2")
+    memory = memory[(memory.part == "speed memory / rope") & (memory.length == 131072)].set_index("encoding").value
+    assert f"within {memory.drop('dual-chunk').max():.1f}× RoPE's memory" in text
+    assert f"dual chunk attention ({memory['dual-chunk']:.2f}×" in text
+    after = paired_from_log(ROOT / "results" / "gpu-check" / "run-2" / "logs" / "bench.log")
+    before = paired_from_log(ROOT / "results" / "gpu-check" / "run-1" / "logs" / "bench.log")
+    assert f"ran {after[4096]:.2f}× transformers' tokens/s" in text
+    assert f"before the fix, {before[4096]:.2f}× at 4096 down to {before[32768]:.2f}× at 32768" in text
+    for name, label in [("alibi", "ALiBi"), ("kerple-log", "KERPLE-log"), ("t5", "T5"), ("rope@window", "RoPE")]:
+        assert gpu_ratio("speed time / rope", name, 65536) in text, label
+    for name in ("alibi@softcap", "fire"):
+        assert gpu_ratio("speed time / rope", name, 65536) in text
+
+
+def test_the_performance_doc_quotes_the_uncompiled_flex_peak():
+    one = gpu_rows("run-1")
+    peak = one[(one.part == "speed peak GiB") & (one.length == 16384)].value.max()
+    assert f"({peak:.0f} GiB at 16384 tokens on the card)" in (ROOT / "docs" / "performance.md").read_text()
