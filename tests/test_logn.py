@@ -40,6 +40,19 @@ def test_queries_are_scaled_as_qwens_list_says_and_keys_not_at_all(name):
     assert torch.equal(with_logn[0][:, :, :L], plain[0][:, :, :L])  # within L: RoPE's queries as they are
 
 
+def test_the_logn_encoding_is_ropes_angles_with_qwens_query_scale():
+    """`--encoding logn`: RoPE's own angles (whatever s the sweep passes), the queries scaled as Qwen's list."""
+    torch.manual_seed(0)
+    q, k, pos = torch.randn(1, 4, 100, 16), torch.randn(1, 2, 100, 16), torch.arange(100)
+    logn = build_encoding("logn", d_model=64, n_heads=4, head_dim=16, max_len=L, factor=4.0)
+    rope = build_encoding("rope", d_model=64, n_heads=4, head_dim=16, max_len=L)
+    (q_logn, k_logn), (q_rope, k_rope) = logn.rotate(q, k, pos), rope.rotate(q, k, pos)
+    assert torch.equal(k_logn, k_rope)
+    expected = torch.tensor(qwen_logn_list(L, 100))[:, None]
+    assert torch.allclose(q_logn, q_rope * expected, atol=1e-6, rtol=1e-6)
+    assert logn.describe()["logn"] is True
+
+
 def test_a_partial_rotation_scales_the_whole_query():
     torch.manual_seed(0)
     q, k, pos = torch.randn(1, 4, 80, 16), torch.randn(1, 2, 80, 16), torch.arange(80)

@@ -45,6 +45,7 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
     groups = encoding_groups()
     assert groups["newer"] == NEWER + [
         "longrope",
+        "logn",
         "self-extend",
         "rerope",
         "streaming-llm",

@@ -292,6 +292,15 @@ SCALINGS: dict[str, Scaling] = {
         "#8c6d31",
         transformers=TransformersRope("longrope", SCALED_FROM_L, resolved=longrope_resolved_factors),
     ),
+    # RoPE's angles as they are; `rotary.Rotary` scales the queries past L (`logn_scale`)
+    "logn": Scaling(
+        rope,
+        False,
+        {},
+        "log-n attention scaling: RoPE, queries past L × log_L(i + 1) (Qwen's logn_attn, Bai et al. 2023)",
+        "#fdb462",
+        reads_factor=False,
+    ),
 }
 
 

@@ -52,7 +52,8 @@ class Rotary(PositionalEncoding):
             raise ValueError(f"rotary encodings need an even head dimension, got {head_dim}")
         spec = SCALINGS[scaling]
         # Qwen's logn attention: queries past L scaled by log_L(i + 1), on top of any scaling (`logn_scale`)
-        self.logn = bool(options.pop("logn", None))
+        # (the `logn` encoding is that alone, on RoPE's own angles)
+        self.logn = bool(options.pop("logn", None)) or scaling == "logn"
         unknown = set(options) - set(spec.options)
         if unknown:
             raise ValueError(f"{scaling} has no option(s) {sorted(unknown)}; it takes {sorted(spec.options)}")
@@ -118,7 +119,7 @@ def rotary_specs() -> list[EncodingSpec]:
             "rotary",
             scaling.description,
             build_rotary(name),
-            {**ROTARY_PARAMETERS, **scaling.options, **({} if name == "rope" else {"logn": None})},
+            {**ROTARY_PARAMETERS, **scaling.options, **({} if name in ("rope", "logn") else {"logn": None})},
             scaling.colour,
             show_rotary(name),
             trains_own_model=name == "rope",
