@@ -7,7 +7,8 @@
 #   3. `extrapolate bench` of the `base` model against transformers' Llama, profiled per length.
 # usage: bash scripts/gpu_window.sh OUT        (DEVICE=cpu QUICK=1 rehearses it on a CPU at tiny sizes)
 # A shorter window: CHECK_ENCODINGS / SPEED_ENCODINGS (comma lists), SPEED_LENGTHS, BENCH_LENS, and the time
-# limits below (CHECK_S, PART_S, SPEED_S, SPEED_DEADLINE, BENCH_S, in seconds).
+# limits below (CHECK_S, PART_S, SPEED_S, SPEED_DEADLINE, BENCH_S, in seconds). CPU_BENCH=1 also times
+# ALiBi and T5 against RoPE on the host CPU at 2 threads.
 set -u
 out=${1:-results/gpu-check}
 device=${DEVICE:-cuda}
@@ -54,3 +55,12 @@ grep ",False" "$out/gpu_check.csv" | head -n 40
 echo "== bench"
 timeout "${BENCH_S:-170}" "$python" -m extrapolate bench --device "$device" --dtype bfloat16 --model "${BENCH_MODEL:-base}" \
   --encodings rope --eval-lens "$bench_lens" --profile --out "$out/bench" 2>&1 | tee "$out/logs/bench.log" | tail -n 30
+
+# The card's host CPU, where it is another kind of CPU than the ones measured so far (an Intel Xeon with AMX:
+# ALiBi's and T5's fused-bias path against RoPE's SDPA, at the 2 threads of results/bench-cpus' machines)
+if [ -n "${CPU_BENCH:-}" ]; then
+  echo "== host CPU bench"
+  OMP_NUM_THREADS=2 timeout "${CPU_BENCH_S:-120}" "$python" -m extrapolate bench --device cpu --model small \
+    --eval-lens "${CPU_BENCH_LENS:-16k}" --encodings rope,alibi,t5 --no-transformers --out "$out/bench-cpu" 2>&1 |
+    tee "$out/logs/bench-cpu.log" | tail -n 12
+fi
