@@ -63,4 +63,6 @@ if [ -n "${CPU_BENCH:-}" ]; then
   OMP_NUM_THREADS=2 timeout "${CPU_BENCH_S:-120}" "$python" -m extrapolate bench --device cpu --model small \
     --eval-lens "${CPU_BENCH_LENS:-16k}" --encodings rope,alibi,t5 --no-transformers --out "$out/bench-cpu" 2>&1 |
     tee "$out/logs/bench-cpu.log" | tail -n 12
+  OMP_NUM_THREADS=2 timeout "${CPU_BENCH_S:-120}" "$python" benchmarks/fused_variants.py --length 16384 \
+    --out "$out/bench-cpu/variants.csv" 2>&1 | tee "$out/logs/variants-cpu.log"
 fi

@@ -5,6 +5,9 @@ import pytest
 # Tests never reach a hub: everything they load is a local file.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# the fused bias kernels run their default variant: no per-machine timing inside the tests (tests/test_tuning.py
+# turns it on where it is tested)
+os.environ.setdefault("EXTRAPOLATE_KERNEL_TUNING", "off")
 
 
 # How a test tool compares a tensor or an array is that tool's choice and has changed between its releases

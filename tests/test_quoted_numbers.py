@@ -300,3 +300,17 @@ def test_the_performance_doc_quotes_the_uncompiled_flex_peak():
     one = gpu_rows("run-1")
     peak = one[(one.part == "speed peak GiB") & (one.length == 16384)].value.max()
     assert f"({peak:.0f} GiB at 16384 tokens on the card)" in (ROOT / "docs" / "performance.md").read_text()
+
+
+def test_the_performance_doc_quotes_the_fused_variants_it_measured():
+    t = pd.read_csv(ROOT / "results" / "bench-cpus" / "epyc" / "variants.csv")
+    text = " ".join((ROOT / "docs" / "performance.md").read_text().split())
+
+    def span(values) -> str:
+        low, high = f"{values.min():.2f}", f"{values.max():.2f}"
+        return low if low == high else f"{low}–{high}"
+
+    alibi = t[t.encoding == "alibi"]
+    at = {w: span(alibi[alibi.variant.str.endswith(f"head {w}")].vs_rope) for w in (40, 48, 64)}
+    assert f"ALiBi takes {at[40]}× RoPE's time at head 40, {at[48]}× at 48 and {at[64]}× at 64" in text
+    assert f"T5 {span(t[t.encoding == 't5'].vs_rope)}× by its rows" in text

@@ -21,6 +21,16 @@ class BenchRequest:
     profile: bool = False  # a profiler table and trace of each paired evaluation, in out/profiles
 
 
+def variant_lines() -> list[str]:
+    """The kernel variants this machine chose by timing (kernels/tuning.py), one line, or none."""
+    from extrapolate.kernels.tuning import choices_here, tuning_enabled
+
+    chosen = choices_here() if tuning_enabled() else {}
+    if not chosen:
+        return []
+    return ["- kernel variants timed on this machine: " + "; ".join(f"{k}: {v}" for k, v in sorted(chosen.items()))]
+
+
 def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     """(rows, summary lines); every option is checked before any measurement."""
     import pandas as pd
@@ -61,7 +71,7 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     ran_on = machine(resolve_device(request.device))
     frame = pd.DataFrame([{**dataclasses.asdict(r), "model": request.model, **ran_on, **provenance()} for r in rows])
     write_table(out / "bench.csv", frame)
-    summary = [f"- machine: {describe(ran_on)}", *bench.summary_lines(rows)]
+    summary = [f"- machine: {describe(ran_on)}", *bench.summary_lines(rows), *variant_lines()]
     write_text(
         out / "summary.md", f"# Bench summary ({request.model}, {request.device})\n\n" + "\n".join(summary) + "\n"
     )

@@ -40,6 +40,8 @@ from extrapolate.kernels.sdpa import compute_dtype, sdpa
 
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")  # what a request may ask for
 FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
+FUSED_EXTRA = 8  # zero columns ALiBi's block adds to each head by default, one carrying the bias
+TUNED_SCORES = 2048 * 2048  # calls scoring fewer query-key pairs run the default variant, untimed
 BAND_ROWS = (
     256  # query rows per T5 block; its band is rows × (rows + 113) keys (attention alone at 16k: 512 rows 4% slower)
 )
@@ -443,6 +445,39 @@ def lower_right_sdpa(q, k, v):
 #   block itself carry an explicit (rows × (rows + S)) bias, passed to the same kernel as its additive mask.
 
 
+def fused_variants(encoding, dim: int) -> dict[str, tuple[int, int]]:
+    """The exact variants of the fused bias kernel for a head of `dim` features, name -> (rows, extra): for
+    ALiBi the head widened to dim + 8 or to the next multiples of 16 and 32 (the fused op's speed depends on
+    its head size, differently per CPU), each in blocks of 1024 or 2048 rows; for T5 blocks of 128, 256 or 512
+    rows (its band grows with them). The first is the default."""
+    if isinstance(encoding.fused_form(), LinearBias):
+        widths = dict.fromkeys([dim + FUSED_EXTRA, -(-(dim + 1) // 16) * 16, -(-(dim + 1) // 32) * 32])
+        return {f"rows {r}, head {w}": (r, w - dim) for w in widths for r in (FUSED_ROWS, 2 * FUSED_ROWS)}
+    return {f"rows {r}": (r, 0) for r in (BAND_ROWS, BAND_ROWS // 2, 2 * BAND_ROWS)}
+
+
+def fused_variant(q, k, encoding) -> tuple[int, int]:
+    """(rows, extra) of the fused bias kernel for this call: the variant `tuning.choose` found fastest on this
+    machine for this kind of bias, dtype, head count and head size, timed once on a probe of 4096 tokens. Small
+    calls, where the variants differ by little, run the default."""
+    from extrapolate.kernels import tuning
+
+    heads, dim = q.shape[1], q.shape[-1]
+    variants = fused_variants(encoding, dim)
+    default = next(iter(variants))
+    if q.shape[2] * k.shape[2] < TUNED_SCORES or not tuning.tuning_enabled():
+        return variants[default]
+    kind = "alibi" if isinstance(encoding.fused_form(), LinearBias) else "saturating"
+    probe = torch.randn(3, 1, heads, 4096, dim, dtype=q.dtype, generator=torch.Generator().manual_seed(0))
+
+    def call(rows, extra):
+        return lambda: fused_bias_attention(probe[0], probe[1], probe[2], encoding, rows, extra)
+
+    problem = f"{kind} {str(q.dtype).removeprefix('torch.')} h{heads} d{dim}"
+    chosen = tuning.choose("fused-bias", problem, {name: call(*v) for name, v in variants.items()}, default)
+    return variants[chosen]
+
+
 def cached_sdpa(q, k, v):
     """Attention without a bias for queries continuing a cache: q (B, H, Tq, Dh) are the last Tq of the
     Tk positions of k, v (B, Hkv, Tk, Dh), H a multiple of Hkv. Every cached key is visible to every query:
@@ -461,8 +496,12 @@ def cached_sdpa(q, k, v):
     return merge([cached, attend(q, k_new, v_new, True, scale)])
 
 
-def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
-    """Bias attention through the fused kernel, exact up to float rounding; see the section comment."""
+def fused_bias_attention(q, k, v, encoding, rows: int | None = None, extra: int | None = None):
+    """Bias attention through the fused kernel, exact up to float rounding; see the section comment. `rows`
+    (query rows per block) and `extra` (ALiBi: zero columns added to each head, one carrying the bias): a
+    variant; None: the one `fused_variant` chose for this machine."""
+    if rows is None and extra is None:
+        rows, extra = fused_variant(q, k, encoding)
     batch, heads, length, dim = q.shape
     keys = k.shape[2]
     offset = keys - length  # absolute position of the first query (earlier keys come from a cache)
@@ -473,7 +512,7 @@ def fused_bias_attention(q, k, v, encoding, rows: int | None = None):
     form = encoding.fused_form()
     if isinstance(form, LinearBias):
         rows = rows or FUSED_ROWS
-        extra = 8  # one column carries the bias; seven zeros keep the width a multiple of 8
+        extra = extra or FUSED_EXTRA  # one column carries the bias, the rest are zeros
         q_ext = torch.cat([q, q.new_zeros(batch, heads, length, extra)], -1)
         q_ext[..., dim] = (form.slopes.to(q.device) / scale).to(q.dtype)[None, :, None]
         k_ext = torch.cat([k, k.new_zeros(batch, heads, keys, extra)], -1)
