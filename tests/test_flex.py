@@ -294,3 +294,16 @@ def test_a_sliding_window_skips_the_key_blocks_beyond_it():
     # each query block of 128 rows sees at most the blocks its rows' windows touch
     assert seen <= math.ceil(queries / flex.BLOCK) * (math.ceil((flex.BLOCK + window) / flex.BLOCK) + 1)
     assert seen < causal_seen
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "kerple-log", "kerple-power"])
+def test_the_score_modification_equals_the_distance_table(name):
+    """Whatever an encoding's `score_bias` computes per score (ALiBi: a multiply; the others: a lookup), it
+    is its distance table, value for value."""
+    encoding = make(name)
+    keys = 700
+    table = encoding.bias_table(keys)  # (H, keys)
+    h = torch.arange(table.shape[0])[:, None].expand(-1, keys)
+    d = torch.arange(keys, dtype=torch.int32)[None, :].expand(table.shape[0], -1)
+    with torch.no_grad():
+        assert torch.equal(encoding.score_bias(keys)(h, d + 5, d), table)

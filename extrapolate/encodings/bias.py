@@ -41,6 +41,12 @@ class ALiBi(PositionalEncoding):
         distance = torch.arange(n, dtype=torch.float32, device=device or self.slopes.device)  # (n,)
         return -self.slopes.to(distance.device)[:, None] * distance[None, :]  # (H, n)
 
+    def score_bias(self, keys, device=None):
+        """-m_h · d computed per score (flex's score modification): a multiply on one slope per head, where the
+        table's lookup would read an (H, keys) tensor at every score; the same float32 product as the table's."""
+        slopes = self.slopes.to(device or self.slopes.device)  # (H,)
+        return lambda h, i, d: -slopes[h] * d.to(torch.float32)
+
     def fused_form(self):
         return LinearBias(self.slopes)
 
