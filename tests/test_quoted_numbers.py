@@ -228,6 +228,30 @@ QUOTED = [
     ),
     (
         "results/showcase/README.md",
+        "2.01× its value at L at 8L (RoPE 2.14×)",
+        lambda: "{:.2f}× its value at L at 8L (RoPE {:.2f}×)".format(
+            ppl("showcase", "ssmax", 2048) / ppl("showcase", "ssmax", 256),
+            ppl("showcase", "rope", 2048) / ppl("showcase", "rope", 256),
+        ),
+    ),
+    (
+        "results/showcase/README.md",
+        "It retrieves 100% [96–100] at L and at 2L and\n  6% [3–12] at 4L",
+        lambda: "It retrieves {} at L and at 2L and\n  {} at 4L".format(
+            *(greedy("showcase", "cf42c2ef21", n) for n in (256, 1024))
+        )
+        if greedy("showcase", "cf42c2ef21", 256) == greedy("showcase", "cf42c2ef21", 512)
+        else "L and 2L differ",
+    ),
+    (
+        "results/showcase/README.md",
+        "RoPE's own seeds give 36% [27–46] and 97% [92–99] at 2L",
+        lambda: "RoPE's own seeds give {} and {} at 2L".format(
+            greedy("showcase-seeds", "751a7ec808", 512), greedy("showcase-seeds", "bcf17ad376", 512)
+        ),
+    ),
+    (
+        "results/showcase/README.md",
         "perplexity 2.32× its value at L at 8L",
         lambda: (
             "perplexity "
