@@ -237,11 +237,13 @@ QUOTED = [
     (
         "results/showcase/README.md",
         "It retrieves 100% [96–100] at L and at 2L and\n  6% [3–12] at 4L",
-        lambda: "It retrieves {} at L and at 2L and\n  {} at 4L".format(
-            *(greedy("showcase", "cf42c2ef21", n) for n in (256, 1024))
-        )
-        if greedy("showcase", "cf42c2ef21", 256) == greedy("showcase", "cf42c2ef21", 512)
-        else "L and 2L differ",
+        lambda: (
+            "It retrieves {} at L and at 2L and\n  {} at 4L".format(
+                *(greedy("showcase", "cf42c2ef21", n) for n in (256, 1024))
+            )
+            if greedy("showcase", "cf42c2ef21", 256) == greedy("showcase", "cf42c2ef21", 512)
+            else "L and 2L differ"
+        ),
     ),
     (
         "results/showcase/README.md",

