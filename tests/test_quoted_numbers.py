@@ -202,6 +202,42 @@ QUOTED = [
         ),
     ),
     (
+        "results/smollm2/README.md",
+        "| logn | 31.909 | 62.561 | 1.96× |",
+        lambda: "| logn | {:.3f} | {:.3f} | {:.2f}× |".format(
+            ppl("smollm2", "logn", 8192),
+            ppl("smollm2", "logn", 16384),
+            ppl("smollm2", "logn", 16384) / ppl("smollm2", "rope", 8192),
+        ),
+    ),
+    (
+        "results/smollm2/README.md",
+        "62.561 at 16384 against RoPE's 61.344",
+        lambda: f"{ppl('smollm2', 'logn', 16384):.3f} at 16384 against RoPE's {ppl('smollm2', 'rope', 16384):.3f}",
+    ),
+    (
+        "results/showcase-training-free/README.md",
+        "perplexity at 8L 104.2, 128.5 and 115.0 against RoPE's 99.3, 118.1 and 107.8",
+        lambda: "perplexity at 8L {} against RoPE's {}".format(
+            *(
+                "{:.1f}, {:.1f} and {:.1f}".format(
+                    *(ppl("showcase-training-free", e, 2048, seed) for seed in (0, 1, 2))
+                )
+                for e in ("logn", "rope")
+            )
+        ),
+    ),
+    (
+        "results/showcase-training-free/README.md",
+        "retrieval at 2L 47% [38–57] and 99% [95–100] against 36% [27–46] and 97% [92–99]",
+        lambda: "retrieval at 2L {} and {} against {} and {}".format(
+            *(
+                greedy("showcase-training-free", run, 512)
+                for run in ("da510d5914", "9a14e09477", "751a7ec808", "bcf17ad376")
+            )
+        ),
+    ),
+    (
         "results/finetune-adapters/README.md",
         "| pi | 110.99 | 64.19 / 50.31 | 98.20 / 68.50 | 94.78 / 73.71 |",
         lambda: adapters_row("pi"),
