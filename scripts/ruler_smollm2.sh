@@ -7,6 +7,7 @@
 #   bash scripts/ruler_smollm2.sh [lengths, default 1024,2048,4096,8192] [tasks, default the 11 offline ones]
 #   ENCODINGS=rope,yarn bash scripts/ruler_smollm2.sh 16384 niah_single_1,vt,cwe   # past the 8192 context
 #   SAMPLES=25 OUT=results/smollm2-ruler-25 EXTRA="--chat-template auto" bash scripts/ruler_smollm2.sh   # +chat rows
+#   EXTRAPOLATE="python3 -m extrapolate" bash scripts/ruler_smollm2.sh          # a checkout without an install
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lengths=${1:-1024,2048,4096,8192}
@@ -21,8 +22,8 @@ for encoding in ${encodings//,/ }; do
         file="$out/tasks/$task.toml"
         sed -E "s/^samples = [0-9]+.*/samples = $samples/" "tasks/ruler/$task.toml" > "$file"
         # one task that fails (a length too short for its prompts) does not stop the others
-        extrapolate run --model smollm2-135m --encoding "$encoding" --tasks "$file" --eval-lens "$lengths" \
+        ${EXTRAPOLATE:-extrapolate} run --model smollm2-135m --encoding "$encoding" --tasks "$file" --eval-lens "$lengths" \
             --dtype bfloat16 --out "$out" --quiet $extra || echo "$task: failed (see above); the other tasks go on" >&2
     done
 done
-extrapolate report "$out"
+${EXTRAPOLATE:-extrapolate} report "$out"
