@@ -376,3 +376,20 @@ def test_the_performance_doc_quotes_the_fused_variants_it_measured():
     at = {w: span(alibi[alibi.variant.str.endswith(f"head {w}")].vs_rope) for w in (40, 48, 64)}
     assert f"ALiBi takes {at[40]}× RoPE's time at head 40, {at[48]}× at 48 and {at[64]}× at 64" in text
     assert f"T5 {span(t[t.encoding == 't5'].vs_rope)}× by its rows" in text
+
+
+def test_the_seeds_readme_quotes_t5s_three_seeds():
+    from extrapolate.reproduce.findings import ppl_of_seed, seed_cell
+
+    text = " ".join((ROOT / "results" / "showcase-seeds" / "README.md").read_text().split())
+
+    def rises(encoding: str) -> list[str]:
+        return [
+            f"{ppl_of_seed('showcase-seeds', encoding, 2048, s) / ppl_of_seed('showcase-seeds', encoding, 256, s):.2f}×"
+            for s in (0, 1, 2)
+        ]
+
+    at_8l = [f"{seed_cell('showcase-seeds', 't5', 2048, s).mean:.0%}" for s in (0, 1, 2)]
+    assert f"at 8L is {at_8l[0]}, {at_8l[1]} and {at_8l[2]} (100 prompts each)" in text
+    t5, rope = rises("t5"), rises("rope")
+    assert f"({t5[0]}, {t5[1]} and {t5[2]} its value at L at 8L), less than RoPE's ({', '.join(rope)})" in text
