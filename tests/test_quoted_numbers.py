@@ -24,6 +24,12 @@ def ppl(folder: str, encoding: str, length: int, seed: int = 0, run: str = "") -
     return float(t.value.iloc[0])
 
 
+def smollm2_row(encoding: str) -> str:
+    """A row of results/smollm2/README.md's table: perplexity at 8192 and 16384, and 16384 over RoPE's at L."""
+    at_l, past = ppl("smollm2", encoding, 8192), ppl("smollm2", encoding, 16384)
+    return f"| {encoding} | {at_l:.3f} | {past:.3f} | {past / ppl('smollm2', 'rope', 8192):.2f}× |"
+
+
 def flatness(encoding: str, seed: int) -> str:
     """Perplexity at 8L over its value at L on the showcase RoPE model of a seed: "1.01×"."""
     folder = "showcase-training-free"
@@ -186,29 +192,17 @@ QUOTED = [
     (
         "results/smollm2/README.md",
         "| string | 32.590 | 39.910 | 1.25× |",
-        lambda: "| string | {:.3f} | {:.3f} | {:.2f}× |".format(
-            ppl("smollm2", "string", 8192),
-            ppl("smollm2", "string", 16384),
-            ppl("smollm2", "string", 16384) / ppl("smollm2", "rope", 8192),
-        ),
+        lambda: smollm2_row("string"),
     ),
     (
         "results/smollm2/README.md",
         "| dual-chunk | 31.875 | 31.986 | 1.00× |",
-        lambda: "| dual-chunk | {:.3f} | {:.3f} | {:.2f}× |".format(
-            ppl("smollm2", "dual-chunk", 8192),
-            ppl("smollm2", "dual-chunk", 16384),
-            ppl("smollm2", "dual-chunk", 16384) / ppl("smollm2", "rope", 8192),
-        ),
+        lambda: smollm2_row("dual-chunk"),
     ),
     (
         "results/smollm2/README.md",
         "| logn | 31.909 | 62.561 | 1.96× |",
-        lambda: "| logn | {:.3f} | {:.3f} | {:.2f}× |".format(
-            ppl("smollm2", "logn", 8192),
-            ppl("smollm2", "logn", 16384),
-            ppl("smollm2", "logn", 16384) / ppl("smollm2", "rope", 8192),
-        ),
+        lambda: smollm2_row("logn"),
     ),
     (
         "results/smollm2/README.md",

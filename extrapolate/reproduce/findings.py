@@ -368,64 +368,68 @@ def scalings_across_seeds() -> Outcome:
     return outcome(checks, numbers)
 
 
+@dataclass(frozen=True)
+class AcrossSeeds:
+    """One encoding of `showcase-seeds` at each of its seeds: perplexity at 8L over its value at L, and the
+    greedy retrieval cells at L and at 8L."""
+
+    seeds: list[int]
+    rise: dict[int, float]
+    at_l: dict[int, Cell]
+    at_8l: dict[int, Cell]
+
+    @classmethod
+    def of(cls, encoding: str, folder: str = "showcase-seeds") -> AcrossSeeds:
+        rows = table(folder)
+        seeds = sorted(int(s) for s in rows[rows["encoding"] == encoding]["seed"].unique())
+        return cls(
+            seeds,
+            {s: ppl_of_seed(folder, encoding, 2048, s) / ppl_of_seed(folder, encoding, 256, s) for s in seeds},
+            {s: seed_cell(folder, encoding, 256, s) for s in seeds},
+            {s: seed_cell(folder, encoding, 2048, s) for s in seeds},
+        )
+
+    def numbers(self, beside: AcrossSeeds | None = None, beside_name: str = "") -> str:
+        """ "perplexity at 8L / at L: 0.99× / …; greedy at L: …; at 8L: … (seeds 0, 1, 2; n = 100 each)", with
+        another encoding's perplexity ratios in brackets where given."""
+        also = f" ({beside_name} " + " / ".join(ratio(beside.rise[s]) for s in self.seeds) + ")" if beside else ""
+        return (
+            "perplexity at 8L / at L: "
+            + " / ".join(ratio(self.rise[s]) for s in self.seeds)
+            + also
+            + "; greedy at L: "
+            + " / ".join(str(self.at_l[s]) for s in self.seeds)
+            + "; at 8L: "
+            + " / ".join(str(self.at_8l[s]) for s in self.seeds)
+            + f" (seeds {', '.join(map(str, self.seeds))}; n = {self.at_8l[self.seeds[0]].n} each)"
+        )
+
+
 def alibi_across_seeds() -> Outcome:
     """The one-seed finding `two-axes` for ALiBi, at three seeds: flat perplexity, retrieval at L, lost at 8L."""
-    folder = "showcase-seeds"
-    rows = table(folder)
-    seeds = sorted(int(s) for s in rows[rows["encoding"] == "alibi"]["seed"].unique())
-    ratios = {s: ppl_of_seed(folder, "alibi", 2048, s) / ppl_of_seed(folder, "alibi", 256, s) for s in seeds}
-    at_l = {s: seed_cell(folder, "alibi", 256, s) for s in seeds}
-    at_8l = {s: seed_cell(folder, "alibi", 2048, s) for s in seeds}
-    numbers = (
-        "perplexity at 8L / at L: "
-        + " / ".join(ratio(ratios[s]) for s in seeds)
-        + "; greedy at L: "
-        + " / ".join(str(at_l[s]) for s in seeds)
-        + "; at 8L: "
-        + " / ".join(str(at_8l[s]) for s in seeds)
-        + f" (seeds {', '.join(map(str, seeds))}; n = {at_8l[seeds[0]].n} each)"
-    )
+    alibi = AcrossSeeds.of("alibi")
     checks = {
-        "three seeds": len(seeds) == 3,
-        "flat in every seed": all(flat(r) for r in ratios.values()),
-        "retrieves at L in every seed": all(held(c) for c in at_l.values()),
-        "lost at 8L in every seed": all(lost(c) for c in at_8l.values()),
+        "three seeds": len(alibi.seeds) == 3,
+        "flat in every seed": all(flat(r) for r in alibi.rise.values()),
+        "retrieves at L in every seed": all(held(c) for c in alibi.at_l.values()),
+        "lost at 8L in every seed": all(lost(c) for c in alibi.at_8l.values()),
     }
-    return outcome(checks, numbers)
+    return outcome(checks, alibi.numbers())
 
 
 def t5_across_seeds() -> Outcome:
     """T5's bias at three seeds: retrieval held from L to 8L in every seed, where ALiBi loses it, and perplexity
     rising past L in every seed, but less than RoPE's on the same seed."""
-    folder = "showcase-seeds"
-    rows = table(folder)
-    seeds = sorted(int(s) for s in rows[rows["encoding"] == "t5"]["seed"].unique())
-
-    def rise(encoding: str, seed: int) -> float:
-        return ppl_of_seed(folder, encoding, 2048, seed) / ppl_of_seed(folder, encoding, 256, seed)
-
-    at_l = {s: seed_cell(folder, "t5", 256, s) for s in seeds}
-    at_8l = {s: seed_cell(folder, "t5", 2048, s) for s in seeds}
-    numbers = (
-        "perplexity at 8L / at L: "
-        + " / ".join(ratio(rise("t5", s)) for s in seeds)
-        + " (RoPE "
-        + " / ".join(ratio(rise("rope", s)) for s in seeds)
-        + "); greedy at L: "
-        + " / ".join(str(at_l[s]) for s in seeds)
-        + "; at 8L: "
-        + " / ".join(str(at_8l[s]) for s in seeds)
-        + f" (seeds {', '.join(map(str, seeds))}; n = {at_8l[seeds[0]].n} each)"
-    )
+    t5, rope, alibi = AcrossSeeds.of("t5"), AcrossSeeds.of("rope"), AcrossSeeds.of("alibi")
     checks = {
-        "three seeds": len(seeds) == 3,
-        "retrieves at L in every seed": all(held(c) for c in at_l.values()),
-        "retrieves at 8L in every seed": all(held(c) for c in at_8l.values()),
-        "perplexity rises past L in every seed": all(not flat(rise("t5", s)) and rise("t5", s) > 1 for s in seeds),
-        "less than RoPE's in every seed": all(rise("t5", s) < rise("rope", s) for s in seeds),
-        "ALiBi loses retrieval by 8L in every seed": all(lost(seed_cell(folder, "alibi", 2048, s)) for s in seeds),
+        "three seeds": len(t5.seeds) == 3,
+        "retrieves at L in every seed": all(held(c) for c in t5.at_l.values()),
+        "retrieves at 8L in every seed": all(held(c) for c in t5.at_8l.values()),
+        "perplexity rises past L in every seed": all(r > 1 and not flat(r) for r in t5.rise.values()),
+        "less than RoPE's in every seed": all(t5.rise[s] < rope.rise[s] for s in t5.seeds),
+        "ALiBi loses retrieval by 8L in every seed": all(lost(alibi.at_8l[s]) for s in t5.seeds),
     }
-    return outcome(checks, numbers)
+    return outcome(checks, t5.numbers(rope, "RoPE"))
 
 
 def ppl_of_seed(folder: str, encoding: str, length: int, seed: int) -> float:
