@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # RULER's offline tasks on SmolLM2-135M, into results/smollm2-ruler/ (bfloat16, as the other SmolLM2 results).
 # On a CPU a cell of 20 prompts at 8192 tokens takes most of an hour, so the folder's task files are copies of
-# tasks/ruler/<name>.toml with `samples = $SAMPLES` (default 5), kept in $OUT/tasks/ for the record. Each task is one
-# run (its own run id); rows merge into one table, and a stopped script resumes (finished cells are kept, a
-# cell's finished batches are logged). Usage:
+# tasks/ruler/<name>.toml with `samples = $SAMPLES` (default 5), kept in $OUT/tasks/ for the record. Each task is a
+# sweep of one cell (its own run id); rows merge into one table, and a stopped script resumes: a task already in
+# the table is skipped, and a cell's finished batches are logged. Usage:
 #   bash scripts/ruler_smollm2.sh [lengths, default 1024,2048,4096,8192] [tasks, default the 11 offline ones]
 #   ENCODINGS=rope,yarn bash scripts/ruler_smollm2.sh 16384 niah_single_1,vt,cwe   # past the 8192 context
 #   SAMPLES=25 OUT=results/smollm2-ruler-25 EXTRA="--chat-template auto" bash scripts/ruler_smollm2.sh   # +chat rows
@@ -15,14 +15,15 @@ tasks=${2:-niah_single_1,vt,cwe,niah_single_2,niah_single_3,niah_multikey_1,niah
 encodings=${ENCODINGS:-rope}
 out=${OUT:-results/smollm2-ruler}
 samples=${SAMPLES:-5}
-extra=${EXTRA:-}  # more `run` options, e.g. --chat-template auto
+extra=${EXTRA:-}  # more `sweep` options, e.g. --chat-template auto
 mkdir -p "$out/tasks"
 for encoding in ${encodings//,/ }; do
     for task in ${tasks//,/ }; do
         file="$out/tasks/$task.toml"
         sed -E "s/^samples = [0-9]+.*/samples = $samples/" "tasks/ruler/$task.toml" > "$file"
         # one task that fails (a length too short for its prompts) does not stop the others
-        ${EXTRAPOLATE:-extrapolate} run --model smollm2-135m --encoding "$encoding" --tasks "$file" --eval-lens "$lengths" \
+        # a sweep of one cell: a task already in the table is skipped, so the script resumes where it stopped
+        ${EXTRAPOLATE:-extrapolate} sweep --model smollm2-135m --encodings "$encoding" --tasks "$file" --eval-lens "$lengths" \
             --dtype bfloat16 --out "$out" --quiet $extra || echo "$task: failed (see above); the other tasks go on" >&2
     done
 done
