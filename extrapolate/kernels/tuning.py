@@ -13,6 +13,7 @@ not depend on timing noise: results that must match bit for bit across runs of o
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -33,11 +34,18 @@ def machine_key() -> str:
     shapes."""
     import torch
 
+    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
+    return f"{_cpu()}|{capped}|{torch.get_num_threads()} threads|torch {torch.__version__}"
+
+
+@functools.cache
+def _cpu() -> str:
+    """The CPU model and its instruction sets, read once (every tuned kernel call asks)."""
+    import torch
+
     from extrapolate.core.machine import cpu_flags, cpu_model
 
-    isa = "+".join([torch.backends.cpu.get_cpu_capability(), *cpu_flags()])
-    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
-    return f"{cpu_model()}|{isa}|{capped}|{torch.get_num_threads()} threads|torch {torch.__version__}"
+    return f"{cpu_model()}|" + "+".join([torch.backends.cpu.get_cpu_capability(), *cpu_flags()])
 
 
 def choice_key(kernel: str, problem: str) -> str:
