@@ -387,3 +387,19 @@ def test_the_seeds_readme_quotes_t5s_three_seeds():
     assert f"at 8L is {at_8l[0]}, {at_8l[1]} and {at_8l[2]} (100 prompts each)" in text
     t5, rope = rises("t5"), rises("rope")
     assert f"({t5[0]}, {t5[1]} and {t5[2]} its value at L at 8L), less than RoPE's ({', '.join(rope)})" in text
+
+
+def test_the_gpu_notes_quote_the_profiles():
+    """The profiles' totals that NOTES.md gives as the cause of the slow evaluation."""
+    import re
+
+    folder = ROOT / "results" / "gpu-check" / "run-1" / "bench" / "profiles"
+
+    def total(who: str, what: str) -> float:
+        text = (folder / f"eval-vs-transformers-{who}-rope-32768.txt").read_text()
+        return float(re.search(rf"Self {what} time total: ([\d.]+)ms", text).group(1))
+
+    notes = " ".join((ROOT / "results" / "gpu-check" / "NOTES.md").read_text().split())
+    ours, theirs = total("extrapolate", "CUDA"), total("transformers", "CUDA")
+    assert f"({ours:.1f} ms against {theirs:.1f} ms)" in notes
+    assert f"the CPU busy for {total('extrapolate', 'CPU'):.0f} ms" in notes
