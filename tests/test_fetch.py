@@ -13,19 +13,10 @@ WHEEL = "weights_pkg-0.1.0-py3-none-any.whl"
 
 
 def make_wheel(folder, payload: bytes) -> None:
-    """A minimal valid wheel of `weights-pkg==0.1.0` carrying one file, as a registry would serve it."""
+    """The pinned wheel of `weights-pkg==0.1.0`, carrying one file, as the folder would hold it."""
     folder.mkdir(parents=True, exist_ok=True)
-    info = "weights_pkg-0.1.0.dist-info"
-    files = {
-        "weights_pkg/model.bin": payload,
-        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: weights-pkg\nVersion: 0.1.0\n",
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(folder / WHEEL, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-        archive.writestr(f"{info}/RECORD", record)
+        archive.writestr("weights_pkg/model.bin", payload)
 
 
 def install_checked(expected_sha: str):

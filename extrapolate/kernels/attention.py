@@ -17,6 +17,7 @@ and elsewhere the capped blocked kernel computes each query block's scores expli
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -468,10 +469,13 @@ def fused_variant(q, k, encoding) -> tuple[int, int]:
     if q.shape[2] * k.shape[2] < TUNED_SCORES or not tuning.tuning_enabled():
         return variants[default]
     kind = "alibi" if isinstance(encoding.fused_form(), LinearBias) else "saturating"
-    probe = torch.randn(3, 1, heads, 4096, dim, dtype=q.dtype, generator=torch.Generator().manual_seed(0))
+
+    @functools.cache
+    def probe():  # made only when the variants are timed: a remembered choice costs nothing here
+        return torch.randn(3, 1, heads, 4096, dim, dtype=q.dtype, generator=torch.Generator().manual_seed(0))
 
     def call(rows, extra):
-        return lambda: fused_bias_attention(probe[0], probe[1], probe[2], encoding, rows, extra)
+        return lambda: fused_bias_attention(*probe(), encoding, rows, extra)
 
     problem = f"{kind} {str(q.dtype).removeprefix('torch.')} h{heads} d{dim}"
     chosen = tuning.choose("fused-bias", problem, {name: call(*v) for name, v in variants.items()}, default)

@@ -57,12 +57,13 @@ class PerplexityResult:
         per_token = nll.detach().to("cpu", torch.float64)  # (B, c)
         self.nll_sum += float(per_token.sum())
         self.tokens += per_token.numel()
+        if per_token.shape[1] == 0:
+            return
         per_position = per_token.sum(0)  # (c,)
         buckets = torch.arange(first_position, first_position + nll.shape[1]) // self.bucket_width  # (c,)
-        first = int(buckets[0]) if len(buckets) else 0
+        first = int(buckets[0])
         index = buckets - first
-        sums = torch.zeros(int(index.max()) + 1 if len(index) else 0, dtype=torch.float64)
-        sums.index_add_(0, index, per_position)
+        sums = torch.zeros(int(index[-1]) + 1, dtype=torch.float64).index_add_(0, index, per_position)
         counts = torch.bincount(index, minlength=len(sums)) * nll.shape[0]
         for b, (total, count) in enumerate(zip(sums.tolist(), counts.tolist()), start=first):
             if count:
