@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
 from extrapolate.core.errors import UserError
-from extrapolate.run.longrope_search import Evolution, SearchSettings, monotone
+from extrapolate.run.longrope_search import Evolution, SearchLog, SearchSettings, monotone
 
 from .helpers import make_corpus
 
@@ -61,6 +61,42 @@ def test_crossover_takes_each_factor_from_one_parent():
     assert evolution.crossed(a, a.copy()) is None  # equal parents have no child
 
 
+class Stopped(Exception):
+    """A kill in the middle of a search."""
+
+
+def test_a_stopped_search_resumes_from_its_log_without_measuring_a_candidate_again(tmp_path):
+    settings = SearchSettings(population=8, iterations=6, parents=4, seed=5)
+    whole = Evolution(distance, START, SCALE, settings)
+    whole.run()
+    measured = []
+
+    def stops_after(count):
+        def fitness(factors):
+            if len(measured) == count:
+                raise Stopped
+            measured.append(factors.copy())
+            return distance(factors)
+
+        return fitness
+
+    identity = {"run_id": "abc", "target": 1024, "settings": {"seed": 5}}
+    log = SearchLog(tmp_path / "search.json.partial", identity)
+    with pytest.raises(Stopped):
+        Evolution(log.logged(stops_after(13)), START, SCALE, settings).run()
+    resumed = SearchLog(tmp_path / "search.json.partial", identity)
+    assert len(resumed.measured) == 13
+    again = Evolution(resumed.logged(stops_after(len(whole.history))), START, SCALE, settings)
+    again.run()
+    assert len(measured) == len(whole.history)  # the 13 logged ones were read, not measured again
+    assert [c.ppl for c in again.history] == [c.ppl for c in whole.history]
+    assert all(np.array_equal(a.factors, b.factors) for a, b in zip(again.history, whole.history))
+    # a log of another search (another run id, L' or settings) is not read, nor is a damaged one
+    assert SearchLog(tmp_path / "search.json.partial", {**identity, "target": 2048}).measured == []
+    (tmp_path / "search.json.partial").write_text("{not json")
+    assert SearchLog(tmp_path / "search.json.partial", identity).measured == []
+
+
 @pytest.mark.parametrize(
     "sizes,message",
     [({"parents": 9, "population": 8}, "--parents"), ({"iterations": 0}, "--iterations"), ({"step": 0.0}, "--step")],
@@ -81,6 +117,7 @@ def test_the_command_finds_factors_that_run_scores_as_the_search_did(tmp_path, m
     found = json.loads(out.read_text())
     assert len(found["long_factor"]) == 8 and found["factor"] == 4.0 and len(found["candidates"]) == 6
     assert found["ppl"] == min(c["ppl"] for c in found["candidates"])
+    assert not (tmp_path / "search.json.partial").exists()  # the log goes once the result is written
     option = next(line for line in result.stdout.splitlines() if line.startswith("--encoding longrope"))
     assert option.endswith(",".join(f"{f:g}" for f in found["long_factor"]))
     # the factors, given to `run` as the printed option, score what the search measured

@@ -55,7 +55,10 @@ def longrope_search(
         best[0] = min(best[0], candidate.ppl)
         typer.echo(f"candidate {done}/{total}: perplexity {candidate.ppl:.3f} (best {best[0]:.3f})", err=True)
 
-    result = search(replace(request, out=None), settings, target, out, progress)
+    def resumed(count: int, path: Path) -> None:
+        typer.echo(f"resuming: {count} candidates already measured ({path})", err=True)
+
+    result = search(replace(request, out=None), settings, target, out, progress, resumed)
     factors = ",".join(f"{f:g}" for f in result["long_factor"])
     stdout.print(
         f"perplexity at {target}: {result['ppl']:.3f} searched, {result['initial_ppl']:.3f} from "
