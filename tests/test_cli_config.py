@@ -88,6 +88,21 @@ def test_training_prints_plain_progress_lines_in_a_log(capsys):
     assert lines[-1].endswith("0.0 min left")
 
 
+def test_time_left_after_a_resume_counts_only_the_steps_this_run_made(capsys, monkeypatch):
+    from extrapolate.cli import render
+
+    clock = iter([0.0, 0.0, 60.0, 60.0])  # the bar's start, then one minute for its first step
+    monkeypatch.setattr(render.time, "monotonic", lambda: next(clock))
+    reporter = render.RichReporter(log_every=0.0)
+    on_step = reporter.training(2000, reused=False)
+    on_step(1001, 2000, 2.0, 1000.0)  # resumed from a checkpoint at step 1000
+    reporter.done_training()
+    err = capsys.readouterr().err
+    assert "resumed from the checkpoint at step 1000" in err
+    # 999 steps left at a minute a step: not a minute spread over the 1001 steps the checkpoint counts
+    assert "training step 1001/2000 · loss 2.000 · 1,000 tok/s · 999.0 min left" in err
+
+
 def test_listings_print_whole_names_at_any_width_and_as_json(monkeypatch):
     from extrapolate.cli import util
     from extrapolate.encodings import ENCODINGS

@@ -41,19 +41,21 @@ class RichReporter:
             self.progress.remove_task(finished)
         self.progress.start()
         self.task = self.progress.add_task(label, total=total, info="")
-        first = [True]
+        kept = [None]  # the steps a checkpoint held: not run by this process, so not in its time left
         started, logged = time.monotonic(), [time.monotonic()]
         plain = not stderr.is_terminal
 
         def on_step(step, total, loss, tokens_per_second):
-            if first[0] and step > 1:  # the first step after a checkpoint: say the earlier steps are kept
-                self.progress.console.print(f"resumed from the checkpoint at step {step - 1}", highlight=False)
-            first[0] = False
+            if kept[0] is None:
+                kept[0] = step - 1
+                if kept[0]:  # the first step after a checkpoint: say the earlier steps are kept
+                    self.progress.console.print(f"resumed from the checkpoint at step {kept[0]}", highlight=False)
+                    self.progress.reset(self.task, total=total, completed=kept[0])  # the bar's speed: this run's
             self.progress.update(self.task, completed=step, info=f"loss {loss:.3f} · {tokens_per_second:,.0f} tok/s")
             now = time.monotonic()
             if plain and (now - logged[0] >= self.log_every or step == total):
                 logged[0] = now
-                left = (now - started) / max(step, 1) * (total - step)
+                left = (now - started) / max(step - kept[0], 1) * (total - step)
                 stderr.print(
                     f"{label} step {step}/{total} · loss {loss:.3f} · {tokens_per_second:,.0f} tok/s · "
                     f"{left / 60:.1f} min left",
