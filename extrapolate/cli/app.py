@@ -189,7 +189,8 @@ def sweep(
 
 @app.command()
 def report(folder: Annotated[Path, typer.Argument(help="a results folder (with results.csv)")]) -> None:
-    """Regenerate report.md and every figure from a folder's results table alone."""
+    """Regenerate report.md (and summary.md, where the folder has one) and every figure from a folder's results
+    table alone."""
     from extrapolate.report.pages import write_report
 
     stdout.print(f"wrote {write_report(folder)}", highlight=False)

@@ -141,17 +141,28 @@ def distinct(table: pd.DataFrame, column: str, quote: str = "`") -> str:
     return ", ".join(f"{quote}{v}{quote}" for v in table[column].astype(str).unique())
 
 
+def model_sizes(table: pd.DataFrame) -> list[str]:
+    """Each model with its parameters: "`small` (1,066,112 parameters)", or the range where encodings add their
+    own (T5's bias table, FIRE's MLP), so the line does not depend on which row comes first; a model whose every
+    row failed (diverged) has no count, and says so rather than guess."""
+    out = []
+    for model, counts in table.groupby("model", sort=False)["params"]:
+        counts = counts.dropna()
+        if counts.empty:
+            out.append(f"`{model}` (parameters not recorded)")
+        elif counts.min() == counts.max():
+            out.append(f"`{model}` ({int(counts.min()):,} parameters)")
+        else:
+            out.append(f"`{model}` ({int(counts.min()):,}–{int(counts.max()):,} parameters by encoding)")
+    return out
+
+
 def setup_lines(table: pd.DataFrame) -> list[str]:
     protocols = sorted(table["protocol"].astype(str).unique())
     seeds = sorted(table["seed"].unique())
-    # a model whose every row failed (diverged) has no parameter count: say so rather than guess
-    params = table.groupby("model", sort=False)["params"].first()  # the first recorded count (NaN: none)
     return [
         "- model: "
-        + ", ".join(
-            f"`{m}` ({int(p):,} parameters)" if pd.notna(p) else f"`{m}` (parameters not recorded)"
-            for m, p in params.items()
-        )
+        + ", ".join(model_sizes(table))
         + f", training length L = {', '.join(str(v) for v in sorted(table['train_len'].unique()))}",
         f"- corpus: {distinct(table, 'corpus')}; seeds: {', '.join(str(s) for s in seeds)}",
         f"- protocols: {', '.join(f'`{p}`' for p in protocols)}; kernels: "
@@ -307,12 +318,23 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, title: str, setup:
     """A report page and its figures: every figure drawn and every line computed before anything is written.
     The page opens with what was found and ends with how it was measured (`setup`: lines of the set-up
     before the table's own provenance)."""
-    from extrapolate.report.retrieval import base_encodings, pretrained_encodings, task_rule, verdicts
+    from extrapolate.report.retrieval import (
+        across_seeds,
+        base_encodings,
+        counted_rows,
+        pretrained_encodings,
+        task_rule,
+        verdicts_by_seed,
+    )
 
     table = with_unrecorded(table)
-    agg, rule = aggregate(table), task_rule(folder, table)  # the task files are read once
-    # whether each model retrieves at L, decided once: the tables, the effective length and the figure read it
-    said = verdicts(agg, base_encodings(table), rule, pretrained_encodings(table))
+    rule = task_rule(folder, table)  # the task files are read once
+    # whether each model retrieves at L, decided once, seed by seed: the tables, the effective length and the
+    # figure read it, and a cell past L is the mean over the seeds that retrieve at L
+    by_seed = verdicts_by_seed(table, base_encodings(table), rule, pretrained_encodings(table))
+    said = {encoding: across_seeds(seeds) for encoding, seeds in by_seed.items()}
+    table = counted_rows(table, by_seed)
+    agg = aggregate(table)
     figures = draw_figures(folder, table, agg, said)
     try:
         lines = (
@@ -425,7 +447,8 @@ def measurements(
 
 
 def write_report(folder: Path) -> Path:
-    """report.md and every figure, regenerated from results.csv alone."""
+    """report.md and every figure, regenerated from results.csv alone; summary.md too where the folder has one
+    (the page `run` and `sweep` write after each cell), so the two pages never tell two versions of one table."""
     folder = Path(folder)
     if folder.is_file():
         raise UserError(f"{folder} is a file; name the results folder that holds it")
@@ -438,4 +461,6 @@ def write_report(folder: Path) -> Path:
     path = folder / "report.md"
     regenerate = f"- this page and its figures: `extrapolate report` on this folder, from its {RESULTS_FILE} alone"
     write_page(folder, table, path, "# extrapolate report", (regenerate,))
+    if (folder / "summary.md").exists():
+        write_run_report(folder, load_results(folder))
     return path

@@ -197,17 +197,18 @@ def panel_legend(ax) -> None:
 
 
 def interval_distances(group):
-    """(2, n) distances from each aggregated cell's value down and up to its 95% interval (over seeds, or over
-    one seed's documents): matplotlib's asymmetric error bars; 0 where a cell has none."""
+    """(2, n) distances from each aggregated cell's value down and up to its 95% interval (over seeds, cut to
+    the metric's range, or over one seed's documents): matplotlib's asymmetric error bars; 0 where a cell has
+    none."""
     import numpy as np
 
     mean = group["mean"].to_numpy(dtype=float)
     half = group["ci95"].fillna(0).to_numpy(dtype=float)
     if "interval" not in group:  # an aggregate of before the intervals: over seeds only
         return np.stack([half, half])
-    within = (group["interval"] == "within").to_numpy()
-    low = np.where(within, mean - group["low"].to_numpy(dtype=float), half)
-    high = np.where(within, group["high"].to_numpy(dtype=float) - mean, half)
+    bounded = group["interval"].isin(["within", "seeds"]).to_numpy()
+    low = np.where(bounded, mean - group["low"].to_numpy(dtype=float), half)
+    high = np.where(bounded, group["high"].to_numpy(dtype=float) - mean, half)
     return np.nan_to_num(np.stack([low, high]).clip(min=0))
 
 
@@ -388,7 +389,13 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] |
     spread = ""
     if prompts:  # a heatmap has no room for bars: the widest interval a cell of this size can have, in words
         low, high = wilson(prompts[0] / 2, prompts[0])
-        spread = f" · {'/'.join(map(str, prompts))} prompts a cell: 95% interval up to ±{(high - low) * 50:.0f} points"
+        seeds = sorted({int(k) for k in cells.get("n_seeds", pd.Series(dtype=float)).dropna() if k > 0})
+        count = str(seeds[-1]) if len(seeds) < 2 else f"{seeds[0]}–{seeds[-1]}"
+        over = "" if seeds in ([], [1]) else f" and seed, {count} seeds"  # a cell pools its seeds' prompts
+        spread = (
+            f" · {'/'.join(map(str, prompts))} prompts a cell{over}: 95% interval up to ±{(high - low) * 50:.0f} "
+            f"points{' a seed' if over else ''}"
+        )
     fig.suptitle(
         f"passkey {metric.replace('_', ' ')} by length × depth{spread}",
         fontsize=11 if not spread else 9,

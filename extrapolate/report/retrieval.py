@@ -12,6 +12,12 @@ retrieval says nothing about extrapolation. Its cells are still shown as measure
 "not learned at L" for one trained here, "fails at L: …" for a pretrained one, which learned the task
 elsewhere and misses it at its own length.
 
+Over several seeds the rule is applied seed by seed, as each seed is a model of its own: an encoding's
+cells are the mean over the seeds whose model retrieves at L, and the verdict says how many do and what the
+others scored at L ("yes in 2 of 3 seeds (seed 2: mean 2% at L)"). A mean over seeds would let one seed
+that never learned the task mark every seed's cells as not findings, or drag a mean past L down for a
+reason that is not extrapolation.
+
 A training-free scaling (PI, NTK, YaRN, … on the RoPE model) is judged on the model it scales: a static
 scaling changes the positions at L too (YaRN ×8 at L is not the model's training condition), and what the
 rule asks is whether the model learned the task, which its base encoding's cells at L answer. Without the
@@ -82,6 +88,7 @@ class Verdict:
     reason: str
     judge: str = ""
     shortfall: str = ""
+    seeds: str = ""  # over several seeds where not all retrieve: "2 of 3 seeds" (`across_seeds`)
 
     @property
     def retrieves(self) -> bool:
@@ -96,7 +103,7 @@ class Verdict:
         named = f" ({self.judge})" if self.judge else ""
         if self.reason == FAILS:  # a pretrained model learned the task elsewhere: how far it falls short
             return f"{FAILS}{named}: {self.shortfall}"
-        return self.reason + named
+        return self.reason + named + (f" in {self.seeds}" if self.seeds else "")
 
 
 UNKNOWN = Verdict(NOT_MEASURED)  # an encoding without retrieval cells at L, its own or its base model's
@@ -190,6 +197,57 @@ def verdicts(
             reason = NOT_LEARNED
         out[encoding] = Verdict(reason, judge if judge != encoding else "", shortfall)
     return out
+
+
+def verdicts_by_seed(
+    table: pd.DataFrame,
+    bases: dict[str, str] | None = None,
+    rule: Rule = Rule(),
+    pretrained: frozenset[str] = frozenset(),
+) -> dict[str, dict[int, Verdict]]:
+    """Per encoding, per seed: `verdicts` of that seed's rows alone (a scaling judged on the same seed's base
+    model)."""
+    from extrapolate.report.table import aggregate
+
+    out: dict[str, dict[int, Verdict]] = {}
+    for seed, rows in table.groupby("seed", sort=True):
+        for encoding, verdict in verdicts(aggregate(rows), bases, rule, pretrained).items():
+            out.setdefault(encoding, {})[int(seed)] = verdict
+    return out
+
+
+def across_seeds(by_seed: dict[int, Verdict]) -> Verdict:
+    """One verdict of an encoding from its seeds' (`verdicts_by_seed`): a seed's own where there is one seed or
+    all agree on retrieving; RETRIEVES with `seeds` ("2 of 3 seeds") where some retrieve; where none does, the
+    first seed's reason, with the shortfall of each seed that has one."""
+    verdicts_ = list(by_seed.values())
+    good = [v for v in verdicts_ if v.retrieves]
+    if len(verdicts_) == 1 or len(good) == len(verdicts_):
+        return verdicts_[0]
+    if good:
+        left_out = ", ".join(f"seed {s}: {v.shortfall or v.reason}" for s, v in by_seed.items() if not v.retrieves)
+        return Verdict(RETRIEVES, good[0].judge, seeds=f"{len(good)} of {len(verdicts_)} seeds ({left_out} at L)")
+    measured = [v for v in verdicts_ if v.reason != NOT_MEASURED]
+    if not measured:
+        return UNKNOWN
+    shortfall = "; ".join(f"seed {s}: {v.shortfall}" for s, v in by_seed.items() if v.shortfall)
+    return Verdict(measured[0].reason, measured[0].judge, shortfall)
+
+
+def counted_rows(table: pd.DataFrame, by_seed: dict[str, dict[int, Verdict]]) -> pd.DataFrame:
+    """`table` without the retrieval rows of the seeds that do not retrieve at L, for each encoding one of
+    whose seeds does: its cells (at L too, so that the effective length and the worst depth are those of the
+    same models) are then the mean over the seeds that count, and its verdict names the seeds left out and
+    their score at L. An encoding with no seed retrieving keeps every row (its cells are shown, none
+    counted past L)."""
+    passkey = table["task"] == PASSKEY.name
+    drop = pd.Series(False, index=table.index)
+    for encoding, seeds in by_seed.items():
+        if not any(v.retrieves for v in seeds.values()):
+            continue
+        failing = [s for s, v in seeds.items() if not v.retrieves]
+        drop |= passkey & (table["encoding"] == encoding) & table["seed"].astype(int).isin(failing)
+    return table[~drop]
 
 
 def retrieves_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None, rule: Rule = Rule()) -> dict[str, bool]:
@@ -304,10 +362,12 @@ def retrieval_section(
     if means is not None and means["n"].notna().any():  # rows written before intervals were: none claimed
         seeds, prompts = sorted(set(means["n_seeds"].astype(int))), sorted(set(means["n"].dropna().astype(int)))
         counts = ", ".join(map(str, prompts))
+        span = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
         over = (
             f"; one seed: [95% Wilson interval over the {counts} prompts of a length]"
             if seeds == [1]
-            else f"; [95% interval over {'–'.join(map(str, seeds))} seeds' means, or Wilson's where one seed]"
+            else f"; [95% interval over {span} seeds' means, at least Wilson's over their prompts, or Wilson's "
+            "where one seed]; the seeds whose model retrieves at L"
         )
     lines = [
         f"## Retrieval (greedy exact match, mean over depths{over})",
@@ -334,11 +394,16 @@ def retrieval_section(
             "## Steps until retrieval formed",
             "",
             f"First training step at which greedy accuracy at L (probes of a few dozen prompts during training) "
-            f"reached {rule.threshold:.0%}; median over seeds; of the steps the model trained.",
+            f"reached {rule.threshold:.0%}; median over seeds, a seed that never did counted as later than any; of "
+            "the steps the model trained.",
             "",
             "| encoding | step | of |",
             "|---|---|---|",
         ]
-        lines += [f"| {e} | {int(s) if s is not None else 'not reached'} | {trained[e]} |" for e, s in steps.items()]
+        for encoding, (step, never, seeds) in steps.items():
+            shown = f"{int(step)}" if step is not None else "not reached"
+            if never and seeds > 1:  # the seeds that never formed retrieval, beside the median they enter
+                shown += f" ({never} of {seeds} seeds never)"
+            lines.append(f"| {encoding} | {shown} | {trained[encoding]} |")
         lines.append("")
     return lines

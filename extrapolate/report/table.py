@@ -14,7 +14,7 @@ from extrapolate.core.atomic import atomic_path
 from extrapolate.core.intervals import wilson
 from extrapolate.core.readers import reading
 from extrapolate.core.source import git_sha
-from extrapolate.report.stats import student_t_quantile
+from extrapolate.report.stats import seeds_interval
 from extrapolate.tasks.passkey import PASSKEY
 
 COLUMNS = [
@@ -254,6 +254,15 @@ def load_results(folder: Path) -> pd.DataFrame:
     return in_encoding_order(read_table(folder / RESULTS_FILE, COLUMNS))
 
 
+def pooled_prompts(group: pd.DataFrame, metric: str) -> tuple[float, float] | None:
+    """(successes, prompts) of a retrieval cell's seeds pooled, where every row recorded its prompts; None for
+    other metrics (a RULER score is partial credit: no Wilson interval)."""
+    if metric not in ("accuracy", "rank_accuracy") or group["n"].isna().any():
+        return None
+    n = group["n"].astype(float)
+    return float((group["value"].astype(float) * n).sum()), float(n.sum())
+
+
 def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     """Mean and 95% interval of `value` for every other key; ok rows only. Over several seeds: the Student t
     interval of the seeds' values (`ci95`, its half-width; `interval` "seeds"); over one seed: the row's own
@@ -272,8 +281,9 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
         values = group["value"].astype(float)
         n, mean = len(values), float(values.mean())
         if n > 1:
-            half = student_t_quantile(0.975, n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
-            low, high, interval = mean - half, mean + half, "seeds"
+            metric = str(group["metric"].iloc[0]) if "metric" in group else ""
+            mean, half, low, high = seeds_interval(values, metric, pooled_prompts(group, metric))
+            interval = "seeds"
         else:
             half, low, high = 0.0, float(group["ci_low"].iloc[0]), float(group["ci_high"].iloc[0])
             interval = "none" if math.isnan(low) else "within"
@@ -334,8 +344,8 @@ def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
     for cell, group in seeds.groupby(level=[0, 1, 2], sort=False):
         count, mean = len(group), float(group["mean"].mean())
         if count > 1:
-            half = student_t_quantile(0.975, count - 1) * float(group["mean"].std(ddof=1)) / math.sqrt(count)
-            low, high = mean - half, mean + half
+            pooled = None if group["n"].isna().any() else (float(group["hits"].sum()), float(group["n"].sum()))
+            _, _, low, high = seeds_interval(group["mean"], metric, pooled)
         else:
             total = float(group["n"].iloc[0])
             low, high = wilson(round(float(group["hits"].iloc[0])), int(total)) if total > 0 else (math.nan, math.nan)
@@ -351,7 +361,7 @@ def row_sources(table: pd.DataFrame) -> pd.Series:
     "(transformers)" where transformers' model computed it."""
     models = table["model"].fillna("").astype(str).map(lambda name: name.rstrip("/").rsplit("/", 1)[-1])
     kernels = table["kernel"] if "kernel" in table.columns else pd.Series("", index=table.index)
-    through = kernels.fillna("").astype(str).map(lambda kernel: kernel.startswith(TRANSFORMERS_KERNEL))
+    through = kernels.map(lambda kernel: isinstance(kernel, str) and kernel.startswith(TRANSFORMERS_KERNEL))
     return models + through.map({True: " (transformers)", False: ""})
 
 

@@ -58,16 +58,18 @@ def budget(training: pd.DataFrame) -> dict[str, int]:
     return {encoding: int(group["step"].max()) for encoding, group in training.groupby("encoding", sort=False)}
 
 
-def formation_step(training: pd.DataFrame, threshold: float) -> dict[str, float | None]:
-    """Per encoding: the first probed step at which retrieval at L reached `threshold` (median over seeds;
-    None when some seed never got there)."""
-    out: dict[str, float | None] = {}
+def formation_step(training: pd.DataFrame, threshold: float) -> dict[str, tuple[float | None, int, int]]:
+    """Per encoding: the first probed step at which retrieval at L reached `threshold`, the median over seeds
+    with a seed that never got there counted as later than any (None when the median is such a seed), the
+    seeds that never got there, and the seeds."""
+    out: dict[str, tuple[float | None, int, int]] = {}
     for encoding, group in training.groupby("encoding", sort=False):
         firsts = []
         for _, run in group.groupby("seed"):
             reached = run[run["retrieval_accuracy"] >= threshold].sort_values("step")
-            firsts.append(int(reached["step"].iloc[0]) if len(reached) else None)
-        out[encoding] = None if None in firsts else float(pd.Series(firsts).median())
+            firsts.append(float(reached["step"].iloc[0]) if len(reached) else math.inf)
+        median = float(pd.Series(firsts).median())
+        out[encoding] = (median if math.isfinite(median) else None, firsts.count(math.inf), len(firsts))
     return out
 
 
