@@ -74,11 +74,12 @@ def test_the_resolution_numbers_docs_results_states_are_computed():
         low, high = wilson(n / 2, n)
         return round((high - low) * 50)
 
-    assert (
-        f"50 prompts (5 depths × 10, `passkey-word` version 1), whose 95% Wilson interval is up to ±{half(50)}" in text
-    )
-    assert f"20 prompts (±{half(20)}); a RULER cell of SmolLM2 is 5 prompts (±{half(5)})" in text
-    assert f"a length is 100 prompts (±{half(100)})" in text
+    assert f"interval is ±{half(50)} points at 50 prompts (the showcase's `passkey-word` version 1)" in text
+    assert f"±{half(100)} at 100 (version 2, the three-seed folders), ±{half(25)} at 25" in text
+    assert f"±{half(20)} at 20 (SmolLM2's retrieval lengths) and ±{half(5)} at 5" in text
+    straddling = [findings.ruler("smollm2-ruler-25", t, 1024) for t in ("niah_single_3", "niah_multikey_1")]
+    assert "(`niah_single_3` and `niah_multikey_1` at 1024, 25 prompts)" in text
+    assert all(c.low < findings.RULER_BAR <= c.high for c in straddling)  # each straddles the bar: not resolved
     alibi, t5 = findings.greedy("showcase", "alibi", 1024), findings.greedy("showcase", "t5", 1024)
     assert f"ALiBi's {alibi.mean:.0%} against T5's {t5.mean:.0%} at 4L" in text and alibi.high >= t5.low  # unresolved
     single = findings.pool([findings.ruler("smollm2-ruler", "niah_single_1", n) for n in (1024, 2048, 4096, 8192)])

@@ -394,7 +394,13 @@ def test_the_ruler_average_and_its_table_come_from_the_rows():
     text = "\n".join(ruler_section(table))
     # vt at 1024: two seeds (1.0, 0.9), so Student's t interval (clipped to the scale), straddling the bar
     assert "| vt | 95.0 [31–100]† | 90.0 | 100.0 | 4096 |" in text
-    assert "| **RULER average** | 91.7 | 93.3 | – | 2048 |" in text
+    # three tasks: their average, not RULER's (which is over its 13 tasks, or its 11 without QA, said so)
+    assert "| **average of 3 tasks (not RULER's 13)** | 91.7 | 93.3 | – | 2048 |" in text
+    from extrapolate.report.ruler import QA_TASKS, RULER_TASKS, average_name
+
+    assert average_name(RULER_TASKS) == "RULER average"
+    assert average_name(RULER_TASKS - QA_TASKS) == "RULER average (11 tasks, no QA)"
+    assert average_name(RULER_TASKS - {"cwe", "fwe"}) == "average of 11 tasks (not RULER's 13)"
     assert "(4096: 1 of 3 tasks)" in text
 
 

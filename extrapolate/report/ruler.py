@@ -41,6 +41,25 @@ def ruler_scores(table: pd.DataFrame) -> pd.DataFrame:
     return agg.rename(columns={"mean": "score"})[["label", "task", "eval_len", "score", "low", "high", "n", "n_seeds"]]
 
 
+RULER_TASKS = frozenset(
+    ["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3"]
+    + ["niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2"]
+)  # RULER's 13: its average is over these
+QA_TASKS = frozenset(["qa_1", "qa_2"])  # the two that need a QA dataset, left out where it cannot be read
+
+
+def average_name(tasks) -> str:
+    """What the mean over `tasks` (a label's measured task names) may be called: RULER's average only over
+    RULER's 13 tasks (or its 11 without QA, said so); over fewer it is an average of those tasks, named with
+    their count, not RULER's."""
+    measured = set(tasks)
+    if RULER_TASKS <= measured:
+        return AVERAGE
+    if RULER_TASKS - QA_TASKS <= measured:
+        return f"{AVERAGE} (11 tasks, no QA)"
+    return f"average of {len(measured)} tasks (not RULER's {len(RULER_TASKS)})"
+
+
 def with_average(scores: pd.DataFrame) -> pd.DataFrame:
     """The scores with RULER's average per (label, length) added as a task of its own: the mean over every
     task of the label, so only at a length where each was measured. Elsewhere the average is NaN, and `tasks`
@@ -90,8 +109,8 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
         f"({interval_words(scores)}); "
         f"effective length: the longest length up to which the score (the point estimate) stays ≥ "
         f"{threshold * 100:g} at every length measured (– : already below it at the shortest); † marks a cell "
-        "whose interval straddles that bar, where a rerun could move the effective length. The RULER average "
-        "is the mean of the tasks' scores, shown without an interval.",
+        "whose interval straddles that bar, where a rerun could move the effective length. The average is the "
+        "mean of the tasks' scores, shown without an interval, and called RULER's only over RULER's tasks.",
     ]
     for label, group in full.groupby("label", sort=False):
         lines += ["", f"### {label}", "", "| task | " + " | ".join(map(str, lengths)) + " | effective length |"]
@@ -101,14 +120,14 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
             cells = group[group["task"] == task].set_index("eval_len")
             values = [score_text(cells.loc[n] if n in cells.index else None, threshold) for n in lengths]
             reach = effective.get((label, task))
-            name = f"**{task}**" if task == AVERAGE else task
+            name = f"**{average_name(names[:-1])}**" if task == AVERAGE else task
             lines.append(f"| {name} | " + " | ".join(values) + f" | {reach if reach is not None else '–'} |")
         average = group[group["task"] == AVERAGE]
         partial = average[average["score"].isna()]
         if not partial.empty:
             every = len(names) - 1
             counts = ", ".join(f"{int(n)}: {int(k)} of {every}" for n, k in zip(partial["eval_len"], partial["tasks"]))
-            lines += ["", f"No RULER average where a task was not measured ({counts} tasks)."]
+            lines += ["", f"No average where a task was not measured ({counts} tasks)."]
     return lines + [""]
 
 
@@ -166,7 +185,9 @@ def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD):
                     weight = "bold" if value >= threshold * 100 else "normal"
                     ax.text(j, i, f"{value:.0f}", ha="center", va="center", color=colour, fontsize=8, weight=weight)
         ax.set_xticks(range(len(lengths)), [str(n) for n in lengths], fontsize=8)
-        ax.set_yticks(range(len(tasks)), tasks if ax is axes[0][0] else [""] * len(tasks), fontsize=8)
+        measured = [t for t in dict.fromkeys(full.loc[full["label"] == label, "task"]) if t != AVERAGE]
+        names = [*tasks[:-1], average_name(measured)]
+        ax.set_yticks(range(len(tasks)), names if ax is axes[0][0] else [""] * len(tasks), fontsize=8)
         ax.axhline(len(tasks) - 1.5, color="white", linewidth=2)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("evaluation length (tokens)", fontsize=8)
@@ -190,5 +211,5 @@ def ruler_findings(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) ->
     for label in dict.fromkeys(scores["label"]):
         tasks = [t for (lab, t) in effective if lab == label and t != AVERAGE]
         each = ", ".join(f"{t} {effective[(label, t)] or '–'}" for t in tasks)
-        lines.append(f"- {label}: average {effective[(label, AVERAGE)] or '–'} ({each})")
+        lines.append(f"- {label}: {average_name(tasks)} {effective[(label, AVERAGE)] or '–'} ({each})")
     return lines + [""]

@@ -181,12 +181,11 @@ def zero_shot_scalings() -> Outcome:
         f"greedy at 8L: YaRN {at['yarn']}, dynamic YaRN {at['dynamic-yarn']}, dynamic NTK {at['dynamic-ntk']}, "
         f"static NTK {at['ntk']} (n = {base.n}); PI (s = 8) at L: perplexity {pi:.1f} against RoPE's {rope:.1f}"
     )
+    # NTK's cells are shown, not claimed: at seed 1 static and dynamic NTK keep retrieval (scalings_across_seeds)
     checks = {
         "the RoPE model retrieves at L": held(base),
         "YaRN holds": held(at["yarn"]),
         "dynamic YaRN holds": held(at["dynamic-yarn"]),
-        "dynamic NTK lost": lost(at["dynamic-ntk"]),
-        "static NTK lost": lost(at["ntk"]),
         "PI costs at L": pi >= rope * DEGRADES,
     }
     return outcome(checks, numbers)
@@ -205,13 +204,17 @@ def self_extend() -> Outcome:
 def finetune() -> Outcome:
     steps = {0: "", 25: "+ft25", 400: "+ft400"}
     at = {(e, s): ppl("finetune", e + suffix, 1024) for e in ("pi", "yarn", "rope") for s, suffix in steps.items()}
+    ntk = ppl("finetune", "ntk", 1024)
     numbers = "perplexity at L' = 1024 after 0 / 25 / 400 steps: " + ", ".join(
         f"{name} {' / '.join(f'{at[e, s]:.1f}' for s in steps)}"
         for e, name in (("yarn", "YaRN"), ("rope", "RoPE"), ("pi", "PI"))
     )
+    numbers += f"; NTK at 0 steps {ntk:.1f}, within {PPL_MARGIN:.0%} of YaRN: not ranked"
     final = [at[e, 400] for e in ("pi", "yarn", "rope")]
     checks = {
         "YaRN starts below RoPE": at["yarn", 0] * (1 + PPL_MARGIN) <= at["rope", 0],
+        "NTK starts below RoPE": ntk * (1 + PPL_MARGIN) <= at["rope", 0],
+        "YaRN and NTK not ranked": max(ntk, at["yarn", 0]) <= min(ntk, at["yarn", 0]) * (1 + PPL_MARGIN),
         "PI starts above RoPE": at["pi", 0] >= at["rope", 0] * (1 + PPL_MARGIN),
         "all within 5% after 400 steps": max(final) <= min(final) * 1.05,
     }
@@ -355,12 +358,14 @@ def scalings_across_seeds() -> Outcome:
     folder = "showcase-seeds"
     seeds = sorted(int(s) for s in table(folder)["seed"].unique())
     learned = [s for s in seeds if held(seed_cell(folder, "rope", 256, s))]
-    at = {(e, s): seed_cell(folder, e, 2048, s) for e in ("yarn", "ntk") for s in learned}
+    at = {(e, s): seed_cell(folder, e, 2048, s) for e in ("yarn", "ntk", "dynamic-ntk") for s in learned}
     numbers = (
         f"RoPE retrieves at L in {len(learned)} of {len(seeds)} seeds; greedy at 8L on those: YaRN "
         + " / ".join(str(at["yarn", s]) for s in learned)
         + ", static NTK "
         + " / ".join(str(at["ntk", s]) for s in learned)
+        + ", dynamic NTK "
+        + " / ".join(str(at["dynamic-ntk", s]) for s in learned)
         + f" (seeds {', '.join(map(str, learned))}; n = {at['yarn', learned[0]].n} each)"
     )
     checks = {
@@ -369,6 +374,8 @@ def scalings_across_seeds() -> Outcome:
         "YaRN holds in every seed that retrieves at L": all(held(at["yarn", s]) for s in learned),
         "static NTK holds in one seed and is lost in another": any(held(at["ntk", s]) for s in learned)
         and any(lost(at["ntk", s]) for s in learned),
+        "dynamic NTK holds in one seed and is lost in another": any(held(at["dynamic-ntk", s]) for s in learned)
+        and any(lost(at["dynamic-ntk", s]) for s in learned),
     }
     return outcome(checks, numbers)
 
@@ -469,16 +476,15 @@ FINDINGS = (
     ),
     Finding(
         "zero-shot-scalings",
-        "Zero-shot scalings of one RoPE model: YaRN keeps retrieval to 8L, NTK (static or dynamic) does not, "
-        "and PI costs perplexity at L (one seed)",
+        "Zero-shot scalings of one RoPE model: YaRN keeps retrieval to 8L and PI costs perplexity at L (one "
+        "seed; NTK's cells shown, not claimed: they change with the seed, below)",
         "showcase",
         zero_shot_scalings,
     ),
     Finding(
         "scalings-across-seeds",
         "At three seeds: one RoPE model of three never learned retrieval at L; on the two that did, YaRN keeps "
-        "retrieval to 8L in both, while static NTK keeps it in one and loses it in the other (the one-seed "
-        "finding above does not generalise for NTK)",
+        "retrieval to 8L in both, while static and dynamic NTK each keep it in one and lose it in the other",
         "showcase-seeds",
         scalings_across_seeds,
     ),
@@ -518,8 +524,8 @@ FINDINGS = (
     ),
     Finding(
         "finetune",
-        "Fine-tuned at L' = 4L, YaRN starts closest and PI furthest; after 400 steps the three are within 5% "
-        "(one seed)",
+        "Fine-tuned at L' = 4L, YaRN and NTK start closest (not told apart) and PI furthest; after 400 steps "
+        "YaRN, RoPE and PI are within 5% (one seed)",
         "finetune",
         finetune,
     ),

@@ -1,0 +1,56 @@
+"""scripts/rescore_intervals.py: a partial-credit RULER row written with the bootstrap alone gets the current
+interval from its prompts' scores in samples/, and nothing else of the table moves; a row its samples do not
+give back is left as it is."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from extrapolate.core.intervals import PARTIAL_CREDIT, score_interval
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "rescore_intervals.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("rescore_intervals", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_partial_credit_rows_get_the_current_interval_and_nothing_else_moves(tmp_path):
+    scores = {1024: [0.25] * 4, 2048: [0.5, 0.25, 0.25, 1.0]}
+    rows = [
+        {
+            "run_id": "abc",
+            "eval_len": n,
+            "protocol": "p",
+            "value": sum(s) / 4,
+            "n": 4,
+            "ci_low": 0.25,
+            "ci_high": 0.25,
+            "ci_method": "bootstrap-prompts",
+            "status": "ok",
+        }
+        for n, s in scores.items()
+    ]
+    rows.append({**rows[0], "run_id": "gone"})  # no samples: left as it is
+    rows.append({**rows[0], "ci_method": "wilson", "value": 1.0, "ci_low": 0.5, "ci_high": 1.0})  # binary: untouched
+    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    (tmp_path / "samples").mkdir()
+    records = [
+        {"protocol": "p", "eval_len": n, "index": i, "score": v} for n, s in scores.items() for i, v in enumerate(s)
+    ]
+    (tmp_path / "samples" / "abc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert load_script().rescore(tmp_path) == 2
+    table = pd.read_csv(tmp_path / "results.csv")
+    for i, n in enumerate(scores):
+        low, high, method = score_interval(scores[n])
+        assert method == PARTIAL_CREDIT and table.ci_low[i] == pytest.approx(low, abs=1e-6)
+        assert table.ci_high[i] == pytest.approx(high, abs=1e-6)
+    assert table.ci_low[0] < 0.25 < table.ci_high[0]  # no longer zero-wide
+    assert table.iloc[2:].ci_method.tolist() == ["bootstrap-prompts", "wilson"]
+    assert table.value.tolist() == pytest.approx([r["value"] for r in rows])
