@@ -1,10 +1,17 @@
-"""Recompute the interval of every partial-credit RULER row of a results folder from its prompts' scores
-(`samples/<run_id>.jsonl`), by the current rule (`core.intervals.score_interval`): rows written while a
-partial-credit interval was the bootstrap alone (`ci_method` bootstrap-prompts, zero-wide where every prompt
-scored alike) get the bootstrap widened to Wilson's at the mean. Values, n and every other column stay; a row
-whose samples do not give back its value and n exactly is left as it is and named.
+"""Give a results folder's rows the intervals of the current rules where they can be computed exactly from what
+the folder holds:
 
-    python scripts/rescore_intervals.py results/smollm2-ruler-25
+- a passkey row written before rows recorded `n` (every prompt scored 0 or 1): `n` is its prompts, n_tokens /
+  eval_len, and its interval Wilson's over them, as a new row would get;
+- a partial-credit RULER row written while its interval was the bootstrap alone (`ci_method`
+  bootstrap-prompts, zero-wide where every prompt scored alike): recomputed from its prompts' scores in
+  `samples/<run_id>.jsonl` by the current rule (`core.intervals.score_interval`).
+
+Values and every other column stay; a row whose samples do not give back its value and n exactly is left as it
+is and named. Perplexity rows without an interval stay without one: it needs each document's loss, which
+such rows did not keep.
+
+    python scripts/rescore_intervals.py results/smollm2-ruler-25 results/showcase
 """
 
 from __future__ import annotations
@@ -15,11 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.core.intervals import score_interval
+from extrapolate.core.intervals import score_interval, wilson
 from extrapolate.core.lock import table_lock
 from extrapolate.report.table import write_table
 
 OLD_METHOD = "bootstrap-prompts"
+INTERVAL_COLUMNS = ["n", "ci_low", "ci_high", "ci_method"]
 
 
 def prompt_scores(folder: Path, run_id: str) -> dict[tuple[str, int], list[float]]:
@@ -39,9 +47,27 @@ def rescore(folder: Path) -> int:
         return _rescore(folder)
 
 
+def passkey_counts(table: pd.DataFrame) -> int:
+    """Fill `n` and Wilson's interval of the passkey rows that have none, in place; how many."""
+    missing = (table["task"] == "passkey") & (table["status"] == "ok") & table["n"].isna()
+    for i in table.index[missing]:
+        prompts = float(table.at[i, "n_tokens"]) / float(table.at[i, "eval_len"])
+        hits = float(table.at[i, "value"]) * prompts
+        if abs(prompts - round(prompts)) > 1e-9 or abs(hits - round(hits)) > 1e-6:  # not a count of prompts
+            continue
+        low, high = wilson(round(hits), round(prompts))
+        table.loc[i, ["n", "ci_low", "ci_high", "ci_method"]] = [round(prompts), low, high, "wilson"]
+    return int(missing.sum())
+
+
 def _rescore(folder: Path) -> int:
     table = pd.read_csv(folder / "results.csv")
-    changed, kept = 0, []
+    for offset, column in enumerate(INTERVAL_COLUMNS):  # a table written before them: added after n_tokens
+        if column not in table:
+            after = table.columns.get_loc("n_tokens") + 1 + offset if "n_tokens" in table else len(table.columns)
+            table.insert(min(after, len(table.columns)), column, float("nan"))
+    table["ci_method"] = table["ci_method"].astype(object)
+    changed, kept = passkey_counts(table), []
     for i, row in table[table["ci_method"] == OLD_METHOD].iterrows():
         try:
             scores = prompt_scores(folder, row["run_id"])[(row["protocol"], int(row["eval_len"]))]
@@ -63,4 +89,4 @@ def _rescore(folder: Path) -> int:
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:
-        print(f"{name}: {rescore(Path(name))} rows given the current interval")
+        print(f"{name}: {rescore(Path(name))} rows given their interval")

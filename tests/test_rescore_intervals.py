@@ -26,6 +26,7 @@ def test_partial_credit_rows_get_the_current_interval_and_nothing_else_moves(tmp
     rows = [
         {
             "run_id": "abc",
+            "task": "ruler",
             "eval_len": n,
             "protocol": "p",
             "value": sum(s) / 4,
@@ -54,3 +55,15 @@ def test_partial_credit_rows_get_the_current_interval_and_nothing_else_moves(tmp
     assert table.ci_low[0] < 0.25 < table.ci_high[0]  # no longer zero-wide
     assert table.iloc[2:].ci_method.tolist() == ["bootstrap-prompts", "wilson"]
     assert table.value.tolist() == pytest.approx([r["value"] for r in rows])
+
+
+def test_a_passkey_row_without_n_gets_its_prompts_and_wilsons_interval(tmp_path):
+    from extrapolate.core.intervals import wilson
+
+    row = {"run_id": "abc", "task": "passkey", "metric": "accuracy", "eval_len": 256, "n_tokens": 10 * 256}
+    rows = [{**row, "value": 0.7, "status": "ok"}, {**row, "value": 0.75, "status": "ok"}]  # 7.5 of 10: no count
+    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    load_script().rescore(tmp_path)
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert table.n[0] == 10 and (table.ci_low[0], table.ci_high[0]) == pytest.approx(wilson(7, 10), abs=1e-6)
+    assert table.ci_method[0] == "wilson" and pd.isna(table.n[1])  # not a whole number of prompts: left as it is

@@ -145,15 +145,20 @@ def model_sizes(table: pd.DataFrame) -> list[str]:
     """Each model with its parameters: "`small` (1,066,112 parameters)", or the range where encodings add their
     own (T5's bias table, FIRE's MLP), so the line does not depend on which row comes first; a model whose every
     row failed (diverged) has no count, and says so rather than guess."""
+    from extrapolate.data.known_models import KNOWN
+
     out = []
     for model, counts in table.groupby("model", sort=False)["params"]:
         counts = counts.dropna()
         if counts.empty:
-            out.append(f"`{model}` (parameters not recorded)")
+            size = "parameters not recorded"
         elif counts.min() == counts.max():
-            out.append(f"`{model}` ({int(counts.min()):,} parameters)")
+            size = f"{int(counts.min()):,} parameters"
         else:
-            out.append(f"`{model}` ({int(counts.min()):,}–{int(counts.max()):,} parameters by encoding)")
+            size = f"{int(counts.min()):,}–{int(counts.max()):,} parameters by encoding"
+        known = KNOWN.get(str(model))  # a known checkpoint: named as it is, GGUF quantisation included
+        what = f": {known.description}, dequantized to float32" if known is not None else ""
+        out.append(f"`{model}` ({size}{what})")
     return out
 
 
@@ -169,6 +174,7 @@ def setup_lines(table: pd.DataFrame) -> list[str]:
         + ", ".join(f"{e} → `{k}`" for e, k in table.groupby("encoding", sort=False)["kernel"].first().items()),
         f"- device {distinct(table, 'device')}, evaluation dtype {distinct(table, 'dtype')}, extrapolate "
         f"{distinct(table, 'package_version', '')} (commit {distinct(table, 'git_sha', '')})",
+        *prompt_format(table),
         *scored_lines(table),
     ]
 
@@ -293,6 +299,21 @@ def checkpoint_lines(folder: Path) -> list[str]:
     except (OSError, ValueError, KeyError, TypeError):
         return []
     return [f"Checkpoint `{name}`: pretrained at L = {original}; released with {released}.", ""]
+
+
+def prompt_format(table: pd.DataFrame) -> list[str]:
+    """How the retrieval and RULER prompts were given, from their protocols: plain text, or wrapped in the
+    model's chat template (a protocol marked +chat); nothing for a table without such rows."""
+    protocols = table.loc[table["task"] != PERPLEXITY.name, "protocol"].dropna().astype(str)
+    protocols = protocols[protocols != UNRECORDED]
+    if protocols.empty:
+        return []
+    chat = protocols.str.contains("+chat", regex=False)
+    if chat.all():
+        return ["- prompts: each wrapped in the model's chat template (protocols marked `+chat`)"]
+    if chat.any():
+        return ["- prompts: plain text, and in the model's chat template where the protocol is marked `+chat`"]
+    return ["- prompts: plain text, no chat template"]
 
 
 # text columns a table written before they existed (or edited by hand) may leave empty
@@ -460,7 +481,7 @@ def write_report(folder: Path) -> Path:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     path = folder / "report.md"
     regenerate = f"- this page and its figures: `extrapolate report` on this folder, from its {RESULTS_FILE} alone"
-    write_page(folder, table, path, "# extrapolate report", (regenerate,))
+    write_page(folder, table, path, "# extrapolate report", (*checkpoint_lines(folder), regenerate))
     if (folder / "summary.md").exists():
         write_run_report(folder, load_results(folder))
     return path
