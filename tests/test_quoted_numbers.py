@@ -284,6 +284,16 @@ QUOTED = [
     ),
     (
         "results/showcase/README.md",
+        "greedy retrieval at 2L of 25% [18–34] (version 2;\n  RoPE's own seeds at version 2 give 36% [27–46] and "
+        "97% [92–99]",
+        lambda: "greedy retrieval at 2L of {} (version 2;\n  RoPE's own seeds at version 2 give {} and {}".format(
+            greedy("showcase", "e5f0f79fdf", 512),
+            greedy("showcase-seeds", "751a7ec808", 512),
+            greedy("showcase-seeds", "bcf17ad376", 512),
+        ),
+    ),
+    (
+        "results/showcase/README.md",
         "perplexity 2.32× its value at L at 8L",
         lambda: (
             "perplexity "
