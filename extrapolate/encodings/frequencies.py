@@ -288,7 +288,7 @@ SCALINGS: dict[str, Scaling] = {
         longrope,
         True,
         option_defaults("short_factor", "long_factor", "attention_factor"),
-        "LongRoPE per-pair rescale factors (short ≤ L, long beyond) + √(1+ln s/ln L) attention factor",
+        "LongRoPE per-pair factors (short ≤ L, long beyond) + √(1+ln s/ln L) attention factor (Ding et al. 2024)",
         "#8c6d31",
         transformers=TransformersRope("longrope", SCALED_FROM_L, resolved=longrope_resolved_factors),
     ),

@@ -55,7 +55,7 @@ def show_rope_nope(query: ShowQuery) -> dict:
 ROPE_NOPE = EncodingSpec(
     "rope-nope",
     "rotary",
-    "RoPE with a NoPE layer every k-th layer, k = 4 (Llama 4's iRoPE, SmolLM3)",
+    "RoPE with a NoPE layer every k-th layer, k = 4 (Yang et al. 2025; Llama 4's iRoPE, SmolLM3)",
     lambda shape: RopeNope(shape.head_dim, base=shape.base, every=shape.options.get("nope_every", NOPE_EVERY)),
     {"base": 10000.0, **option_defaults("nope_every")},
     colour="#a6cee3",
