@@ -62,6 +62,12 @@ def greedy(folder: str, run: str, length: int) -> str:
     return f"{hits / n:.0%} [{low * 100:.0f}–{high * 100:.0f}]"
 
 
+def run_of(folder: str, encoding: str) -> str:
+    """The run id of an encoding's one run in a folder."""
+    (run,) = rows(folder).loc[lambda t: t.encoding == encoding, "run_id"].unique()
+    return run
+
+
 def percents(values) -> str:
     """Shares as whole percents, "58%, 35% and 61%"."""
     parts = [f"{v * 100:.0f}%" for v in values]
@@ -240,6 +246,34 @@ QUOTED = [
         "results/finetune-adapters/README.md",
         "| yarn | 57.11 | 48.27 / 46.26 | 52.20 / 47.66 | 52.89 / 48.65 |",
         lambda: adapters_row("yarn"),
+    ),
+    (
+        "docs/encodings.md",
+        "(ssmax 2.01×\nits value at L at 8L, RoPE 2.14×), and its retrieval at 2L (100% [96–100])",
+        lambda: "(ssmax {:.2f}×\nits value at L at 8L, RoPE {:.2f}×), and its retrieval at 2L ({})".format(
+            *(ppl("showcase", e, 2048) / ppl("showcase", e, 256) for e in ("ssmax", "rope")),
+            greedy("showcase", run_of("showcase", "ssmax"), 512),
+        ),
+    ),
+    (
+        "docs/encodings.md",
+        "(0.99× and 0.99× their value at L; the gate holds a RoPE\nmodel's flat where plain RoPE's is 2.14×), but "
+        "neither learned retrieval at L in 1200 steps (greedy at L 1% [0–5]\nand 1% [0–5];",
+        lambda: (
+            "({:.2f}× and {:.2f}× their value at L; the gate holds a RoPE\nmodel's flat where plain RoPE's is "
+            "{:.2f}×), but neither learned retrieval at L in 1200 steps (greedy at L {}\nand {};".format(
+                *(ppl("showcase", e, 2048) / ppl("showcase", e, 256) for e in ("fox", "fox-rope", "rope")),
+                *(greedy("showcase", run_of("showcase", e), 256) for e in ("fox", "fox-rope")),
+            )
+        ),
+    ),
+    (
+        "docs/encodings.md",
+        "(rope-nope 2.32× its value at L at 8L)",
+        lambda: (
+            f"(rope-nope {ppl('showcase', 'rope-nope', 2048) / ppl('showcase', 'rope-nope', 256):.2f}× its value "
+            "at L at 8L)"
+        ),
     ),
     (
         "results/showcase/README.md",
