@@ -181,15 +181,30 @@ def setup_lines(table: pd.DataFrame) -> list[str]:
 
 def scored_lines(table: pd.DataFrame) -> list[str]:
     """What perplexity scored at each length: the documents (or, of one document, windows) and tokens, from the
-    rows' `n` and `n_tokens`; nothing for a table without them (written before they were recorded)."""
-    if not {"task", "metric", "n", "n_tokens", "ci_method"} <= set(table.columns):
+    rows' `n` and `n_tokens` (a range where the rows of one length differ); the tokens alone where rows were
+    written before `n` was recorded."""
+    if not {"task", "metric", "n_tokens"} <= set(table.columns):
         return []
     rows = table[(table["task"] == PERPLEXITY.name) & (table["metric"] == "ppl") & (table["status"] == "ok")]
-    if rows["n"].isna().all():
+    if rows.empty:
         return []
-    units = rows["ci_method"].astype(str).str.replace("bootstrap-", "", regex=False)
-    per_length = rows.assign(unit=units).groupby("eval_len")[["n", "n_tokens", "unit"]].first()
-    parts = [f"{int(n)}: {int(r.n)} {r.unit}, {int(r.n_tokens):,} tokens" for n, r in per_length.iterrows()]
+    n = pd.to_numeric(rows["n"], errors="coerce") if "n" in rows else pd.Series(float("nan"), index=rows.index)
+    methods = rows["ci_method"] if "ci_method" in rows else pd.Series(None, index=rows.index, dtype=object)
+    units = methods.astype(str).str.replace("bootstrap-", "", regex=False).where(methods.notna(), "documents")
+
+    def span(values, fmt=str) -> str:
+        low, high = min(values), max(values)
+        return fmt(low) if low == high else f"{fmt(low)}–{fmt(high)}"
+
+    parts = []
+    for length, at in rows.assign(n=n, unit=units).groupby("eval_len"):
+        tokens = span([int(t) for t in at["n_tokens"]], lambda t: f"{t:,}")
+        counted = at.dropna(subset=["n"])
+        if counted.empty:
+            parts.append(f"{int(length)}: {tokens} tokens (documents not recorded)")
+        else:
+            unit = "/".join(dict.fromkeys(counted["unit"]))
+            parts.append(f"{int(length)}: {span([int(v) for v in counted['n']])} {unit}, {tokens} tokens")
     return [f"- perplexity scored (held-out text per length): {'; '.join(parts)}"]
 
 
@@ -304,6 +319,8 @@ def checkpoint_lines(folder: Path) -> list[str]:
 def prompt_format(table: pd.DataFrame) -> list[str]:
     """How the retrieval and RULER prompts were given, from their protocols: plain text, or wrapped in the
     model's chat template (a protocol marked +chat); nothing for a table without such rows."""
+    if not {"task", "protocol"} <= set(table.columns):
+        return []
     protocols = table.loc[table["task"] != PERPLEXITY.name, "protocol"].dropna().astype(str)
     protocols = protocols[protocols != UNRECORDED]
     if protocols.empty:
