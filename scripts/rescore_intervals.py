@@ -3,9 +3,10 @@ the folder holds:
 
 - a passkey row written before rows recorded `n` (every prompt scored 0 or 1): `n` is its prompts, n_tokens /
   eval_len, and its interval Wilson's over them, as a new row would get;
-- a partial-credit RULER row written while its interval was the bootstrap alone (`ci_method`
-  bootstrap-prompts, zero-wide where every prompt scored alike): recomputed from its prompts' scores in
-  `samples/<run_id>.jsonl` by the current rule (`core.intervals.score_interval`).
+- a partial-credit RULER row (`ci_method` bootstrap-prompts, or bootstrap-prompts-wilson, a rule tried and
+  left on 2026-11-28): recomputed from its prompts' scores in `samples/<run_id>.jsonl` by the current rule
+  (`core.intervals.score_interval`), which gives Wilson's at the mean where every prompt scored alike, as the
+  bootstrap alone is zero-wide there.
 
 Values and every other column stay; a row whose samples do not give back its value and n exactly is left as it
 is and named. Perplexity rows without an interval stay without one: it needs each document's loss, which
@@ -26,7 +27,7 @@ from extrapolate.core.intervals import score_interval, wilson
 from extrapolate.core.lock import table_lock
 from extrapolate.report.table import write_table
 
-OLD_METHOD = "bootstrap-prompts"
+PARTIAL_CREDIT = ("bootstrap-prompts", "bootstrap-prompts-wilson", "wilson-at-mean")
 INTERVAL_COLUMNS = ["n", "ci_low", "ci_high", "ci_method"]
 
 
@@ -68,7 +69,7 @@ def _rescore(folder: Path) -> int:
             table.insert(min(after, len(table.columns)), column, float("nan"))
     table["ci_method"] = table["ci_method"].astype(object)
     changed, kept = passkey_counts(table), []
-    for i, row in table[table["ci_method"] == OLD_METHOD].iterrows():
+    for i, row in table[table["ci_method"].isin(PARTIAL_CREDIT)].iterrows():
         try:
             scores = prompt_scores(folder, row["run_id"])[(row["protocol"], int(row["eval_len"]))]
         except (OSError, KeyError):

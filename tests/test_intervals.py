@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
-from extrapolate.core.intervals import PARTIAL_CREDIT, bootstrap_ratio, score_interval, wilson
+from extrapolate.core.intervals import ALIKE, bootstrap_ratio, score_interval, wilson
 
 from .helpers import make_corpus
 
@@ -40,12 +40,12 @@ def test_at_100_prompts_a_proportion_is_known_to_within_ten_points():
 def test_the_bootstrap_is_seeded_and_brackets_the_estimate():
     scores = [0.0, 0.25, 0.5, 1.0, 1.0, 0.75, 0.0, 0.5]
     low, high, method = score_interval(scores)
-    assert method == PARTIAL_CREDIT and low < sum(scores) / len(scores) < high
+    assert method == "bootstrap-prompts" and low < sum(scores) / len(scores) < high
     assert score_interval(scores) == (low, high, method)  # the same scores, the same interval
     assert score_interval([1.0, 0.0, 1.0])[2] == "wilson"  # every score 0 or 1: a proportion
-    # prompts that all score alike: the bootstrap alone is zero-wide, Wilson's at the mean is not
-    low, high, _ = score_interval([0.25] * 25)
-    assert (low, high) == wilson(6.25, 25) and low < 0.25 < high
+    # prompts that all score alike: the bootstrap would be zero-wide, Wilson's at the mean is not
+    low, high, method = score_interval([0.25] * 25)
+    assert (low, high, method) == (*wilson(6.25, 25), ALIKE) and low < 0.25 < high
     # a ratio of sums (a token-weighted NLL): the estimate is the ratio of the totals, not the mean of ratios
     nll, tokens = [10.0, 40.0, 30.0], [10, 20, 10]
     low, high = bootstrap_ratio(nll, tokens)

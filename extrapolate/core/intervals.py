@@ -2,10 +2,10 @@
 
 - A proportion (greedy exact match over n prompts, every score 0 or 1): Wilson's score interval, which stays
   inside [0, 1] and is not zero-wide at 0 or n successes, unlike the normal approximation.
-- A mean of partial-credit scores (RULER's `all`/`part` metrics): a percentile bootstrap over the prompts,
-  widened where needed to Wilson's interval at the mean. A score in [0, 1] with mean p varies by at most
-  p(1 − p), a 0-or-1 score's variance, so Wilson's is what the prompts could give; the bootstrap alone is
-  zero-wide where every prompt scored alike (25 prompts each finding one of four values: 25 [25–25]).
+- A mean of partial-credit scores (RULER's `all`/`part` metrics): a percentile bootstrap over the prompts;
+  where every prompt scored alike it has nothing to resample and would be zero-wide (25 prompts each finding
+  one of four values: 25 [25–25]), and Wilson's interval at the mean is given instead: a score in [0, 1] with
+  mean p varies by at most p(1 − p), a 0-or-1 score's variance, so it is the widest the prompts allow.
 - A perplexity: a percentile bootstrap over documents (over windows where one document is scored) of the
   token-weighted mean NLL, exponentiated for the perplexity row.
 
@@ -52,16 +52,19 @@ def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float]) 
     return float(low), float(high)
 
 
-PARTIAL_CREDIT = "bootstrap-prompts-wilson"  # the `ci_method` of a partial-credit mean (the module's docstring)
+ALIKE = "wilson-at-mean"  # the `ci_method` of a partial-credit mean whose prompts all scored alike
 
 
 def score_interval(scores: Sequence[float]) -> tuple[float, float, str]:
-    """(low, high, method) of the mean of per-prompt scores in [0, 1]: Wilson where every score is 0 or 1;
-    where some are partial credit, the bootstrap over prompts widened to Wilson's interval at the mean."""
+    """(low, high, method) of the mean of per-prompt scores in [0, 1]: Wilson where every score is 0 or 1; the
+    bootstrap over prompts where some are partial credit, or Wilson's at the mean where those all scored alike
+    (the module's docstring)."""
     total = float(sum(scores))
     if all(s in (0.0, 1.0) for s in scores):
         low, high = wilson(total, len(scores))
         return low, high, "wilson"
+    if len(set(scores)) == 1:
+        low, high = wilson(total, len(scores))
+        return low, high, ALIKE
     low, high = bootstrap_ratio(scores, [1.0] * len(scores))
-    floor_low, floor_high = wilson(total, len(scores))
-    return min(low, floor_low), max(high, floor_high), PARTIAL_CREDIT
+    return low, high, "bootstrap-prompts"
