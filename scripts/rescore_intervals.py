@@ -8,6 +8,9 @@ the folder holds:
   (`core.intervals.score_interval`), which gives Wilson's at the mean where every prompt scored alike, as the
   bootstrap alone is zero-wide there.
 
+- a perplexity row of one document or window (n = 1), whose bootstrap had nothing to resample and recorded a
+  zero-wide interval: no interval, as the rule now gives.
+
 Values and every other column stay; a row whose samples do not give back its value and n exactly is left as it
 is and named. Perplexity rows without an interval stay without one: it needs each document's loss, which
 such rows did not keep.
@@ -61,6 +64,14 @@ def passkey_counts(table: pd.DataFrame) -> int:
     return int(missing.sum())
 
 
+def single_units(table: pd.DataFrame) -> int:
+    """Clear the zero-wide interval of the perplexity rows over one unit, in place; how many."""
+    one = (table["task"] == "perplexity") & (table["n"] == 1) & table["ci_low"].notna()
+    table.loc[one, ["ci_low", "ci_high"]] = float("nan")
+    table.loc[one, "ci_method"] = None
+    return int(one.sum())
+
+
 def _rescore(folder: Path) -> int:
     table = pd.read_csv(folder / "results.csv")
     for offset, column in enumerate(INTERVAL_COLUMNS):  # a table written before them: added after n_tokens
@@ -68,7 +79,7 @@ def _rescore(folder: Path) -> int:
             after = table.columns.get_loc("n_tokens") + 1 + offset if "n_tokens" in table else len(table.columns)
             table.insert(min(after, len(table.columns)), column, float("nan"))
     table["ci_method"] = table["ci_method"].astype(object)
-    changed, kept = passkey_counts(table), []
+    changed, kept = passkey_counts(table) + single_units(table), []
     for i, row in table[table["ci_method"].isin(PARTIAL_CREDIT)].iterrows():
         try:
             scores = prompt_scores(folder, row["run_id"])[(row["protocol"], int(row["eval_len"]))]

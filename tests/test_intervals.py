@@ -112,3 +112,8 @@ def test_the_aggregate_gives_the_seed_interval_over_several_seeds_and_the_rows_o
     row = aggregate(three).iloc[0]
     # t(0.975, 2) = 4.303, sd 1, sqrt(3): the half-width over seeds, not any one seed's own interval
     assert row["interval"] == "seeds" and row["ci95"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-5)
+
+
+def test_one_unit_has_no_interval_rather_than_a_zero_wide_one():
+    assert all(math.isnan(x) for x in bootstrap_ratio([12.0], [4]))
+    assert not any(math.isnan(x) for x in bootstrap_ratio([12.0, 10.0], [4, 4]))

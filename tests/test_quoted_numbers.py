@@ -116,7 +116,11 @@ QUOTED = [
     ("results/smollm2-ruler-25/README.md", "(53, 38, 25 and 25", lambda: f"({ruler_cells('507d54c9d6')}"),
     ("results/smollm2-ruler-25/README.md", "(39, 46, 12 and 21)", lambda: f"({ruler_cells('4825583755')})"),
     ("results/smollm2-ruler-25/README.md", "(14, 6, 2 and 0)", lambda: f"({ruler_cells('436f340035')})"),
-    ("results/smollm2-ruler-25/README.md", "`cwe` done (5, 3, 4 and 2", lambda: f"`cwe` done ({ruler_cells('8385f8d50c')}"),
+    (
+        "results/smollm2-ruler-25/README.md",
+        "`cwe` done (5, 3, 4 and 2",
+        lambda: f"`cwe` done ({ruler_cells('8385f8d50c')}",
+    ),
     (
         "results/finetune-adapters/README.md",
         "YaRN comes within 3% and 5% of the full fine-tune",

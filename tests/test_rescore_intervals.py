@@ -67,3 +67,13 @@ def test_a_passkey_row_without_n_gets_its_prompts_and_wilsons_interval(tmp_path)
     table = pd.read_csv(tmp_path / "results.csv")
     assert table.n[0] == 10 and (table.ci_low[0], table.ci_high[0]) == pytest.approx(wilson(7, 10), abs=1e-6)
     assert table.ci_method[0] == "wilson" and pd.isna(table.n[1])  # not a whole number of prompts: left as it is
+
+
+def test_a_perplexity_of_one_window_loses_its_zero_wide_interval(tmp_path):
+    row = {"run_id": "abc", "task": "perplexity", "metric": "ppl", "status": "ok", "eval_len": 16384, "n_tokens": 16383}
+    rows = [{**row, "value": 62.5, "n": 1, "ci_low": 62.5, "ci_high": 62.5, "ci_method": "bootstrap-windows"}]
+    rows.append({**row, "value": 31.9, "n": 3, "ci_low": 30.0, "ci_high": 33.0, "ci_method": "bootstrap-windows"})
+    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    load_script().rescore(tmp_path)
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert table.ci_low.isna().tolist() == [True, False] and table.ci_method.isna().tolist() == [True, False]

@@ -38,14 +38,14 @@ def wilson(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
 
 def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> tuple[float, float]:
     """95% percentile-bootstrap interval of sum(numerators) / sum(denominators), units resampled with
-    replacement (a mean of scores: denominators all 1; a token-weighted NLL: per-document sums and tokens)."""
+    replacement (a mean of scores: denominators all 1; a token-weighted NLL: per-document sums and tokens);
+    (nan, nan), no interval, for fewer than two units."""
     num = np.asarray(numerators, dtype=np.float64)
     den = np.asarray(denominators, dtype=np.float64)
     if num.size == 0 or den.sum() <= 0:
         return math.nan, math.nan
-    if num.size == 1:  # one unit: nothing to resample
-        value = float(num[0] / den[0])
-        return value, value
+    if num.size == 1:  # one unit: nothing to resample, and a zero-wide interval would claim no uncertainty
+        return math.nan, math.nan
     draws = np.random.default_rng(SEED).integers(0, num.size, size=(RESAMPLES, num.size))  # (R, units)
     ratios = num[draws].sum(1) / np.maximum(den[draws].sum(1), 1e-300)
     low, high = np.quantile(ratios, [0.025, 0.975])
