@@ -13,7 +13,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import PositionalEncoding, Wrapped
 
 
-def soft_cap(x: torch.Tensor, cap: float) -> torch.Tensor:
+def soft_cap(x: torch.Tensor, cap: float | torch.Tensor) -> torch.Tensor:
     """x squashed smoothly into (-cap, cap) as cap·tanh(x / cap), the order transformers computes it in."""
     return torch.tanh(x / cap) * cap
 

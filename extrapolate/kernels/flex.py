@@ -208,10 +208,13 @@ def flex_bias_attention(q, k, v, bias, compiled: bool = True, cap: float | None 
     n × horizon, not n²."""
     queries, keys = q.shape[2], k.shape[2]
     offset = keys - queries  # the queries are the last Tq positions (earlier keys come from a cache)
+    # the cap as a 0-d tensor: flex takes captured tensors and ints, and from torch 2.15 traces a captured
+    # Python float as a symbolic float, which it refuses
+    cap_value = None if cap is None else torch.tensor(float(cap), device=q.device, dtype=torch.float32)
 
     def add_bias(score, b, h, q_idx, kv_idx):
-        if cap is not None:
-            score = soft_cap(score, cap)
+        if cap_value is not None:
+            score = soft_cap(score, cap_value)
         if bias is None:
             return score
         # only visible (causal) pairs reach the softmax, so the distance is ≥ 0 where it counts
