@@ -76,4 +76,16 @@ def test_a_perplexity_of_one_window_loses_its_zero_wide_interval(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
     load_script().rescore(tmp_path)
     table = pd.read_csv(tmp_path / "results.csv")
-    assert table.ci_low.isna().tolist() == [True, False] and table.ci_method.isna().tolist() == [True, False]
+    assert table.ci_low.isna().tolist() == [True, False]
+    assert table.ci_method.tolist() == ["bootstrap-windows"] * 2  # the unit stays named
+
+
+def test_a_mean_the_table_rounds_to_six_digits_still_matches_its_samples(tmp_path):
+    scores = [1 / 3, 2 / 3, 0.0]
+    row = {"run_id": "abc", "task": "ruler", "status": "ok", "eval_len": 1024, "protocol": "p", "n": 3}
+    row |= {"value": float(f"{sum(scores) / 3:.6g}"), "ci_low": 0.1, "ci_high": 0.6, "ci_method": "bootstrap-prompts"}
+    pd.DataFrame([row]).to_csv(tmp_path / "results.csv", index=False)
+    (tmp_path / "samples").mkdir()
+    records = [{"protocol": "p", "eval_len": 1024, "index": i, "score": v} for i, v in enumerate(scores)]
+    (tmp_path / "samples" / "abc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert load_script().rescore(tmp_path) == 1

@@ -401,6 +401,8 @@ def test_the_ruler_average_and_its_table_come_from_the_rows():
     assert average_name(RULER_TASKS) == "RULER average"
     assert average_name(RULER_TASKS - QA_TASKS) == "RULER average (11 tasks, no QA)"
     assert average_name(RULER_TASKS - {"cwe", "fwe"}) == "average of 11 tasks (not RULER's 13)"
+    assert average_name(RULER_TASKS | {"my_task"}) == "average of 14 tasks (not RULER's 13)"  # not RULER's set
+    assert average_name(RULER_TASKS - {"qa_2"}) == "average of 12 tasks (not RULER's 13)"
     assert "(4096: 1 of 3 tasks)" in text
 
 

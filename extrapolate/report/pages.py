@@ -197,14 +197,16 @@ def scored_lines(table: pd.DataFrame) -> list[str]:
         return fmt(low) if low == high else f"{fmt(low)}–{fmt(high)}"
 
     parts = []
-    for length, at in rows.assign(n=n, unit=units).groupby("eval_len"):
+    for length, at in rows.assign(n=n, unit=units).dropna(subset=["n_tokens"]).groupby("eval_len"):
         tokens = span([int(t) for t in at["n_tokens"]], lambda t: f"{t:,}")
         counted = at.dropna(subset=["n"])
         if counted.empty:
             parts.append(f"{int(length)}: {tokens} tokens (documents not recorded)")
         else:
             unit = "/".join(dict.fromkeys(counted["unit"]))
-            parts.append(f"{int(length)}: {span([int(v) for v in counted['n']])} {unit}, {tokens} tokens")
+            count = span([int(v) for v in counted["n"]])
+            unit = unit[:-1] if count == "1" and unit.endswith("s") else unit  # "1 window", "1 document"
+            parts.append(f"{int(length)}: {count} {unit}, {tokens} tokens")
     return [f"- perplexity scored (held-out text per length): {'; '.join(parts)}"]
 
 
@@ -371,7 +373,7 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, title: str, setup:
     # figure read it, and a cell past L is the mean over the seeds that retrieve at L
     by_seed = verdicts_by_seed(table, base_encodings(table), rule, pretrained_encodings(table))
     said = {encoding: across_seeds(seeds) for encoding, seeds in by_seed.items()}
-    table = counted_rows(table, by_seed)
+    measured, table = table, counted_rows(table, by_seed)  # the set-up names every seed and model measured
     agg = aggregate(table)
     figures = draw_figures(folder, table, agg, said)
     try:
@@ -379,7 +381,7 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, title: str, setup:
             [title, ""]
             + body(agg, figure_links(figures), load_training(folder), table, rule, said)
             + samples_section(folder)
-            + [SETUP, "", *setup, *setup_lines(table), ""]
+            + [SETUP, "", *setup, *setup_lines(measured), ""]
         )
     except BaseException:
         close_figures(figures)

@@ -225,8 +225,12 @@ def across_seeds(by_seed: dict[int, Verdict]) -> Verdict:
     if len(verdicts_) == 1 or len(good) == len(verdicts_):
         return verdicts_[0]
     if good:
-        left_out = ", ".join(f"seed {s}: {v.shortfall or v.reason}" for s, v in by_seed.items() if not v.retrieves)
-        return Verdict(RETRIEVES, good[0].judge, seeds=f"{len(good)} of {len(verdicts_)} seeds ({left_out} at L)")
+        left_out = ", ".join(
+            f"seed {s}: {v.shortfall} at L" if v.shortfall else f"seed {s}: {v.reason}"
+            for s, v in by_seed.items()
+            if not v.retrieves
+        )
+        return Verdict(RETRIEVES, good[0].judge, seeds=f"{len(good)} of {len(verdicts_)} seeds ({left_out})")
     measured = [v for v in verdicts_ if v.reason != NOT_MEASURED]
     if not measured:
         return UNKNOWN

@@ -50,12 +50,12 @@ QA_TASKS = frozenset(["qa_1", "qa_2"])  # the two that need a QA dataset, left o
 
 def average_name(tasks) -> str:
     """What the mean over `tasks` (a label's measured task names) may be called: RULER's average only over
-    RULER's 13 tasks (or its 11 without QA, said so); over fewer it is an average of those tasks, named with
-    their count, not RULER's."""
+    exactly RULER's 13 tasks (or its 11 without QA, said so); over any other set it is an average of those
+    tasks, named with their count, not RULER's."""
     measured = set(tasks)
-    if RULER_TASKS <= measured:
+    if measured == RULER_TASKS:
         return AVERAGE
-    if RULER_TASKS - QA_TASKS <= measured:
+    if measured == RULER_TASKS - QA_TASKS:
         return f"{AVERAGE} (11 tasks, no QA)"
     return f"average of {len(measured)} tasks (not RULER's {len(RULER_TASKS)})"
 
@@ -185,11 +185,13 @@ def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD):
                     weight = "bold" if value >= threshold * 100 else "normal"
                     ax.text(j, i, f"{value:.0f}", ha="center", va="center", color=colour, fontsize=8, weight=weight)
         ax.set_xticks(range(len(lengths)), [str(n) for n in lengths], fontsize=8)
+        # the last row's name differs by label (RULER's average or one of fewer tasks): each panel's title says
+        # which, as only the first panel has room for the row names
         measured = [t for t in dict.fromkeys(full.loc[full["label"] == label, "task"]) if t != AVERAGE]
-        names = [*tasks[:-1], average_name(measured)]
+        names = [*tasks[:-1], "average"]
         ax.set_yticks(range(len(tasks)), names if ax is axes[0][0] else [""] * len(tasks), fontsize=8)
         ax.axhline(len(tasks) - 1.5, color="white", linewidth=2)
-        ax.set_title(label, fontsize=9)
+        ax.set_title(f"{label}\naverage: {average_name(measured)}", fontsize=8)
         ax.set_xlabel("evaluation length (tokens)", fontsize=8)
     prompts = sorted({int(n) for n in scores["n"].dropna()})
     spread = ""

@@ -38,7 +38,13 @@ def student_t_quantile(p: float, df: float) -> float:
 
 # the values a metric can take: an interval over seeds (mean ± t·sd/√n, symmetric) is cut to them, as a score
 # of 99% ± 4 over seeds says "95–100", not "95–103"
-METRIC_BOUNDS = {"accuracy": (0.0, 1.0), "rank_accuracy": (0.0, 1.0), "score": (0.0, 1.0), "ppl": (1.0, math.inf)}
+METRIC_BOUNDS = {
+    "accuracy": (0.0, 1.0),
+    "rank_accuracy": (0.0, 1.0),
+    "score": (0.0, 1.0),
+    "ppl": (1.0, math.inf),
+    "nll": (0.0, math.inf),
+}
 
 
 def seeds_interval(

@@ -255,9 +255,12 @@ def load_results(folder: Path) -> pd.DataFrame:
 
 
 def pooled_prompts(group: pd.DataFrame, metric: str) -> tuple[float, float] | None:
-    """(successes, prompts) of a retrieval cell's seeds pooled, where every row recorded its prompts; None for
-    other metrics (a RULER score is partial credit: no Wilson interval)."""
-    if metric not in ("accuracy", "rank_accuracy") or group["n"].isna().any():
+    """(successes, prompts) of a retrieval cell's seeds pooled, where every row recorded its prompts and every
+    prompt scored 0 or 1 (a passkey, or a RULER task whose rows' interval is Wilson's); None otherwise (a
+    partial-credit score has no Wilson interval)."""
+    if metric not in ("accuracy", "rank_accuracy", "score") or group["n"].isna().any():
+        return None
+    if metric == "score" and not (group.get("ci_method", pd.Series(dtype=object)) == "wilson").all():
         return None
     n = group["n"].astype(float)
     return float((group["value"].astype(float) * n).sum()), float(n.sum())

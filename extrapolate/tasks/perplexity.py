@@ -236,7 +236,7 @@ class PerplexityKind(TaskKind):
         low, high = result.interval() if result else (float("nan"), float("nan"))
         spread = {
             "n": len(result.unit_tokens) if result else 0,
-            "ci_method": f"bootstrap-{result.unit}" if result and not math.isnan(low) else None,  # none of one unit
+            "ci_method": f"bootstrap-{result.unit}" if result else None,  # its unit, with no interval of one
         }
         return [
             {"metric": metric, "value": value, "depth": None, "n_tokens": tokens, "ci_low": lo, "ci_high": hi, **spread}
