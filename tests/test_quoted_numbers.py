@@ -452,3 +452,17 @@ def test_the_gpu_notes_quote_the_profiles():
     ours, theirs = total("extrapolate", "CUDA"), total("transformers", "CUDA")
     assert f"({ours:.1f} ms against {theirs:.1f} ms)" in notes
     assert f"the CPU busy for {total('extrapolate', 'CPU'):.0f} ms" in notes
+
+
+def test_the_longrope_readme_quotes_the_smollm2_search():
+    import json
+
+    found = json.loads((ROOT / "results/longrope-search/smollm2-s2.json").read_text())
+    text = " ".join((ROOT / "results/longrope-search/README.md").read_text().split())
+    quoted = (
+        f"At 16384 the found factors score {found['ppl']:.3f}, LongRoPE's start (YaRN's ramp as factors) "
+        f"{found['initial_ppl']:.3f} and YaRN {found['yarn_ppl']:.3f}"
+    )
+    assert quoted in text and found["target"] == 16384 and found["factor"] == 2
+    spread = max(found["ppl"], found["initial_ppl"], found["yarn_ppl"]) / min(found["ppl"], found["initial_ppl"])
+    assert spread < 1.10  # inside the 10% margin: "not ranked" is what the numbers allow
