@@ -122,6 +122,11 @@ QUOTED = [
         lambda: f"`cwe` done ({ruler_cells('8385f8d50c')}",
     ),
     (
+        "results/smollm2-ruler-25/README.md",
+        "`fwe` done (32, 21, 16 and 5",
+        lambda: f"`fwe` done ({ruler_cells('f2d305b886')}",
+    ),
+    (
         "results/finetune-adapters/README.md",
         "YaRN comes within 3% and 5% of the full fine-tune",
         lambda: f"YaRN comes within {above_full('yarn')} of the full fine-tune",
@@ -466,3 +471,15 @@ def test_the_longrope_readme_quotes_the_smollm2_search():
     assert quoted in text and found["target"] == 16384 and found["factor"] == 2
     spread = max(found["ppl"], found["initial_ppl"], found["yarn_ppl"]) / min(found["ppl"], found["initial_ppl"])
     assert spread < 1.10  # inside the 10% margin: "not ranked" is what the numbers allow
+
+
+def test_the_longrope_readme_quotes_the_smollm2_rows():
+    text = " ".join((ROOT / "results/longrope-search/README.md").read_text().split())
+    found, start = (lambda n, r=r: ppl("smollm2", "longrope", n, run=r) for r in ("5abd7c", "ef3871"))
+    quoted = (
+        f"at 16384 the found factors {found(16384):.3f} (`longrope #5abd7c`), the start {start(16384):.3f} "
+        f"(`longrope #ef3871`), YaRN {ppl('smollm2', 'yarn', 16384):.3f}; at 8192 both LongRoPE rows "
+        f"{found(8192):.3f}"
+    )
+    assert quoted in text and found(8192) == start(8192)
+    assert f"against RoPE's {ppl('smollm2', 'rope', 8192):.3f}" in text
