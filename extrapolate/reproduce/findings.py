@@ -287,6 +287,51 @@ def smollm2_single_needle() -> Outcome:
     return outcome(checks, numbers)
 
 
+def smollm2_ruler_tasks() -> Outcome:
+    """RULER's 11 offline tasks at 25 prompts a cell: which are above RULER's bar with confidence, which below,
+    which straddle it, per length (each cell's own 95% interval: Wilson's, or the bootstrap of partial credit)."""
+    from extrapolate.report.ruler import QA_TASKS, RULER_TASKS, average_name, with_average
+
+    scores = ruler_scores(table("smollm2-ruler-25"))
+    scores = scores[(scores["label"] == "rope") & scores["task"].isin(RULER_TASKS)]
+    lengths, tasks = (1024, 2048, 4096, 8192), sorted(RULER_TASKS - QA_TASKS)
+    cells = {(r.task, int(r.eval_len)): r for r in scores.itertuples()}
+    complete = all((t, n) in cells for t in tasks for n in lengths)
+    if not complete:
+        return outcome({"every task at every length": False}, "not every task measured yet")
+    above = {n: [t for t in tasks if cells[t, n].low >= RULER_BAR] for n in lengths}
+    below = {n: [t for t in tasks if cells[t, n].high < RULER_BAR] for n in lengths}
+    straddle = {n: [t for t in tasks if t not in above[n] + below[n]] for n in lengths}
+    average = with_average(scores)
+    mean = {
+        n: float(average[(average["task"] == "RULER average") & (average["eval_len"] == n)]["score"].iloc[0])
+        for n in lengths
+    }
+
+    def cell(task: str, n: int) -> str:
+        r = cells[task, n]
+        return f"`{task}` {r.score * 100:.0f} [{r.low * 100:.0f}–{r.high * 100:.0f}]"
+
+    numbers = (
+        f"above the bar with confidence at every length: {', '.join(f'`{t}`' for t in above[8192])}; below it at "
+        f"1024: {len(below[1024])} of {len(tasks)} tasks, straddling: "
+        + ", ".join(cell(t, 1024) for t in straddle[1024])
+        + f"; from 2048 on: {min(len(below[n]) for n in lengths[1:])} of {len(tasks)} below. "
+        f"{average_name(tasks)} {mean[1024] * 100:.1f} at 1024, {mean[8192] * 100:.1f} at 8192 "
+        f"(n = {int(cells[tasks[0], 1024].n)} a cell)"
+    )
+    single = ["niah_single_1", "niah_single_2"]
+    checks = {
+        "the single needles above at every length": all(above[n] == single for n in lengths),
+        "every other task below from 2048 on": all(
+            below[n] == [t for t in tasks if t not in single] for n in lengths[1:]
+        ),
+        "at 1024 most below, the rest straddling": len(below[1024]) > len(tasks) / 2
+        and not set(straddle[1024]) & set(single),
+    }
+    return outcome(checks, numbers)
+
+
 def at_depth(folder: str, encoding: str, length: int, depth: float, seeds: list[int]) -> tuple[Cell, int]:
     """(the greedy retrieval cell at one depth, the seeds in it): the prompts of `seeds` pooled into one sample,
     with Wilson's interval over them."""
@@ -554,6 +599,13 @@ FINDINGS = (
         "RULER's bar of 85.6 to its 8192 context, with confidence",
         "smollm2-ruler-25",
         smollm2_single_needle,
+    ),
+    Finding(
+        "smollm2-ruler-tasks",
+        "RULER at 25 prompts a cell on SmolLM2-135M-Instruct (plain prompts): from 2048 on every task but the two "
+        "single needles is below RULER's bar of 85.6 with confidence; at 1024 most are, and two straddle it",
+        "smollm2-ruler-25",
+        smollm2_ruler_tasks,
     ),
     Finding(
         "smollm2-ruler",
