@@ -480,6 +480,19 @@ def alibi_across_seeds() -> Outcome:
     return outcome(checks, alibi.numbers())
 
 
+def sinusoidal_across_seeds() -> Outcome:
+    """The one-seed finding `perplexity-shapes` and `two-axes` for sinusoidal, at three seeds: perplexity
+    degrades past L, retrieval held at L and lost by 8L, in every seed."""
+    sinusoidal = AcrossSeeds.of("sinusoidal")
+    checks = {
+        "three seeds": len(sinusoidal.seeds) == 3,
+        "degrades in every seed": all(r >= DEGRADES for r in sinusoidal.rise.values()),
+        "retrieves at L in every seed": all(held(c) for c in sinusoidal.at_l.values()),
+        "lost at 8L in every seed": all(lost(c) for c in sinusoidal.at_8l.values()),
+    }
+    return outcome(checks, sinusoidal.numbers())
+
+
 def t5_across_seeds() -> Outcome:
     """T5's bias at three seeds: retrieval held from L to 8L in every seed, where ALiBi loses it, and perplexity
     rising past L in every seed, but less than RoPE's on the same seed."""
@@ -552,6 +565,13 @@ FINDINGS = (
         "perplexity rises past L in every seed, less than RoPE's",
         "showcase-seeds",
         t5_across_seeds,
+    ),
+    Finding(
+        "sinusoidal-across-seeds",
+        "At three seeds, sinusoidal as at one: perplexity degrades past L in every seed, and retrieval held at L "
+        "is lost by 8L in every seed",
+        "showcase-seeds",
+        sinusoidal_across_seeds,
     ),
     Finding(
         "self-extend",
