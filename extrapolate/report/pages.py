@@ -301,8 +301,13 @@ def rotary_shape(folder: Path) -> tuple[int, float] | None:
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
     table = label_variants(table)
+    write_pages(folder, table, (summary_page(folder, table),))
+
+
+def summary_page(folder: Path, table: pd.DataFrame) -> tuple[Path, str, tuple[str, ...]]:
+    """summary.md's (path, title, set-up lines) for a labelled table (`label_variants`)."""
     title = f"# Run summary: {', '.join(table['encoding'].unique())}"
-    write_page(folder, table, folder / "summary.md", title, tuple(checkpoint_lines(folder)))
+    return folder / "summary.md", title, tuple(checkpoint_lines(folder))
 
 
 def checkpoint_lines(folder: Path) -> list[str]:
@@ -354,10 +359,10 @@ def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
 SETUP = "## Setup"
 
 
-def write_page(folder: Path, table: pd.DataFrame, path: Path, title: str, setup: tuple[str, ...] = ()) -> None:
-    """A report page and its figures: every figure drawn and every line computed before anything is written.
-    The page opens with what was found and ends with how it was measured (`setup`: lines of the set-up
-    before the table's own provenance)."""
+def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str, tuple[str, ...]], ...]) -> None:
+    """Pages of one table and their figures, each page (path, title, `setup`: lines of the set-up before the
+    table's own provenance) opening with what was found and ending with how it was measured. The figures are
+    drawn once for every page, and every figure and line is computed before anything is written."""
     from extrapolate.report.retrieval import (
         across_seeds,
         base_encodings,
@@ -377,17 +382,15 @@ def write_page(folder: Path, table: pd.DataFrame, path: Path, title: str, setup:
     agg = aggregate(table)
     figures = draw_figures(folder, table, agg, said)
     try:
-        lines = (
-            [title, ""]
-            + body(agg, figure_links(figures), load_training(folder), table, rule, said)
-            + samples_section(folder)
-            + [SETUP, "", *setup, *setup_lines(measured), ""]
-        )
+        shared = body(agg, figure_links(figures), load_training(folder), table, rule, said) + samples_section(folder)
+        provenance = setup_lines(measured)
+        texts = {path: [title, "", *shared, SETUP, "", *setup, *provenance, ""] for path, title, setup in pages}
     except BaseException:
         close_figures(figures)
         raise
     save_figures(folder, figures)
-    write_text(path, "\n".join(lines))
+    for path, lines in texts.items():
+        write_text(path, "\n".join(lines))
 
 
 FINDINGS, FIGURES = "## Findings", "## Figures"
@@ -500,7 +503,8 @@ def write_report(folder: Path) -> Path:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     path = folder / "report.md"
     regenerate = f"- this page and its figures: `extrapolate report` on this folder, from its {RESULTS_FILE} alone"
-    write_page(folder, table, path, "# extrapolate report", (*checkpoint_lines(folder), regenerate))
-    if (folder / "summary.md").exists():
-        write_run_report(folder, load_results(folder))
+    pages = ((path, "# extrapolate report", (*checkpoint_lines(folder), regenerate)),)
+    if (folder / "summary.md").exists():  # the page `run` and `sweep` write, from the same table
+        pages += (summary_page(folder, table),)
+    write_pages(folder, table, pages)
     return path
