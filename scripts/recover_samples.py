@@ -1,0 +1,152 @@
+"""Give a committed results folder the predictions its runs did not keep (`samples/<run id>.jsonl`, written
+since 2026-11-27), by measuring each run's retrieval and RULER cells again exactly as it was made.
+
+For every run of FOLDER with retrieval rows in `results.csv` and no samples file, the run's recorded request
+(`runs/<run id>.json`) is resolved again, restricted to its retrieval kinds and lengths (which leaves its run id
+as it is: the id does not hold the list of kinds). Then:
+
+- if the request resolves to another run id (its model, its task file or a default changed since), the run
+  is named and skipped: what would be measured is not what the rows are;
+- else the cells are measured into a scratch folder, the model trained again where it is not cached (same
+  seed, same data, same device: the same model), and the samples file is copied into FOLDER only if every
+  re-measured row equals its committed row (value and n). A row that differs is named and nothing is written.
+
+Runs already holding a samples file are skipped, so the command resumes where it stopped. `--passkey-task`
+names a task file for runs made at an older version of their task (e.g. `passkey-word` version 1, restored
+under the folder's `tasks/`): the runs' task name reads that file. A run's id holds the task's name, its model
+(trained on the task's prompts) the file's identity, and each row's `protocol` the identity it was measured
+with, so the id check and the row comparison above both say whether it is the file the rows were made with.
+
+    python scripts/recover_samples.py results/smollm2 --dry-run    # which runs can be measured again
+    python scripts/recover_samples.py results/smollm2
+    python scripts/recover_samples.py results/showcase --passkey-task results/showcase/tasks/passkey-word-v1.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from extrapolate.core.paths import RUNS_FOLDER
+from extrapolate.report.samples import samples_path
+from extrapolate.report.table import load_results
+from extrapolate.run.request import RunRequest
+
+KEY = ["task", "protocol", "eval_len", "depth", "metric"]  # a row within its run
+PERPLEXITY = "perplexity"
+
+
+def stored_request(record: dict) -> RunRequest:
+    """The RunRequest a run recorded, as the current code reads it: fields it no longer has are dropped, fields
+    added since keep their defaults (which leave older run ids as they were: core/identity.py)."""
+    fields = {f.name for f in dataclasses.fields(RunRequest)}
+    given = {k: v for k, v in record["request"].items() if k in fields}
+    for name in ("eval_lens", "tasks", "train_tasks", "optional_tasks"):
+        if given.get(name) is not None:
+            given[name] = tuple(given[name])
+    given["encoding_options"] = tuple(tuple(pair) for pair in given.get("encoding_options") or ())
+    trained_in = (record.get("train_config") or {}).get("dtype")
+    if given.get("train_dtype") == "auto" and trained_in:  # what "auto" chose then, which the model was trained in
+        given["train_dtype"] = trained_in
+    return RunRequest(**given)
+
+
+def remeasure_request(record: dict, rows: pd.DataFrame, scratch: Path, passkey_task: str | None) -> RunRequest:
+    """The run's request limited to its retrieval cells, written into `scratch`."""
+    request = stored_request(record)
+    changes = {
+        "tasks": tuple(dict.fromkeys(rows["task"])),
+        "eval_lens": tuple(sorted(int(n) for n in rows["eval_len"].unique())),
+        "out": scratch,
+        "name": None,
+    }
+    if passkey_task:
+        changes["passkey_task"] = passkey_task
+    return dataclasses.replace(request, **changes)
+
+
+def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
+    """Each committed row whose re-measured value or n differs (or is missing), as one line."""
+
+    def keyed(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.assign(depth=frame["depth"].astype(float).fillna(-1.0))
+        return frame.set_index(KEY)[["value", "n"]].astype(float)
+
+    old, new = keyed(committed), keyed(fresh)
+    out = []
+    for key, row in old.iterrows():
+        if key not in new.index:
+            out.append(f"{key}: not measured again")
+            continue
+        again = new.loc[key]
+        same_n = pd.isna(row["n"]) or row["n"] == again["n"]
+        if abs(row["value"] - again["value"]) > 1e-9 or not same_n:
+            out.append(
+                f"{key}: committed {row['value']:g} (n {row['n']:g}), again {again['value']:g} (n {again['n']:g})"
+            )
+    return out
+
+
+def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, passkey_task: str | None, dry_run: bool) -> str:
+    """Measure one run's retrieval cells again; copy its samples in when every row is given back. Returns what
+    happened, one line."""
+    from extrapolate.run.cell import run_cell
+    from extrapolate.run.prepare import prepare
+    from extrapolate.run.reporter import Reporter
+    from extrapolate.run.resolution import resolve
+    from extrapolate.run.resolved import resolve_run
+    from extrapolate.run.resolved import run_id as run_id_of
+
+    record = json.loads((folder / RUNS_FOLDER / f"{run_id}.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="recover-") as scratch:
+        request = remeasure_request(record, rows, Path(scratch), passkey_task)
+        resolved_request = resolve(request)
+        prepared = prepare(resolved_request)
+        resolved = resolve_run(resolved_request, prepared)
+        if passkey_task:  # the id holds the task as the run named it; the file restores what that name read then
+            named = dataclasses.replace(resolved.request, passkey_task=record["request"]["passkey_task"])
+            resolved = dataclasses.replace(resolved, run_id=run_id_of(named, resolved.model_hash, resolved.factor))
+        if resolved.run_id != run_id:
+            return f"{run_id}: resolves to {resolved.run_id} now (model, task file or default changed); skipped"
+        if dry_run:
+            return f"{run_id}: resolves to its id; {len(rows)} rows to measure again"
+        run_cell(resolved, prepared, Path(scratch), Reporter())
+        fresh = load_results(Path(scratch))
+        differ = differences(rows, fresh[fresh["run_id"].astype(str) == run_id])
+        if differ:
+            return f"{run_id}: {len(differ)} of {len(rows)} rows not given back, nothing written; " + differ[0]
+        target = samples_path(folder, run_id)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(samples_path(Path(scratch), run_id), target)
+        return f"{run_id}: every one of {len(rows)} rows given back; samples written"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--passkey-task", help="the task file the runs were made with, where it is not the default")
+    parser.add_argument("--runs", help="only these run ids (comma-separated)")
+    parser.add_argument("--dry-run", action="store_true", help="only say which runs resolve to their own id")
+    args = parser.parse_args(argv)
+    table = load_results(args.folder)
+    retrieval = table[(table["task"] != PERPLEXITY) & (table["status"].fillna("ok") == "ok")]
+    wanted = set(args.runs.split(",")) if args.runs else None
+    for run_id, rows in retrieval.groupby(retrieval["run_id"].astype(str), sort=False):
+        if wanted is not None and run_id not in wanted:
+            continue
+        if samples_path(args.folder, run_id).exists():
+            print(f"{run_id}: has its samples")
+            continue
+        print(recover_run(args.folder, run_id, rows, args.passkey_task, args.dry_run), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

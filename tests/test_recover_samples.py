@@ -1,0 +1,86 @@
+"""scripts/recover_samples.py: a run whose predictions were not kept gets them back by measuring its retrieval
+cells again (its model trained again from scratch where it is not cached), byte for byte what the run wrote;
+a row that does not come back, or a request that resolves to another run id, writes nothing."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from extrapolate.cli.app import app
+from tests.helpers import make_corpus
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "recover_samples.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("recover_samples", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """A tiny run with perplexity and passkey rows, its samples file and the cache it trained into."""
+    root = tmp_path_factory.mktemp("recover")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+        corpus = make_corpus(root / "corpus", documents=8, words=1500)
+        args = ["run", "--model", "tiny", "--steps", "20", "--train-len", "128", "--eval-lens", "128,256"]
+        args += ["--corpus", str(corpus), "--tasks", "perplexity,passkey-word", "--out", str(root / "out")]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    (samples,) = (root / "out" / "samples").glob("*.jsonl")
+    return root, samples
+
+
+def without_samples(made, tmp_path) -> tuple[Path, Path]:
+    """A copy of the run's folder as a run made before predictions were kept: no samples/."""
+    root, samples = made
+    folder = tmp_path / "folder"
+    shutil.copytree(root / "out", folder)
+    shutil.rmtree(folder / "samples")
+    return folder, folder / "samples" / samples.name
+
+
+def test_the_samples_come_back_exactly_from_a_model_trained_again(made, tmp_path, monkeypatch, capsys):
+    root, samples = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "empty-cache"))  # the model is trained again
+    folder, target = without_samples(made, tmp_path)
+    load_script().main([str(folder)])
+    assert "samples written" in capsys.readouterr().out
+    assert target.read_bytes() == samples.read_bytes()
+    load_script().main([str(folder)])  # resumes: a run with its samples is left alone
+    assert "has its samples" in capsys.readouterr().out
+
+
+def test_a_row_that_does_not_come_back_writes_nothing(made, tmp_path, monkeypatch, capsys):
+    root, _ = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, target = without_samples(made, tmp_path)
+    rows = pd.read_csv(folder / "results.csv")
+    changed = rows.index[(rows["task"] == "passkey") & (rows["eval_len"] == 256)][0]
+    rows.loc[changed, "value"] = 1.0 - rows.loc[changed, "value"]  # a committed value its model does not give
+    rows.to_csv(folder / "results.csv", index=False)
+    load_script().main([str(folder)])
+    out = capsys.readouterr().out
+    assert "not given back, nothing written" in out and "256" in out
+    assert not target.exists()
+
+
+def test_a_request_that_resolves_to_another_id_is_skipped(made, tmp_path, monkeypatch, capsys):
+    root, _ = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, target = without_samples(made, tmp_path)
+    (record_path,) = (folder / "runs").glob("*.json")
+    record = json.loads(record_path.read_text())
+    record["request"]["seed"] = 7  # not the request the rows were made with
+    record_path.write_text(json.dumps(record))
+    load_script().main([str(folder), "--dry-run"])
+    assert "now (model, task file or default changed); skipped" in capsys.readouterr().out
+    assert not target.exists()
