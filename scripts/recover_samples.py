@@ -11,15 +11,16 @@ as it is: the id does not hold the list of kinds). Then:
   seed, same data, same device: the same model), and the samples file is copied into FOLDER only if every
   re-measured row equals its committed row (value and n). A row that differs is named and nothing is written.
 
-Runs already holding a samples file are skipped, so the command resumes where it stopped. `--passkey-task`
-names a task file for runs made at an older version of their task (e.g. `passkey-word` version 1, restored
-under the folder's `tasks/`): the runs' task name reads that file. A run's id holds the task's name, its model
+Runs already holding a samples file are skipped, so the command resumes where it stopped. `--task-file
+NAME=FILE` reads a task the runs name (measured, or trained on) from FILE: for runs made at an older version of
+it (e.g. `passkey-word` version 1, restored under results/showcase/tasks/). A run's id holds the task's name, its model
 (trained on the task's prompts) the file's identity, and each row's `protocol` the identity it was measured
 with, so the id check and the row comparison above both say whether it is the file the rows were made with.
 
     python scripts/recover_samples.py results/smollm2 --dry-run    # which runs can be measured again
     python scripts/recover_samples.py results/smollm2
-    python scripts/recover_samples.py results/showcase --passkey-task results/showcase/tasks/passkey-word-v1.toml
+    python scripts/recover_samples.py results/showcase \
+        --task-file passkey-word=results/showcase/tasks/passkey-word-v1.toml
 """
 
 from __future__ import annotations
@@ -52,14 +53,21 @@ def stored_request(record: dict) -> RunRequest:
         if given.get(name) is not None:
             given[name] = tuple(given[name])
     given["encoding_options"] = tuple(tuple(pair) for pair in given.get("encoding_options") or ())
-    trained_in = (record.get("train_config") or {}).get("dtype")
+    trained = record.get("train_config") or {}
+    for name in ("embed_std", "position_std", "position_lr_scale"):  # defaults that changed since: as trained
+        if given.get(name) is None and (trained.get("model") or {}).get(name) is not None:
+            given[name] = trained["model"][name]
+    trained_in = trained.get("dtype")
     if given.get("train_dtype") == "auto" and trained_in:  # what "auto" chose then, which the model was trained in
         given["train_dtype"] = trained_in
     return RunRequest(**given)
 
 
-def remeasure_request(record: dict, rows: pd.DataFrame, scratch: Path, passkey_task: str | None) -> RunRequest:
-    """The run's request limited to its retrieval cells, written into `scratch`."""
+def remeasure_request(
+    folder: Path, record: dict, rows: pd.DataFrame, scratch: Path, task_files: dict[str, str]
+) -> RunRequest:
+    """The run's request limited to its retrieval cells, written into `scratch`. A task file recorded by a path
+    that no longer exists (its results folder renamed since) is read from FOLDER's `tasks/`."""
     request = stored_request(record)
     changes = {
         "tasks": tuple(dict.fromkeys(rows["task"])),
@@ -67,8 +75,12 @@ def remeasure_request(record: dict, rows: pd.DataFrame, scratch: Path, passkey_t
         "out": scratch,
         "name": None,
     }
-    if passkey_task:
-        changes["passkey_task"] = passkey_task
+    task = request.passkey_task
+    if task in task_files:
+        changes["passkey_task"] = task_files[task]
+    elif task and task.endswith(".toml") and not Path(task).exists():
+        changes["passkey_task"] = str(folder / "tasks" / Path(task).name)  # a folder since renamed
+    changes["train_tasks"] = tuple(task_files.get(t, t) for t in request.train_tasks)
     return dataclasses.replace(request, **changes)
 
 
@@ -94,7 +106,7 @@ def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
     return out
 
 
-def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, passkey_task: str | None, dry_run: bool) -> str:
+def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[str, str], dry_run: bool) -> str:
     """Measure one run's retrieval cells again; copy its samples in when every row is given back. Returns what
     happened, one line."""
     from extrapolate.run.cell import run_cell
@@ -106,12 +118,13 @@ def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, passkey_task: str
 
     record = json.loads((folder / RUNS_FOLDER / f"{run_id}.json").read_text())
     with tempfile.TemporaryDirectory(prefix="recover-") as scratch:
-        request = remeasure_request(record, rows, Path(scratch), passkey_task)
+        request = remeasure_request(folder, record, rows, Path(scratch), task_files)
         resolved_request = resolve(request)
         prepared = prepare(resolved_request)
         resolved = resolve_run(resolved_request, prepared)
-        if passkey_task:  # the id holds the task as the run named it; the file restores what that name read then
-            named = dataclasses.replace(resolved.request, passkey_task=record["request"]["passkey_task"])
+        recorded = record["request"].get("passkey_task")
+        if request.passkey_task != recorded:  # the id holds the task as the run named it, the file what it read
+            named = dataclasses.replace(resolved.request, passkey_task=recorded)
             resolved = dataclasses.replace(resolved, run_id=run_id_of(named, resolved.model_hash, resolved.factor))
         if resolved.run_id != run_id:
             return f"{run_id}: resolves to {resolved.run_id} now (model, task file or default changed); skipped"
@@ -131,10 +144,17 @@ def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, passkey_task: str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--passkey-task", help="the task file the runs were made with, where it is not the default")
+    parser.add_argument(
+        "--task-file",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="the runs' task NAME (measured or trained on) read from FILE: its version when they were made",
+    )
     parser.add_argument("--runs", help="only these run ids (comma-separated)")
     parser.add_argument("--dry-run", action="store_true", help="only say which runs resolve to their own id")
     args = parser.parse_args(argv)
+    task_files = dict(pair.split("=", 1) for pair in args.task_file)
     table = load_results(args.folder)
     retrieval = table[(table["task"] != PERPLEXITY) & (table["status"].fillna("ok") == "ok")]
     wanted = set(args.runs.split(",")) if args.runs else None
@@ -144,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         if samples_path(args.folder, run_id).exists():
             print(f"{run_id}: has its samples")
             continue
-        print(recover_run(args.folder, run_id, rows, args.passkey_task, args.dry_run), flush=True)
+        print(recover_run(args.folder, run_id, rows, task_files, args.dry_run), flush=True)
     return 0
 
 
