@@ -242,6 +242,24 @@ def smollm2_perplexity() -> Outcome:
     return outcome(checks, numbers)
 
 
+def smollm2_training_free() -> Outcome:
+    """The newer training-free methods on SmolLM2 at twice its context (s = 2), against RoPE inside it."""
+    methods = {"streaming-llm": "StreamingLLM", "lm-infinite": "LM-Infinite", "dual-chunk": "dual chunk"}
+    others = {"logn": "log-n", "string": "STRING", "rope": "RoPE"}
+    at = {e: ppl("smollm2", e, 16384) for e in (*methods, *others)}
+    inside = ppl("smollm2", "rope", 8192)
+    numbers = (
+        "perplexity at 16384 (one 16384-token window of one held-out document, deterministic): "
+        + ", ".join(f"{name} {at[e]:.1f}" for e, name in {**methods, **others}.items())
+        + f"; RoPE at 8192: {inside:.1f}"
+    )
+    checks = {f"{name} flat": at[e] <= inside * (1 + PPL_MARGIN) for e, name in methods.items()}
+    checks["log-n breaks"] = at["logn"] >= inside * DEGRADES
+    checks["STRING below RoPE"] = at["string"] <= at["rope"] * (1 - PPL_MARGIN)
+    checks["STRING not flat"] = at["string"] > inside * (1 + PPL_MARGIN)
+    return outcome(checks, numbers)
+
+
 def smollm2_retrieval() -> Outcome:
     at_L = greedy("smollm2-retrieval", "rope", 8192)
     at = {e: greedy("smollm2-retrieval", e, 16384) for e in ("rope", "yarn s=4", "dynamic-ntk s=4")}
@@ -604,6 +622,13 @@ FINDINGS = (
         "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized) past its 8192 context: RoPE breaks, NTK and YaRN hold",
         "smollm2",
         smollm2_perplexity,
+    ),
+    Finding(
+        "smollm2-training-free",
+        "SmolLM2-135M-Instruct at twice its context: StreamingLLM, LM-Infinite and dual chunk attention keep "
+        "perplexity flat; log-n scaling leaves it broken as RoPE's; STRING lowers it but does not hold it",
+        "smollm2",
+        smollm2_training_free,
     ),
     Finding(
         "smollm2-retrieval",
