@@ -243,3 +243,22 @@ def test_spread_file_round_trip(tmp_path):
     back = read_spread(tmp_path)
     assert back["sd"].tolist() == pytest.approx(spread["sd"].tolist(), rel=1e-5)
     assert back["eval_len"].tolist() == spread["eval_len"].tolist()
+
+
+def test_installing_a_reference_carries_its_runs_and_answers_and_drops_the_old_ones(tmp_path, monkeypatch):
+    from extrapolate.report import pages
+    from extrapolate.reproduce.job import install_reference
+
+    monkeypatch.setattr(pages, "write_report", lambda folder: None)  # the pages are not what is tested here
+    fresh, target = tmp_path / "fresh", tmp_path / "reference"
+    for folder, run in ((fresh, "new"), (target, "old")):
+        (folder / "samples").mkdir(parents=True)
+        (folder / "runs").mkdir()
+        (folder / "samples" / f"{run}.jsonl").write_text('{"score": 1}\n')
+        (folder / "runs" / f"{run}.json").write_text("{}")
+    (fresh / "spread-seeds").mkdir()  # the spread seeds' scratch run stays behind
+    (fresh / "results.csv").write_text("run_id,task\n")
+    install_reference(fresh, target)
+    assert [p.name for p in (target / "samples").iterdir()] == ["new.jsonl"]
+    assert [p.name for p in (target / "runs").iterdir()] == ["new.json"]
+    assert not (target / "spread-seeds").exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from extrapolate.core.errors import UserError
-from extrapolate.core.paths import cache_dir, data_dir
+from extrapolate.core.paths import RUNS_FOLDER, SAMPLES_FOLDER, cache_dir, data_dir
 from extrapolate.report.table import RESULTS_FILE, load_results
 from extrapolate.reproduce.compare import Comparison, claims_over_seeds, compare
 from extrapolate.reproduce.quantities import measure_spread, read_spread, write_spread
@@ -134,13 +134,22 @@ def update(suite: Suite, reporter: Reporter, folder: Path, spread: bool, reuse_m
     return outcome
 
 
+KEPT_FOLDERS = (RUNS_FOLDER, SAMPLES_FOLDER)  # each run's record and what its models answered
+
+
 def install_reference(fresh_folder: Path, target: Path) -> None:
-    """Replace the committed reference with a fresh run (tables, report, figures)."""
+    """Replace the committed reference with a fresh run (tables, report, figures, each run's record and its
+    prompts' answers); the old run's records and answers go with it."""
     from extrapolate.report.pages import write_report
 
     target.mkdir(parents=True, exist_ok=True)
     for item in fresh_folder.iterdir():
-        if item.name.startswith(".") or item.is_dir():
+        if item.name.startswith("."):
+            continue
+        if item.is_dir():
+            if item.name in KEPT_FOLDERS:
+                shutil.rmtree(target / item.name, ignore_errors=True)
+                shutil.copytree(item, target / item.name)
             continue
         shutil.copy2(item, target / item.name)
     write_report(target)
