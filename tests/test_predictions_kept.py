@@ -1,0 +1,47 @@
+"""Every committed results folder keeps what its models answered (`samples/<run id>.jsonl`) for each run with
+retrieval or RULER rows, or its README says how many runs lack them and names the command that recovers them;
+and every samples file gives back its rows: a cell's mean score is the value the table holds."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from extrapolate.report.samples import load_samples
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = sorted(path.parent for path in (ROOT / "results").glob("*/results.csv"))
+
+
+def retrieval_rows(folder: Path) -> pd.DataFrame:
+    rows = pd.read_csv(folder / "results.csv")
+    rows = rows[(rows["task"] != "perplexity") & (rows["status"].fillna("ok") == "ok")]
+    return rows.assign(run_id=rows["run_id"].astype(str))
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda path: path.name)
+def test_a_folder_keeps_its_predictions_or_says_which_it_lacks(folder):
+    runs = list(dict.fromkeys(retrieval_rows(folder)["run_id"]))
+    missing = [run for run in runs if not (folder / "samples" / f"{run}.jsonl").exists()]
+    if not missing:
+        return
+    readme = " ".join((folder / "README.md").read_text(encoding="utf-8").split())
+    assert f"{len(missing)} of {len(runs)} runs" in readme, f"{folder.name}: {len(missing)} of {len(runs)} runs"
+    assert "scripts/recover_samples.py" in readme
+
+
+@pytest.mark.parametrize("folder", [f for f in FOLDERS if (f / "samples").is_dir()], ids=lambda path: path.name)
+def test_every_samples_file_gives_back_its_rows(folder):
+    rows = retrieval_rows(folder)
+    rows = rows[rows["metric"].isin(["accuracy", "score"])]
+    samples = load_samples(folder)
+    by = ["run_id", "protocol", "eval_len"]
+    passkey = "depth" in samples and samples["depth"].notna().any()
+    if passkey:  # a passkey cell is one (length, depth); a RULER cell one length
+        by.append("depth")
+    means = samples.groupby(by)["score"].mean()
+    kept = rows[rows["run_id"].isin(samples["run_id"].unique())]
+    assert not kept.empty
+    for row in kept.itertuples():
+        key = (row.run_id, row.protocol, row.eval_len) + ((row.depth,) if passkey else ())
+        assert means.loc[key] == pytest.approx(row.value, abs=1e-6), (folder.name, key)
