@@ -5,7 +5,8 @@ For every run of FOLDER with retrieval rows in `results.csv` and no samples file
 (`runs/<run id>.json`) is resolved again, restricted to its retrieval kinds and lengths (which leaves its run id
 as it is: the id does not hold the list of kinds). Then:
 
-- if the request resolves to another run id (its model, its task file or a default changed since), the run
+- if the request resolves to another run id (its model, its task file or a default changed since), or its
+  rows' protocol (the task file's name, version and content hash) is not the one the file gives now, the run
   is named and skipped: what would be measured is not what the rows are;
 - else the cells are measured into a scratch folder, the model trained again where it is not cached (same
   seed, same data, same device: the same model), and the samples file is copied into FOLDER only if every
@@ -106,6 +107,16 @@ def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
     return out
 
 
+def protocols_now(resolved, prepared) -> dict[str, str]:
+    """{task kind: the protocol its rows would record now}: the task file's identity (its name, version and
+    content hash), with the prompt format (`+chat`)."""
+    from extrapolate.run.resolved import task_setup
+    from extrapolate.tasks.kinds import asked_kinds
+
+    setup = task_setup(resolved, prepared)
+    return {kind.name: kind.protocol(setup) for kind in asked_kinds(resolved.request.tasks)}
+
+
 def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[str, str], dry_run: bool) -> str:
     """Measure one run's retrieval cells again; copy its samples in when every row is given back. Returns what
     happened, one line."""
@@ -128,6 +139,12 @@ def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[
             resolved = dataclasses.replace(resolved, run_id=run_id_of(named, resolved.model_hash, resolved.factor))
         if resolved.run_id != run_id:
             return f"{run_id}: resolves to {resolved.run_id} now (model, task file or default changed); skipped"
+        measured_with = dict(zip(rows["task"].astype(str), rows["protocol"].astype(str)))
+        now = protocols_now(resolved, prepared)
+        changed = {task: was for task, was in measured_with.items() if now.get(task) != was}
+        if changed:
+            task, was = next(iter(changed.items()))
+            return f"{run_id}: {task} was measured as {was}, now {now.get(task)} (give --task-file); skipped"
         if dry_run:
             return f"{run_id}: resolves to its id; {len(rows)} rows to measure again"
         run_cell(resolved, prepared, Path(scratch), Reporter())
