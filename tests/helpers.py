@@ -61,3 +61,14 @@ def killed_at_step(command: list[str], env: dict, step: int, **popen) -> subproc
         f"{done.stdout[-2000:]}{done.stderr[-4000:]}"
     )
     return done
+
+
+def load_script(name: str):
+    """A script of scripts/ imported as a module (scripts/ is not a package), for its functions and `main`."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

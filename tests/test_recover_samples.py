@@ -2,7 +2,6 @@
 cells again (its model trained again from scratch where it is not cached), byte for byte what the run wrote;
 a row that does not come back, or a request that resolves to another run id, writes nothing."""
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -12,16 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
-from tests.helpers import make_corpus
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "recover_samples.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("recover_samples", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import load_script, make_corpus
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +40,17 @@ def without_samples(made, tmp_path) -> tuple[Path, Path]:
 
 def test_the_samples_come_back_exactly_from_a_model_trained_again(made, tmp_path, monkeypatch, capsys):
     root, samples = made
-    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "empty-cache"))  # the model is trained again
+    cache = tmp_path / "cache"  # the corpus and tokenizer as cached, the model not: it is trained again
+    shutil.copytree(
+        root / "cache", cache, ignore=lambda folder, names: ["models"] if folder == str(root / "cache") else []
+    )
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(cache))
     folder, target = without_samples(made, tmp_path)
-    load_script().main([str(folder)])
+    load_script("recover_samples").main([str(folder)])
     assert "samples written" in capsys.readouterr().out
     assert target.read_bytes() == samples.read_bytes()
-    load_script().main([str(folder)])  # resumes: a run with its samples is left alone
+    assert any((cache / "models").iterdir())  # it was trained again, not found
+    load_script("recover_samples").main([str(folder)])  # resumes: a run with its samples is left alone
     assert "has its samples" in capsys.readouterr().out
 
 
@@ -67,7 +62,7 @@ def test_a_row_that_does_not_come_back_writes_nothing(made, tmp_path, monkeypatc
     changed = rows.index[(rows["task"] == "passkey") & (rows["eval_len"] == 256)][0]
     rows.loc[changed, "value"] = 1.0 - rows.loc[changed, "value"]  # a committed value its model does not give
     rows.to_csv(folder / "results.csv", index=False)
-    load_script().main([str(folder)])
+    load_script("recover_samples").main([str(folder)])
     out = capsys.readouterr().out
     assert "not given back, nothing written" in out and "256" in out
     assert not target.exists()
@@ -81,6 +76,6 @@ def test_a_request_that_resolves_to_another_id_is_skipped(made, tmp_path, monkey
     record = json.loads(record_path.read_text())
     record["request"]["seed"] = 7  # not the request the rows were made with
     record_path.write_text(json.dumps(record))
-    load_script().main([str(folder), "--dry-run"])
+    load_script("recover_samples").main([str(folder), "--dry-run"])
     assert "now (model, task file or default changed); skipped" in capsys.readouterr().out
     assert not target.exists()

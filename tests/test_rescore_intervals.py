@@ -2,23 +2,13 @@
 interval from its prompts' scores in samples/, and nothing else of the table moves; a row its samples do not
 give back is left as it is."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from extrapolate.core.intervals import ALIKE, score_interval
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "rescore_intervals.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("rescore_intervals", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import load_script
 
 
 def test_partial_credit_rows_get_the_current_interval_and_nothing_else_moves(tmp_path):
@@ -46,7 +36,7 @@ def test_partial_credit_rows_get_the_current_interval_and_nothing_else_moves(tmp
         {"protocol": "p", "eval_len": n, "index": i, "score": v} for n, s in scores.items() for i, v in enumerate(s)
     ]
     (tmp_path / "samples" / "abc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert load_script().rescore(tmp_path) == 2
+    assert load_script("rescore_intervals").rescore(tmp_path) == 2
     table = pd.read_csv(tmp_path / "results.csv")
     for i, n in enumerate(scores):
         low, high, method = score_interval(scores[n])
@@ -63,7 +53,7 @@ def test_a_passkey_row_without_n_gets_its_prompts_and_wilsons_interval(tmp_path)
     row = {"run_id": "abc", "task": "passkey", "metric": "accuracy", "eval_len": 256, "n_tokens": 10 * 256}
     rows = [{**row, "value": 0.7, "status": "ok"}, {**row, "value": 0.75, "status": "ok"}]  # 7.5 of 10: no count
     pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
-    load_script().rescore(tmp_path)
+    load_script("rescore_intervals").rescore(tmp_path)
     table = pd.read_csv(tmp_path / "results.csv")
     assert table.n[0] == 10 and (table.ci_low[0], table.ci_high[0]) == pytest.approx(wilson(7, 10), abs=1e-6)
     assert table.ci_method[0] == "wilson" and pd.isna(table.n[1])  # not a whole number of prompts: left as it is
@@ -74,7 +64,7 @@ def test_a_perplexity_of_one_window_loses_its_zero_wide_interval(tmp_path):
     rows = [{**row, "value": 62.5, "n": 1, "ci_low": 62.5, "ci_high": 62.5, "ci_method": "bootstrap-windows"}]
     rows.append({**row, "value": 31.9, "n": 3, "ci_low": 30.0, "ci_high": 33.0, "ci_method": "bootstrap-windows"})
     pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
-    load_script().rescore(tmp_path)
+    load_script("rescore_intervals").rescore(tmp_path)
     table = pd.read_csv(tmp_path / "results.csv")
     assert table.ci_low.isna().tolist() == [True, False]
     assert table.ci_method.tolist() == ["bootstrap-windows"] * 2  # the unit stays named
@@ -88,4 +78,4 @@ def test_a_mean_the_table_rounds_to_six_digits_still_matches_its_samples(tmp_pat
     (tmp_path / "samples").mkdir()
     records = [{"protocol": "p", "eval_len": 1024, "index": i, "score": v} for i, v in enumerate(scores)]
     (tmp_path / "samples" / "abc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert load_script().rescore(tmp_path) == 1
+    assert load_script("rescore_intervals").rescore(tmp_path) == 1
