@@ -207,12 +207,16 @@ def test_looks_stay_apart_for_many_lines_and_the_palette_is_okabe_ito():
 def test_the_report_opens_with_the_findings_and_ends_with_the_setup(tmp_path):
     """The committed reference table, re-reported: the first section after the title is the findings, the
     last the set-up, and no section of the old order is lost."""
-    import shutil
     from pathlib import Path
 
     from extrapolate.report.pages import write_report
 
-    shutil.copy(Path(__file__).resolve().parents[1] / "results" / "reference" / "results.csv", tmp_path)
+    import pandas as pd
+
+    table = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "reference" / "results.csv")
+    old = table["task"] == "perplexity"  # as rows written before perplexity recorded its interval
+    table.loc[old, ["n", "ci_low", "ci_high", "ci_method"]] = None
+    table.to_csv(tmp_path / "results.csv", index=False)
     text = write_report(tmp_path).read_text()
     sections = [line for line in text.splitlines() if line.startswith("## ")]
     assert text.startswith("# extrapolate report\n\n## Findings\n\n### Effective length")
