@@ -209,9 +209,9 @@ def test_the_report_opens_with_the_findings_and_ends_with_the_setup(tmp_path):
     last the set-up, and no section of the old order is lost."""
     from pathlib import Path
 
-    from extrapolate.report.pages import write_report
-
     import pandas as pd
+
+    from extrapolate.report.pages import write_report
 
     table = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "reference" / "results.csv")
     old = table["task"] == "perplexity"  # as rows written before perplexity recorded its interval
