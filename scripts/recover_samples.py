@@ -12,16 +12,21 @@ as it is: the id does not hold the list of kinds). Then:
   seed, same data, same device: the same model), and the samples file is copied into FOLDER only if every
   re-measured row equals its committed row (value and n). A row that differs is named and nothing is written.
 
-Runs already holding a samples file are skipped, so the command resumes where it stopped. `--task-file
-NAME=FILE` reads a task the runs name (measured, or trained on) from FILE: for runs made at an older version of
-it (e.g. `passkey-word` version 1, restored under results/showcase/tasks/). A run's id holds the task's name, its model
-(trained on the task's prompts) the file's identity, and each row's `protocol` the identity it was measured
-with, so the id check and the row comparison above both say whether it is the file the rows were made with.
+With `--perplexity`, a run's perplexity rows written before rows recorded an interval are measured too, and
+get the re-measured interval (n and the bounds of the bootstrap over documents) only where every one of them
+comes back with its value; values stay as they are.
 
-    python scripts/recover_samples.py results/smollm2 --dry-run    # which runs can be measured again
-    python scripts/recover_samples.py results/smollm2
+A run already holding its samples (and, with `--perplexity`, its intervals) is left alone, so the command
+resumes where it stopped. `--task-file NAME=FILE` reads a task the runs name (measured, or trained on) from
+FILE: for runs made at an older version of it (e.g. `passkey-word` version 1, restored under
+results/showcase/tasks/). A run's id holds the task's name, its model (trained on the task's prompts) the
+file's identity, and each row's `protocol` the identity it was measured with, so the id check and the row
+comparison above both say whether it is the file the rows were made with.
+
+    python scripts/recover_samples.py results/smollm2-retrieval --dry-run    # which runs can be measured again
+    python scripts/recover_samples.py results/smollm2-retrieval
     python scripts/recover_samples.py results/showcase \
-        --task-file passkey-word=results/showcase/tasks/passkey-word-v1.toml
+        --task-file passkey-word=results/showcase/tasks/passkey-word-v1.toml --perplexity
 """
 
 from __future__ import annotations
@@ -36,13 +41,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from extrapolate.core.lock import table_lock
 from extrapolate.core.paths import RUNS_FOLDER
 from extrapolate.report.samples import samples_path
-from extrapolate.report.table import load_results
+from extrapolate.report.table import COLUMNS, RESULTS_FILE, load_results, read_table, write_table
 from extrapolate.run.request import RunRequest
 
 KEY = ["task", "protocol", "eval_len", "depth", "metric"]  # a row within its run
 PERPLEXITY = "perplexity"
+INTERVAL_COLUMNS = ["n", "ci_low", "ci_high", "ci_method"]
 
 
 def stored_request(record: dict) -> RunRequest:
@@ -85,13 +92,19 @@ def remeasure_request(
     return dataclasses.replace(request, **changes)
 
 
+def key_of(row) -> tuple:
+    depth = row["depth"]
+    return (row["task"], row["protocol"], int(row["eval_len"]), -1.0 if pd.isna(depth) else float(depth), row["metric"])
+
+
+def keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows indexed by their place within their run (KEY; a row without a depth at depth -1)."""
+    frame = frame.assign(depth=frame["depth"].astype(float).fillna(-1.0), eval_len=frame["eval_len"].astype(int))
+    return frame.set_index(KEY)
+
+
 def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
     """Each committed row whose re-measured value or n differs (or is missing), as one line."""
-
-    def keyed(frame: pd.DataFrame) -> pd.DataFrame:
-        frame = frame.assign(depth=frame["depth"].astype(float).fillna(-1.0))
-        return frame.set_index(KEY)[["value", "n"]].astype(float)
-
     old, new = keyed(committed), keyed(fresh)
     out = []
     for key, row in old.iterrows():
@@ -99,11 +112,9 @@ def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
             out.append(f"{key}: not measured again")
             continue
         again = new.loc[key]
-        same_n = pd.isna(row["n"]) or row["n"] == again["n"]
-        if abs(row["value"] - again["value"]) > 1e-9 or not same_n:
-            out.append(
-                f"{key}: committed {row['value']:g} (n {row['n']:g}), again {again['value']:g} (n {again['n']:g})"
-            )
+        same_n = pd.isna(row["n"]) or float(row["n"]) == float(again["n"])
+        if abs(float(row["value"]) - float(again["value"])) > 1e-9 or not same_n:
+            out.append(f"{key}: committed {float(row['value']):g}, again {float(again['value']):g}")
     return out
 
 
@@ -118,8 +129,9 @@ def protocols_now(resolved, prepared) -> dict[str, str]:
 
 
 def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[str, str], dry_run: bool) -> str:
-    """Measure one run's retrieval cells again; copy its samples in when every row is given back. Returns what
-    happened, one line."""
+    """Measure one run's cells in `rows` again (retrieval rows without samples; perplexity rows without an
+    interval); copy its samples in when every retrieval row is given back, and give the perplexity rows their
+    interval when every one of them is. Returns what happened, one line."""
     from extrapolate.run.cell import run_cell
     from extrapolate.run.prepare import prepare
     from extrapolate.run.reporter import Reporter
@@ -149,13 +161,42 @@ def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[
             return f"{run_id}: resolves to its id; {len(rows)} rows to measure again"
         run_cell(resolved, prepared, Path(scratch), Reporter())
         fresh = load_results(Path(scratch))
-        differ = differences(rows, fresh[fresh["run_id"].astype(str) == run_id])
-        if differ:
-            return f"{run_id}: {len(differ)} of {len(rows)} rows not given back, nothing written; " + differ[0]
-        target = samples_path(folder, run_id)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(samples_path(Path(scratch), run_id), target)
-        return f"{run_id}: every one of {len(rows)} rows given back; samples written"
+        fresh = fresh[fresh["run_id"].astype(str) == run_id]
+        said = []
+        retrieval = rows[rows["task"] != PERPLEXITY]
+        if not retrieval.empty:
+            said.append(write_samples_back(folder, Path(scratch), run_id, retrieval, fresh))
+        perplexity = rows[rows["task"] == PERPLEXITY]
+        if not perplexity.empty:
+            said.append(write_intervals_back(folder, run_id, perplexity, fresh))
+        return f"{run_id}: " + "; ".join(said)
+
+
+def write_samples_back(folder: Path, scratch: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
+    differ = differences(rows, fresh)
+    if differ:
+        return f"{len(differ)} of {len(rows)} retrieval rows not given back, no samples written ({differ[0]})"
+    target = samples_path(folder, run_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(samples_path(scratch, run_id), target)
+    return f"every one of {len(rows)} retrieval rows given back; samples written"
+
+
+def write_intervals_back(folder: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
+    """A perplexity row without an interval gets the re-measured one (n and the bootstrap's bounds over its
+    documents), only when every such row of the run came back with its value; the values stay."""
+    differ = differences(rows, fresh)
+    if differ:
+        return f"{len(differ)} of {len(rows)} perplexity rows not given back, no interval written ({differ[0]})"
+    again = keyed(fresh)
+    with table_lock(folder):  # a sweep still writing to the folder appends under the same lock
+        table = read_table(folder / RESULTS_FILE, COLUMNS)
+        for index, row in table.iterrows():
+            key = key_of(row)
+            if str(row["run_id"]) == run_id and row["task"] == PERPLEXITY and pd.isna(row["n"]) and key in again.index:
+                table.loc[index, INTERVAL_COLUMNS] = again.loc[key, INTERVAL_COLUMNS].tolist()
+        write_table(folder / RESULTS_FILE, table)
+    return f"every one of {len(rows)} perplexity rows given back; intervals written"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,19 +210,28 @@ def main(argv: list[str] | None = None) -> int:
         help="the runs' task NAME (measured or trained on) read from FILE: its version when they were made",
     )
     parser.add_argument("--runs", help="only these run ids (comma-separated)")
+    parser.add_argument(
+        "--perplexity", action="store_true", help="also give perplexity rows without an interval theirs"
+    )
     parser.add_argument("--dry-run", action="store_true", help="only say which runs resolve to their own id")
     args = parser.parse_args(argv)
     task_files = dict(pair.split("=", 1) for pair in args.task_file)
     table = load_results(args.folder)
-    retrieval = table[(table["task"] != PERPLEXITY) & (table["status"].fillna("ok") == "ok")]
+    table = table[table["status"].fillna("ok") == "ok"]
     wanted = set(args.runs.split(",")) if args.runs else None
-    for run_id, rows in retrieval.groupby(retrieval["run_id"].astype(str), sort=False):
+    for run_id, rows in table.groupby(table["run_id"].astype(str), sort=False):
         if wanted is not None and run_id not in wanted:
             continue
+        retrieval = rows[rows["task"] != PERPLEXITY]
         if samples_path(args.folder, run_id).exists():
-            print(f"{run_id}: has its samples")
+            retrieval = retrieval.iloc[0:0]
+        perplexity = rows[(rows["task"] == PERPLEXITY) & rows["n"].isna()] if args.perplexity else rows.iloc[0:0]
+        if retrieval.empty and perplexity.empty:
+            print(f"{run_id}: nothing to recover")
             continue
-        print(recover_run(args.folder, run_id, rows, task_files, args.dry_run), flush=True)
+        print(
+            recover_run(args.folder, run_id, pd.concat([retrieval, perplexity]), task_files, args.dry_run), flush=True
+        )
     return 0
 
 

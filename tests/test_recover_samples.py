@@ -51,7 +51,7 @@ def test_the_samples_come_back_exactly_from_a_model_trained_again(made, tmp_path
     assert target.read_bytes() == samples.read_bytes()
     assert any((cache / "models").iterdir())  # it was trained again, not found
     load_script("recover_samples").main([str(folder)])  # resumes: a run with its samples is left alone
-    assert "has its samples" in capsys.readouterr().out
+    assert "nothing to recover" in capsys.readouterr().out
 
 
 def test_a_row_that_does_not_come_back_writes_nothing(made, tmp_path, monkeypatch, capsys):
@@ -64,7 +64,7 @@ def test_a_row_that_does_not_come_back_writes_nothing(made, tmp_path, monkeypatc
     rows.to_csv(folder / "results.csv", index=False)
     load_script("recover_samples").main([str(folder)])
     out = capsys.readouterr().out
-    assert "not given back, nothing written" in out and "256" in out
+    assert "not given back, no samples written" in out and "256" in out
     assert not target.exists()
 
 
@@ -79,3 +79,34 @@ def test_a_request_that_resolves_to_another_id_is_skipped(made, tmp_path, monkey
     load_script("recover_samples").main([str(folder), "--dry-run"])
     assert "now (model, task file or default changed); skipped" in capsys.readouterr().out
     assert not target.exists()
+
+
+def test_perplexity_rows_without_an_interval_get_theirs_back(made, tmp_path, monkeypatch, capsys):
+    root, _ = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, target = without_samples(made, tmp_path)
+    rows = pd.read_csv(folder / "results.csv")
+    perplexity = rows["task"] == "perplexity"
+    columns = ["n", "ci_low", "ci_high", "ci_method"]
+    rows.loc[perplexity, columns] = None  # as rows written before perplexity recorded its interval
+    rows.to_csv(folder / "results.csv", index=False)
+    load_script("recover_samples").main([str(folder), "--perplexity"])
+    assert "intervals written" in capsys.readouterr().out and target.exists()
+    again = pd.read_csv(folder / "results.csv")
+    original = pd.read_csv(root / "out" / "results.csv")
+    pd.testing.assert_frame_equal(again[perplexity][columns], original[perplexity][columns])
+    assert (again["value"] == original["value"]).all()
+
+
+def test_a_perplexity_value_that_does_not_come_back_gets_no_interval(made, tmp_path, monkeypatch, capsys):
+    root, _ = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, _ = without_samples(made, tmp_path)
+    rows = pd.read_csv(folder / "results.csv")
+    perplexity = rows["task"] == "perplexity"
+    rows.loc[perplexity, ["n", "ci_low", "ci_high", "ci_method"]] = None
+    rows.loc[rows.index[perplexity][0], "value"] += 0.5
+    rows.to_csv(folder / "results.csv", index=False)
+    load_script("recover_samples").main([str(folder), "--perplexity"])
+    assert "perplexity rows not given back, no interval written" in capsys.readouterr().out
+    assert pd.read_csv(folder / "results.csv")["n"][perplexity].isna().all()
