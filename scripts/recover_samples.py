@@ -139,7 +139,10 @@ def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[
     from extrapolate.run.resolved import resolve_run
     from extrapolate.run.resolved import run_id as run_id_of
 
-    record = json.loads((folder / RUNS_FOLDER / f"{run_id}.json").read_text())
+    record_path = folder / RUNS_FOLDER / f"{run_id}.json"
+    if not record_path.is_file():
+        return f"{run_id}: no record in {RUNS_FOLDER}/ (made before each run's was kept); skipped"
+    record = json.loads(record_path.read_text())
     with tempfile.TemporaryDirectory(prefix="recover-") as scratch:
         request = remeasure_request(folder, record, rows, Path(scratch), task_files)
         resolved_request = resolve(request)

@@ -110,3 +110,12 @@ def test_a_perplexity_value_that_does_not_come_back_gets_no_interval(made, tmp_p
     load_script("recover_samples").main([str(folder), "--perplexity"])
     assert "perplexity rows not given back, no interval written" in capsys.readouterr().out
     assert pd.read_csv(folder / "results.csv")["n"][perplexity].isna().all()
+
+
+def test_a_run_without_its_record_is_skipped(made, tmp_path, monkeypatch, capsys):
+    root, _ = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, target = without_samples(made, tmp_path)
+    shutil.rmtree(folder / "runs")  # a run made before each run's record was kept
+    load_script("recover_samples").main([str(folder)])
+    assert "no record in runs/" in capsys.readouterr().out and not target.exists()
