@@ -412,6 +412,32 @@ def dual_chunk() -> Outcome:
     return outcome(checks, numbers)
 
 
+def string_logn() -> Outcome:
+    """STRING and log-n scaling on the showcase RoPE models: neither extends them. Perplexity degrades past L as
+    RoPE's does, and retrieval held at L is lost by 8L on every seed whose RoPE model retrieves at L."""
+    folder, methods = "showcase-training-free", (("string", "STRING"), ("logn", "log-n"), ("rope", "RoPE"))
+    rows = table(folder)
+    every = sorted(int(s) for s in rows[rows["encoding"] == "rope"]["seed"].unique())
+    learned = [s for s in every if retrieves(seed_cell(folder, "rope", 256, s))]
+    parts, checks = [], {"a RoPE model retrieves at L": bool(learned)}
+    for encoding, name in methods:
+        r = ppl(folder, encoding, 2048) / ppl(folder, encoding, 256)
+        at_l = [seed_cell(folder, encoding, 256, s) for s in learned]
+        far = [seed_cell(folder, encoding, 2048, s) for s in learned]
+        parts.append(f"{name} perplexity {ratio(r)}, greedy {' / '.join(map(str, far))}")
+        checks |= {f"{name} degrades": r >= DEGRADES}
+        checks |= {f"{name} retrieves at L, seed {s}": retrieves(c) for s, c in zip(learned, at_l)}
+        checks |= {f"{name} lost at 8L, seed {s}": lost(c) for s, c in zip(learned, far)}
+    out = [str(s) for s in every if s not in learned]
+    left = f"; seed {', '.join(out)} left out: its RoPE model does not retrieve at L" if out else ""
+    numbers = (
+        f"at 8L against L (perplexity: mean over seeds {', '.join(map(str, every))}; greedy: seeds "
+        f"{', '.join(map(str, learned))}, each retrieving at L): {'; '.join(parts)} "
+        f"(n = {far[0].n} a seed{left})"
+    )
+    return outcome(checks, numbers)
+
+
 def seed_cell(folder: str, encoding: str, length: int, seed: int) -> Cell:
     """One seed's greedy retrieval at a length: its depths' prompts pooled, Wilson's interval over them."""
     rows = table(folder)
@@ -609,6 +635,13 @@ FINDINGS = (
         "where plain RoPE loses it",
         "showcase-training-free",
         dual_chunk,
+    ),
+    Finding(
+        "string-logn",
+        "STRING and log-n scaling do not extend the showcase RoPE models: perplexity degrades past L as RoPE's "
+        "does, and retrieval held at L is lost by 8L",
+        "showcase-training-free",
+        string_logn,
     ),
     Finding(
         "finetune",
