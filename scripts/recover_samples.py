@@ -106,6 +106,7 @@ def keyed(frame: pd.DataFrame) -> pd.DataFrame:
 def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
     """Each committed row whose re-measured value or n differs (or is missing), as one line."""
     old, new = keyed(committed), keyed(fresh)
+    assert new.index.is_unique, "a run's rows are one per task, protocol, length, depth and metric"
     out = []
     for key, row in old.iterrows():
         if key not in new.index:
@@ -113,7 +114,7 @@ def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
             continue
         again = new.loc[key]
         same_n = pd.isna(row["n"]) or float(row["n"]) == float(again["n"])
-        if abs(float(row["value"]) - float(again["value"])) > 1e-9 or not same_n:
+        if not abs(float(row["value"]) - float(again["value"])) <= 1e-9 or not same_n:  # NaN is no match
             out.append(f"{key}: committed {float(row['value']):g}, again {float(again['value']):g}")
     return out
 
@@ -128,10 +129,13 @@ def protocols_now(resolved, prepared) -> dict[str, str]:
     return {kind.name: kind.protocol(setup) for kind in asked_kinds(resolved.request.tasks)}
 
 
-def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[str, str], dry_run: bool) -> str:
+def recover_run(
+    folder: Path, run_id: str, rows: pd.DataFrame, kinds: list[str], task_files: dict[str, str], dry_run: bool
+) -> str:
     """Measure one run's cells in `rows` again (retrieval rows without samples; perplexity rows without an
     interval); copy its samples in when every retrieval row is given back, and give the perplexity rows their
-    interval when every one of them is. Returns what happened, one line."""
+    interval when every one of them is. `kinds`: the task kinds of all the run's rows. Returns what happened,
+    one line."""
     from extrapolate.run.cell import run_cell
     from extrapolate.run.prepare import prepare
     from extrapolate.run.reporter import Reporter
@@ -148,10 +152,12 @@ def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[
         resolved_request = resolve(request)
         prepared = prepare(resolved_request)
         resolved = resolve_run(resolved_request, prepared)
-        recorded = record["request"].get("passkey_task")
-        if request.passkey_task != recorded:  # the id holds the task as the run named it, the file what it read
-            named = dataclasses.replace(resolved.request, passkey_task=recorded)
-            resolved = dataclasses.replace(resolved, run_id=run_id_of(named, resolved.model_hash, resolved.factor))
+        # the id holds the task as the run named it (the file is what it read), and whether a kind of the run
+        # read the task file: the kinds the run measured, not the subset measured again
+        named = dataclasses.replace(
+            resolved.request, passkey_task=record["request"].get("passkey_task"), tasks=tuple(kinds)
+        )
+        resolved = dataclasses.replace(resolved, run_id=run_id_of(named, resolved.model_hash, resolved.factor))
         if resolved.run_id != run_id:
             return f"{run_id}: resolves to {resolved.run_id} now (model, task file or default changed); skipped"
         measured_with = dict(zip(rows["task"].astype(str), rows["protocol"].astype(str)))
@@ -164,7 +170,7 @@ def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, task_files: dict[
             return f"{run_id}: resolves to its id; {len(rows)} rows to measure again"
         run_cell(resolved, prepared, Path(scratch), Reporter())
         fresh = load_results(Path(scratch))
-        fresh = fresh[fresh["run_id"].astype(str) == run_id]
+        fresh = fresh[(fresh["run_id"].astype(str) == run_id) & (fresh["status"].fillna("ok") == "ok")]
         said = []
         retrieval = rows[rows["task"] != PERPLEXITY]
         if not retrieval.empty:
@@ -194,6 +200,7 @@ def write_intervals_back(folder: Path, run_id: str, rows: pd.DataFrame, fresh: p
     again = keyed(fresh)
     with table_lock(folder):  # a sweep still writing to the folder appends under the same lock
         table = read_table(folder / RESULTS_FILE, COLUMNS)
+        table["ci_method"] = table["ci_method"].astype(object)  # all empty before: read as floats
         for index, row in table.iterrows():
             key = key_of(row)
             if str(row["run_id"]) == run_id and row["task"] == PERPLEXITY and pd.isna(row["n"]) and key in again.index:
@@ -218,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dry-run", action="store_true", help="only say which runs resolve to their own id")
     args = parser.parse_args(argv)
+    if any("=" not in pair for pair in args.task_file):
+        parser.error("--task-file takes NAME=FILE, e.g. passkey-word=results/showcase/tasks/passkey-word-v1.toml")
     task_files = dict(pair.split("=", 1) for pair in args.task_file)
     table = load_results(args.folder)
     table = table[table["status"].fillna("ok") == "ok"]
@@ -232,9 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         if retrieval.empty and perplexity.empty:
             print(f"{run_id}: nothing to recover")
             continue
-        print(
-            recover_run(args.folder, run_id, pd.concat([retrieval, perplexity]), task_files, args.dry_run), flush=True
-        )
+        kinds = list(dict.fromkeys(rows["task"].astype(str)))
+        try:
+            said = recover_run(args.folder, run_id, pd.concat([retrieval, perplexity]), kinds, task_files, args.dry_run)
+        except Exception as error:  # one run that cannot be made again does not stop the others
+            said = f"{run_id}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+        print(said, flush=True)
     return 0
 
 

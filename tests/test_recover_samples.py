@@ -89,6 +89,7 @@ def test_perplexity_rows_without_an_interval_get_theirs_back(made, tmp_path, mon
     perplexity = rows["task"] == "perplexity"
     columns = ["n", "ci_low", "ci_high", "ci_method"]
     rows.loc[perplexity, columns] = None  # as rows written before perplexity recorded its interval
+    rows["ci_method"] = None  # and before any row recorded one: the column reads back as floats
     rows.to_csv(folder / "results.csv", index=False)
     load_script("recover_samples").main([str(folder), "--perplexity"])
     assert "intervals written" in capsys.readouterr().out and target.exists()
@@ -119,3 +120,18 @@ def test_a_run_without_its_record_is_skipped(made, tmp_path, monkeypatch, capsys
     shutil.rmtree(folder / "runs")  # a run made before each run's record was kept
     load_script("recover_samples").main([str(folder)])
     assert "no record in runs/" in capsys.readouterr().out and not target.exists()
+
+
+def test_perplexity_intervals_come_back_for_a_run_that_has_its_samples(made, tmp_path, monkeypatch, capsys):
+    root, samples = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder = tmp_path / "folder"
+    shutil.copytree(root / "out", folder)  # samples kept: only the perplexity is measured again
+    rows = pd.read_csv(folder / "results.csv")
+    perplexity = rows["task"] == "perplexity"
+    rows.loc[perplexity, ["n", "ci_low", "ci_high", "ci_method"]] = None
+    rows.to_csv(folder / "results.csv", index=False)
+    load_script("recover_samples").main([str(folder), "--perplexity"])
+    out = capsys.readouterr().out
+    assert "intervals written" in out and "samples written" not in out
+    assert pd.read_csv(folder / "results.csv")["n"][perplexity].notna().all()

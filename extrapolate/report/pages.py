@@ -23,7 +23,7 @@ from extrapolate.report.table import (
     read_table,
 )
 from extrapolate.report.training_log import heldout_section, load_training
-from extrapolate.tasks.passkey import PASSKEY
+from extrapolate.tasks.passkey import CHAT_MARK, PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
 from extrapolate.tasks.ruler.kind import RULER
 
@@ -332,7 +332,7 @@ def prompt_format(table: pd.DataFrame) -> list[str]:
     protocols = protocols[protocols != UNRECORDED]
     if protocols.empty:
         return []
-    chat = protocols.str.contains("+chat", regex=False)
+    chat = protocols.str.contains(CHAT_MARK, regex=False)
     if chat.all():
         return ["- prompts: each wrapped in the model's chat template (protocols marked `+chat`)"]
     if chat.any():

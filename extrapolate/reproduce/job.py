@@ -143,12 +143,13 @@ def install_reference(fresh_folder: Path, target: Path) -> None:
     from extrapolate.report.pages import write_report
 
     target.mkdir(parents=True, exist_ok=True)
+    for name in KEPT_FOLDERS:
+        shutil.rmtree(target / name, ignore_errors=True)
     for item in fresh_folder.iterdir():
         if item.name.startswith("."):
             continue
         if item.is_dir():
             if item.name in KEPT_FOLDERS:
-                shutil.rmtree(target / item.name, ignore_errors=True)
                 shutil.copytree(item, target / item.name)
             continue
         shutil.copy2(item, target / item.name)

@@ -243,10 +243,13 @@ def proportion(value: float, n: int) -> dict:
     return {"n": n, "ci_low": low, "ci_high": high, "ci_method": "wilson"}
 
 
+CHAT_MARK = "+chat"  # in a protocol: the prompts were wrapped in the chat template
+
+
 def retrieval_protocol(builder: PromptBuilder) -> str:
     """A retrieval task's protocol as the rows record it: its identity, "+chat" where its prompts are wrapped in
     the chat template, "+bos" where they start with a BOS."""
-    chat = "+chat" if builder.chat is not None else ""
+    chat = CHAT_MARK if builder.chat is not None else ""
     return marked(f"{builder.task.identity}{chat}", builder.bos is not None)
 
 
