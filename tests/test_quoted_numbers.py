@@ -443,7 +443,7 @@ def test_the_seeds_readme_quotes_t5s_three_seeds():
     assert f"({t5[0]}, {t5[1]} and {t5[2]} its value at L at 8L), less than RoPE's ({', '.join(rope)})" in text
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_seeds_notes_quote_nopes_seeds(seed):
     from extrapolate.reproduce.findings import ppl_of_seed, seed_cell
 

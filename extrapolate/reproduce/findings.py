@@ -561,6 +561,18 @@ def sinusoidal_across_seeds() -> Outcome:
     return outcome(checks, sinusoidal.numbers())
 
 
+def nope_across_seeds() -> Outcome:
+    """NoPE at three seeds: perplexity within the margin to 8L and retrieval held from L to 8L, in every seed."""
+    nope = AcrossSeeds.of("nope")
+    checks = {
+        "three seeds": len(nope.seeds) == 3,
+        "flat in every seed": all(flat(r) for r in nope.rise.values()),
+        "retrieves at L in every seed": all(held(c) for c in nope.at_l.values()),
+        "held at 8L in every seed": all(held(c) for c in nope.at_8l.values()),
+    }
+    return outcome(checks, nope.numbers())
+
+
 def t5_across_seeds() -> Outcome:
     """T5's bias at three seeds: retrieval held from L to 8L in every seed, where ALiBi loses it, and perplexity
     rising past L in every seed, but less than RoPE's on the same seed."""
@@ -626,6 +638,13 @@ FINDINGS = (
         "by 8L in every seed",
         "showcase-seeds",
         alibi_across_seeds,
+    ),
+    Finding(
+        "nope-across-seeds",
+        "At three seeds, NoPE (no position signal) keeps perplexity within 10% of its value at L to 8L and holds "
+        "retrieval from L to 8L in every seed",
+        "showcase-seeds",
+        nope_across_seeds,
     ),
     Finding(
         "t5-across-seeds",
