@@ -38,6 +38,20 @@ def without_samples(made, tmp_path) -> tuple[Path, Path]:
     return folder, folder / "samples" / samples.name
 
 
+INTERVAL = ["n", "ci_low", "ci_high", "ci_method"]
+
+
+def blank_perplexity_intervals(folder: Path, shift_first_value: float = 0.0) -> pd.Series:
+    """Rows as written before perplexity recorded its interval (optionally one value changed); returns which
+    rows are perplexity's."""
+    rows = pd.read_csv(folder / "results.csv")
+    perplexity = rows["task"] == "perplexity"
+    rows.loc[perplexity, INTERVAL] = None
+    rows.loc[rows.index[perplexity][0], "value"] += shift_first_value
+    rows.to_csv(folder / "results.csv", index=False)
+    return perplexity
+
+
 def test_the_samples_come_back_exactly_from_a_model_trained_again(made, tmp_path, monkeypatch, capsys):
     root, samples = made
     cache = tmp_path / "cache"  # the corpus and tokenizer as cached, the model not: it is trained again
@@ -85,17 +99,15 @@ def test_perplexity_rows_without_an_interval_get_theirs_back(made, tmp_path, mon
     root, _ = made
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
     folder, target = without_samples(made, tmp_path)
+    perplexity = blank_perplexity_intervals(folder)
     rows = pd.read_csv(folder / "results.csv")
-    perplexity = rows["task"] == "perplexity"
-    columns = ["n", "ci_low", "ci_high", "ci_method"]
-    rows.loc[perplexity, columns] = None  # as rows written before perplexity recorded its interval
-    rows["ci_method"] = None  # and before any row recorded one: the column reads back as floats
+    rows["ci_method"] = None  # as before any row recorded an interval: the column reads back as floats
     rows.to_csv(folder / "results.csv", index=False)
     load_script("recover_samples").main([str(folder), "--perplexity"])
     assert "intervals written" in capsys.readouterr().out and target.exists()
     again = pd.read_csv(folder / "results.csv")
     original = pd.read_csv(root / "out" / "results.csv")
-    pd.testing.assert_frame_equal(again[perplexity][columns], original[perplexity][columns])
+    pd.testing.assert_frame_equal(again[perplexity][INTERVAL], original[perplexity][INTERVAL])
     assert (again["value"] == original["value"]).all()
 
 
@@ -103,11 +115,7 @@ def test_a_perplexity_value_that_does_not_come_back_gets_no_interval(made, tmp_p
     root, _ = made
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
     folder, _ = without_samples(made, tmp_path)
-    rows = pd.read_csv(folder / "results.csv")
-    perplexity = rows["task"] == "perplexity"
-    rows.loc[perplexity, ["n", "ci_low", "ci_high", "ci_method"]] = None
-    rows.loc[rows.index[perplexity][0], "value"] += 0.5
-    rows.to_csv(folder / "results.csv", index=False)
+    perplexity = blank_perplexity_intervals(folder, shift_first_value=0.5)
     load_script("recover_samples").main([str(folder), "--perplexity"])
     assert "perplexity rows not given back, no interval written" in capsys.readouterr().out
     assert pd.read_csv(folder / "results.csv")["n"][perplexity].isna().all()
@@ -127,10 +135,7 @@ def test_perplexity_intervals_come_back_for_a_run_that_has_its_samples(made, tmp
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
     folder = tmp_path / "folder"
     shutil.copytree(root / "out", folder)  # samples kept: only the perplexity is measured again
-    rows = pd.read_csv(folder / "results.csv")
-    perplexity = rows["task"] == "perplexity"
-    rows.loc[perplexity, ["n", "ci_low", "ci_high", "ci_method"]] = None
-    rows.to_csv(folder / "results.csv", index=False)
+    perplexity = blank_perplexity_intervals(folder)
     load_script("recover_samples").main([str(folder), "--perplexity"])
     out = capsys.readouterr().out
     assert "intervals written" in out and "samples written" not in out

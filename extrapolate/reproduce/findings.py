@@ -536,41 +536,37 @@ class AcrossSeeds:
         )
 
 
+PERPLEXITY_SHAPES = {"flat": flat, "degrades": lambda rise: rise >= DEGRADES}
+RETRIEVAL_SHAPES = {"held": held, "lost": lost}
+
+
+def same_in_every_seed(encoding: str, perplexity: str, at_8l: str) -> Outcome:
+    """One shape checked seed by seed: perplexity at 8L over L `flat` or `degrades`, retrieval held at L, and
+    retrieval at 8L `held` or `lost`, in each of the three seeds."""
+    seeds = AcrossSeeds.of(encoding)
+    checks = {
+        "three seeds": len(seeds.seeds) == 3,
+        f"{perplexity} in every seed": all(PERPLEXITY_SHAPES[perplexity](r) for r in seeds.rise.values()),
+        "retrieves at L in every seed": all(held(c) for c in seeds.at_l.values()),
+        f"{at_8l} at 8L in every seed": all(RETRIEVAL_SHAPES[at_8l](c) for c in seeds.at_8l.values()),
+    }
+    return outcome(checks, seeds.numbers())
+
+
 def alibi_across_seeds() -> Outcome:
     """The one-seed finding `two-axes` for ALiBi, at three seeds: flat perplexity, retrieval at L, lost at 8L."""
-    alibi = AcrossSeeds.of("alibi")
-    checks = {
-        "three seeds": len(alibi.seeds) == 3,
-        "flat in every seed": all(flat(r) for r in alibi.rise.values()),
-        "retrieves at L in every seed": all(held(c) for c in alibi.at_l.values()),
-        "lost at 8L in every seed": all(lost(c) for c in alibi.at_8l.values()),
-    }
-    return outcome(checks, alibi.numbers())
+    return same_in_every_seed("alibi", "flat", "lost")
 
 
 def sinusoidal_across_seeds() -> Outcome:
-    """The one-seed finding `perplexity-shapes` and `two-axes` for sinusoidal, at three seeds: perplexity
+    """The one-seed findings `perplexity-shapes` and `two-axes` for sinusoidal, at three seeds: perplexity
     degrades past L, retrieval held at L and lost by 8L, in every seed."""
-    sinusoidal = AcrossSeeds.of("sinusoidal")
-    checks = {
-        "three seeds": len(sinusoidal.seeds) == 3,
-        "degrades in every seed": all(r >= DEGRADES for r in sinusoidal.rise.values()),
-        "retrieves at L in every seed": all(held(c) for c in sinusoidal.at_l.values()),
-        "lost at 8L in every seed": all(lost(c) for c in sinusoidal.at_8l.values()),
-    }
-    return outcome(checks, sinusoidal.numbers())
+    return same_in_every_seed("sinusoidal", "degrades", "lost")
 
 
 def nope_across_seeds() -> Outcome:
     """NoPE at three seeds: perplexity within the margin to 8L and retrieval held from L to 8L, in every seed."""
-    nope = AcrossSeeds.of("nope")
-    checks = {
-        "three seeds": len(nope.seeds) == 3,
-        "flat in every seed": all(flat(r) for r in nope.rise.values()),
-        "retrieves at L in every seed": all(held(c) for c in nope.at_l.values()),
-        "held at 8L in every seed": all(held(c) for c in nope.at_8l.values()),
-    }
-    return outcome(checks, nope.numbers())
+    return same_in_every_seed("nope", "flat", "held")
 
 
 def t5_across_seeds() -> Outcome:
