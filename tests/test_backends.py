@@ -184,7 +184,7 @@ def test_native_refuses_a_family_it_does_not_compute_and_names_the_way_out():
     with pytest.raises(UserError, match="--backend transformers"):
         chosen_backend("native", checkpoint("gpt2", NEW_FAMILIES["gpt2"]).config)
     with pytest.raises(UserError, match="--backend choice"):
-        chosen_backend("vllm", checkpoint("gpt2", NEW_FAMILIES["gpt2"]).config)
+        chosen_backend("onnx", checkpoint("gpt2", NEW_FAMILIES["gpt2"]).config)
 
 
 # ---- through the command line

@@ -18,7 +18,7 @@ def chosen_backend(requested: str, hf_config) -> str:
     from extrapolate.data.families import config_from_hf
 
     require_known("--backend choice", requested, BACKENDS)
-    if requested == "transformers":
+    if requested in ("transformers", "vllm"):
         return requested
     try:
         config_from_hf(hf_config)
@@ -56,10 +56,10 @@ def stated_context(config) -> int | None:
     return None
 
 
-def transformers_model(hf_model):
-    """(the adapter, its ReleasedRope) of transformers' model: its RoPE as released where it rotates, else its
-    learned table or ALiBi, evaluated as released."""
-    from extrapolate.backends.hf import AsReleased, TransformersLM, check_head, model_config
+def as_released(hf_model):
+    """(kind, ReleasedRope, AsReleased, sizes) of transformers' model as released: its RoPE where it rotates,
+    else its learned table or ALiBi; `sizes` the project's ModelConfig of it."""
+    from extrapolate.backends.hf import AsReleased, model_config
     from extrapolate.data.families import rope_parameters
     from extrapolate.data.rope_config import ReleasedRope, released_rope
 
@@ -73,17 +73,35 @@ def transformers_model(hf_model):
         base = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
         rotated = int(head_dim * float(params.get("partial_rotary_factor", 1.0)))
         encoding = AsReleased(released.encoding, "rotary", released.original_len)
-        limit = None
     else:
         context = stated_context(config)
         released = ReleasedRope(kind, None, (), context, context)
         base, rotated = 10000.0, None
         encoding = AsReleased(kind, "absolute" if kind == "learned" else "bias", context)
-        limit = context if kind == "learned" else None
-    sizes = model_config(config, kind, released.original_len, base, rotated)
+    return kind, released, encoding, model_config(config, kind, released.original_len, base, rotated)
+
+
+def transformers_model(hf_model):
+    """(the adapter, its ReleasedRope) of transformers' model, evaluated as released (`as_released`)."""
+    from extrapolate.backends.hf import TransformersLM, check_head
+
+    kind, released, encoding, sizes = as_released(hf_model)
+    limit = released.released_len if kind == "learned" else None
     model = TransformersLM(hf_model, sizes, encoding, position_limit=limit)
     check_head(model)
     return model, released
+
+
+def vllm_model(spec: str, hf_model, tokenizer, trust_remote_code: bool = False):
+    """(the VLLMGenerator of a loaded checkpoint, its ReleasedRope): its sizes and released encoding read from
+    transformers' model (`as_released`), its weights handed to vLLM through `engine_folder`."""
+    from extrapolate.backends.vllm import VLLMGenerator, engine_folder, require_vllm
+
+    require_vllm()
+    _, released, encoding, sizes = as_released(hf_model)
+    params = sum(p.numel() for p in hf_model.parameters())
+    folder = engine_folder(spec, hf_model, tokenizer)
+    return VLLMGenerator(folder, sizes, encoding, params, released.released_len, trust_remote_code), released
 
 
 def load_pretrained(spec: str, backend: str = "auto", trust_remote_code: bool = False):
@@ -92,9 +110,15 @@ def load_pretrained(spec: str, backend: str = "auto", trust_remote_code: bool = 
     from extrapolate.data.pretrained import HFTokenizer, PretrainedModel, from_hf_model, load_transformers
     from extrapolate.data.rope_config import released_rope
 
+    if backend == "vllm":
+        from extrapolate.backends.vllm import require_vllm
+
+        require_vllm()  # before the weights are read
     hf_model, tokenizer = load_transformers(spec, trust_remote_code)
     chosen = chosen_backend(backend, hf_model.config)
-    if chosen == "native":
+    if chosen == "vllm":
+        model, released = vllm_model(spec, hf_model, tokenizer, trust_remote_code)
+    elif chosen == "native":
         model, released = from_hf_model(hf_model), released_rope(hf_model.config)
     else:
         model, released = transformers_model(hf_model)

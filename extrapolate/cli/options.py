@@ -140,7 +140,7 @@ SHARED = {
         str,
         DEFAULT.backend,
         "what computes a pretrained checkpoint: auto (the project's model where it implements the family, "
-        "else transformers') | native | transformers",
+        "else transformers') | native | transformers | vllm (generation tasks, as released; optional extra)",
     ),
     "trust_remote_code": shared(
         bool,

@@ -71,10 +71,10 @@ def default_steps(trained_spec) -> int:
 
 def pretrained_identity(name: str, backend: str = "native") -> dict:
     """What a pretrained model's hash is the hash of: the name it is asked for by (a known name, a folder, a hub
-    id), and the backend that computes it where that is transformers' model (the native model, which every
+    id), and the backend that computes it where that is not the native model (which every
     earlier result ran on, adds nothing, so those run ids stay). The name says where its weights come from, so
     the hash is known before they are read; a fine-tune of the model records this hash as its base."""
-    return {"pretrained": name, **({"backend": backend} if backend == "transformers" else {})}
+    return {"pretrained": name, **({"backend": backend} if backend != "native" else {})}
 
 
 def run_identity(request, model_hash: str, factor: float, task_file_read: bool) -> dict:

@@ -32,7 +32,7 @@ class PretrainedModel:
     name: str
     original_len: int | None  # the context the checkpoint was trained with (None: its config states none)
     released: ReleasedRope  # the positional encoding it is released with
-    backend: str = "native"  # what computes it (backends/): native or transformers
+    backend: str = "native"  # what computes it (backends/): native, transformers or vllm
 
 
 class HFTokenizer:

@@ -33,6 +33,9 @@ def check_pretrained_encoding(request, checkpoint) -> None:
         )
     if checkpoint.backend == "native":
         return
+    if checkpoint.backend == "vllm":
+        check_vllm_request(request, spec.name, checkpoint.released)
+        return
     if request.finetune_steps > 0:
         raise UserError("--finetune-steps trains the native model; the transformers backend evaluates only")
     if rotary_release and spec.name != released:
@@ -47,6 +50,24 @@ def check_pretrained_encoding(request, checkpoint) -> None:
                 f"{spec.name} needs the native model (transformers implements linear, dynamic, yarn, longrope "
                 f"and llama3 scalings); {request.model} runs on the transformers backend"
             ) from None
+
+
+def check_vllm_request(request, encoding: str, released) -> None:
+    """vLLM generates: it measures the retrieval and RULER tasks on the checkpoint as released, nothing that
+    reads log-likelihoods or changes the model."""
+    if "perplexity" in request.tasks:
+        raise UserError(
+            "--backend vllm measures the generation tasks (passkey, RULER): give --tasks passkey or a RULER task; "
+            "perplexity reads log-likelihoods (--backend native or transformers)"
+        )
+    if request.finetune_steps > 0:
+        raise UserError("--finetune-steps trains the native model; the vllm backend evaluates only")
+    given = (encoding, request.factor, dict(request.encoding_options))
+    if given != (released.encoding, released.factor, dict(released.options)):
+        raise UserError(
+            f"--backend vllm evaluates {request.model} as released ({released.describe()}); "
+            "a scaling or option needs --backend native or transformers"
+        )
 
 
 BOS_CHOICES = ("auto", "always", "never")

@@ -39,6 +39,12 @@ def estimate_seconds(
     kinds = asked_kinds(first.request.tasks)
     per_cell_tokens = sum(kind.evaluated_tokens(setup, prepared.lengths) for kind in kinds)
     decoding = [step for kind in kinds for step in kind.decode_steps(setup, prepared.lengths)]
+    if first.is_pretrained and hasattr(prepared.checkpoint.model, "generate_greedy"):  # an engine that generates
+        n = min(min(prepared.lengths), FORWARD_TOKENS)
+        reporter.note(f"timing the engine on a prompt of {n} tokens for the estimate")
+        rate = engine_tokens_per_second(prepared.checkpoint.model, n, first.request.dtype, max(prepared.lengths))
+        reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {rate:,.0f} prompt tokens/s")
+        return len(pending) * per_cell_tokens / rate
     if first.is_pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
         n = min(min(prepared.lengths), FORWARD_TOKENS)
         reporter.note(f"timing two forward passes of {n} tokens for the estimate")
@@ -148,4 +154,13 @@ def forward_tokens_per_second(prepared: Prepared, length: int, dtype: str = "flo
         model(ids)  # warm-up
         start = time.perf_counter()
         model(ids)
+    return n / (time.perf_counter() - start)
+
+
+def engine_tokens_per_second(model, n: int, dtype: str, longest: int) -> float:
+    """Prompt tokens per second of an engine that generates from whole prompts (vLLM), a prompt of `n` tokens
+    and a short answer timed after a warm-up that builds the engine for the run's longest length."""
+    model.generate_greedy([[0] * n], DECODE_TIMINGS, None, dtype, longest)  # warm-up: builds the engine
+    start = time.perf_counter()
+    model.generate_greedy([[0] * n], DECODE_TIMINGS, None, dtype, longest)
     return n / (time.perf_counter() - start)

@@ -76,9 +76,9 @@ def resolve_request(request: RunRequest) -> RunRequest:
         request = dataclasses.replace(request, bos=resolved_bos(request.bos, tokenizer), chat_template=chat)
     else:
         require_known("--backend choice", request.backend, BACKENDS)
-        if request.backend == "transformers":
+        if request.backend in ("transformers", "vllm"):
             raise UserError(
-                f"--backend transformers computes a pretrained checkpoint; {request.model} is a model trained here"
+                f"--backend {request.backend} computes a pretrained checkpoint; {request.model} is a model trained here"
             )
         chat = resolved_chat(request.chat_template, None)
         request = dataclasses.replace(

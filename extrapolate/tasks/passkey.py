@@ -139,6 +139,25 @@ def shared_prefix_passes(model, groups: list[torch.Tensor], length: int, skip=fr
         yield cache, model.lm_head(hidden[:, -1]).float()
 
 
+def answered_passes(
+    model, groups: list[torch.Tensor], length: int, steps: int, stop=None, skip=frozenset(), dtype="float32"
+):
+    """For each group of prompts (token ids (B, n) each, in pass order): its key/value cache, the logits at its
+    last position (B, V) and its greedy answers (`greedy_answers`); a group in `skip` yields three Nones. A
+    backend that generates from whole prompts itself (vLLM's `generate_greedy`) yields answers only: it keeps
+    no cache the caller could continue."""
+    if hasattr(model, "generate_greedy"):
+        for index, ids in enumerate(groups):
+            answers = None if index in skip else model.generate_greedy(ids.tolist(), steps, stop, dtype, length)
+            yield None, None, answers
+        return
+    for cache, last in shared_prefix_passes(model, groups, length, skip):
+        if cache is None:
+            yield None, None, None
+            continue
+        yield cache, last, greedy_answers(model, [dict(layer) for layer in cache], last, steps, length, stop)
+
+
 def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int]]:
     """(queries, keys) of the attention calls `evaluate_passkey` makes at `length`, for the kernels they run:
     the shared-prefix passes and the prompt suffixes, a greedy step from a prompt's cache, and the longest
@@ -195,14 +214,16 @@ def evaluate_passkey(
     skip = {i for i, (d, _) in enumerate(groups) if d in finished}
     logged = log.samples() if log else {}
     records: dict[int, list[dict]] = {d: logged.get(d, []) for d in finished}  # depth -> its prompts' records
+    rank = rank and not hasattr(model, "generate_greedy")  # a backend without log-likelihoods: greedy only
     with autocast(device, dtype):
-        for (d, prompts), (cache, last) in zip(groups, shared_prefix_passes(model, ids, length, skip)):
+        for (d, prompts), (cache, last, answers) in zip(
+            groups, answered_passes(model, ids, length, steps, None, skip, dtype)
+        ):
             if d in finished:
                 counts[d] = torch.tensor(finished[d], dtype=torch.float64)
                 report(d, logged=True)
                 continue
             # cache: the prompts' keys and values; last: (trials, V) logits at their last position
-            answers = greedy_answers(model, [dict(layer) for layer in cache], last, steps, length)
             records[d] = []
             for i, (t, prompt) in enumerate(zip(mine, prompts)):
                 prediction = builder.tokenizer.decode(answers[i])
@@ -310,10 +331,13 @@ class PasskeyKind(TaskKind):
             cells = [(depth, float("nan"), float("nan"), 0) for depth in setup.prompts.task.depths]
         else:
             cells = [(c.depth, c.accuracy, c.rank_accuracy, c.trials) for c in result]
+        # a backend without log-likelihoods (vLLM) ranks nothing: no rank row rather than a row of nothing
+        ranked = result is None or not all(math.isnan(c.rank_accuracy) for c in result)
         return [
             {"metric": metric, "value": value, "depth": depth, "n_tokens": trials * length, **proportion(value, trials)}
             for depth, accuracy, rank_accuracy, trials in cells
             for metric, value in (("accuracy", accuracy), ("rank_accuracy", rank_accuracy))
+            if ranked or metric == "accuracy"
         ]
 
     def samples(self, result: list[PasskeyCell] | None) -> list[dict]:

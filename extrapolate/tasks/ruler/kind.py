@@ -18,7 +18,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.intervals import score_interval
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, register
-from extrapolate.tasks.passkey import greedy_answers, retrieval_protocol, shared_prefix_passes
+from extrapolate.tasks.passkey import answered_passes, retrieval_protocol
 from extrapolate.tasks.prompt import prompt_ids
 from extrapolate.tasks.ruler.builder import RulerBuilder
 from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
@@ -26,6 +26,7 @@ from extrapolate.tasks.ruler.task import load_ruler_task
 
 BATCH_CACHE_BYTES = 2 << 30  # a batch's key/value caches stay under this
 MAX_BATCH = 8
+ENGINE_BATCH = 64  # prompts a batch for a backend that batches and caches itself
 
 
 @dataclass
@@ -37,7 +38,10 @@ class RulerCell:
 
 
 def batch_size(model, length: int) -> int:
-    """Prompts per batch: as many as keep their caches under BATCH_CACHE_BYTES."""
+    """Prompts per batch: as many as keep their caches under BATCH_CACHE_BYTES; for an engine that pages its
+    own cache (vLLM), ENGINE_BATCH, a batch still logged as it finishes."""
+    if hasattr(model, "generate_greedy"):
+        return ENGINE_BATCH
     config = model.config
     per_token = 2 * config.n_layers * config.kv_heads * config.head_dim * 4  # keys and values, float32 bound
     return max(1, min(MAX_BATCH, BATCH_CACHE_BYTES // max(1, per_token * length)))
@@ -72,15 +76,13 @@ def evaluate_ruler(
     records: list[dict] = []
     total = torch.zeros(2, dtype=torch.float64)  # [score sum, samples]
     with autocast(device, dtype):
-        passes = shared_prefix_passes(model, ids, length, set(finished))
-        for b, (batch, (cache, last)) in enumerate(zip(batches, passes)):
+        passes = answered_passes(model, ids, length, task.tokens_to_generate, eos, set(finished), dtype)
+        for b, (batch, (_, _, answers)) in enumerate(zip(batches, passes)):
             if b in finished:
                 total += torch.tensor(finished[b], dtype=torch.float64)
                 records += logged.get(b, [])
                 report(on_progress, total, len(mine), logged=True)
                 continue
-            # cache: the batch's keys and values; last: (B, V) logits at each prompt's last position
-            answers = greedy_answers(model, cache, last, task.tokens_to_generate, length, stop=eos)
             predictions = [builder.tokenizer.decode(until(a, eos)) for a in answers]
             scores = [metric(text, p.outputs) for text, p in zip(predictions, batch)]
             done = [
