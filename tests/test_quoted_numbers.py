@@ -454,6 +454,18 @@ def test_the_seeds_notes_quote_nopes_seeds(seed):
     assert f"greedy retrieval {greedy} at L / 2L / 4L / 8L" in text
 
 
+def test_the_seeds_notes_quote_learneds_seeds():
+    from extrapolate.reproduce.findings import ppl_of_seed, seed_cell
+
+    text = " ".join((ROOT / "results" / "showcase-seeds" / "NOTES.md").read_text().split())
+    ppl = [f"{ppl_of_seed('showcase-seeds', 'learned', 256, s):.3f}" for s in (0, 1, 2)]
+    assert f"Perplexity at L {ppl[0]}, {ppl[1]} and {ppl[2]} at seeds 0, 1 and 2" in text
+    greedy = [f"{seed_cell('showcase-seeds', 'learned', 256, s).mean:.0%}" for s in (0, 1, 2)]
+    assert f"greedy retrieval at L {greedy[0]}, {greedy[1]} and {greedy[2]} (100 prompts each" in text
+    readme = " ".join((ROOT / "results" / "showcase-seeds" / "README.md").read_text().split())
+    assert f"greedy retrieval at L is {greedy[0]}, {greedy[1]} and {greedy[2]} at seeds 0, 1 and 2" in readme
+
+
 def test_the_gpu_notes_quote_the_profiles():
     """The profiles' totals that NOTES.md gives as the cause of the slow evaluation."""
     import re

@@ -569,6 +569,32 @@ def nope_across_seeds() -> Outcome:
     return same_in_every_seed("nope", "flat", "held")
 
 
+def learned_across_seeds() -> Outcome:
+    """A learned table at three seeds: no position past L in any seed (every cell past L `unsupported`, not a
+    number), and retrieval at L learned in some seeds and not in another, so its one-seed cell is no rule."""
+    folder, rows = "showcase-seeds", table("showcase-seeds")
+    rows = rows[rows["encoding"] == "learned"]
+    seeds = sorted(int(s) for s in rows["seed"].unique())
+    at_l = {s: seed_cell(folder, "learned", 256, s) for s in seeds}
+    past = rows[rows["eval_len"] > 256]
+    checks = {
+        "three seeds": len(seeds) == 3,
+        "every cell past L unsupported in every seed": len(past) > 0
+        and set(past["status"]) == {"unsupported"}
+        and set(past["seed"]) == set(seeds),
+        "retrieval at L held in some seed": any(held(c) for c in at_l.values()),
+        "and lost in another": any(lost(c) for c in at_l.values()),
+    }
+    numbers = (
+        "greedy at L: "
+        + " / ".join(str(at_l[s]) for s in seeds)
+        + f" (seeds {', '.join(map(str, seeds))}; n = {at_l[seeds[0]].n} each); "
+        + f"{len(past)} rows past L, all unsupported; perplexity at L: "
+        + " / ".join(f"{ppl_of_seed(folder, 'learned', 256, s):.1f}" for s in seeds)
+    )
+    return outcome(checks, numbers)
+
+
 def t5_across_seeds() -> Outcome:
     """T5's bias at three seeds: retrieval held from L to 8L in every seed, where ALiBi loses it, and perplexity
     rising past L in every seed, but less than RoPE's on the same seed."""
@@ -641,6 +667,13 @@ FINDINGS = (
         "retrieval from L to 8L in every seed",
         "showcase-seeds",
         nope_across_seeds,
+    ),
+    Finding(
+        "learned-across-seeds",
+        "At three seeds, a learned position table has no position past L in any seed (its cells there are "
+        "unsupported, not extrapolated), and learns retrieval at L in some seeds but not in another",
+        "showcase-seeds",
+        learned_across_seeds,
     ),
     Finding(
         "t5-across-seeds",
