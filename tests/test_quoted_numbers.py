@@ -93,6 +93,13 @@ def adapter_ppl(encoding: str, steps: int, adapter) -> float:
     return float(t.value.iloc[0])
 
 
+def hits_of(encoding: str, length: int, folder: str = "smollm2-retrieval") -> str:
+    """ "k of n": the greedy hits of an encoding's passkey cell at a length, its depths pooled."""
+    table = rows(folder)
+    cell = table[(table.encoding == encoding) & (table.eval_len == length) & (table.metric == "accuracy")]
+    return f"{round(float((cell.value * cell.n).sum()))} of {int(cell.n.sum())}"
+
+
 def above_full(encoding: str) -> str:
     """How far LoRA and LongLoRA stay above the full fine-tune after 100 steps: "3% and 5%"."""
     full = adapter_ppl(encoding, 100, None)
@@ -137,6 +144,14 @@ QUOTED = [
         lambda: f"PI stays {above_full('pi')} above it",
     ),
     # (document, the text it holds, that text computed from the results)
+    *[
+        (document, text, lambda text=text: text.replace("0 of 20", hits_of("lm-infinite", 16384)))
+        for document, text in (
+            ("docs/encodings.md", "16384 is 0 of 20, at every depth"),
+            ("results/smollm2-retrieval/README.md", "LM-Infinite finds no key at 16384**: 0 of 20"),
+            ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all"),
+        )
+    ],
     (
         "docs/encodings.md",
         "31.65 and 31.66",
