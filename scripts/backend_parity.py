@@ -5,7 +5,9 @@ cells computed by the native backend and by vLLM (`--backend vllm`) on the same 
 
 Prompts are matched by task protocol (the task file's identity and prompt format), length, depth and index;
 a cell compares only the prompts both folders answered. Prints, per task and length, the prompts compared,
-the share whose predictions are identical and each side's mean score; then the share over every prompt. With
+the share whose predictions are identical (every generated token: a greedy continuation that departs after
+the answer counts as different), the share scored alike, and each side's mean score; then the shares over
+every prompt. With
 `--out`, the same table as CSV. Exit code 0 always: it measures, it does not judge."""
 
 from __future__ import annotations
@@ -31,14 +33,17 @@ def answers(folder: Path) -> pd.DataFrame:
 
 
 def compared(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
-    """Per (protocol, length): prompts in both, the share of identical predictions, each side's mean score."""
+    """Per (protocol, length): prompts in both, the shares of identical predictions and of equal scores, and
+    each side's mean score."""
     both = first.merge(second, on=KEY, suffixes=("_a", "_b"))
     both["same"] = both["prediction_a"] == both["prediction_b"]
+    both["same_score"] = both["score_a"] == both["score_b"]
     return (
         both.groupby(["protocol", "eval_len"], sort=True)
         .agg(
             prompts=("same", "size"),
             identical=("same", "mean"),
+            same_score=("same_score", "mean"),
             score_a=("score_a", "mean"),
             score_b=("score_b", "mean"),
         )
@@ -57,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("error: the two folders share no prompt (task protocol, length, depth and index)")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     total = float((table["identical"] * table["prompts"]).sum() / table["prompts"].sum())
-    print(f"identical predictions: {total:.1%} of {int(table['prompts'].sum())} prompts")
+    scored = float((table["same_score"] * table["prompts"]).sum() / table["prompts"].sum())
+    print(f"identical predictions: {total:.1%} of {int(table['prompts'].sum())} prompts; scored alike: {scored:.1%}")
     if args.out:
         table.to_csv(args.out, index=False)
     return 0

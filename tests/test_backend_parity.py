@@ -27,6 +27,6 @@ def test_matched_prompt_by_prompt_and_only_where_both_answered(tmp_path, capsys)
     )
     assert table.loc[("vt", 1024), "identical"] == 0.5 and table.loc[("vt", 1024), "prompts"] == 2
     assert table.loc[("vt", 1024), "score_b"] == 1.0 and table.loc[("vt", 1024), "score_a"] == 0.5
-    assert table.loc[("vt", 2048), "identical"] == 1.0
+    assert table.loc[("vt", 2048), "identical"] == 1.0 and table.loc[("vt", 1024), "same_score"] == 0.5
     assert ("cwe", 1024) not in table.index  # the second folder never answered it
-    assert "identical predictions: 66.7% of 3 prompts" in capsys.readouterr().out
+    assert "identical predictions: 66.7% of 3 prompts; scored alike: 66.7%" in capsys.readouterr().out

@@ -55,10 +55,13 @@ def check_pretrained_encoding(request, checkpoint) -> None:
 def check_vllm_request(request, encoding: str, released) -> None:
     """vLLM generates: it measures the retrieval and RULER tasks on the checkpoint as released, nothing that
     reads log-likelihoods or changes the model."""
-    if "perplexity" in request.tasks:
+    from extrapolate.tasks.kinds import asked_kinds
+
+    scored = [kind.name for kind in asked_kinds(request.tasks) if not kind.generates]
+    if scored:
         raise UserError(
             "--backend vllm measures the generation tasks (passkey, RULER): give --tasks passkey or a RULER task; "
-            "perplexity reads log-likelihoods (--backend native or transformers)"
+            f"{', '.join(scored)} reads log-likelihoods (--backend native or transformers)"
         )
     if request.finetune_steps > 0:
         raise UserError("--finetune-steps trains the native model; the vllm backend evaluates only")

@@ -72,6 +72,8 @@ class TaskKind:
     reads_task_file: bool = False
     # the kind of a task file that names none (the files written before kinds were named: the passkey's)
     default_for_files: bool = False
+    # it measures greedy answers alone, so a backend that only generates (vLLM's) computes it
+    generates: bool = False
     # its lengths score the same text (a budget set by the longest length): a cell missing some lengths measures
     # every length again, so they stay comparable
     lengths_together: bool = False

@@ -282,6 +282,7 @@ class PasskeyKind(TaskKind):
     metrics = ("accuracy", "rank_accuracy")
     reads_task_file = True
     default_for_files = True
+    generates = True  # its rank score, where measured, needs log-likelihoods; the answer does not
 
     def load_file(self, data: dict, path):
         return check_passkey_task(data, path.name)

@@ -117,6 +117,7 @@ class RulerKind(TaskKind):
     name = "ruler"
     metrics = ("score",)
     reads_task_file = True
+    generates = True
 
     def load_file(self, data: dict, path):
         return load_ruler_task(data, path)
