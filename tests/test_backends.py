@@ -297,15 +297,17 @@ def test_a_report_keeps_one_encoding_on_two_models_or_backends_apart():
                 rows("hub/gpt2", "transformers:sdpa", 30.0),
                 rows("./ckpt/smollm2/", "sdpa", 20.0),
                 rows("./ckpt/smollm2/", "transformers:sdpa", 20.5),
+                rows("./ckpt/smollm2/", "vllm:cuda", 20.4),
             )
         ]
     )
     labels = list(label_variants(table)["encoding"])
-    assert labels == ["rope @gpt2 (transformers)", "rope @smollm2", "rope @smollm2 (transformers)"]
+    expected = ["rope @gpt2 (transformers)", "rope @smollm2", "rope @smollm2 (transformers)", "rope @smollm2 (vllm)"]
+    assert labels == expected
     assert {encoding_of(label) for label in labels} == {"rope"}
-    assert sorted(aggregate(label_variants(table))["n_seeds"]) == [1, 1, 1]
+    assert sorted(aggregate(label_variants(table))["n_seeds"]) == [1, 1, 1, 1]
     same = table.assign(model="small", kernel="sdpa")  # one model: the labels are the encoding's own name
-    assert list(label_variants(same)["encoding"]) == ["rope"] * 3
+    assert list(label_variants(same)["encoding"]) == ["rope"] * 4
 
 
 def test_two_runs_of_one_encoding_on_one_cell_are_labelled_apart_and_others_are_not():

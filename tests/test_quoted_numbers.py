@@ -153,6 +153,14 @@ QUOTED = [
         )
     ],
     *[
+        (document, text, lambda text=text: text.replace("0 of 20", hits_of("streaming-llm", 16384)))
+        for document, text in (
+            ("results/smollm2-retrieval/README.md", "**StreamingLLM neither**: 0 of 20."),
+            ("docs/encodings.md", "and StreamingLLM's 0 of 20 as well"),
+            ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all, the last depth"),
+        )
+    ],
+    *[
         (document, text, lambda text=text: text.replace("0 of 20", hits_of("logn", 16384)))
         for document, text in (
             ("results/smollm2-retrieval/README.md", "Log-n alone keeps nothing at 16384 either**: 0 of 20"),
@@ -528,3 +536,24 @@ def test_the_longrope_readme_quotes_the_smollm2_rows():
     )
     assert quoted in text and found(8192) == start(8192)
     assert f"against RoPE's {ppl('smollm2', 'rope', 8192):.3f}" in text
+
+
+def test_the_vllm_parity_readme_quotes_its_comparison():
+    """results/vllm-parity: the shares README.md gives, recomputed from both folders' samples, and parity.csv
+    the table `scripts/backend_parity.py` makes from them."""
+    from tests.helpers import load_script
+
+    parity = load_script("backend_parity")
+    folder = ROOT / "results" / "vllm-parity"
+    table = parity.compared(parity.answers(ROOT / "results" / "smollm2-ruler-25"), parity.answers(folder))
+    written = pd.read_csv(folder / "parity.csv")
+    pd.testing.assert_frame_equal(table.reset_index(drop=True), written, check_dtype=False)
+    prompts = int(table.prompts.sum())
+    same = round(float((table.identical * table.prompts).sum()))
+    alike = round(float((table.same_score * table.prompts).sum()))
+    text = " ".join((folder / "README.md").read_text().split())
+    assert f"{alike} of {prompts} prompts score alike ({alike / prompts:.1%})" in text
+    assert f"identical for {same / prompts:.1%} of prompts** ({same} of {prompts};" in text
+    floats = parity.compared(parity.answers(folder / "float32-native"), parity.answers(folder / "float32-vllm"))
+    identical = round(float(floats.identical.iloc[0] * floats.prompts.iloc[0]))
+    assert f"identical predictions for {identical} of {int(floats.prompts.iloc[0])} prompts" in text

@@ -205,7 +205,8 @@ SCALED = " s="  # "yarn s=4": the scaling at factor 4, where a table holds the e
 SOURCE = " @"  # "rope @gpt2": the model (and backend) a row ran on, where a table holds one encoding on several
 RUN = " #"  # "longrope #458e77": the run, where two runs of one label measured the same cell (other options)
 CELL = ["seed", "task", "metric", "eval_len", "depth", "protocol"]  # with the label: one measured cell
-TRANSFORMERS_KERNEL = "transformers:"  # the kernel column of a row transformers' model computed (backends/)
+# the kernel column's prefix on a row another backend than the native model computed (backends/): its label
+BACKEND_KERNELS = {"transformers:": " (transformers)", "vllm:": " (vllm)"}
 
 
 def finetuned_label(encoding: str, steps) -> str:
@@ -361,11 +362,15 @@ PPL_TOLERANCE = 0.10  # effective length: perplexity within 10% of the value at 
 
 def row_sources(table: pd.DataFrame) -> pd.Series:
     """What each row ran on, as a label shows it: the model's name (a path or hub id by its last part), and
-    "(transformers)" where transformers' model computed it."""
+    "(transformers)" or "(vllm)" where that backend computed it."""
     models = table["model"].fillna("").astype(str).map(lambda name: name.rstrip("/").rsplit("/", 1)[-1])
     kernels = table["kernel"] if "kernel" in table.columns else pd.Series("", index=table.index)
-    through = kernels.map(lambda kernel: isinstance(kernel, str) and kernel.startswith(TRANSFORMERS_KERNEL))
-    return models + through.map({True: " (transformers)", False: ""})
+
+    def backend(kernel) -> str:
+        prefix = next((p for p in BACKEND_KERNELS if isinstance(kernel, str) and kernel.startswith(p)), None)
+        return BACKEND_KERNELS[prefix] if prefix else ""
+
+    return models + kernels.map(backend)
 
 
 def encoding_of(label: str) -> str:
