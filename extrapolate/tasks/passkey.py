@@ -140,12 +140,14 @@ def shared_prefix_passes(model, groups: list[torch.Tensor], length: int, skip=fr
 
 
 def answered_passes(
-    model, groups: list[torch.Tensor], length: int, steps: int, stop=None, skip=frozenset(), dtype="float32"
+    model, groups: list[torch.Tensor], length: int, steps: int, stop=None, skip=frozenset(), dtype="float32", keep=False
 ):
     """For each group of prompts (token ids (B, n) each, in pass order): its key/value cache, the logits at its
-    last position (B, V) and its greedy answers (`greedy_answers`); a group in `skip` yields three Nones. A
-    backend that generates from whole prompts itself (vLLM's `generate_greedy`) yields answers only: it keeps
-    no cache the caller could continue."""
+    last position (B, V) and its greedy answers (`greedy_answers`); a group in `skip` yields three Nones. With
+    `keep` the cache is the prompts' own, decoding having grown a copy (the rank score continues it); without,
+    decoding grows the cache itself, so a prompt's keys and values are never held twice. A backend that
+    generates from whole prompts itself (vLLM's `generate_greedy`) yields answers only: it keeps no cache the
+    caller could continue."""
     if hasattr(model, "generate_greedy"):
         for index, ids in enumerate(groups):
             answers = None if index in skip else model.generate_greedy(ids.tolist(), steps, stop, dtype, length)
@@ -155,7 +157,8 @@ def answered_passes(
         if cache is None:
             yield None, None, None
             continue
-        yield cache, last, greedy_answers(model, [dict(layer) for layer in cache], last, steps, length, stop)
+        decoded = [dict(layer) for layer in cache] if keep else cache
+        yield cache, last, greedy_answers(model, decoded, last, steps, length, stop)
 
 
 def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int]]:
@@ -217,7 +220,7 @@ def evaluate_passkey(
     rank = rank and not hasattr(model, "generate_greedy")  # a backend without log-likelihoods: greedy only
     with autocast(device, dtype):
         for (d, prompts), (cache, last, answers) in zip(
-            groups, answered_passes(model, ids, length, steps, None, skip, dtype)
+            groups, answered_passes(model, ids, length, steps, None, skip, dtype, keep=rank)
         ):
             if d in finished:
                 counts[d] = torch.tensor(finished[d], dtype=torch.float64)
