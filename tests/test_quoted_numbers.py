@@ -161,6 +161,27 @@ QUOTED = [
         )
     ],
     *[
+        (document, text, lambda text=text: text.replace("0 of 20", hits_of("string", 16384)))
+        for document, text in (
+            ("results/smollm2-retrieval/README.md", "**Nor STRING**: 0 of 20;"),
+            ("docs/encodings.md", "and finds 0 of 20 passkeys at 16384"),
+        )
+    ],
+    (
+        "results/smollm2-retrieval/NOTES.md",
+        "LM-Infinite, STRING and log-n 0 of 20 each",
+        lambda: (
+            "LM-Infinite, STRING and log-n "
+            + " and ".join(sorted({hits_of(e, 16384) for e in ("streaming-llm", "lm-infinite", "string", "logn")}))
+            + " each"
+        ),
+    ),
+    (
+        "results/smollm2-retrieval/NOTES.md",
+        "dual chunk attention 16 of 20,",
+        lambda: f"dual chunk attention {hits_of('dual-chunk', 16384)},",
+    ),
+    *[
         (document, text, lambda text=text: text.replace("0 of 20", hits_of("logn", 16384)))
         for document, text in (
             ("results/smollm2-retrieval/README.md", "Log-n alone keeps nothing at 16384 either**: 0 of 20"),
