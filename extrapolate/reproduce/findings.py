@@ -283,6 +283,20 @@ def smollm2_dual_chunk() -> Outcome:
     return outcome(checks, numbers)
 
 
+NEWER_THAN_CHUNKS = {"streaming-llm": "StreamingLLM", "lm-infinite": "LM-Infinite", "string": "STRING", "logn": "log-n"}
+
+
+def smollm2_newer_methods() -> Outcome:
+    """The other newer training-free methods on SmolLM2 at twice its context: none keeps the passkey RoPE
+    retrieves at L (dual chunk attention does: `smollm2_dual_chunk`)."""
+    at_l = greedy("smollm2-retrieval", "rope", 8192)
+    cells = {name: greedy("smollm2-retrieval", encoding, 16384) for encoding, name in NEWER_THAN_CHUNKS.items()}
+    numbers = "greedy at 16384 (s = 2): " + ", ".join(f"{name} {cell}" for name, cell in cells.items())
+    numbers += f"; RoPE at its L = 8192 {at_l} (n = {at_l.n} a length)"
+    checks = {"RoPE retrieves at L": retrieves(at_l)} | {f"{name} lost at 2L": lost(c) for name, c in cells.items()}
+    return outcome(checks, numbers)
+
+
 def smollm2_retrieval() -> Outcome:
     at_L = greedy("smollm2-retrieval", "rope", 8192)
     at = {e: greedy("smollm2-retrieval", e, 16384) for e in ("rope", "yarn s=4", "dynamic-ntk s=4")}
@@ -749,6 +763,13 @@ FINDINGS = (
         "L, where RoPE loses it",
         "smollm2-retrieval",
         smollm2_dual_chunk,
+    ),
+    Finding(
+        "smollm2-newer-methods",
+        "SmolLM2-135M-Instruct at twice its context: StreamingLLM, LM-Infinite, STRING and log-n each lose the "
+        "passkey retrieval RoPE has at L",
+        "smollm2-retrieval",
+        smollm2_newer_methods,
     ),
     Finding(
         "smollm2-single-needle",
