@@ -100,6 +100,15 @@ def hits_of(encoding: str, length: int, folder: str = "smollm2-retrieval") -> st
     return f"{round(float((cell.value * cell.n).sum()))} of {int(cell.n.sum())}"
 
 
+def quoting_hits(encoding: str, *quotes: tuple[str, str]) -> list[tuple]:
+    """(document, text, computed) for texts that quote an encoding's SmolLM2 passkey cell at 16384 as "0 of
+    20": the computed text has the cell's own hits in their place."""
+    return [
+        (document, text, lambda text=text: text.replace("0 of 20", hits_of(encoding, 16384)))
+        for document, text in quotes
+    ]
+
+
 def above_full(encoding: str) -> str:
     """How far LoRA and LongLoRA stay above the full fine-tune after 100 steps: "3% and 5%"."""
     full = adapter_ppl(encoding, 100, None)
@@ -144,29 +153,28 @@ QUOTED = [
         lambda: f"PI stays {above_full('pi')} above it",
     ),
     # (document, the text it holds, that text computed from the results)
-    *[
-        (document, text, lambda text=text: text.replace("0 of 20", hits_of("lm-infinite", 16384)))
-        for document, text in (
-            ("docs/encodings.md", "16384 is 0 of 20, at every depth"),
-            ("results/smollm2-retrieval/README.md", "LM-Infinite finds no key at 16384**: 0 of 20"),
-            ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all, including depth 1"),
-        )
-    ],
-    *[
-        (document, text, lambda text=text: text.replace("0 of 20", hits_of("streaming-llm", 16384)))
-        for document, text in (
-            ("results/smollm2-retrieval/README.md", "**StreamingLLM neither**: 0 of 20."),
-            ("docs/encodings.md", "and StreamingLLM's 0 of 20 as well"),
-            ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all, the last depth"),
-        )
-    ],
-    *[
-        (document, text, lambda text=text: text.replace("0 of 20", hits_of("string", 16384)))
-        for document, text in (
-            ("results/smollm2-retrieval/README.md", "**Nor STRING**: 0 of 20;"),
-            ("docs/encodings.md", "and finds 0 of 20 passkeys at 16384"),
-        )
-    ],
+    *quoting_hits(
+        "lm-infinite",
+        ("docs/encodings.md", "16384 is 0 of 20, at every depth"),
+        ("results/smollm2-retrieval/README.md", "LM-Infinite finds no key at 16384**: 0 of 20"),
+        ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all, including depth 1"),
+    ),
+    *quoting_hits(
+        "streaming-llm",
+        ("results/smollm2-retrieval/README.md", "**StreamingLLM neither**: 0 of 20."),
+        ("docs/encodings.md", "and StreamingLLM's 0 of 20 as well"),
+        ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all, the last depth"),
+    ),
+    *quoting_hits(
+        "string",
+        ("results/smollm2-retrieval/README.md", "**Nor STRING**: 0 of 20;"),
+        ("docs/encodings.md", "and finds 0 of 20 passkeys at 16384"),
+    ),
+    *quoting_hits(
+        "logn",
+        ("results/smollm2-retrieval/README.md", "Log-n alone keeps nothing at 16384 either**: 0 of 20"),
+        ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all (answers"),
+    ),
     (
         "results/smollm2-retrieval/NOTES.md",
         "LM-Infinite, STRING and log-n 0 of 20 each",
@@ -181,13 +189,6 @@ QUOTED = [
         "dual chunk attention 16 of 20,",
         lambda: f"dual chunk attention {hits_of('dual-chunk', 16384)},",
     ),
-    *[
-        (document, text, lambda text=text: text.replace("0 of 20", hits_of("logn", 16384)))
-        for document, text in (
-            ("results/smollm2-retrieval/README.md", "Log-n alone keeps nothing at 16384 either**: 0 of 20"),
-            ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all (answers"),
-        )
-    ],
     (
         "docs/encodings.md",
         "31.65 and 31.66",
