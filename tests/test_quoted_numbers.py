@@ -579,3 +579,16 @@ def test_the_vllm_parity_readme_quotes_its_comparison():
     floats = parity.compared(parity.answers(folder / "float32-native"), parity.answers(folder / "float32-vllm"))
     identical = round(float(floats.identical.iloc[0] * floats.prompts.iloc[0]))
     assert f"identical predictions for {identical} of {int(floats.prompts.iloc[0])} prompts" in text
+
+
+def test_the_vt_learned_readme_quotes_alibis_cell():
+    folder = "showcase-vt-learned"
+    table = rows(folder)
+    ruler = table[(table.encoding == "alibi") & (table.task == "ruler")].set_index("eval_len")
+    cells = " | ".join(
+        f"{ruler.loc[n, 'value'] * 100:.0f} [{ruler.loc[n, 'ci_low'] * 100:.0f}–{ruler.loc[n, 'ci_high'] * 100:.0f}]"
+        for n in (256, 512, 1024, 2048)
+    )
+    text = (ROOT / "results" / folder / "README.md").read_text()
+    assert f"| alibi | {cells} |" in text
+    assert f"to 8L ({ppl(folder, 'alibi', 2048) / ppl(folder, 'alibi', 256):.2f}× its value at L)" in text
