@@ -85,3 +85,34 @@ def test_the_resolution_numbers_docs_results_states_are_computed():
     single = findings.pool([findings.ruler("smollm2-ruler", "niah_single_1", n) for n in (1024, 2048, 4096, 8192)])
     multi = findings.pool([findings.ruler("smollm2-ruler", "niah_multikey_2", n) for n in (1024, 2048, 4096, 8192)])
     assert f"`niah_single_1` scores {single} and `niah_multikey_2` {multi}" in text
+
+
+def test_a_perplexity_is_found_when_its_label_grew_and_never_averaged_over_two_runs(monkeypatch):
+    """A second run of an encoding at another length and factor makes the report label "x" "x s=2": the one
+    run at the asked length is meant; where two runs measured that length, the lookup is refused."""
+    import pandas as pd
+    import pytest
+
+    from extrapolate.reproduce import findings
+
+    def rows(*runs):
+        return pd.DataFrame(
+            [
+                {
+                    "encoding": label,
+                    "run_id": run,
+                    "eval_len": n,
+                    "metric": "ppl",
+                    "task": "perplexity",
+                    "status": "ok",
+                    "value": v,
+                }
+                for label, run, n, v in runs
+            ]
+        )
+
+    monkeypatch.setattr(findings, "table", lambda folder: rows(("x s=2", "a", 16, 3.0), ("x s=4", "b", 32, 5.0)))
+    assert findings.ppl("f", "x", 16) == 3.0 and findings.ppl("f", "x s=4", 32) == 5.0
+    monkeypatch.setattr(findings, "table", lambda folder: rows(("x s=2", "a", 16, 3.0), ("x s=4", "b", 16, 5.0)))
+    with pytest.raises(LookupError, match="x s=2, x s=4"):
+        findings.ppl("f", "x", 16)

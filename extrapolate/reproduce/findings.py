@@ -29,7 +29,7 @@ import pandas as pd
 
 from extrapolate.core.intervals import wilson
 from extrapolate.report.ruler import ruler_scores
-from extrapolate.report.table import label_variants, length_means, load_results
+from extrapolate.report.table import encoding_of, label_variants, length_means, load_results
 from extrapolate.tasks.passkey import CHAT_MARK, PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
 from extrapolate.tasks.ruler.kind import RULER
@@ -68,12 +68,20 @@ def table(folder: str) -> pd.DataFrame:
 
 
 def ppl(folder: str, encoding: str, length: int) -> float:
+    """The perplexity of `encoding` (a label as the report shows it) at a length. Where the label has grown a
+    part since (a second run at another length and factor makes "lm-infinite" "lm-infinite s=2"), the one run
+    of that encoding measured at this length is meant; two such runs are refused, never averaged."""
     rows = table(folder)
-    rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "ppl")]
+    rows = rows[(rows["eval_len"] == length) & (rows["metric"] == "ppl")]
     rows = rows[(rows["task"] == PERPLEXITY.name) & (rows["status"] == "ok")]
-    if rows.empty:
+    named = rows[rows["encoding"] == encoding]
+    if named.empty:
+        named = rows[rows["encoding"].map(encoding_of) == encoding]
+        if named["run_id"].nunique() > 1:
+            raise LookupError(f"results/{folder}: {encoding} at {length} is {', '.join(sorted(set(named.encoding)))}")
+    if named.empty:
         raise LookupError(f"results/{folder}: no perplexity of {encoding} at {length}")
-    return float(rows["value"].mean())
+    return float(named["value"].mean())
 
 
 @dataclass(frozen=True)
