@@ -592,3 +592,12 @@ def test_the_vt_learned_readme_quotes_alibis_cell():
     text = (ROOT / "results" / folder / "README.md").read_text()
     assert f"| alibi | {cells} |" in text
     assert f"to 8L ({ppl(folder, 'alibi', 2048) / ppl(folder, 'alibi', 256):.2f}× its value at L)" in text
+
+
+def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():
+    text = " ".join((ROOT / "results" / "smollm2" / "NOTES.md").read_text().split())
+    table = rows("smollm2")
+    at = table[(table.eval_len == 32768) & (table.metric == "ppl")].set_index("encoding")["value"]
+    assert f"Dual chunk attention {at['dual-chunk']:.3f} and LM-Infinite {at['lm-infinite']:.3f} at 32768" in text
+    assert f"RoPE's {ppl('smollm2', 'rope', 8192):.3f} at its 8192" in text
+    assert max(at["dual-chunk"], at["lm-infinite"]) <= 1.1 * ppl("smollm2", "rope", 8192)
