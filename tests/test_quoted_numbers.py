@@ -601,3 +601,6 @@ def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():
     assert f"Dual chunk attention {at['dual-chunk']:.3f} and LM-Infinite {at['lm-infinite']:.3f} at 32768" in text
     assert f"RoPE's {ppl('smollm2', 'rope', 8192):.3f} at its 8192" in text
     assert max(at["dual-chunk"], at["lm-infinite"]) <= 1.1 * ppl("smollm2", "rope", 8192)
+    assert (
+        f"Log-n next: {at['logn']:.3f} at 32768, as broken as its {ppl('smollm2', 'logn', 16384):.3f} at 16384" in text
+    )
