@@ -88,10 +88,6 @@ def run_cli(folder, tmp_path, name, *extra, code=0, lengths=(128, 256)):
     args = ["run", "--model", str(folder), "--corpus", str(corpus), "--eval-lens", ",".join(map(str, lengths))]
     args += ["--out", str(out)]
     result = CliRunner().invoke(app, [*args, *extra])
-    if result.exception and not isinstance(result.exception, SystemExit):
-        import traceback
-
-        traceback.print_exception(result.exception)
     assert result.exit_code == code, result.output
     return result.output if code else out
 
