@@ -604,3 +604,8 @@ def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():
     assert (
         f"Log-n next: {at['logn']:.3f} at 32768, as broken as its {ppl('smollm2', 'logn', 16384):.3f} at 16384" in text
     )
+    assert (
+        f"Plain RoPE next: {at['rope']:.3f} at 32768, against its {ppl('smollm2', 'rope', 16384):.3f} at 16384"
+        f" and {ppl('smollm2', 'rope', 8192):.3f} at 8192" in text
+    )
+    assert min(at["rope"], at["logn"]) > 10 * max(at["dual-chunk"], at["lm-infinite"])
