@@ -609,3 +609,5 @@ def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():
         f" and {ppl('smollm2', 'rope', 8192):.3f} at 8192" in text
     )
     assert min(at["rope"], at["logn"]) > 10 * max(at["dual-chunk"], at["lm-infinite"])
+    assert f"StreamingLLM next: {at['streaming-llm']:.3f} at 32768" in text
+    assert at["streaming-llm"] <= 1.1 * ppl("smollm2", "rope", 8192)
