@@ -581,17 +581,19 @@ def test_the_vllm_parity_readme_quotes_its_comparison():
     assert f"identical predictions for {identical} of {int(floats.prompts.iloc[0])} prompts" in text
 
 
-def test_the_vt_learned_readme_quotes_alibis_cell():
+@pytest.mark.parametrize("doc", ["results/showcase-vt-learned/README.md", "docs/results.md"])
+def test_the_vt_learned_table_is_quoted_row_by_row(doc):
     folder = "showcase-vt-learned"
     table = rows(folder)
-    ruler = table[(table.encoding == "alibi") & (table.task == "ruler")].set_index("eval_len")
-    cells = " | ".join(
-        f"{ruler.loc[n, 'value'] * 100:.0f} [{ruler.loc[n, 'ci_low'] * 100:.0f}–{ruler.loc[n, 'ci_high'] * 100:.0f}]"
-        for n in (256, 512, 1024, 2048)
-    )
-    text = (ROOT / "results" / folder / "README.md").read_text()
-    assert f"| alibi | {cells} |" in text
-    assert f"to 8L ({ppl(folder, 'alibi', 2048) / ppl(folder, 'alibi', 256):.2f}× its value at L)" in text
+    text = (ROOT / doc).read_text()
+    for encoding in ("rope", "alibi"):
+        ruler = table[(table.encoding == encoding) & (table.task == "ruler")].set_index("eval_len")
+        cells = " | ".join(
+            f"{ruler.loc[n, 'value'] * 100:.0f} [{ruler.loc[n, 'ci_low'] * 100:.0f}–{ruler.loc[n, 'ci_high'] * 100:.0f}]"
+            for n in (256, 512, 1024, 2048)
+        )
+        grown = ppl(folder, encoding, 2048) / ppl(folder, encoding, 256)
+        assert f"| {encoding} | {cells} | {grown:.2f}× |" in text
 
 
 def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():

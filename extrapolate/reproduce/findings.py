@@ -194,6 +194,35 @@ def two_axes() -> Outcome:
     return outcome(checks, numbers)
 
 
+def scored(folder: str, encoding: str, length: int) -> Cell:
+    """A one-seed RULER cell as its row records it: the score over its prompts with the row's own 95% interval
+    (Wilson's, or the bootstrap of partial credit)."""
+    rows = table(folder)
+    rows = rows[(rows["task"] == RULER.name) & (rows["metric"] == "score") & (rows["status"] == "ok")]
+    row = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length)]
+    if len(row) != 1:
+        raise LookupError(f"results/{folder}: {len(row)} RULER rows of {encoding} at {length}, one expected")
+    r = row.iloc[0]
+    return Cell(float(r["value"]), float(r["ci_low"]), float(r["ci_high"]), int(r["n"]))
+
+
+def vt_learned() -> Outcome:
+    """Models trained to track variables at L (showcase-vt-learned): the skill is lost by 2L in both, whatever
+    perplexity does there."""
+    folder, L = "showcase-vt-learned", 256
+    cells = {e: [scored(folder, e, n) for n in (L, 2 * L, 8 * L)] for e in ("rope", "alibi")}
+    at_8l = {e: ppl(folder, e, 8 * L) / ppl(folder, e, L) for e in cells}
+    numbers = "; ".join(
+        f"{name}: VT at L / 2L / 8L {' / '.join(map(str, cells[e]))}, perplexity at 8L {ratio(at_8l[e])} its value at L"
+        for e, name in (("rope", "RoPE"), ("alibi", "ALiBi"))
+    )
+    numbers += f" (n = {cells['rope'][0].n} a length)"
+    checks = {f"{e} tracks at L": c[0].mean >= RULER_BAR for e, c in cells.items()}
+    checks |= {f"{e} lost at 2L": c[1].high < RULER_BAR for e, c in cells.items()}
+    checks |= {"ALiBi perplexity flat": flat(at_8l["alibi"]), "RoPE perplexity degrades": at_8l["rope"] >= DEGRADES}
+    return outcome(checks, numbers)
+
+
 def zero_shot_scalings() -> Outcome:
     at = {e: greedy("showcase", e, 2048) for e in ("yarn", "dynamic-yarn", "dynamic-ntk", "ntk")}
     base = greedy("showcase", "rope", 256)
@@ -661,6 +690,13 @@ FINDINGS = (
         "ALiBi loses it far past L with perplexity flat (one seed)",
         "showcase",
         two_axes,
+    ),
+    Finding(
+        "vt-learned",
+        "Variable tracking learned at L is lost by 2L by RoPE and ALiBi alike, though ALiBi's perplexity stays "
+        "flat to 8L: flat perplexity does not carry multi-hop tracing (one seed)",
+        "showcase-vt-learned",
+        vt_learned,
     ),
     Finding(
         "zero-shot-scalings",
