@@ -588,10 +588,8 @@ def test_the_vt_learned_table_is_quoted_row_by_row(doc):
     text = (ROOT / doc).read_text()
     for encoding in ("rope", "alibi"):
         ruler = table[(table.encoding == encoding) & (table.task == "ruler")].set_index("eval_len")
-        cells = " | ".join(
-            f"{ruler.loc[n, 'value'] * 100:.0f} [{ruler.loc[n, 'ci_low'] * 100:.0f}–{ruler.loc[n, 'ci_high'] * 100:.0f}]"
-            for n in (256, 512, 1024, 2048)
-        )
+        r = ruler.loc[[256, 512, 1024, 2048], ["value", "ci_low", "ci_high"]] * 100
+        cells = " | ".join(f"{v:.0f} [{lo:.0f}–{hi:.0f}]" for v, lo, hi in r.itertuples(index=False))
         grown = ppl(folder, encoding, 2048) / ppl(folder, encoding, 256)
         assert f"| {encoding} | {cells} | {grown:.2f}× |" in text
 
@@ -613,3 +611,5 @@ def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():
     assert min(at["rope"], at["logn"]) > 10 * max(at["dual-chunk"], at["lm-infinite"])
     assert f"StreamingLLM next: {at['streaming-llm']:.3f} at 32768" in text
     assert at["streaming-llm"] <= 1.1 * ppl("smollm2", "rope", 8192)
+    assert f"STRING next: {at['string']:.3f} at 32768" in text
+    assert at["string"] >= 1.5 * ppl("smollm2", "rope", 8192)
