@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from extrapolate.core.intervals import wilson
+from extrapolate.report.table import label_variants
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -592,6 +593,27 @@ def test_the_vt_learned_table_is_quoted_row_by_row(doc):
         cells = " | ".join(f"{v:.0f} [{lo:.0f}–{hi:.0f}]" for v, lo, hi in r.itertuples(index=False))
         grown = ppl(folder, encoding, 2048) / ppl(folder, encoding, 256)
         assert f"| {encoding} | {cells} | {grown:.2f}× |" in text
+
+
+def test_the_smollm2_readme_tables_the_cells_at_four_times_the_context():
+    text = (ROOT / "results" / "smollm2" / "README.md").read_text()
+    table = label_variants(rows("smollm2"))
+    at = table[(table.eval_len == 32768) & (table.metric == "ppl")].set_index("encoding")["value"]
+    inside = ppl("smollm2", "rope", 8192)
+    assert len(at) == 7
+    for label, value in at.items():
+        assert f"| {label} | {value:.3f} | {value / inside:.2f}× |" in text
+
+
+def test_the_encodings_doc_quotes_smollm2_at_four_times_the_context():
+    text = " ".join((ROOT / "docs" / "encodings.md").read_text().split())
+    table = rows("smollm2")
+    at = table[(table.eval_len == 32768) & (table.metric == "ppl")].set_index("encoding")["value"]
+    assert f"both still hold perplexity: {at['streaming-llm']:.2f} and {at['lm-infinite']:.2f}" in text
+    assert f"it breaks outright, {at['string']:.2f}" in text
+    assert f"context, {at['dual-chunk']:.2f} against RoPE's {at['rope']:.2f}" in text
+    dual = hits_of("dual-chunk", 16384)
+    assert f"finds {dual} passkeys, RoPE's count at 8192" in text and dual == hits_of("rope", 8192)
 
 
 def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():

@@ -304,6 +304,23 @@ def smollm2_training_free() -> Outcome:
     return outcome(checks, numbers)
 
 
+def smollm2_four_times() -> Outcome:
+    """The training-free methods on SmolLM2 at four times its context (s = 4), against RoPE inside it."""
+    flat_ones = {"streaming-llm": "StreamingLLM", "lm-infinite": "LM-Infinite", "dual-chunk": "dual chunk"}
+    broken = {"string": "STRING", "logn": "log-n", "rope": "RoPE"}
+    named = {**flat_ones, "yarn": "YaRN", **broken}
+    inside = ppl("smollm2", "rope", 8192)
+    grown = {e: ppl("smollm2", e, 32768) / inside for e in named}
+    numbers = (
+        f"perplexity at 32768 (one 32768-token window of one held-out document, deterministic) against RoPE's "
+        f"{inside:.1f} at 8192: " + ", ".join(f"{name} {ratio(grown[e])}" for e, name in named.items())
+    )
+    checks = {f"{name} within 10%": grown[e] <= 1 + PPL_MARGIN for e, name in flat_ones.items()}
+    checks["YaRN above 10%, below 1.5×"] = 1 + PPL_MARGIN < grown["yarn"] < DEGRADES
+    checks |= {f"{name} breaks": grown[e] >= DEGRADES for e, name in broken.items()}
+    return outcome(checks, numbers)
+
+
 def smollm2_dual_chunk() -> Outcome:
     """Dual chunk attention on SmolLM2 at twice its context: retrieval kept where RoPE loses it."""
     at_l = greedy("smollm2-retrieval", "rope", 8192)
@@ -793,6 +810,13 @@ FINDINGS = (
         "perplexity flat; log-n scaling leaves it broken as RoPE's; STRING lowers it but does not hold it",
         "smollm2",
         smollm2_training_free,
+    ),
+    Finding(
+        "smollm2-four-times",
+        "SmolLM2-135M-Instruct at four times its context: StreamingLLM, LM-Infinite and dual chunk attention keep "
+        "perplexity within 10% of RoPE's inside it, YaRN (s = 4) does not quite; STRING, log-n and RoPE break",
+        "smollm2",
+        smollm2_four_times,
     ),
     Finding(
         "smollm2-retrieval",
