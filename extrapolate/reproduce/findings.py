@@ -174,6 +174,28 @@ def perplexity_shapes() -> Outcome:
     return outcome(checks, numbers)
 
 
+def newer_from_scratch() -> Outcome:
+    """The newer methods trained from scratch in the showcase (one seed each): which keep perplexity past L."""
+    names = {"fox": "FoX", "fox-rope": "FoX with RoPE", "rope-nope": "RoPE/NoPE hybrid", "ssmax": "SSMax"}
+    grown = {e: ppl("showcase", e, 2048) / ppl("showcase", e, 256) for e in (*names, "rope")}
+    at_l = {e: greedy("showcase", e, 256) for e in ("fox", "fox-rope")}
+    numbers = (
+        "perplexity at 8L / at L: "
+        + ", ".join(f"{name} {ratio(grown[e])}" for e, name in names.items())
+        + f", RoPE {ratio(grown['rope'])}; greedy retrieval at L: FoX {at_l['fox']}, FoX with RoPE "
+        f"{at_l['fox-rope']} (n = {at_l['fox'].n}): not learned, so no retrieval finding past L"
+    )
+    checks = {
+        "FoX flat": flat(grown["fox"]),
+        "FoX with RoPE flat": flat(grown["fox-rope"]),
+        "the hybrid degrades": grown["rope-nope"] >= DEGRADES,
+        "SSMax degrades": grown["ssmax"] >= DEGRADES,
+        "RoPE degrades": grown["rope"] >= DEGRADES,
+        "FoX did not learn retrieval at L": not retrieves(at_l["fox"]) and not retrieves(at_l["fox-rope"]),
+    }
+    return outcome(checks, numbers)
+
+
 def two_axes() -> Outcome:
     rope_2L = ppl("showcase", "rope", 512) / ppl("showcase", "rope", 256)
     alibi_8L = ppl("showcase", "alibi", 2048) / ppl("showcase", "alibi", 256)
@@ -763,6 +785,13 @@ FINDINGS = (
         "is lost by 8L in every seed",
         "showcase-seeds",
         sinusoidal_across_seeds,
+    ),
+    Finding(
+        "newer-from-scratch",
+        "Trained from scratch, the Forgetting Transformer's forget gate keeps perplexity flat past L with or "
+        "without RoPE; one NoPE layer in four and Scalable-Softmax leave RoPE's perplexity degrading (one seed)",
+        "showcase",
+        newer_from_scratch,
     ),
     Finding(
         "self-extend",
