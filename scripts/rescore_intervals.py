@@ -3,6 +3,11 @@ the folder holds:
 
 - a passkey row written before rows recorded `n` (every prompt scored 0 or 1): `n` is its prompts, n_tokens /
   eval_len, and its interval Wilson's over them, as a new row would get;
+- a RULER row written before rows recorded `n`: `n` is its prompts, n_tokens / eval_len; where every prompt of
+  its task scores 0 or 1 (one reference a prompt under `string_match_all`, or `string_match_part`; the task
+  file found in the folder's `tasks/` by the row's protocol), or its mean is 0 or 1, Wilson's interval over them
+  as well. Any other partial-credit row of that time gets `n` alone: its interval needs the prompts' scores,
+  which it did not keep;
 - a partial-credit RULER row (`ci_method` bootstrap-prompts, or bootstrap-prompts-wilson, a rule tried and
   left on 2026-11-28): recomputed from its prompts' scores in `samples/<run_id>.jsonl` by the current rule
   (`core.intervals.score_interval`), which gives Wilson's at the mean where every prompt scored alike, as the
@@ -29,6 +34,7 @@ import pandas as pd
 from extrapolate.core.intervals import score_interval, wilson
 from extrapolate.core.lock import table_lock
 from extrapolate.report.table import write_table
+from extrapolate.tasks.passkey import CHAT_MARK
 
 PARTIAL_CREDIT = ("bootstrap-prompts", "bootstrap-prompts-wilson", "wilson-at-mean")
 INTERVAL_COLUMNS = ["n", "ci_low", "ci_high", "ci_method"]
@@ -68,6 +74,45 @@ def passkey_counts(table: pd.DataFrame) -> int:
     return filled
 
 
+def binary_protocols(folder: Path) -> set[str]:
+    """The identities of the folder's RULER task files whose every prompt scores 0 or 1."""
+    from extrapolate.tasks.files import load_task
+
+    binary = set()
+    for path in sorted((folder / "tasks").glob("*.toml")):
+        task = load_task(str(path))
+        if getattr(task, "kind", "") != "ruler":
+            continue
+        one_answer = task.task == "niah" and task.arg("num_needle_q") * task.arg("num_needle_v") == 1
+        if task.metric == "string_match_part" or (task.metric == "string_match_all" and one_answer):
+            binary.add(task.identity)
+    return binary
+
+
+def ruler_counts(folder: Path, table: pd.DataFrame) -> int:
+    """Fill `n` of the RULER rows that have none, and Wilson's interval where their task is scored 0 or 1, in
+    place; how many."""
+    if "n_tokens" not in table:
+        return 0
+    missing = (table["task"] == "ruler") & (table["status"] == "ok") & table["n"].isna() & table["n_tokens"].notna()
+    if not missing.any():
+        return 0
+    binary, filled = binary_protocols(folder), 0
+    for i in table.index[missing]:
+        prompts = float(table.at[i, "n_tokens"]) / float(table.at[i, "eval_len"])
+        if abs(prompts - round(prompts)) > 1e-9:
+            continue
+        table.loc[i, "n"] = round(prompts)
+        hits = float(table.at[i, "value"]) * prompts
+        # a mean of 0 or 1 is every prompt scoring it, partial credit or not
+        scored_0_or_1 = str(table.at[i, "protocol"]).removesuffix(CHAT_MARK) in binary or hits in (0.0, prompts)
+        if scored_0_or_1 and abs(hits - round(hits)) <= 1e-6:
+            low, high = wilson(round(hits), round(prompts))
+            table.loc[i, ["ci_low", "ci_high", "ci_method"]] = [low, high, "wilson"]
+        filled += 1
+    return filled
+
+
 def single_units(table: pd.DataFrame) -> int:
     """Clear the zero-wide interval of the perplexity rows over one unit, in place; how many."""
     one = (table["task"] == "perplexity") & (table["n"] == 1) & table["ci_low"].notna()
@@ -82,7 +127,7 @@ def _rescore(folder: Path) -> int:
             after = table.columns.get_loc("n_tokens") + 1 + offset if "n_tokens" in table else len(table.columns)
             table.insert(min(after, len(table.columns)), column, float("nan"))
     table["ci_method"] = table["ci_method"].astype(object)
-    changed, kept = passkey_counts(table) + single_units(table), []
+    changed, kept = passkey_counts(table) + ruler_counts(folder, table) + single_units(table), []
     for i, row in table[table["ci_method"].isin(PARTIAL_CREDIT)].iterrows():
         try:
             scores = prompt_scores(folder, row["run_id"])[(row["protocol"], int(row["eval_len"]))]

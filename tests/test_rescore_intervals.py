@@ -3,6 +3,7 @@ interval from its prompts' scores in samples/, and nothing else of the table mov
 give back is left as it is."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -79,3 +80,34 @@ def test_a_mean_the_table_rounds_to_six_digits_still_matches_its_samples(tmp_pat
     records = [{"protocol": "p", "eval_len": 1024, "index": i, "score": v} for i, v in enumerate(scores)]
     (tmp_path / "samples" / "abc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert load_script("rescore_intervals").rescore(tmp_path) == 1
+
+
+def test_a_ruler_row_without_n_gets_its_prompts_and_an_interval_only_where_scored_0_or_1(tmp_path):
+    import shutil
+
+    from extrapolate.core.intervals import wilson
+    from extrapolate.tasks.files import load_task
+
+    (tmp_path / "tasks").mkdir()
+    for name in ("niah_single_1", "niah_multivalue"):  # one answer a prompt; four, partial credit
+        shutil.copy(Path(__file__).resolve().parents[1] / "tasks" / "ruler" / f"{name}.toml", tmp_path / "tasks")
+    single = load_task(str(tmp_path / "tasks" / "niah_single_1.toml")).identity
+    multi = load_task(str(tmp_path / "tasks" / "niah_multivalue.toml")).identity
+    row = {"run_id": "abc", "task": "ruler", "metric": "score", "status": "ok", "eval_len": 1024, "n_tokens": 5 * 1024}
+    rows = [
+        {**row, "protocol": single, "value": 0.6},
+        {**row, "protocol": single + "+chat", "value": 0.8},
+        {**row, "protocol": multi, "value": 0.6},
+        {**row, "protocol": multi, "value": 0.0},  # every prompt scored 0: Wilson's is exact
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    assert load_script("rescore_intervals").rescore(tmp_path) == 4
+    table = pd.read_csv(tmp_path / "results.csv")
+    assert table.n.tolist() == [5, 5, 5, 5]
+    assert (table.ci_low[0], table.ci_high[0]) == pytest.approx(wilson(3, 5), abs=1e-6)
+    assert (table.ci_low[1], table.ci_high[1]) == pytest.approx(wilson(4, 5), abs=1e-6)
+    assert table.ci_method.tolist()[:2] == ["wilson", "wilson"]
+    assert pd.isna(table.ci_low[2]) and pd.isna(table.ci_method[2])  # partial credit: no scores, no interval
+    assert (table.ci_low[3], table.ci_high[3]) == pytest.approx(wilson(0, 5), abs=1e-6)
+    assert table.ci_method[3] == "wilson"
+    assert table.value.tolist() == pytest.approx([0.6, 0.8, 0.6, 0.0])
