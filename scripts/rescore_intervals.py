@@ -122,8 +122,9 @@ def single_units(table: pd.DataFrame) -> int:
 
 def _rescore(folder: Path) -> int:
     table = pd.read_csv(folder / "results.csv")
+    added = [column for column in INTERVAL_COLUMNS if column not in table]
     for offset, column in enumerate(INTERVAL_COLUMNS):  # a table written before them: added after n_tokens
-        if column not in table:
+        if column in added:
             after = table.columns.get_loc("n_tokens") + 1 + offset if "n_tokens" in table else len(table.columns)
             table.insert(min(after, len(table.columns)), column, float("nan"))
     table["ci_method"] = table["ci_method"].astype(object)
@@ -141,7 +142,7 @@ def _rescore(folder: Path) -> int:
         low, high, method = score_interval(scores)
         table.loc[i, ["ci_low", "ci_high", "ci_method"]] = [low, high, method]
         changed += 1
-    if changed:
+    if changed or added:
         write_table(folder / "results.csv", table)
     for line in kept:
         print(f"left as it is: {line}", file=sys.stderr)
