@@ -635,3 +635,21 @@ def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():
     assert at["streaming-llm"] <= 1.1 * ppl("smollm2", "rope", 8192)
     assert f"STRING next: {at['string']:.3f} at 32768" in text
     assert at["string"] >= 1.5 * ppl("smollm2", "rope", 8192)
+
+
+def test_the_results_doc_names_the_unresolved_differences_with_their_numbers():
+    text = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    inside = ppl("smollm2", "rope", 8192)
+    dual, yarn = (ppl("smollm2", e, 32768) / inside for e in ("dual-chunk", "yarn"))
+    assert f"dual chunk attention's {dual:.2f}× just inside it, YaRN's {yarn:.2f}× outside" in text
+    assert dual <= 1.1 < yarn
+    table = rows("smollm2-ruler-25")
+    single_2 = table[(table.eval_len == 8192) & table.protocol.str.startswith("niah_single_2")]
+    chat = single_2[single_2.protocol.str.endswith("+chat")].iloc[0]
+    plain = single_2[~single_2.protocol.str.endswith("+chat")].iloc[0]
+
+    def cell(r) -> str:
+        return f"{r.value * 100:.0f} [{r.ci_low * 100:.0f}–{r.ci_high * 100:.0f}]"
+
+    assert f"`niah_single_2` at 8192: {cell(chat)} against {cell(plain)}" in text
+    assert chat.ci_high >= plain.ci_low  # the intervals overlap: not resolved
