@@ -135,6 +135,21 @@ QUOTED = [
     ("results/smollm2-ruler-25/README.md", "(14, 6, 2 and 0)", lambda: f"({ruler_cells('436f340035')})"),
     (
         "results/smollm2-ruler-25/README.md",
+        "23 of 25 at 8192: 92 [75–98]",
+        lambda: "{:.0f} of {:.0f} at 8192: {:.0f} [{:.0f}–{:.0f}]".format(
+            *rows("smollm2-ruler-25")
+            .query("run_id == '8983bfa603' and eval_len == 8192")
+            .pipe(
+                lambda t: [
+                    t.value.iloc[0] * t.n.iloc[0],
+                    t.n.iloc[0],
+                    *(t[["value", "ci_low", "ci_high"]].iloc[0] * 100),
+                ]
+            )
+        ),
+    ),
+    (
+        "results/smollm2-ruler-25/README.md",
         "`cwe` done (5, 3, 4 and 2",
         lambda: f"`cwe` done ({ruler_cells('8385f8d50c')}",
     ),
