@@ -105,7 +105,8 @@ def ruler_counts(folder: Path, table: pd.DataFrame) -> int:
         table.loc[i, "n"] = round(prompts)
         hits = float(table.at[i, "value"]) * prompts
         # a mean of 0 or 1 is every prompt scoring it, partial credit or not
-        scored_0_or_1 = str(table.at[i, "protocol"]).removesuffix(CHAT_MARK) in binary or hits in (0.0, prompts)
+        identity = str(table.at[i, "protocol"]).removesuffix("+bos").removesuffix(CHAT_MARK)  # the marks it may carry
+        scored_0_or_1 = identity in binary or hits in (0.0, prompts)
         if scored_0_or_1 and abs(hits - round(hits)) <= 1e-6:
             low, high = wilson(round(hits), round(prompts))
             table.loc[i, ["ci_low", "ci_high", "ci_method"]] = [low, high, "wilson"]
@@ -149,6 +150,17 @@ def _rescore(folder: Path) -> int:
     return changed
 
 
+def main(argv: list[str]) -> int:
+    from extrapolate.core.errors import UserError
+
+    try:
+        for name in argv:
+            print(f"{name}: {rescore(Path(name))} rows given their interval")
+    except (UserError, OSError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    for name in sys.argv[1:]:
-        print(f"{name}: {rescore(Path(name))} rows given their interval")
+    sys.exit(main(sys.argv[1:]))

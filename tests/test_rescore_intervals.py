@@ -96,7 +96,7 @@ def test_a_ruler_row_without_n_gets_its_prompts_and_an_interval_only_where_score
     row = {"run_id": "abc", "task": "ruler", "metric": "score", "status": "ok", "eval_len": 1024, "n_tokens": 5 * 1024}
     rows = [
         {**row, "protocol": single, "value": 0.6},
-        {**row, "protocol": single + "+chat", "value": 0.8},
+        {**row, "protocol": single + "+chat+bos", "value": 0.8},
         {**row, "protocol": multi, "value": 0.6},
         {**row, "protocol": multi, "value": 0.0},  # every prompt scored 0: Wilson's is exact
     ]
@@ -111,3 +111,8 @@ def test_a_ruler_row_without_n_gets_its_prompts_and_an_interval_only_where_score
     assert (table.ci_low[3], table.ci_high[3]) == pytest.approx(wilson(0, 5), abs=1e-6)
     assert table.ci_method[3] == "wilson"
     assert table.value.tolist() == pytest.approx([0.6, 0.8, 0.6, 0.0])
+
+
+def test_a_folder_without_a_table_is_a_one_line_error(tmp_path, capsys):
+    assert load_script("rescore_intervals").main([str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")

@@ -113,7 +113,8 @@ def read_table(path: Path, columns: list[str], checks: RowChecks | None = None) 
     if not path.exists():
         return pd.DataFrame(columns=columns)
     with reading(path, "table"):
-        frame = pd.read_csv(path, keep_default_na=True)
+        # a run id is ten hex digits: read as text, or "0123456789" and "12e4567890" would come back as numbers
+        frame = pd.read_csv(path, keep_default_na=True, dtype={"run_id": str})
         check_table(frame, checks or ROW_CHECKS.get(path.name, RowChecks()))
     # a table written before a column existed reads with that column empty (NaN), in its place
     return frame.reindex(columns=columns + [c for c in frame.columns if c not in columns])
