@@ -43,11 +43,14 @@ def test_a_stale_block_is_found_and_rewritten(tmp_path, monkeypatch):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(findings.ROOT / path, tmp_path / path)
     shutil.copytree(findings.ROOT / "results", tmp_path / "results", ignore=shutil.ignore_patterns("*.png", "*.svg"))
-    readme = tmp_path / "README.md"
-    readme.write_text(readme.read_text().replace("2.14×", "1.14×"))
+    readme, results_doc = tmp_path / "README.md", tmp_path / "docs" / "results.md"
+    assert "retrieval 100% [93–100] → 32% [21–46]" in readme.read_text()  # a headline finding's numbers
+    readme.write_text(readme.read_text().replace("→ 32% [21–46]", "→ 62% [21–46]"))
+    results_doc.write_text(results_doc.read_text().replace("RoPE 2.14×", "RoPE 1.14×"))
     monkeypatch.setattr(findings, "ROOT", tmp_path)
     assert findings.main(["--check"]) == 1
-    assert findings.main(["--write"]) == 0 and "RoPE 2.14×" in readme.read_text()
+    assert findings.main(["--write"]) == 0 and "→ 32% [21–46]" in readme.read_text()
+    assert "RoPE 2.14×" in results_doc.read_text()
     assert findings.main(["--check"]) == 0
     assert isinstance(findings.table("showcase"), pd.DataFrame)
 
@@ -116,3 +119,14 @@ def test_a_perplexity_is_found_when_its_label_grew_and_never_averaged_over_two_r
     monkeypatch.setattr(findings, "table", lambda folder: rows(("x s=2", "a", 16, 3.0), ("x s=4", "b", 16, 5.0)))
     with pytest.raises(LookupError, match="x s=2, x s=4"):
         findings.ppl("f", "x", 16)
+
+
+def test_the_readme_shows_the_headline_findings_and_the_results_doc_all_of_them():
+    names = [f.name for f in findings.FINDINGS]
+    assert set(findings.HEADLINE) <= set(names)
+    readme = (findings.ROOT / "README.md").read_text()
+    results_doc = (findings.ROOT / "docs" / "results.md").read_text()
+    for finding in findings.FINDINGS:
+        assert f"| {finding.statement} |" in results_doc
+        assert (f"| {finding.statement} |" in readme) == (finding.name in findings.HEADLINE)
+    assert f"All {len(names)} findings" in readme
