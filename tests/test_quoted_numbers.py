@@ -87,6 +87,13 @@ def ruler_cells(run: str) -> str:
     return percents(t.value).replace("%", "")
 
 
+def ruler_tenths(run: str) -> str:
+    """A RULER task's four cells at 1024-8192 to a tenth, the first with its interval: "26.4 [17–36], 4.0, …"."""
+    t = rows("smollm2-ruler-25").query(f"run_id == '{run}'").sort_values("eval_len")
+    first = f"{t.value.iloc[0] * 100:.1f} [{t.ci_low.iloc[0] * 100:.0f}–{t.ci_high.iloc[0] * 100:.0f}]"
+    return ", ".join([first, *(f"{v * 100:.1f}" for v in t.value.iloc[1:])])
+
+
 def adapter_ppl(encoding: str, steps: int, adapter) -> float:
     t = rows("finetune-adapters")
     t = t[(t.encoding == encoding) & (t.eval_len == 1024) & (t.metric == "ppl") & (t.finetune_steps == steps)]
@@ -147,6 +154,16 @@ QUOTED = [
                 ]
             )
         ),
+    ),
+    (
+        "results/smollm2-ruler-25/README.md",
+        "`vt` done (26, 4, 5 and 1 +chat, against 14, 6, 2 and 0 plain",
+        lambda: f"`vt` done ({ruler_cells('5960f39e4a')} +chat, against {ruler_cells('436f340035')} plain",
+    ),
+    (
+        "results/smollm2-ruler-25/NOTES.md",
+        "26.4 [17–36], 4.0, 4.8, 0.8 at 1024, 2048, 4096 and 8192 (plain: 14.4 [8–22], 5.6, 2.4, 0.0)",
+        lambda: f"{ruler_tenths('5960f39e4a')} at 1024, 2048, 4096 and 8192 (plain: {ruler_tenths('436f340035')})",
     ),
     (
         "results/smollm2-ruler-25/README.md",
