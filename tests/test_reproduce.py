@@ -265,3 +265,33 @@ def test_installing_a_reference_carries_its_runs_and_answers_and_drops_the_old_o
     assert [p.name for p in (target / "samples").iterdir()] == ["new.jsonl"]
     assert not (target / "runs").exists()
     assert not (target / "spread-seeds").exists()
+
+
+def test_a_spread_run_keeps_every_seeds_quantities_beside_the_spread(tmp_path, monkeypatch, suite):
+    """`reproduce --update --spread` writes spread-seeds.csv: a per-seed number (a claim's ratio for one seed)
+    is then read from a committed file, and the spread re-derives from it."""
+    from extrapolate.reproduce import job
+    from extrapolate.reproduce.quantities import QUANTITY_KEY, SEEDS_FILE
+
+    cells = {
+        (e, n): 2.0 + (0.6 if e in ("rope", "sinusoidal") and n == 8 * L else 0.0)
+        for e in ("rope",)
+        for n in (L, 8 * L)
+    }
+    tables = {s: table({k: v + 0.01 * s for k, v in cells.items()}, seed=s) for s in (0, *suite.spread_seeds)}
+
+    def run_suite(suite, folder, reporter, seeds=None, fresh_models=True):
+        return pd.concat([tables[s] for s in seeds], ignore_index=True) if seeds else tables[0]
+
+    monkeypatch.setattr(job, "run_suite", run_suite)
+    monkeypatch.setattr(job, "reference_folder", lambda suite: tmp_path / "reference")
+    monkeypatch.setattr(job, "install_reference", lambda fresh, target: target.mkdir(parents=True, exist_ok=True))
+    monkeypatch.setattr(job, "claims_over_seeds", lambda tables, suite: [])
+    job.update(suite, None, tmp_path / "fresh", spread=True)
+    per_seed = pd.read_csv(tmp_path / "reference" / SEEDS_FILE)
+    assert sorted(per_seed["seed"].unique()) == sorted({0, *suite.spread_seeds})
+    rope_8l = per_seed[(per_seed.metric == "nll") & (per_seed.eval_len == 8 * L)].set_index("seed")["value"]
+    assert rope_8l[3] == pytest.approx(2.63)
+    spread = read_spread(tmp_path / "reference").set_index(QUANTITY_KEY)["sd"]
+    again = per_seed.groupby(QUANTITY_KEY)["value"].std()  # the spread, from the per-seed file alone
+    assert again.loc[spread.index].tolist() == pytest.approx(spread.tolist(), rel=1e-4)

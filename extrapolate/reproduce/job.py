@@ -17,7 +17,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.paths import RUNS_FOLDER, SAMPLES_FOLDER, cache_dir, data_dir
 from extrapolate.report.table import RESULTS_FILE, load_results
 from extrapolate.reproduce.compare import Comparison, claims_over_seeds, compare
-from extrapolate.reproduce.quantities import measure_spread, read_spread, write_spread
+from extrapolate.reproduce.quantities import measure_spread, quantities, read_spread, write_spread
 from extrapolate.reproduce.suite import Suite
 from extrapolate.run import Reporter
 
@@ -119,18 +119,18 @@ def update(suite: Suite, reporter: Reporter, folder: Path, spread: bool, reuse_m
         with contextlib.suppress(UserError):  # an old spread file may be missing or stale: the diff is optional
             comparison = compare(old, fresh, read_spread(target), suite)
     outcome = Outcome(comparison, folder)
-    measured = None
+    measured = per_seed = None
     if spread:
         seeds_folder = folder / "spread-seeds"
         others = run_suite(suite, seeds_folder, reporter, seeds=list(suite.spread_seeds), fresh_models=not reuse_models)
         tables = [fresh] + [others[others["seed"] == s] for s in suite.spread_seeds]
-        measured = measure_spread(tables)
+        measured, per_seed = measure_spread(tables), quantities(pd.concat(tables, ignore_index=True))
         outcome.spread_claims = claims_over_seeds(tables, suite)
         if not all(holds for _, holds, _ in outcome.spread_claims):
             return outcome  # a claim that fails for some seed is no claim: keep the old reference
     install_reference(folder, target)
     if measured is not None:
-        write_spread(target, measured)
+        write_spread(target, measured, per_seed)
     return outcome
 
 

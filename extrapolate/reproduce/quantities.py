@@ -17,6 +17,7 @@ from extrapolate.tasks.perplexity import PERPLEXITY
 
 QUANTITY_KEY = ["encoding", "eval_len", "task", "metric"]
 SPREAD_FILE = "spread.csv"
+SEEDS_FILE = "spread-seeds.csv"  # every seed's quantities, from which the spread and any per-seed claim follow
 SPREAD_COLUMNS = QUANTITY_KEY + ["n_seeds", "trials", "mean", "sd", "min", "max"]
 
 
@@ -64,8 +65,12 @@ def measure_spread(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SPREAD_COLUMNS)
 
 
-def write_spread(folder: Path, spread: pd.DataFrame) -> None:
+def write_spread(folder: Path, spread: pd.DataFrame, per_seed: pd.DataFrame | None = None) -> None:
+    """The spread file, and beside it the quantities of every seed it was measured from (`quantities` of the
+    seeds' tables), so a per-seed number quoted from the spread run is read from a committed file."""
     write_text(folder / SPREAD_FILE, spread.to_csv(index=False, float_format="%.6g"))
+    if per_seed is not None:
+        write_text(folder / SEEDS_FILE, per_seed.to_csv(index=False, float_format="%.6g"))
 
 
 def read_spread(folder: Path) -> pd.DataFrame:
