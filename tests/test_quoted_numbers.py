@@ -687,3 +687,32 @@ def test_the_results_doc_names_the_unresolved_differences_with_their_numbers():
 
     assert f"`niah_single_2` at 8192: {cell(chat)} against {cell(plain)}" in text
     assert chat.ci_high >= plain.ci_low and plain.ci_high >= chat.ci_low  # the intervals overlap: not resolved
+
+
+def test_the_reference_notes_per_seed_claims_follow_from_the_per_seed_file():
+    import numpy as np
+
+    text = (ROOT / "results" / "reference" / "NOTES.md").read_text()
+    per_seed = pd.read_csv(ROOT / "results" / "reference" / "spread-seeds.csv")
+    nll = per_seed[per_seed.metric == "nll"].pivot_table(index=["encoding", "eval_len"], columns="seed", values="value")
+    L = 128
+
+    def ratios(a: tuple, b: tuple) -> np.ndarray:
+        return np.exp(nll.loc[a] - nll.loc[b]).to_numpy()
+
+    def listed(values) -> str:
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    def span(values, digits: int) -> str:
+        return f"{values.min():.{digits}f}–{values.max():.{digits}f}"
+
+    assert f"| sinusoidal ppl at 8L / at L | {listed(ratios(('sinusoidal', 8 * L), ('sinusoidal', L)))} |" in text
+    assert f"| RoPE ppl at 8L / at L | {listed(ratios(('rope', 8 * L), ('rope', L)))} |" in text
+    assert f"| ALiBi ppl at 8L / at L | {span(ratios(('alibi', 8 * L), ('alibi', L)), 3)} |" in text
+    assert f"| NTK ppl / RoPE ppl at 4L | {span(ratios(('ntk', 4 * L), ('rope', 4 * L)), 2)} |" in text
+    assert f"| YaRN ppl / RoPE ppl at 8L | {span(ratios(('yarn', 8 * L), ('rope', 8 * L)), 2)} |" in text
+    spread = pd.read_csv(ROOT / "results" / "reference" / "spread.csv").set_index(
+        ["encoding", "eval_len", "task", "metric"]
+    )
+    again = per_seed[per_seed.status == "ok"].groupby(["encoding", "eval_len", "task", "metric"])["value"].std()
+    assert again.loc[spread.index].tolist() == pytest.approx(spread["sd"].tolist(), rel=1e-4, abs=1e-9)
