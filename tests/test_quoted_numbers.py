@@ -161,6 +161,24 @@ QUOTED = [
         lambda: f"`vt` done ({ruler_cells('5960f39e4a')} +chat, against {ruler_cells('436f340035')} plain",
     ),
     (
+        "results/smollm2-ruler-25/README.md",
+        "`niah_single_3` done (84, 32, 4 and 4 +chat, against 76, 40, 32 and 0 plain)",
+        lambda: f"`niah_single_3` done ({ruler_cells('c15ded19d0')} +chat, against {ruler_cells('b9c6a1dcb1')} plain)",
+    ),
+    (
+        "results/smollm2-ruler-25/NOTES.md",
+        "at 4096, 4 [1–20] against 32 [17–52], just",
+        lambda: "at 4096, {} against {}, just".format(
+            *(
+                "{:.0f} [{:.0f}–{:.0f}]".format(*(r[["value", "ci_low", "ci_high"]].iloc[0] * 100))
+                for r in (
+                    rows("smollm2-ruler-25").query(f"run_id == '{run}' and eval_len == 4096")
+                    for run in ("c15ded19d0", "b9c6a1dcb1")
+                )
+            )
+        ),
+    ),
+    (
         "results/smollm2-ruler-25/NOTES.md",
         "26.4 [17–36], 4.0, 4.8, 0.8 at 1024, 2048, 4096 and 8192 (plain: 14.4 [8–22], 5.6, 2.4, 0.0)",
         lambda: f"{ruler_tenths('5960f39e4a')} at 1024, 2048, 4096 and 8192 (plain: {ruler_tenths('436f340035')})",
