@@ -734,3 +734,13 @@ def test_the_reference_notes_per_seed_claims_follow_from_the_per_seed_file():
     )
     again = per_seed[per_seed.status == "ok"].groupby(["encoding", "eval_len", "task", "metric"])["value"].std()
     assert again.loc[spread.index].tolist() == pytest.approx(spread["sd"].tolist(), rel=1e-4, abs=1e-9)
+
+
+def test_the_chat_template_moves_no_niah_single_3_cell_with_confidence_as_the_notes_say():
+    table = rows("smollm2-ruler-25")
+    chat, plain = (table[table.run_id == run].set_index("eval_len") for run in ("c15ded19d0", "b9c6a1dcb1"))
+    assert (
+        "moves no cell of this task with confidence" in (ROOT / "results" / "smollm2-ruler-25" / "NOTES.md").read_text()
+    )
+    for n in (1024, 2048, 4096, 8192):
+        assert chat.ci_low[n] <= plain.ci_high[n] and plain.ci_low[n] <= chat.ci_high[n]
