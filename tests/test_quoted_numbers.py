@@ -744,3 +744,12 @@ def test_the_chat_template_moves_no_niah_single_3_cell_with_confidence_as_the_no
     )
     for n in (1024, 2048, 4096, 8192):
         assert chat.ci_low[n] <= plain.ci_high[n] and plain.ci_low[n] <= chat.ci_high[n]
+
+
+def test_the_smollm2_ruler_readme_tables_the_newer_methods_at_16384():
+    text = (ROOT / "results" / "smollm2-ruler" / "README.md").read_text()
+    table = rows("smollm2-ruler")
+    cells = table[(table.eval_len == 16384) & ~table.encoding.isin(["rope", "yarn"])]
+    assert len(cells) >= 2
+    for r in cells.itertuples():
+        assert f"| {r.encoding} | {r.value * 100:.0f} [{r.ci_low * 100:.0f}–{r.ci_high * 100:.0f}] |" in text
