@@ -11,7 +11,9 @@ the folder holds:
 - a partial-credit RULER row (`ci_method` bootstrap-prompts, or bootstrap-prompts-wilson, a rule tried and
   left on 2026-11-28): recomputed from its prompts' scores in `samples/<run_id>.jsonl` by the current rule
   (`core.intervals.score_interval`), which gives Wilson's at the mean where every prompt scored alike, as the
-  bootstrap alone is zero-wide there.
+  bootstrap alone is zero-wide there;
+- a RULER row without an interval (a partial-credit row of the time before samples were kept) whose run's
+  answers are now in `samples/` (`scripts/recover_samples.py` gives them back): the same, from those scores.
 
 - a perplexity row of one document or window (n = 1), whose bootstrap had nothing to resample and recorded a
   zero-wide interval: no interval, as the rule now gives.
@@ -130,9 +132,12 @@ def _rescore(folder: Path) -> int:
             table.insert(min(after, len(table.columns)), column, float("nan"))
     table["ci_method"] = table["ci_method"].astype(object)
     changed, kept = passkey_counts(table) + ruler_counts(folder, table) + single_units(table), []
-    for i, row in table[table["ci_method"].isin(PARTIAL_CREDIT)].iterrows():
+    # partial-credit rows, and RULER rows without an interval whose answers were kept (or recovered) since
+    unscored = (table["task"] == "ruler") & table["ci_low"].isna()
+    unscored &= table["run_id"].astype(str).map(lambda run: (folder / "samples" / f"{run}.jsonl").exists())
+    for i, row in table[table["ci_method"].isin(PARTIAL_CREDIT) | unscored].iterrows():
         try:
-            scores = prompt_scores(folder, row["run_id"])[(row["protocol"], int(row["eval_len"]))]
+            scores = prompt_scores(folder, str(row["run_id"]))[(row["protocol"], int(row["eval_len"]))]
         except (OSError, KeyError):
             kept.append(f"{row['run_id']} at {row['eval_len']}: no samples")
             continue

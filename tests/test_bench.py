@@ -149,13 +149,15 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
             "--no-transformers",
             "--device",
             "cpu",
+            "--decode-steps",
+            "2",
             "--out",
             str(out),
         ],
     )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out / "bench.csv")
-    assert sorted(set(frame["what"])) == ["eval", "eval-paired", "matmul", "train"]
+    assert sorted(set(frame["what"])) == ["decode", "eval", "eval-paired", "matmul", "train"]
     evals = frame[frame["what"] == "eval"].set_index("encoding")
     assert evals.loc["rope", "kernel"] == "sdpa" and evals.loc["alibi", "kernel"] == "fused-bias"
     assert (evals["peak_memory_mb"] > 0).all() and (evals["tokens_per_second"] > 0).all()
@@ -166,6 +168,7 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
     assert train["mfu"] > 0 and train["mfu"] == pytest.approx(train["gflops"] / ceiling, rel=1e-4)  # 6 digits kept
     summary = (out / "summary.md").read_text()
     assert "training at 256" in summary and "alibi takes" in summary and "peak memory at 256" in summary
+    assert "decoding after 256 tokens (batch 1, same process): rope " in summary
     # where it ran, in every row and the summary: the same code is fast on one CPU and slow on another
     import torch
 
@@ -212,3 +215,23 @@ def test_the_per_cpu_ratios_docs_performance_states_come_from_the_committed_benc
         alibi, t5 = (float(x.split(" takes ")[1].split("×")[0]) for x in line.split(": ", 1)[1].split("; "))
         (row,) = [x for x in text.splitlines() if f"(`{folder.name}`)" in x]
         assert row.endswith(f"| {alibi:.2f}× | {t5:.2f}× |"), (row, line)
+
+
+def test_decoding_rows_time_every_encoding_from_its_cache_in_one_process():
+    rows = bench._decode_worker(("tiny", ("rope", "string", "dual-chunk"), 96, "cpu", "float32", 3, 1, 32, 96))
+    assert [(r["what"], r["encoding"], r["length"]) for r in rows] == [
+        ("decode", "rope", 96),
+        ("decode", "string", 96),
+        ("decode", "dual-chunk", 96),
+    ]
+    assert [r["kernel"] for r in rows] == ["sdpa-cache", "two-part", "dual-chunk"]  # the kernels decoding runs
+    assert all(r["tokens_per_second"] > 0 for r in rows)
+
+
+def test_decoding_summary_gives_each_encodings_time_against_ropes():
+    def row(encoding, tps):
+        return bench.BenchRow("decode", "extrapolate", encoding, 16384, tps, float("nan"), "k", "bfloat16")
+
+    assert bench.summary_lines([row("rope", 40.0), row("string", 10.0)]) == [
+        "- decoding after 16384 tokens (batch 1, same process): rope 40.0 tok/s; string 10.0 tok/s (4.00× RoPE's time)"
+    ]

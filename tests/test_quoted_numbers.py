@@ -657,6 +657,18 @@ def test_the_vt_learned_table_is_quoted_row_by_row(doc):
         assert f"| {encoding} | {cells} | {grown:.2f}× |" in text
 
 
+def test_the_vt_table_is_quoted_row_by_row_with_its_intervals():
+    folder = "showcase-vt"
+    table = rows(folder)
+    text = (ROOT / "results" / folder / "README.md").read_text()
+    for encoding in ("rope", "alibi", "yarn", "dynamic-yarn", "self-extend"):
+        label = "yarn (s = 8)" if encoding == "yarn" else encoding
+        ruler = table[(table.encoding == encoding) & (table.task == "ruler")].set_index("eval_len")
+        r = ruler.loc[[256, 512, 1024, 2048], ["value", "ci_low", "ci_high"]] * 100
+        cells = " | ".join(f"{v:.1f} [{lo:.0f}–{hi:.0f}]" for v, lo, hi in r.itertuples(index=False))
+        assert f"| {label} | {cells} |" in text, encoding
+
+
 def test_the_smollm2_readme_tables_the_cells_at_four_times_the_context():
     text = (ROOT / "results" / "smollm2" / "README.md").read_text()
     table = label_variants(rows("smollm2"))

@@ -113,6 +113,27 @@ def test_a_ruler_row_without_n_gets_its_prompts_and_an_interval_only_where_score
     assert table.value.tolist() == pytest.approx([0.6, 0.8, 0.6, 0.0])
 
 
+def test_a_partial_credit_row_without_an_interval_gets_one_once_its_answers_are_recovered(tmp_path):
+    scores = [0.6, 0.2, 1.0, 0.0, 0.4]
+    row = {"task": "ruler", "metric": "score", "status": "ok", "eval_len": 256, "protocol": "vt", "n": 5}
+    rows = [
+        {**row, "run_id": "abc", "value": 0.44},  # its answers recovered into samples/abc.jsonl
+        {**row, "run_id": "gone", "value": 0.44},  # none kept: no interval, and no word about it
+        {**row, "run_id": "abc", "eval_len": 512, "value": 0.5},  # a length the samples do not hold
+    ]
+    pd.DataFrame(rows).assign(ci_low=float("nan"), ci_high=float("nan"), ci_method=None).to_csv(
+        tmp_path / "results.csv", index=False
+    )
+    (tmp_path / "samples").mkdir()
+    records = [{"protocol": "vt", "eval_len": 256, "index": i, "score": v} for i, v in enumerate(scores)]
+    (tmp_path / "samples" / "abc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert load_script("rescore_intervals").rescore(tmp_path) == 1
+    table = pd.read_csv(tmp_path / "results.csv")
+    low, high, method = score_interval(scores)
+    assert (table.ci_low[0], table.ci_high[0], table.ci_method[0]) == (pytest.approx(low), pytest.approx(high), method)
+    assert table.ci_low[1:].isna().all() and table.value.tolist() == pytest.approx([0.44, 0.44, 0.5])
+
+
 def test_a_folder_without_a_table_is_a_one_line_error(tmp_path, capsys):
     assert load_script("rescore_intervals").main([str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.startswith("error: ")

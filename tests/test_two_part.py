@@ -241,3 +241,21 @@ def test_defaults_follow_the_training_length_and_factor():
 def test_bad_parameters_are_user_errors(name, options, needle):
     with pytest.raises(UserError, match=needle):
         make(name, **options)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "name,options", [c for c in CASES if c[0] != "string"] + [("string", {"shift": 12, "local": 3})]
+)
+def test_kept_angles_rotate_exactly_as_fresh_ones(name, options, dtype):
+    """`rotate_from` reads cos and sin from a table it keeps and grows (decoding reads it at every step); it
+    must give what `rotate_at` computes from the positions, bit for bit, near and far, before and after growing."""
+    encoding = make(name, **options)
+    torch.manual_seed(0)
+    x = torch.randn(2, 2, 70, 16).to(dtype)
+    for start, length in [(0, 10), (3, 5), (10, 12), (0, 70), (69, 1)]:  # the table first holds 10, then 22, 70
+        positions = torch.arange(start, start + length)
+        for far in (False, True):
+            angles = encoding.far_key(positions) if far else positions.float()
+            expected = encoding.rotate_at(x[:, :, :length], angles)
+            assert torch.equal(encoding.rotate_from(x[:, :, :length], start, far), expected), (start, length, far)

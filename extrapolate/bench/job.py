@@ -19,6 +19,7 @@ class BenchRequest:
     kernel: str = "auto"
     out: Path = Path("results/bench")
     profile: bool = False  # a profiler table and trace of each paired evaluation, in out/profiles
+    decode_steps: int = 0  # tokens greedily decoded after each length's prompt, per encoding (0: none)
 
 
 def variant_lines() -> list[str]:
@@ -66,6 +67,7 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
         kernel=request.kernel,
         on_row=on_row,
         profile_dir=str(Path(request.out) / "profiles") if request.profile else None,
+        decode_steps=request.decode_steps,
     )
     out = Path(request.out)
     ran_on = machine(resolve_device(request.device))

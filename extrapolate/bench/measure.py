@@ -193,6 +193,39 @@ def _paired_worker(args) -> list[dict]:
     ]
 
 
+def _decode_worker(args) -> list[dict]:
+    """Greedy decoding speed per encoding: `steps` tokens after a prompt of `length` tokens, from the KV cache,
+    at batch 1 (the path passkey and RULER answer by: `passkey.greedy_answers`). Every encoding's prompt is
+    encoded first, then the decodings are timed in alternation, so their ratios share the machine's conditions."""
+    from extrapolate.kernels.attention import attention_plan
+    from extrapolate.tasks.passkey import greedy_answers
+
+    preset, encodings, length, device_name, dtype, steps, rounds, train_len, longest = args
+    device = resolve_device(device_name)
+    total = length + steps
+    contenders, kernels = {}, {}
+    with torch.no_grad(), autocast(device, dtype):
+        for encoding in encodings:
+            model, config = eval_model(preset, encoding, total, device, train_len, longest)
+            tokens = torch.randint(0, config.vocab_size, (1, length), device=device)
+            cache = model.new_cache()
+            last = model.lm_head(model.hidden_states(tokens, cache=cache, seq_len=total)[:, -1]).float()  # (1, V)
+
+            def decode(model=model, cache=cache, last=last):  # a copy of the cache: every call decodes afresh
+                greedy_answers(model, [dict(layer) for layer in cache], last, steps, total)
+
+            decode()  # warm-up
+            contenders[encoding] = decode
+            kernels[encoding] = attention_plan(
+                model.encoding, "auto", device, activation_dtype(device, dtype), 1, length + 1
+            ).name
+        best = alternating_best(contenders, rounds, device)
+    return [
+        asdict(BenchRow("decode", "extrapolate", e, length, steps / best[e], float("nan"), kernels[e], dtype))
+        for e in encodings
+    ]
+
+
 def profile_call(fn, device: torch.device, stem: str, rows: int = 30) -> None:
     """One call of `fn` under torch's profiler: `stem`.txt, its ops by self time on the device (CPU time where
     the device is the CPU), and `stem`.json.gz, the trace a trace viewer opens."""
@@ -316,6 +349,7 @@ def run_bench(
     kernel: str = "auto",
     on_row=None,
     profile_dir: str | None = None,
+    decode_steps: int = 0,
 ) -> list[BenchRow]:
     device = resolve_device(device_name)
     train_dtype = training_dtype(device, train_dtype)
@@ -372,6 +406,10 @@ def run_bench(
             args = (what, preset, length, device_name, eval_dtype, rounds, contenders, *scaling, profile_dir)
             for row in in_fresh_process(_paired_worker, args):
                 emit(BenchRow(**row))
+        if decode_steps:
+            args = (preset, encodings, length, device_name, eval_dtype, decode_steps, 3, *scaling)
+            for row in in_fresh_process(_decode_worker, args):
+                emit(BenchRow(**row))
     return rows
 
 
@@ -418,6 +456,14 @@ def summary_lines(rows: list[BenchRow]) -> list[str]:
             if rope and ("eval-paired", "extrapolate", name, length) in paired
         ]
         lines.append(f"- evaluation at {length} (same process): " + "; ".join(parts))
+    for length in sorted({r.length for r in rows if r.what == "decode"}):
+        decoding = {r.encoding: r.tokens_per_second for r in rows if r.what == "decode" and r.length == length}
+        rope = decoding.get("rope")
+        parts = [
+            f"{name} {tps:,.1f} tok/s" + (f" ({rope / tps:.2f}× RoPE's time)" if rope and name != "rope" else "")
+            for name, tps in decoding.items()
+        ]
+        lines.append(f"- decoding after {length} tokens (batch 1, same process): " + "; ".join(parts))
     evals = [r for r in rows if r.what == "eval"]
     if evals:
         longest = max(r.length for r in evals)

@@ -278,6 +278,12 @@ def bench(
     profile: Annotated[
         bool, typer.Option(help="also profile one paired evaluation per length (OUT/profiles: op tables, traces)")
     ] = False,
+    decode_steps: Annotated[
+        int,
+        typer.Option(
+            help="also time greedy decoding of this many tokens after each length's prompt, per encoding (0: no)"
+        ),
+    ] = 0,
 ) -> None:
     """Evaluation tokens/s and peak memory per encoding × length, training tokens/s and MFU, vs transformers."""
     from extrapolate.bench.job import BenchRequest, bench_job
@@ -293,6 +299,7 @@ def bench(
         kernel,
         out,
         profile,
+        decode_steps,
     )
     rows, summary = bench_job(request, on_row=render_bench_row)
     render_bench(rows, summary, out)

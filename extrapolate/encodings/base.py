@@ -52,6 +52,9 @@ class TwoPartRotary:
     rotate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x (B, H, T, Dh), positions (T,) float) -> x rotated
     far_query: Callable[[torch.Tensor], torch.Tensor]  # absolute query positions (T,) int64 -> (T,) float32
     far_key: Callable[[torch.Tensor], torch.Tensor]  # absolute key positions (T,) int64 -> (T,) float32
+    # (x (B, H, T, Dh), start, far) -> x of positions start … start + T - 1 rotated at those positions (far:
+    # at far_key's), from angles kept between calls: what `rotate` gives, without recomputing every cached key's
+    rotate_from: Callable[[torch.Tensor, int, bool], torch.Tensor]
     # the far part sees only the first `far_keys` keys, the rest of it masked (StreamingLLM's attention sinks,
     # LM-Infinite's global tokens: a Λ-shaped mask); None: every key from the window on
     far_keys: int | None = None

@@ -39,7 +39,9 @@ class SinkEncoding(TwoPartEncoding):
         self.sinks = whole_number(sinks, f"{self.name} sink_tokens")
 
     def two_part_form(self) -> TwoPartRotary:
-        return TwoPartRotary(self.window, self.rotate_at, self.far_query, self.far_key, far_keys=self.sinks)
+        return TwoPartRotary(
+            self.window, self.rotate_at, self.far_query, self.far_key, self.rotate_from, far_keys=self.sinks
+        )
 
     def relative_position(self, query: int, distance: int) -> float:
         """As two-part encodings define it; NaN for a key the Λ-shaped mask hides."""

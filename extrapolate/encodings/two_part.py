@@ -49,6 +49,7 @@ class TwoPartEncoding(PositionalEncoding):
         self.head_dim, self.base = head_dim, float(base)
         self.window = whole_number(window, f"{self.name} window")
         self.inv_freq = rope_inv_freq(head_dim, base)  # (Dh/2,): plain RoPE frequencies, never scaled
+        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (far, device, dtype) -> (cos, sin)
 
     def rotate(self, q, k, pos, seq_len=None):
         return q, k  # the rotation depends on the (query, key) pair: the attention kernels apply it per part
@@ -58,6 +59,20 @@ class TwoPartEncoding(PositionalEncoding):
         cos, sin = rotary_cos_sin(positions, self.inv_freq, 1.0)
         return apply_rotary(x, cos, sin)
 
+    def rotate_from(self, x: torch.Tensor, start: int, far: bool = False) -> torch.Tensor:
+        """x: (B, H, T, Dh) of positions start … start + T - 1, rotated at those positions (far: at
+        `far_key`'s), exactly as `rotate_at` rotates them. The (n, Dh) cos and sin of positions 0 … n - 1 are
+        kept, n doubling as a cache grows, so a decoding step does not recompute every cached key's angles."""
+        stop = start + x.shape[2]
+        key = (far, x.device, x.dtype)
+        table = self._tables.get(key)
+        if table is None or table[0].shape[0] < stop:
+            size = max(stop, 2 * table[0].shape[0]) if table is not None else stop
+            positions = torch.arange(size, device=x.device)
+            cos, sin = rotary_cos_sin(self.far_key(positions) if far else positions.float(), self.inv_freq, 1.0)
+            table = self._tables[key] = (cos.to(x.dtype), sin.to(x.dtype))  # the cast apply_rotary would make
+        return apply_rotary(x, table[0][start:stop], table[1][start:stop])
+
     def far_query(self, pos: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
@@ -65,7 +80,7 @@ class TwoPartEncoding(PositionalEncoding):
         raise NotImplementedError
 
     def two_part_form(self) -> TwoPartRotary:
-        return TwoPartRotary(self.window, self.rotate_at, self.far_query, self.far_key)
+        return TwoPartRotary(self.window, self.rotate_at, self.far_query, self.far_key, self.rotate_from)
 
     def relative_position(self, query: int, distance: int) -> float:
         """The relative position the query at `query` sees a key `distance` tokens back at."""

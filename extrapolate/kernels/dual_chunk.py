@@ -53,12 +53,12 @@ def side_by_side(q, k, v, form: ChunkedRotary):
 
 
 def fused_attention(q, k, v, form: ChunkedRotary) -> torch.Tensor:
-    """q: (B, H, Tq, Dh) unrotated; k, v: (B, Hkv, Tk, Dh) unrotated -> (B, H, Tq, Dh)."""
+    """q: (B, H, Tq, Dh) unrotated; k, v: (B, Hkv, Tk, Dh) unrotated -> (B, H, Tq, Dh). Keys seen whole are
+    never copied per query head: the query heads of a key head are stacked as rows (`flash.attend_grouped`)."""
     heads, length, dim = q.shape[1], q.shape[2], q.shape[3]
     keys, s = k.shape[2], form.chunk
     offset = keys - length  # absolute position of the first query
     intra, successive, inter, k_rot = rotated_parts(q, k, form)
-    k_rot, v = expand_kv_heads(k_rot, heads), expand_kv_heads(v, heads)
     scale = dim**-0.5
     out = torch.empty_like(q)
     a = offset
@@ -66,15 +66,19 @@ def fused_attention(q, k, v, form: ChunkedRotary) -> torch.Tensor:
         n = a // s
         start, b = n * s, min(keys, (n + 1) * s)
         rows = slice(a - offset, b - offset)
-        parts = [fused.attend(intra[:, :, rows], k_rot[:, :, a:b], v[:, :, a:b], True, scale)]
+        # the rows' own keys, causal among themselves: a square no stacking keeps causal, so its few keys copied
+        own_k, own_v = (expand_kv_heads(t[:, :, a:b], heads) for t in (k_rot, v))
+        parts = [fused.attend(intra[:, :, rows], own_k, own_v, True, scale)]
         if a > start:  # the chunk's keys before these rows (a cache continued mid-chunk): seen whole
-            parts.append(fused.attend(intra[:, :, rows], k_rot[:, :, start:a], v[:, :, start:a], False, scale))
+            parts.append(fused.attend_grouped(intra[:, :, rows], k_rot[:, :, start:a], v[:, :, start:a], None, scale))
         if n >= 1:
             before = slice(start - s, start)
-            parts.append(fused.attend(successive[:, :, rows], k_rot[:, :, before], v[:, :, before], False, scale))
+            parts.append(
+                fused.attend_grouped(successive[:, :, rows], k_rot[:, :, before], v[:, :, before], None, scale)
+            )
         if n >= 2:
             earlier = slice(0, start - s)
-            parts.append(fused.attend(inter[:, :, rows], k_rot[:, :, earlier], v[:, :, earlier], False, scale))
+            parts.append(fused.attend_grouped(inter[:, :, rows], k_rot[:, :, earlier], v[:, :, earlier], None, scale))
         out[:, :, rows] = fused.merge(parts)
         a = b
     return out

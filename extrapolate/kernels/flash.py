@@ -1,7 +1,7 @@
 """The CPU flash kernel with its log-sum-exp: partial attentions over disjoint key sets, merged exactly. The
 fused bias kernels, the CPU cache continuation and the two-part kernels are built from `attend`, `attend_band`
 and `merge`. The op is private to torch (SDPA returns no log-sum-exp) and has no grouped-query path: callers
-expand the key heads (`kernels.heads`)."""
+expand the key heads (`kernels.heads`), or stack the query heads of each key head as rows (`attend_grouped`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,22 @@ def attend_band(q, k, v, bias, scale: float):
     keys near a block, where T5's bias still varies with distance."""
     out, lse = _FLASH_WITH_LSE(q, k, v, 0.0, False, attn_mask=bias.unsqueeze(0), scale=scale)
     return out, lse.float()
+
+
+def attend_grouped(q, k, v, mask, scale: float):
+    """(out (B, H, R, D), lse (B, H, R)) of q (B, H, R, D) against k, v (B, Hkv, K, D), H a multiple of Hkv,
+    without copying the keys per query head: the g = H / Hkv query heads of key head j (heads j·g … j·g + g - 1)
+    are stacked as g·R rows of one call. `mask`: None (every key seen), or (R, K) additive, -inf where masked,
+    every row seeing at least one key."""
+    batch, heads, rows, dim = q.shape
+    kv_heads = k.shape[1]
+    group = heads // kv_heads
+    stacked = q.reshape(batch, kv_heads, group * rows, dim)  # row i·R + r: head j·g + i, query r
+    if mask is None:
+        out, lse = attend(stacked, k, v, False, scale)
+    else:
+        out, lse = attend_band(stacked, k, v, mask.repeat(group, 1)[None], scale)  # (1, g·R, K): every head's rows
+    return out.reshape(batch, heads, rows, dim), lse.reshape(batch, heads, rows)
 
 
 def merge(parts):

@@ -26,15 +26,19 @@ from extrapolate.kernels.heads import expand_kv_heads
 ROWS = 256  # query rows per block of the fused kernel: the near mask is rows × (rows + w - 1)
 
 
-def rotated_parts(q, k, form: TwoPartRotary):
-    """(q_near, k_near, q_far, k_far): q (B, H, Tq, Dh) and k (B, Hkv, Tk, Dh) rotated for each part; the
+def rotated_parts(q, k, form: TwoPartRotary, near_from: int = 0, far_to: int | None = None):
+    """(q_near, k_near, q_far, k_far): q (B, H, Tq, Dh) rotated for each part, the keys (B, Hkv, ·, Dh) of each
+    part rotated from k (B, Hkv, Tk, Dh): keys [near_from, Tk) near, keys [0, far_to) far (default: all). The
     queries are the last Tq of the Tk positions (earlier keys come from a cache, unrotated)."""
     keys, queries = k.shape[2], q.shape[2]
-    k_pos = torch.arange(keys, device=q.device)  # (Tk,) int64
-    q_pos = k_pos[keys - queries :]  # (Tq,)
-    near = form.rotate(q, q_pos.float()), form.rotate(k, k_pos.float())
-    far = form.rotate(q, form.far_query(q_pos)), form.rotate(k, form.far_key(k_pos))
-    return (*near, *far)
+    far_to = keys if far_to is None else far_to
+    offset = keys - queries
+    q_pos = torch.arange(offset, keys, device=q.device)  # (Tq,) int64
+    q_near = form.rotate_from(q, offset, False)
+    k_near = form.rotate_from(k[:, :, near_from:], near_from, False)
+    q_far = form.rotate(q, form.far_query(q_pos))  # the far query positions differ from the far keys'
+    k_far = form.rotate_from(k[:, :, :far_to], 0, True)
+    return q_near, k_near, q_far, k_far
 
 
 def side_by_side(q, k, v, form: TwoPartRotary):
@@ -50,39 +54,52 @@ def side_by_side(q, k, v, form: TwoPartRotary):
     return q_both, k_both, torch.cat([v, v], dim=2)
 
 
-def near_mask(a0: int, a1: int, k0: int, window: int, dtype, device) -> torch.Tensor:
-    """(1, a1 - a0, a1 - k0): 0 where query i sees key j in the near part (i - window < j ≤ i), else -inf."""
-    distance = torch.arange(a0, a1, device=device)[:, None] - torch.arange(k0, a1, device=device)[None, :]
-    keep = (distance >= 0) & (distance < window)
-    return torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, float("-inf"))[None]
+def visible(a0: int, a1: int, k0: int, k1: int, lowest: int, highest: int, dtype, device) -> torch.Tensor:
+    """(a1 - a0, k1 - k0) additive mask of query rows [a0, a1) against keys [k0, k1): 0 where the distance
+    i - j lies in [lowest, highest], else -inf."""
+    distance = torch.arange(a0, a1, device=device)[:, None] - torch.arange(k0, k1, device=device)[None, :]
+    keep = (distance >= lowest) & (distance <= highest)
+    return torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, float("-inf"))
 
 
 def fused_attention(q, k, v, form: TwoPartRotary, rows: int = ROWS) -> torch.Tensor:
-    """q: (B, H, Tq, Dh) unrotated; k, v: (B, Hkv, Tk, Dh) unrotated -> (B, H, Tq, Dh)."""
+    """q: (B, H, Tq, Dh) unrotated; k, v: (B, Hkv, Tk, Dh) unrotated -> (B, H, Tq, Dh).
+
+    The keys are rotated only where some query sees them in that part (decoding at 16k with a window of
+    L/3 rotates the near part's few thousand keys, not all of them twice), and never copied per query head:
+    the query heads of a key head are stacked as rows (`flash.attend_grouped`), `rows` stacked rows a block."""
     batch, heads, length, dim = q.shape
-    offset = k.shape[2] - length  # absolute position of the first query
-    q_near, k_near, q_far, k_far = rotated_parts(q, k, form)
-    k_near, k_far, v = (expand_kv_heads(t, heads) for t in (k_near, k_far, v))
+    keys, group = k.shape[2], heads // k.shape[1]
+    offset = keys - length  # absolute position of the first query
     scale, w = dim**-0.5, form.window
+    near_from = max(0, offset - w + 1)  # keys before it are far for every query
+    far_to = max(0, keys - w if form.far_keys is None else min(form.far_keys, keys - w))  # keys from it: near only
+    q_near, k_near, q_far, k_far = rotated_parts(q, k, form, near_from, far_to)  # k_near: keys [near_from, Tk)
     out = torch.empty_like(q)
-    for q0 in range(0, length, rows):
-        q1 = min(length, q0 + rows)
+    step = max(1, rows // group)
+    for q0 in range(0, length, step):
+        q1 = min(length, q0 + step)
         a0, a1, block = offset + q0, offset + q1, q1 - q0
         n0 = max(0, a0 - w + 1)  # first near key of the block's first row
-        mask = near_mask(a0, a1, n0, w, q.dtype, q.device)
-        parts = [fused.attend_band(q_near[:, :, q0:q1], k_near[:, :, n0:a1], v[:, :, n0:a1], mask, scale)]
+        # near: keys [n0, a1), row i seeing i - w < j ≤ i (a single row sees them all)
+        mask = None if block == 1 else visible(a0, a1, n0, a1, 0, w - 1, q.dtype, q.device)
+        near = slice(n0 - near_from, a1 - near_from)
+        parts = [fused.attend_grouped(q_near[:, :, q0:q1], k_near[:, :, near], v[:, :, n0:a1], mask, scale)]
         if form.far_keys is not None:  # a far part of a few keys (sinks): one banded call, no staircase
             parts += sink_part(q_far[:, :, q0:q1], k_far, v, a0, w, form.far_keys, scale)
-        elif a0 - w >= 0:  # keys [0, a0 - w]: far for every row of the block
-            far_keys = slice(0, a0 - w + 1)
-            parts.append(fused.attend(q_far[:, :, q0:q1], k_far[:, :, far_keys], v[:, :, far_keys], False, scale))
+            out[:, :, q0:q1] = fused.merge(parts)
+            continue
+        if a0 - w >= 0:  # keys [0, a0 - w]: far for every row of the block
+            whole = slice(0, a0 - w + 1)
+            parts.append(fused.attend_grouped(q_far[:, :, q0:q1], k_far[:, :, whole], v[:, :, whole], None, scale))
         # keys [t0, a1 - w): row r of the block sees the first r - shift + 1 of them, rows before `shift` none
         t0 = max(0, a0 - w + 1)
         shift = t0 - (a0 - w)
-        if shift < block and form.far_keys is None:
-            stair_keys = slice(t0, t0 + block - shift)
-            stair_out, stair_lse = fused.attend(
-                q_far[:, :, q0 + shift : q1], k_far[:, :, stair_keys], v[:, :, stair_keys], True, scale
+        if shift < block:
+            stair = slice(t0, t0 + block - shift)
+            mask = visible(a0 + shift, a1, t0, t0 + block - shift, w, keys, q.dtype, q.device)
+            stair_out, stair_lse = fused.attend_grouped(
+                q_far[:, :, q0 + shift : q1], k_far[:, :, stair], v[:, :, stair], mask, scale
             )
             padded_out = stair_out.new_zeros(batch, heads, block, dim)  # rows without a staircase key weigh 0
             padded_lse = stair_lse.new_full((batch, heads, block), float("-inf"))
@@ -101,12 +118,8 @@ def sink_part(q_far, k_far, v, a0: int, window: int, far_keys: int, scale: float
     keys = min(far_keys, a0 + rows - window)
     if first >= rows or keys <= 0:
         return []
-    distance = torch.arange(a0 + first, a0 + rows, device=q_far.device)[:, None] - torch.arange(
-        keys, device=q_far.device
-    )
-    mask = torch.zeros(distance.shape, dtype=q_far.dtype, device=q_far.device)
-    mask = mask.masked_fill(distance < window, float("-inf"))[None]  # (1, rows - first, keys); key 0 always seen
-    out, lse = fused.attend_band(q_far[:, :, first:], k_far[:, :, :keys], v[:, :, :keys], mask, scale)
+    mask = visible(a0 + first, a0 + rows, 0, keys, window, a0 + rows, q_far.dtype, q_far.device)  # key 0 always
+    out, lse = fused.attend_grouped(q_far[:, :, first:], k_far[:, :, :keys], v[:, :, :keys], mask, scale)
     padded_out = out.new_zeros(batch, heads, rows, dim)
     padded_lse = lse.new_full((batch, heads, rows), float("-inf"))
     padded_out[:, :, first:], padded_lse[:, :, first:] = out, lse
