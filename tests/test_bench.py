@@ -235,3 +235,36 @@ def test_decoding_summary_gives_each_encodings_time_against_ropes():
     assert bench.summary_lines([row("rope", 40.0), row("string", 10.0)]) == [
         "- decoding after 16384 tokens (batch 1, same process): rope 40.0 tok/s; string 10.0 tok/s (4.00× RoPE's time)"
     ]
+
+
+def test_the_decoding_ratios_quoted_come_from_the_committed_bench_files():
+    from pathlib import Path
+
+    import pandas as pd
+
+    from extrapolate.bench.measure import BenchRow, summary_lines
+
+    root = Path(__file__).resolve().parents[1]
+    fields = list(BenchRow.__dataclass_fields__)
+    ratios = {}
+    for stage in ("before", "after"):
+        frame = pd.read_csv(root / "results" / "bench-decode" / stage / "bench.csv")
+        rows = [
+            BenchRow(**{k: (None if pd.isna(v) else v) for k, v in r.items() if k in fields})
+            for r in frame.to_dict("records")
+        ]
+        (line,) = [x for x in summary_lines(rows) if x.startswith("- decoding after 16384")]
+        ratios[stage] = {
+            part.split()[0]: part.split("(")[1].split("×")[0]
+            for part in line.split(": ", 1)[1].split("; ")
+            if "(" in part
+        }
+    readme = (root / "results" / "bench-decode" / "README.md").read_text()
+    names = {"string": "STRING", "self-extend": "Self-Extend", "streaming-llm": "StreamingLLM"}
+    names |= {"lm-infinite": "LM-Infinite", "dual-chunk": "dual chunk attention"}
+    for encoding, label in names.items():
+        assert f"| {label} | {ratios['before'][encoding]}× | {ratios['after'][encoding]}× |" in readme, encoding
+    doc = " ".join((root / "docs" / "performance.md").read_text().split())
+    assert f"STRING {ratios['before']['string']}× → {ratios['after']['string']}× RoPE's time" in doc
+    assert f"Self-Extend {ratios['before']['self-extend']}× → {ratios['after']['self-extend']}×" in doc
+    assert f"({ratios['after']['streaming-llm']}×, {ratios['after']['lm-infinite']}×)" in doc
