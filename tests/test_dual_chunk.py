@@ -62,10 +62,13 @@ def test_no_relative_position_exceeds_the_chunk_size_and_near_keys_keep_their_di
 
 def test_past_L_q_and_k_carry_the_reference_factor_and_a_given_one_replaces_it():
     q, k = torch.ones(1, 1, 3, 16), torch.ones(1, 1, 3, 16)
-    pos = torch.arange(3)
+    pos = torch.tensor([0, 39, 41])  # the default chunk is 40 tokens: 41 is the next chunk's second
+    dca = encoding()
     m = 0.05 * torch.log(torch.tensor(4.0)) + 1  # n = 256 = 4L
-    assert torch.allclose(encoding().rotate(q, k, pos, seq_len=256)[0], q * m)
-    assert torch.equal(encoding().rotate(q, k, pos, seq_len=64)[1], k)  # within L: unchanged
+    assert torch.allclose(dca.rotate(q, k, pos, seq_len=256)[0], q * m)  # q: scaled only, the kernels rotate it
+    in_chunk = dca.rotate_at(k, torch.tensor([0.0, 39.0, 1.0]))  # k: at its place in its chunk, once
+    assert torch.equal(dca.rotate(q, k, pos, seq_len=64)[1], in_chunk)  # within L: no factor
+    assert torch.allclose(dca.rotate(q, k, pos, seq_len=256)[1], in_chunk * m)
     assert torch.equal(encoding(attention_factor=1.0).rotate(q, k, pos, seq_len=256)[0], q)
 
 

@@ -63,7 +63,8 @@ class TwoPartRotary:
 @dataclass(frozen=True)
 class ChunkedRotary:
     """Dual chunk attention's rotary form: the sequence is cut into chunks of `chunk` tokens; every key is
-    rotated at its position in its chunk (j mod chunk), and the query at one of three positions by the chunk
+    rotated at its position in its chunk (j mod chunk) by the encoding's `rotate`, before the kernels see it
+    (and before a KV cache keeps it), and the query, by the kernels, at one of three positions by the chunk
     the key lies in: its own position in its chunk (i mod chunk) for keys of its own chunk (causal), and
     `successive_query(i)` for keys of the chunk before, `inter_query` for keys of every earlier chunk. The kernels
     attend to each part and merge them by their log-sum-exp, so no score matrix is ever held whole."""

@@ -62,12 +62,15 @@ class DualChunk(PositionalEncoding):
         self.inv_freq = rope_inv_freq(head_dim, base)  # (Dh/2,): plain RoPE frequencies
 
     def rotate(self, q, k, pos, seq_len=None):
-        """Rotates nothing (the kernels rotate each part); scales q and k by the attention factor m of the whole
-        sequence's length, which is m on every cos and sin."""
+        """Scales q and k by the attention factor m of the whole sequence's length, which is m on every cos and
+        sin, and rotates k at its place in its chunk (j mod s): a key's one rotation, made once, so a KV cache
+        holds it. q is left for the kernels, which rotate it once per part."""
         if seq_len is None:
             seq_len = int(pos[-1]) + 1
         m = self.attention_factor if self.attention_factor is not None else reference_mscale(seq_len, self.original_len)
-        return (q, k) if m == 1 else (q * m, k * m)
+        if m != 1:
+            q, k = q * m, k * m
+        return q, self.rotate_at(k, (pos % self.chunk).float())
 
     def rotate_at(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x: (B, H, T, Dh) rotated at float positions (T,), as `Rotary` rotates at integers."""

@@ -1,7 +1,8 @@
 """Dual chunk attention (encodings/dual_chunk.py) in memory linear in the length.
 
-Keys are rotated once, at their position in their chunk (j mod s); each query three ways, by the chunk its
-keys lie in. Each part is a softmax over its own keys; merged through their log-sum-exp, they are the one
+Keys come rotated once, at their position in their chunk (j mod s), by the encoding's `rotate`, so a KV cache
+keeps them rotated and a decoding step rotates only its own key; each query is rotated here three ways, by the
+chunk its keys lie in. Each part is a softmax over its own keys; merged through their log-sum-exp, they are the one
 softmax over all keys of the definition.
 
 The fused kernel (CPU evaluation) takes the queries one chunk at a time, rows [a, b) of chunk n, in up to four
@@ -25,17 +26,15 @@ from extrapolate.kernels.heads import expand_kv_heads
 
 
 def rotated_parts(q, k, form: ChunkedRotary):
-    """(q_intra, q_successive, q_inter, k_rotated): q (B, H, Tq, Dh) rotated for each part, k (B, Hkv, Tk, Dh)
-    at j mod s; the queries are the last Tq of the Tk positions (earlier keys come from a cache, unrotated)."""
+    """(q_intra, q_successive, q_inter): q (B, H, Tq, Dh) rotated for each part; the queries are the last Tq
+    of the Tk positions of the keys (earlier keys come from a cache). The keys come rotated at j mod s."""
     keys, queries = k.shape[2], q.shape[2]
-    k_pos = torch.arange(keys, device=q.device)  # (Tk,) int64
-    q_pos = k_pos[keys - queries :]  # (Tq,)
+    q_pos = torch.arange(keys - queries, keys, device=q.device)  # (Tq,) int64
     inter = torch.full((queries,), form.inter_query, device=q.device)  # (Tq,) float32
     return (
         form.rotate(q, (q_pos % form.chunk).float()),
         form.rotate(q, form.successive_query(q_pos)),
         form.rotate(q, inter),
-        form.rotate(k, (k_pos % form.chunk).float()),
     )
 
 
@@ -45,20 +44,21 @@ def side_by_side(q, k, v, form: ChunkedRotary):
     others; v_all (B, Hkv, 3·Tk, Dh) = [v; v; v]. A key of copy c scores that part's q against k, so with the mask
     of `flex.chunk_mask_function` (copy c where the chunks apart select part c) one softmax at scale Dh^-1/2
     is the dual chunk attention, and gradients need no log-sum-exp merge. Memory: three times the keys."""
-    intra, successive, inter, k_rot = rotated_parts(q, k, form)
-    zeros = torch.zeros_like(k_rot)
+    intra, successive, inter = rotated_parts(q, k, form)
+    zeros = torch.zeros_like(k)
     q_all = torch.cat([intra, successive, inter], dim=-1)
-    copies = [torch.cat([k_rot if slot == copy else zeros for slot in range(3)], dim=-1) for copy in range(3)]
+    copies = [torch.cat([k if slot == copy else zeros for slot in range(3)], dim=-1) for copy in range(3)]
     return q_all, torch.cat(copies, dim=2), torch.cat([v, v, v], dim=2)
 
 
 def fused_attention(q, k, v, form: ChunkedRotary) -> torch.Tensor:
-    """q: (B, H, Tq, Dh) unrotated; k, v: (B, Hkv, Tk, Dh) unrotated -> (B, H, Tq, Dh). Keys seen whole are
-    never copied per query head: the query heads of a key head are stacked as rows (`flash.attend_grouped`)."""
+    """q: (B, H, Tq, Dh) unrotated; k: (B, Hkv, Tk, Dh) rotated at j mod s; v: (B, Hkv, Tk, Dh) -> (B, H, Tq, Dh).
+    Keys seen whole are never copied per query head: the query heads of a key head are stacked as rows
+    (`flash.attend_grouped`)."""
     heads, length, dim = q.shape[1], q.shape[2], q.shape[3]
     keys, s = k.shape[2], form.chunk
     offset = keys - length  # absolute position of the first query
-    intra, successive, inter, k_rot = rotated_parts(q, k, form)
+    intra, successive, inter = rotated_parts(q, k, form)
     scale = dim**-0.5
     out = torch.empty_like(q)
     a = offset
@@ -67,18 +67,16 @@ def fused_attention(q, k, v, form: ChunkedRotary) -> torch.Tensor:
         start, b = n * s, min(keys, (n + 1) * s)
         rows = slice(a - offset, b - offset)
         # the rows' own keys, causal among themselves: a square no stacking keeps causal, so its few keys copied
-        own_k, own_v = (expand_kv_heads(t[:, :, a:b], heads) for t in (k_rot, v))
+        own_k, own_v = (expand_kv_heads(t[:, :, a:b], heads) for t in (k, v))
         parts = [fused.attend(intra[:, :, rows], own_k, own_v, True, scale)]
         if a > start:  # the chunk's keys before these rows (a cache continued mid-chunk): seen whole
-            parts.append(fused.attend_grouped(intra[:, :, rows], k_rot[:, :, start:a], v[:, :, start:a], None, scale))
+            parts.append(fused.attend_grouped(intra[:, :, rows], k[:, :, start:a], v[:, :, start:a], None, scale))
         if n >= 1:
             before = slice(start - s, start)
-            parts.append(
-                fused.attend_grouped(successive[:, :, rows], k_rot[:, :, before], v[:, :, before], None, scale)
-            )
+            parts.append(fused.attend_grouped(successive[:, :, rows], k[:, :, before], v[:, :, before], None, scale))
         if n >= 2:
             earlier = slice(0, start - s)
-            parts.append(fused.attend_grouped(inter[:, :, rows], k_rot[:, :, earlier], v[:, :, earlier], None, scale))
+            parts.append(fused.attend_grouped(inter[:, :, rows], k[:, :, earlier], v[:, :, earlier], None, scale))
         out[:, :, rows] = fused.merge(parts)
         a = b
     return out
@@ -90,8 +88,8 @@ def blocked_attention(q, k, v, form: ChunkedRotary, block_elements: int | None) 
     batch, heads, length, _ = q.shape
     keys = k.shape[2]
     offset = keys - length
-    intra, successive, inter, k_rot = rotated_parts(q, k, form)
-    k_rot, v = expand_kv_heads(k_rot, heads), expand_kv_heads(v, heads)
+    intra, successive, inter = rotated_parts(q, k, form)
+    k_rot, v = expand_kv_heads(k, heads), expand_kv_heads(v, heads)
     scale = q.shape[-1] ** -0.5
     rows = block_rows(q, keys, block_elements)
     k_pos = torch.arange(keys, device=q.device)
