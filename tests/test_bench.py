@@ -267,4 +267,5 @@ def test_the_decoding_ratios_quoted_come_from_the_committed_bench_files():
     doc = " ".join((root / "docs" / "performance.md").read_text().split())
     assert f"STRING {ratios['before']['string']}× → {ratios['after']['string']}× RoPE's time" in doc
     assert f"Self-Extend {ratios['before']['self-extend']}× → {ratios['after']['self-extend']}×" in doc
+    assert f"dual chunk attention {ratios['before']['dual-chunk']}× → {ratios['after']['dual-chunk']}×" in doc
     assert f"({ratios['after']['streaming-llm']}×, {ratios['after']['lm-infinite']}×)" in doc
