@@ -126,3 +126,11 @@ def test_cli_reference_ignores_the_terminal_and_hidden_names(monkeypatch):
     assert cli_reference() == plain
     for hidden in ("--keep", "--hf", "--lengths"):
         assert f"`{hidden}" not in plain and f"/ {hidden}" not in plain, hidden
+
+
+def test_the_results_table_columns_are_documented_in_order():
+    from extrapolate.report.table import COLUMNS
+
+    text = " ".join((ROOT / "docs" / "measured.md").read_text().split())
+    listed = text.split("has the columns `", 1)[1].split("`", 1)[0]
+    assert listed.split(", ") == COLUMNS

@@ -77,6 +77,13 @@ def test_run_end_to_end_writes_table_plot_and_summary(tmp_path):
     (identity,) = set(table.tokenizer)
     assert identity.startswith("bpe2048-") and run["train_config"]["tokenizer"] == identity
     assert 256 < run["model_config"]["vocab_size"] <= 2048
+    # where it was measured, in every row and the record: CPUs round bf16 differently, so a rerun elsewhere
+    # differs, and the table says where each row came from
+    from extrapolate.core.machine import cpu_model
+
+    (where,) = set(table.machine)
+    assert where.startswith(f"{cpu_model()} (") and run["machine"] == where
+    assert f"- machine: `{where}`" in (tmp_path / "out" / "summary.md").read_text()
 
 
 def test_rope_scaling_reuses_the_rope_model_and_learned_is_unsupported_past_L(tmp_path):

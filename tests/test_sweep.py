@@ -240,6 +240,11 @@ def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():
     text = "\n".join(setup_lines(table))
     assert "(commit aaaa, bbbb)" in text and "device `cpu`, `cuda`" in text
     assert "`small` (1,000 parameters), `tiny` (10 parameters)" in text
+    assert "- machine: unrecorded" in text  # a table written before rows named their machine
+    machines = table.assign(
+        machine=["AMD EPYC (avx2), 2 threads", "Xeon (amx_bf16), 2 threads", "AMD EPYC (avx2), 2 threads"]
+    )
+    assert "- machine: `AMD EPYC (avx2), 2 threads`, `Xeon (amx_bf16), 2 threads`" in "\n".join(setup_lines(machines))
 
 
 def test_aggregate_mean_and_interval():

@@ -1,6 +1,6 @@
-"""What a measurement ran on, for a benchmark's rows: the CPU's model and the vector instructions torch uses
-(the same code is fast on one CPU and slow on another: AVX2, AVX-512 and AMX take different paths), the
-threads, the card where there is one, and torch's version."""
+"""What a measurement ran on, for a benchmark's rows and every result row: the CPU's model and the vector
+instructions torch uses (the same code is fast on one CPU and slow on another, and rounds bf16 differently:
+AVX2, AVX-512 and AMX take different paths), the threads, the card where there is one, and torch's version."""
 
 from __future__ import annotations
 
@@ -55,3 +55,8 @@ def describe(info: dict) -> str:
     """One line: "AMD EPYC 9B14 (AVX512+avx2+avx512f+avx512_bf16), 2 threads, torch 2.13.0+cpu"."""
     card = f", {info['card']}" if info.get("card") else ""
     return f"{info['cpu']} ({info['isa']}), {info['threads']} threads{card}, torch {info['torch']}"
+
+
+def machine_line(device) -> str:
+    """What a result row records of where it was measured: `describe` of `machine`."""
+    return describe(machine(device))

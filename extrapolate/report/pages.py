@@ -174,6 +174,7 @@ def setup_lines(table: pd.DataFrame) -> list[str]:
         + ", ".join(f"{e} → `{k}`" for e, k in table.groupby("encoding", sort=False)["kernel"].first().items()),
         f"- device {distinct(table, 'device')}, evaluation dtype {distinct(table, 'dtype')}, extrapolate "
         f"{distinct(table, 'package_version', '')} (commit {distinct(table, 'git_sha', '')})",
+        f"- machine: {distinct(table, 'machine') if 'machine' in table else UNRECORDED}",
         *prompt_format(table),
         *scored_lines(table),
     ]
@@ -343,7 +344,7 @@ def prompt_format(table: pd.DataFrame) -> list[str]:
 # text columns a table written before they existed (or edited by hand) may leave empty
 UNRECORDED, RECORDED_TEXT = (
     "unrecorded",
-    ["protocol", "model", "corpus", "tokenizer", "device", "dtype", "kernel", "git_sha", "package_version"],
+    ["protocol", "model", "corpus", "tokenizer", "device", "machine", "dtype", "kernel", "git_sha", "package_version"],
 )
 
 

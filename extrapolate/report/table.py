@@ -41,6 +41,7 @@ COLUMNS = [
     "corpus",
     "tokenizer",
     "device",
+    "machine",  # the CPU, its vector instructions, threads, card and torch: CPUs round bf16 differently
     "dtype",
     "kernel",
     "finetune_steps",

@@ -129,6 +129,7 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
         # a randomized kind's L_max, KERPLE's learned r1 and r2)
         "encoding": {"name": resolved.spec.name, **trained.model.encoding.describe()},
         "training": {k: v for k, v in trained.summary.items() if k != "losses"},
+        "machine": rows[0].get("machine") if rows else None,  # where the rows were measured
         **provenance(),
     }
     text = json.dumps(record, indent=2, default=str)

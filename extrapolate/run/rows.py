@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from extrapolate.core.machine import machine_line
 from extrapolate.report.table import provenance
 from extrapolate.run.evaluate import Measurement
 from extrapolate.run.prepare import Prepared
@@ -22,6 +23,7 @@ def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:
         "corpus": prepared.corpus.name,
         "tokenizer": prepared.tokenizer.identity,
         "device": prepared.device.type,
+        "machine": machine_line(prepared.device),
         "dtype": request.dtype,
         "finetune_steps": request.finetune_steps,
         "finetune_len": resolved.finetune_len,
