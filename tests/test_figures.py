@@ -57,25 +57,11 @@ def test_the_fine_tune_axis_has_ticks_only_at_the_steps_measured(steps):
 def test_the_ratio_figure_is_left_out_without_a_value_at_L(tmp_path):
     """A fine-tune measured only at L' has no perplexity at L to divide by: no ratio figure (it would be an
     empty frame), the perplexity and fine-tuning figures still drawn."""
-    from extrapolate.report.pages import draw_figures, with_unrecorded
+    from extrapolate.report.pages import RECORDED_TEXT, draw_figures, with_unrecorded
     from extrapolate.report.table import aggregate, label_variants
 
     table = label_variants(pd.DataFrame(ppl_rows("yarn", "rope", 2, {1024: 31.6})).assign(factor=2.0, model="small"))
-    table = with_unrecorded(
-        table.reindex(
-            columns=[
-                *table.columns,
-                "protocol",
-                "corpus",
-                "tokenizer",
-                "device",
-                "dtype",
-                "kernel",
-                "git_sha",
-                "package_version",
-            ]
-        )
-    )
+    table = with_unrecorded(table.reindex(columns=[*table.columns, *RECORDED_TEXT]))  # provenance unrecorded
     figures = draw_figures(tmp_path, table, aggregate(table), {})  # no retrieval rows: no verdicts
     names = sorted(figures)
     for figure in figures.values():
