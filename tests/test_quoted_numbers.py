@@ -727,8 +727,13 @@ def test_the_results_doc_names_the_unresolved_differences_with_their_numbers():
     def cell(r) -> str:
         return f"{r.value * 100:.0f} [{r.ci_low * 100:.0f}–{r.ci_high * 100:.0f}]"
 
-    assert f"`niah_single_2` at 8192: {cell(chat)} against {cell(plain)}" in text
-    assert chat.ci_high >= plain.ci_low and plain.ci_high >= chat.ci_low  # the intervals overlap: not resolved
+    from extrapolate.report.paired import chat_differences
+
+    paired = chat_differences(ROOT / "results" / "smollm2-ruler-25").set_index(["protocol", "eval_len"])
+    d = paired.loc[(plain.protocol, 8192)]
+    shown = f"{100 * d.difference:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] paired"
+    assert f"`niah_single_2` at 8192: {cell(chat)} against {cell(plain)}, {shown}" in text
+    assert d.low <= 0 <= d.high  # paired, the difference still includes 0: not resolved
 
 
 def test_the_reference_notes_per_seed_claims_follow_from_the_per_seed_file():
@@ -760,17 +765,34 @@ def test_the_reference_notes_per_seed_claims_follow_from_the_per_seed_file():
     assert again.loc[spread.index].tolist() == pytest.approx(spread["sd"].tolist(), rel=1e-4, abs=1e-9)
 
 
-def test_the_chat_template_moves_no_cell_with_confidence_as_the_notes_say():
-    """Every +chat cell of smollm2-ruler-25 overlaps the plain cell of its task and length."""
+def test_the_chat_template_comparison_is_what_the_notes_say_unpaired_and_paired():
+    """Every +chat cell of smollm2-ruler-25 overlaps the plain cell of its task and length; paired over the
+    same prompts, the cells the NOTES name are the ones whose interval excludes 0."""
+    from extrapolate.report.paired import chat_differences, moved
+
+    folder = ROOT / "results" / "smollm2-ruler-25"
     table = rows("smollm2-ruler-25")
     table = table.assign(name=table.protocol.str.split("-v").str[0], chat=table.protocol.str.endswith("+chat"))
-    notes = " ".join((ROOT / "results" / "smollm2-ruler-25" / "NOTES.md").read_text().split())
+    notes = " ".join((folder / "NOTES.md").read_text().split())
     chat = table[table.chat].set_index(["name", "eval_len"])
     plain = table[~table.chat].set_index(["name", "eval_len"])
     tasks = sorted(set(chat.index.get_level_values(0)))
-    assert f"{len(tasks)} of the eleven tasks are in, the chat template moves none" in notes
+    assert f"{len(tasks)} of the eleven tasks are in." in notes
     for key in chat.index:
         assert chat.ci_low[key] <= plain.ci_high[key] and plain.ci_low[key] <= chat.ci_high[key], key
+    paired = chat_differences(folder)
+    assert len(paired) == len(chat)  # every +chat cell has its plain twin on the same prompts
+    shown = [
+        f"{r['protocol'].split('-v')[0]} at {r['eval_len']}"
+        f" ({100 * r['difference']:+.1f} [{100 * r['low']:+.1f}, {100 * r['high']:+.1f}])"
+        for r in paired.to_dict("records")
+        if moved(r)
+    ]
+    said = notes.rsplit("Paired, ", 1)[1].split(". With", 1)[0]
+    assert said.startswith(f"{len(shown)} of {len(paired)} cells move with confidence: ")
+    for cell in shown:  # "fwe at 2048 (+13.3 …)", said as "fwe at 2048 (+13.3 …)" or "and at 8192 (…)"
+        task, rest = cell.split(" at ", 1)
+        assert task in said and rest in said, cell
 
 
 def test_the_smollm2_ruler_readme_tables_the_newer_methods_at_16384():

@@ -11,6 +11,7 @@ import pandas as pd
 from extrapolate.core.atomic import write_text
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import check_output_names
+from extrapolate.report.paired import chat_section
 from extrapolate.report.samples import samples_section
 from extrapolate.report.table import (
     POSITION_COLUMNS,
@@ -383,7 +384,8 @@ def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str,
     agg = aggregate(table)
     figures = draw_figures(folder, table, agg, said)
     try:
-        shared = body(agg, figure_links(figures), load_training(folder), table, rule, said) + samples_section(folder)
+        shared = body(agg, figure_links(figures), load_training(folder), table, rule, said)
+        shared += chat_section(folder) + samples_section(folder)
         provenance = setup_lines(measured)
         texts = {path: [title, "", *shared, SETUP, "", *setup, *provenance, ""] for path, title, setup in pages}
     except BaseException:
