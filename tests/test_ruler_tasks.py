@@ -406,6 +406,24 @@ def test_the_ruler_average_and_its_table_come_from_the_rows():
     assert "(4096: 1 of 3 tasks)" in text
 
 
+def test_a_task_asked_in_another_prompt_format_is_its_own_row_set_not_another_seed():
+    import pandas as pd
+
+    from extrapolate.report.ruler import prompt_format, ruler_scores, ruler_section
+
+    identity = load_task("niah_single_2").identity
+    row = {"task": "ruler", "metric": "score", "status": "ok", "encoding": "rope", "eval_len": 8192, "seed": 0}
+    table = pd.DataFrame(
+        [{**row, "protocol": identity, "value": 1.0}, {**row, "protocol": identity + "+chat", "value": 0.92}]
+    )
+    assert [prompt_format(p) for p in table.protocol] == ["", "+chat"]
+    scores = ruler_scores(table).set_index("label")
+    assert scores.loc["rope", "score"] == 1.0 and scores.loc["rope +chat", "score"] == 0.92  # never their mean
+    assert set(scores["n_seeds"]) == {1}
+    text = "\n".join(ruler_section(table))
+    assert "### rope\n" in text and "### rope +chat\n" in text and "96.0" not in text
+
+
 def tiny_ruler_model():
     from extrapolate.core.config import ModelConfig
     from extrapolate.model import TransformerLM

@@ -24,14 +24,24 @@ def task_name(protocol: str) -> str:
     return match.group("task") if match else str(protocol)
 
 
+def prompt_format(protocol: str) -> str:
+    """The marks after a RULER row's task identity ("+chat", "+bos", "+chat+bos"; "" for plain prompts): the
+    same task asked in another format is another measurement, not another seed of this one."""
+    match = IDENTITY.match(str(protocol))
+    return str(protocol)[match.end() :] if match else ""
+
+
 def ruler_scores(table: pd.DataFrame) -> pd.DataFrame:
-    """(model label, task, length) -> mean score (0–1) over the table's seeds, measured rows only, with its
+    """(model label, task, length) -> mean score (0–1) over the table's seeds, measured rows only (the label:
+    the encoding, and the prompt format where it is not plain, as "rope +chat"), with its
     95% interval (`low`, `high`: over one seed the row's own, over several Student's t over the seeds) and
     the prompts a seed's score is over (`n`); columns label, task, eval_len, score, low, high, n, n_seeds."""
     rows = table[(table["task"] == RULER.name) & (table["metric"] == "score") & (table["status"] == "ok")]
     if rows.empty:
         return pd.DataFrame(columns=["label", "task", "eval_len", "score", "low", "high", "n", "n_seeds"])
-    rows = rows.assign(task=rows["protocol"].map(task_name), label=rows["encoding"].astype(str))
+    formats = rows["protocol"].map(prompt_format)  # each format its own label: "rope", "rope +chat"
+    label = rows["encoding"].astype(str) + formats.map(lambda marks: f" {marks}" if marks else "")
+    rows = rows.assign(task=rows["protocol"].map(task_name), label=label)
     # a row written before `n` was: a RULER row's n_tokens are its prompts × the length
     n = pd.to_numeric(rows["n"], errors="coerce") if "n" in rows else pd.Series(float("nan"), index=rows.index)
     if "n_tokens" in rows:
