@@ -35,7 +35,7 @@ from extrapolate.kernels.blocked import (
     reference_attention,
     toeplitz_bias,
 )
-from extrapolate.kernels.flash import attend, attend_band, merge
+from extrapolate.kernels.flash import attend, attend_band, attend_grouped, merge
 from extrapolate.kernels.heads import expand_kv_heads
 from extrapolate.kernels.sdpa import compute_dtype, sdpa
 
@@ -489,13 +489,10 @@ def cached_sdpa(q, k, v):
     (the private fused op has no grouped-query path, and this never copies the cache g times; a decoding step
     at 32k runs 5× faster than the blocked kernel). The new keys are causal among themselves: a square fused
     call. The two merge by log-sum-exp."""
-    batch, heads, length, dim = q.shape
-    kv_heads, past = k.shape[1], k.shape[2] - length
-    group = heads // kv_heads
+    heads, length, dim = q.shape[1], q.shape[2], q.shape[3]
+    past = k.shape[2] - length
     scale = dim**-0.5
-    stacked = q.reshape(batch, kv_heads, group * length, dim)  # heads h = j·g + i use key head j
-    out, lse = attend(stacked, k[:, :, :past], v[:, :, :past], False, scale)  # (B, Hkv, g·Tq, Dh), (B, Hkv, g·Tq)
-    cached = out.reshape(batch, heads, length, dim), lse.reshape(batch, heads, length)
+    cached = attend_grouped(q, k[:, :, :past], v[:, :, :past], None, scale)  # (B, H, Tq, Dh), (B, H, Tq)
     k_new, v_new = expand_kv_heads(k[:, :, past:], heads), expand_kv_heads(v[:, :, past:], heads)  # (B, H, Tq, Dh)
     return merge([cached, attend(q, k_new, v_new, True, scale)])
 
