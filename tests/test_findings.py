@@ -44,12 +44,12 @@ def test_a_stale_block_is_found_and_rewritten(tmp_path, monkeypatch):
         shutil.copy(findings.ROOT / path, tmp_path / path)
     shutil.copytree(findings.ROOT / "results", tmp_path / "results", ignore=shutil.ignore_patterns("*.png", "*.svg"))
     readme, results_doc = tmp_path / "README.md", tmp_path / "docs" / "results.md"
-    assert "retrieval 100% [93–100] → 32% [21–46]" in readme.read_text()  # a headline finding's numbers
-    readme.write_text(readme.read_text().replace("→ 32% [21–46]", "→ 62% [21–46]"))
+    assert "greedy 36% [27–46] / 97% [92–99]" in readme.read_text()  # a headline finding's numbers
+    readme.write_text(readme.read_text().replace("greedy 36% [27–46]", "greedy 66% [27–46]"))
     results_doc.write_text(results_doc.read_text().replace("RoPE 2.14×", "RoPE 1.14×"))
     monkeypatch.setattr(findings, "ROOT", tmp_path)
     assert findings.main(["--check"]) == 1
-    assert findings.main(["--write"]) == 0 and "→ 32% [21–46]" in readme.read_text()
+    assert findings.main(["--write"]) == 0 and "greedy 36% [27–46]" in readme.read_text()
     assert "RoPE 2.14×" in results_doc.read_text()
     assert findings.main(["--check"]) == 0
     assert isinstance(findings.table("showcase"), pd.DataFrame)

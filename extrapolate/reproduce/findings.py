@@ -29,6 +29,7 @@ import pandas as pd
 
 from extrapolate.core.intervals import wilson
 from extrapolate.report.ruler import ruler_scores
+from extrapolate.report.stats import seeds_interval
 from extrapolate.report.table import encoding_of, label_variants, length_means, load_results
 from extrapolate.tasks.passkey import CHAT_MARK, PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
@@ -41,8 +42,8 @@ TARGETS = ("README.md", "docs/results.md")  # each holds one generated block bet
 HEADLINE = (
     "two-axes",
     "vt-learned",
+    "perplexity-shapes",
     "scalings-across-seeds",
-    "alibi-across-seeds",
     "sinks",
     "dual-chunk",
     "smollm2-retrieval",
@@ -172,16 +173,21 @@ def outcome(checks: dict[str, bool], numbers: str) -> Outcome:
 
 
 def perplexity_shapes() -> Outcome:
-    r = {e: ppl("showcase", e, 2048) / ppl("showcase", e, 256) for e in ("sinusoidal", "rope", "alibi")}
-    numbers = (
-        f"perplexity at 8L / at L: sinusoidal {ratio(r['sinusoidal'])}, RoPE {ratio(r['rope'])}, "
-        f"ALiBi {ratio(r['alibi'])}"
+    """The published perplexity shapes past L, seed by seed: sinusoidal and RoPE degrade, ALiBi stays flat."""
+    shapes = {"sinusoidal": ("sinusoidal", "degrades"), "rope": ("RoPE", "degrades"), "alibi": ("ALiBi", "flat")}
+    seeds = {e: AcrossSeeds.of(e) for e in shapes}
+    over = {e: seeds_interval(list(s.rise.values())) for e, s in seeds.items()}  # (mean, half, low, high)
+    numbers = "perplexity at 8L / at L: " + "; ".join(
+        f"{name} " + " / ".join(ratio(r) for r in seeds[e].rise.values()) + f", mean {ratio(over[e][0])} "
+        f"[{over[e][2]:.2f}–{over[e][3]:.2f}]"
+        for e, (name, _) in shapes.items()
     )
-    checks = {
-        "sinusoidal degrades": r["sinusoidal"] >= DEGRADES,
-        "RoPE degrades": r["rope"] >= DEGRADES,
-        "ALiBi flat": flat(r["alibi"]),
-    }
+    numbers += f" (seeds {', '.join(map(str, seeds['rope'].seeds))}; interval over the seeds)"
+    checks = {"three seeds": all(len(s.seeds) == 3 for s in seeds.values())}
+    for e, (name, shape) in shapes.items():
+        fits = PERPLEXITY_SHAPES[shape]
+        checks[f"{name} {shape} in every seed"] = all(fits(r) for r in seeds[e].rise.values())
+        checks[f"{name} {shape} over the seeds' interval"] = fits(over[e][2]) and fits(over[e][3])
     return outcome(checks, numbers)
 
 
@@ -208,21 +214,42 @@ def newer_from_scratch() -> Outcome:
 
 
 def two_axes() -> Outcome:
-    rope_2L = ppl("showcase", "rope", 512) / ppl("showcase", "rope", 256)
-    alibi_8L = ppl("showcase", "alibi", 2048) / ppl("showcase", "alibi", 256)
-    rope = [greedy("showcase", "rope", n) for n in (256, 512)]
-    alibi = [greedy("showcase", "alibi", n) for n in (256, 2048)]
+    """The two axes rank ALiBi and T5 in opposite orders at 8L, seed by seed; and the two RoPE models that retrieve
+    at L reach 2L with perplexity alike (within the margin) and retrieval apart: lost by one, kept by the other."""
+    folder = "showcase-seeds"
+    alibi, t5 = AcrossSeeds.of("alibi"), AcrossSeeds.of("t5")
+    rope = AcrossSeeds.of("rope")
+    learned = [s for s in rope.seeds if retrieves(rope.at_l[s])]
+    rope_2l = {s: seed_cell(folder, "rope", 512, s) for s in learned}
+    rise_2l = {s: ppl_of_seed(folder, "rope", 512, s) / ppl_of_seed(folder, "rope", 256, s) for s in learned}
     numbers = (
-        f"RoPE at 2L: perplexity {ratio(rope_2L)} its value at L, greedy retrieval {rope[0]} → {rope[1]}; "
-        f"ALiBi at 8L: perplexity {ratio(alibi_8L)}, retrieval {alibi[0]} → {alibi[1]} (n = {rope[0].n} a length)"
+        "at 8L, seeds "
+        + " / ".join(map(str, alibi.seeds))
+        + ": ALiBi perplexity "
+        + " / ".join(ratio(r) for r in alibi.rise.values())
+        + " its value at L, greedy "
+        + " / ".join(map(str, alibi.at_8l.values()))
+        + "; T5 perplexity "
+        + " / ".join(ratio(r) for r in t5.rise.values())
+        + ", greedy "
+        + " / ".join(map(str, t5.at_8l.values()))
+        + f". RoPE at 2L, seeds {', '.join(map(str, learned))} (those retrieving at L): perplexity "
+        + " / ".join(ratio(rise_2l[s]) for s in learned)
+        + ", greedy "
+        + " / ".join(str(rope_2l[s]) for s in learned)
+        + f" (n = {alibi.at_8l[alibi.seeds[0]].n} each)"
     )
     checks = {
-        "RoPE retrieves at L": held(rope[0]),
-        "RoPE loses retrieval at 2L": lost(rope[1]),
-        "RoPE's perplexity at 2L within 25%": rope_2L <= 1.25,
-        "ALiBi retrieves at L": held(alibi[0]),
-        "ALiBi loses retrieval at 8L": lost(alibi[1]),
-        "ALiBi's perplexity flat": flat(alibi_8L),
+        "three seeds": len(alibi.seeds) == len(t5.seeds) == 3,
+        "ALiBi's perplexity flat in every seed": all(flat(r) for r in alibi.rise.values()),
+        "T5's rises past the margin in every seed": all(r > 1 + PPL_MARGIN for r in t5.rise.values()),
+        "both retrieve at L in every seed": all(held(c) for c in (*alibi.at_l.values(), *t5.at_l.values())),
+        "ALiBi lost at 8L in every seed": all(lost(c) for c in alibi.at_8l.values()),
+        "T5 held at 8L in every seed": all(held(c) for c in t5.at_8l.values()),
+        "RoPE's perplexity at 2L alike on those seeds": max(rise_2l.values())
+        <= min(rise_2l.values()) * (1 + PPL_MARGIN),
+        "RoPE at 2L lost in one seed and held in another": any(lost(c) for c in rope_2l.values())
+        and any(held(c) for c in rope_2l.values()),
     }
     return outcome(checks, numbers)
 
@@ -262,19 +289,28 @@ def vt_learned() -> Outcome:
 
 
 def zero_shot_scalings() -> Outcome:
-    at = {e: greedy("showcase", e, 2048) for e in ("yarn", "dynamic-yarn", "dynamic-ntk", "ntk")}
-    base = greedy("showcase", "rope", 256)
-    pi, rope = ppl("showcase", "pi", 256), ppl("showcase", "rope", 256)
+    """Two zero-shot scalings of the RoPE models, seed by seed: dynamic YaRN keeps retrieval to 8L on every seed
+    whose RoPE model retrieves at L, and PI (s = 8) costs perplexity at L on every seed (static YaRN and NTK are
+    `scalings_across_seeds`)."""
+    folder = "showcase-seeds"
+    rope, dynamic, pi = AcrossSeeds.of("rope"), AcrossSeeds.of("dynamic-yarn"), AcrossSeeds.of("pi")
+    learned = [s for s in rope.seeds if retrieves(rope.at_l[s])]
+    cost = {s: ppl_of_seed(folder, "pi", 256, s) / ppl_of_seed(folder, "rope", 256, s) for s in pi.seeds}
     numbers = (
-        f"greedy at 8L: YaRN {at['yarn']}, dynamic YaRN {at['dynamic-yarn']}, dynamic NTK {at['dynamic-ntk']}, "
-        f"static NTK {at['ntk']} (n = {base.n}); PI (s = 8) at L: perplexity {pi:.1f} against RoPE's {rope:.1f}"
+        "greedy at 8L, dynamic YaRN: "
+        + " / ".join(str(dynamic.at_8l[s]) for s in learned)
+        + f" (seeds {', '.join(map(str, learned))}, those retrieving at L; n = {dynamic.at_8l[learned[0]].n} each); "
+        + "PI (s = 8) at L: perplexity "
+        + " / ".join(f"{ppl_of_seed(folder, 'pi', 256, s):.1f}" for s in pi.seeds)
+        + " against RoPE's "
+        + " / ".join(f"{ppl_of_seed(folder, 'rope', 256, s):.1f}" for s in pi.seeds)
+        + f" (seeds {', '.join(map(str, pi.seeds))})"
     )
-    # NTK's cells are shown, not claimed: at seed 1 static and dynamic NTK keep retrieval (scalings_across_seeds)
     checks = {
-        "the RoPE model retrieves at L": held(base),
-        "YaRN holds": held(at["yarn"]),
-        "dynamic YaRN holds": held(at["dynamic-yarn"]),
-        "PI costs at L": pi >= rope * DEGRADES,
+        "three seeds": len(pi.seeds) == len(rope.seeds) == 3,
+        "a RoPE model retrieves at L": bool(learned),
+        "dynamic YaRN held at 8L on those seeds": all(held(dynamic.at_8l[s]) for s in learned),
+        "PI costs at L in every seed": all(c >= DEGRADES for c in cost.values()),
     }
     return outcome(checks, numbers)
 
@@ -735,15 +771,16 @@ def pool(cells: list[Cell]) -> Cell:
 FINDINGS = (
     Finding(
         "perplexity-shapes",
-        "Past L, sinusoidal and RoPE perplexity degrade; ALiBi stays flat (one seed)",
-        "showcase",
+        "Past L, sinusoidal and RoPE perplexity degrade and ALiBi's stays flat, in each of three seeds",
+        "showcase-seeds",
         perplexity_shapes,
     ),
     Finding(
         "two-axes",
-        "Perplexity and retrieval disagree: RoPE loses retrieval at 2L with perplexity still close; "
-        "ALiBi loses it far past L with perplexity flat (one seed)",
-        "showcase",
+        "Perplexity and retrieval rank encodings in opposite orders: at 8L ALiBi's perplexity stays flat and "
+        "T5's rises, yet T5 keeps retrieval and ALiBi loses it, in each of three seeds; two RoPE models reach 2L "
+        "with perplexity alike and retrieval apart, lost by one and kept by the other",
+        "showcase-seeds",
         two_axes,
     ),
     Finding(
@@ -755,9 +792,9 @@ FINDINGS = (
     ),
     Finding(
         "zero-shot-scalings",
-        "Zero-shot scalings of one RoPE model: YaRN keeps retrieval to 8L and PI costs perplexity at L (one "
-        "seed; NTK's cells shown, not claimed: they change with the seed, below)",
-        "showcase",
+        "Zero-shot scalings of the RoPE models at three seeds: dynamic YaRN keeps retrieval to 8L on both seeds "
+        "that retrieve at L, and PI (s = 8) costs perplexity at L on every seed",
+        "showcase-seeds",
         zero_shot_scalings,
     ),
     Finding(
