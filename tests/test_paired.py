@@ -7,6 +7,7 @@ import math
 import pytest
 
 from extrapolate.core.intervals import paired_difference
+from extrapolate.core.significance import sign_flip_p
 from extrapolate.report.paired import chat_differences, chat_section
 
 
@@ -54,8 +55,10 @@ def test_cells_asked_both_ways_are_paired_by_prompt_and_others_left_out(tmp_path
     assert (row["protocol"], row["run_id"], row["chat_run_id"], row["n"]) == ("fwe-v2", "aaaaaaaaaa", "bbbbbbbbbb", 4)
     assert row["difference"] == pytest.approx(0.25) and row["chat"] - row["plain"] == pytest.approx(0.25)
     assert (row["low"], row["high"]) == paired_difference([0.0, 1 / 3, 0.0, 2 / 3], [1 / 3, 2 / 3, 1 / 3, 2 / 3])[1:]
+    assert row["p"] == sign_flip_p([0.0, 1 / 3, 0.0, 2 / 3], [1 / 3, 2 / 3, 1 / 3, 2 / 3]) == 2 / 2**3
+    assert row["p_holm"] == row["p"]  # a family of one cell
     section = "\n".join(chat_section(tmp_path))
-    assert "| `fwe-v2` | 1024 | 4 | 25.0 | 50.0 | +25.0 [" in section
+    assert "| `fwe-v2` | 1024 | 4 | 25.0 | 50.0 | +25.0 [" in section and "| 0.250 | 0.250 |" in section
     assert section.count("†") == 1 + (row["low"] > 0)  # the legend, and the row where its interval excludes 0
 
 
@@ -63,3 +66,18 @@ def test_a_folder_without_cells_asked_both_ways_has_no_section(tmp_path):
     assert chat_section(tmp_path) == []
     write_samples(tmp_path, "aaaaaaaaaa", "fwe-v2", [0.0, 1.0])
     assert chat_differences(tmp_path).empty and chat_section(tmp_path) == []
+
+
+def test_every_cell_of_the_folder_is_one_family_for_holm(tmp_path):
+    """Eight prompts all better under the template: p = 2/2^8 on its own, and twice that beside a second cell,
+    which moved nothing (p = 1); only the adjusted value decides the ‡."""
+    write_samples(tmp_path, "aaaaaaaaaa", "vt-v3", [0.0] * 8)
+    write_samples(tmp_path, "bbbbbbbbbb", "vt-v3+chat", [1.0] * 8)
+    write_samples(tmp_path, "cccccccccc", "cwe-v3", [0.5] * 8)
+    write_samples(tmp_path, "dddddddddd", "cwe-v3+chat", [0.5] * 8)
+    frame = chat_differences(tmp_path).set_index("protocol")
+    assert frame.loc["vt-v3", "p"] == 2 / 2**8 and frame.loc["vt-v3", "p_holm"] == 2 * 2 / 2**8
+    assert frame.loc["cwe-v3", "p"] == 1.0 == frame.loc["cwe-v3", "p_holm"]
+    section = "\n".join(chat_section(tmp_path))
+    assert section.count("‡") == 2  # the legend, and vt's row
+    assert "| `vt-v3` | 1024 | 8 | 0.0 | 100.0 | +100.0 [+100.0, +100.0] † ‡ | 0.008 | 0.016 |" in section
