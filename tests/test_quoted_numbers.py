@@ -54,6 +54,13 @@ def adapters_row(encoding: str) -> str:
     return f"| {encoding} | " + " | ".join(cells) + " |"
 
 
+def accuracy(folder: str, run: str, length: int) -> float:
+    """A run's greedy retrieval at a length, its depths' prompts pooled."""
+    t = rows(folder)
+    t = t[t.run_id.str.startswith(run) & (t.eval_len == length) & (t.metric == "accuracy")]
+    return float((t.value * t.n).sum() / t.n.sum())
+
+
 def greedy(folder: str, run: str, length: int) -> str:
     """A run's greedy retrieval at a length, its depths' prompts pooled: "94% [88–97]"."""
     t = rows(folder)
@@ -432,6 +439,18 @@ QUOTED = [
             )
             if greedy("showcase", "cf42c2ef21", 256) == greedy("showcase", "cf42c2ef21", 512)
             else "L and 2L differ"
+        ),
+    ),
+    (
+        "results/showcase-seeds/README.md",
+        "seed 0 rises to 1.18× its value at L and keeps 36% of the passkeys, seed 1 rises to 1.25× and\n  keeps 97%",
+        lambda: (
+            "seed 0 rises to {:.2f}× its value at L and keeps {:.0%} of the passkeys, seed 1 rises to {:.2f}× and\n  keeps {:.0%}".format(
+                ppl("showcase-seeds", "rope", 512, 0) / ppl("showcase-seeds", "rope", 256, 0),
+                accuracy("showcase-seeds", "751a7ec808", 512),
+                ppl("showcase-seeds", "rope", 512, 1) / ppl("showcase-seeds", "rope", 256, 1),
+                accuracy("showcase-seeds", "bcf17ad376", 512),
+            )
         ),
     ),
     (
