@@ -445,12 +445,13 @@ QUOTED = [
         "results/showcase-seeds/README.md",
         "seed 0 rises to 1.18× its value at L and keeps 36% of the passkeys, seed 1 rises to 1.25× and\n  keeps 97%",
         lambda: (
-            "seed 0 rises to {:.2f}× its value at L and keeps {:.0%} of the passkeys, seed 1 rises to {:.2f}× and\n  keeps {:.0%}".format(
-                ppl("showcase-seeds", "rope", 512, 0) / ppl("showcase-seeds", "rope", 256, 0),
-                accuracy("showcase-seeds", "751a7ec808", 512),
-                ppl("showcase-seeds", "rope", 512, 1) / ppl("showcase-seeds", "rope", 256, 1),
-                accuracy("showcase-seeds", "bcf17ad376", 512),
-            )
+            "seed 0 rises to {:.2f}× its value at L and keeps {:.0%} of the passkeys, seed 1 rises to {:.2f}× and"
+            "\n  keeps {:.0%}"
+        ).format(
+            ppl("showcase-seeds", "rope", 512, 0) / ppl("showcase-seeds", "rope", 256, 0),
+            accuracy("showcase-seeds", "751a7ec808", 512),
+            ppl("showcase-seeds", "rope", 512, 1) / ppl("showcase-seeds", "rope", 256, 1),
+            accuracy("showcase-seeds", "bcf17ad376", 512),
         ),
     ),
     (
