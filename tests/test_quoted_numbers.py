@@ -31,6 +31,25 @@ def smollm2_row(encoding: str) -> str:
     return f"| {encoding} | {at_l:.3f} | {past:.3f} | {past / ppl('smollm2', 'rope', 8192):.2f}× |"
 
 
+def spread(encoding: str) -> tuple[str, str]:
+    """The least and the most of `flatness` over the three seeds."""
+    ratios = sorted(flatness(encoding, s) for s in (0, 1, 2))
+    return ratios[0].removesuffix("×"), ratios[-1]
+
+
+def at_l_both(encoding: str) -> str:
+    """Seed 0's perplexity at L in showcase-training-free, where the one-seed showcase has the same value."""
+    here, there = ppl("showcase-training-free", encoding, 256), ppl("showcase", encoding, 256)
+    return f"{here:.3f}" if round(here, 3) == round(there, 3) else f"{here:.3f} (the showcase: {there:.3f})"
+
+
+def seed_run(encoding: str, seed: int) -> str:
+    """The run id of an encoding at a seed in showcase-training-free."""
+    t = rows("showcase-training-free")
+    (run,) = t[(t.encoding == encoding) & (t.seed == seed)].run_id.unique()
+    return run
+
+
 def flatness(encoding: str, seed: int) -> str:
     """Perplexity at 8L over its value at L on the showcase RoPE model of a seed: "1.01×"."""
     folder = "showcase-training-free"
@@ -131,6 +150,32 @@ def above_full(encoding: str) -> str:
 
 
 QUOTED = [
+    (
+        "results/showcase-training-free/README.md",
+        "perplexity at 8L 1.00×, 1.01× and\n  1.01× its value at L",
+        lambda: "perplexity at 8L {}, {} and\n  {} its value at L".format(
+            *(flatness("self-extend", s) for s in (0, 1, 2))
+        ),
+    ),
+    (
+        "results/showcase-training-free/README.md",
+        "ReRoPE keeps perplexity within 1.11–1.13× at 8L and the passkey at 8L at 80% [71–87] and\n  100% [96–100]; "
+        "LongRoPE's perplexity rises 1.23–1.26× while it keeps 97% [92–99] and 100% [96–100]",
+        lambda: (
+            "ReRoPE keeps perplexity within {}–{} at 8L and the passkey at 8L at {} and\n  {}; "
+            "LongRoPE's perplexity rises {}–{} while it keeps {} and {}"
+        ).format(
+            *spread("rerope"),
+            *(greedy("showcase-training-free", seed_run("rerope", s), 2048) for s in (0, 1)),
+            *spread("longrope"),
+            *(greedy("showcase-training-free", seed_run("longrope", s), 2048) for s in (0, 1)),
+        ),
+    ),
+    (
+        "results/showcase-training-free/NOTES.md",
+        "(46.455, 46.787 and 47.729 at L)",
+        lambda: "({}, {} and {} at L)".format(*(at_l_both(e) for e in ("self-extend", "rerope", "longrope"))),
+    ),
     (
         "results/showcase-seeds/README.md",
         "(58%, 35% and 61%)",

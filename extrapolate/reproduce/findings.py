@@ -316,13 +316,30 @@ def zero_shot_scalings() -> Outcome:
 
 
 def self_extend() -> Outcome:
-    r = ppl("showcase", "self-extend", 2048) / ppl("showcase", "self-extend", 256)
-    cells = [greedy("showcase", "self-extend", n) for n in (256, 512, 1024, 2048)]
+    """Self-Extend on the three RoPE models: perplexity flat to 8L in every seed, and retrieval held at every
+    length from L to 8L on every seed whose RoPE model retrieves at L (the validity rule)."""
+    folder, lengths = "showcase-training-free", (256, 512, 1024, 2048)
+    extended, rope = AcrossSeeds.of("self-extend", folder), AcrossSeeds.of("rope", folder)
+    learned = [s for s in rope.seeds if retrieves(rope.at_l[s])]
+    cells = {s: [seed_cell(folder, "self-extend", n, s) for n in lengths] for s in learned}
+    out = [str(s) for s in rope.seeds if s not in learned]
+    left = f"; seed {', '.join(out)} left out: its RoPE model does not retrieve at L" if out else ""
     numbers = (
-        f"perplexity at 8L / at L: {ratio(r)}; greedy retrieval at L…8L: {' / '.join(map(str, cells))} "
-        f"(n = {cells[0].n} a length)"
+        "perplexity at 8L / at L: "
+        + " / ".join(ratio(extended.rise[s]) for s in extended.seeds)
+        + f" (seeds {', '.join(map(str, extended.seeds))}); greedy at L…8L: "
+        + "; ".join(f"seed {s} " + " / ".join(map(str, cells[s])) for s in learned)
+        + f" (n = {cells[learned[0]][0].n} a length{left})"
+        if learned
+        else "no RoPE model retrieves at L"
     )
-    return outcome({"perplexity flat": flat(r), **{f"holds at {c}": held(c) for c in cells}}, numbers)
+    checks = {
+        "three seeds": len(extended.seeds) == 3,
+        "a RoPE model retrieves at L": bool(learned),
+        "perplexity flat in every seed": all(flat(r) for r in extended.rise.values()),
+        **{f"held at every length, seed {s}": all(held(c) for c in cells[s]) for s in learned},
+    }
+    return outcome(checks, numbers)
 
 
 def finetune() -> Outcome:
@@ -511,6 +528,41 @@ def smollm2_ruler_tasks() -> Outcome:
         "at 1024 most below, the rest straddling": len(below[1024]) > len(tasks) / 2
         and not set(straddle[1024]) & set(single),
     }
+    return outcome(checks, numbers)
+
+
+def smollm2_chat_template() -> Outcome:
+    """RULER's 11 tasks under the model's chat template against plain prompts, the same 25 prompts a cell: each
+    cell's paired difference, and what survives Holm's adjustment over every cell (`report/paired.py`)."""
+    from extrapolate.report.paired import chat_differences, moved, moved_over_family
+    from extrapolate.report.ruler import QA_TASKS, RULER_TASKS, task_name, with_average
+
+    folder = "smollm2-ruler-25"
+    paired = chat_differences(ROOT / "results" / folder)
+    paired = paired.assign(task=paired["protocol"].map(task_name))
+    lengths, tasks = (1024, 2048, 4096, 8192), sorted(RULER_TASKS - QA_TASKS)
+    if {(t, n) for t, n in zip(paired["task"], paired["eval_len"])} != {(t, n) for t in tasks for n in lengths}:
+        return outcome({"every task at every length both ways": False}, "not every cell measured both ways yet")
+    rows = paired.to_dict("records")
+    alone = [r for r in rows if moved(r)]
+    family = [r for r in rows if moved_over_family(r)]
+    scores = with_average(ruler_scores(table(folder)))
+    mean = scores[scores["task"] == "RULER average"].set_index(["label", "eval_len"])["score"]
+
+    def cell(r) -> str:
+        low, high = 100 * r["low"], 100 * r["high"]
+        return f"`{r['task']}` at {r['eval_len']} {100 * r['difference']:+.1f} [{low:+.1f}, {high:+.1f}]"
+
+    numbers = (
+        f"{len(alone)} of {len(rows)} cells' paired intervals exclude 0 on their own ("
+        + ", ".join(map(cell, alone))
+        + f"; about {0.05 * len(rows):.1f} would by chance), {len(family)} after Holm's adjustment over the "
+        f"{len(rows)} (smallest adjusted p {min(r['p_holm'] for r in rows):.2f}); RULER's average (11 tasks, no QA) "
+        "+chat / plain: "
+        + ", ".join(f"{100 * mean['rope +chat', n]:.1f} / {100 * mean['rope', n]:.1f}" for n in lengths)
+        + f" at {' / '.join(map(str, lengths))} (n = {int(rows[0]['n'])} a cell)"
+    )
+    checks = {"no cell moves over the family": not family}
     return outcome(checks, numbers)
 
 
@@ -848,8 +900,9 @@ FINDINGS = (
     ),
     Finding(
         "self-extend",
-        "Self-Extend, training-free, keeps both axes to 8L (one seed)",
-        "showcase",
+        "Self-Extend, training-free, keeps both axes to 8L: perplexity flat in each of three seeds, and the "
+        "passkey held at every length on every seed whose RoPE model retrieves at L",
+        "showcase-training-free",
         self_extend,
     ),
     Finding(
