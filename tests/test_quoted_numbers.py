@@ -841,20 +841,38 @@ def test_the_reference_notes_per_seed_claims_follow_from_the_per_seed_file():
 
 
 def test_the_chat_template_comparison_is_what_the_notes_say_unpaired_and_paired():
-    """Every +chat cell of smollm2-ruler-25 overlaps the plain cell of its task and length; paired over the
-    same prompts, the cells the NOTES name are the ones whose interval excludes 0."""
-    from extrapolate.report.paired import chat_differences, moved
+    """The last NOTES entry of smollm2-ruler-25 names the +chat cells whose own interval is disjoint from its
+    plain twin's, the cells whose paired interval excludes 0, and those whose Holm-adjusted p-value over every
+    paired cell is below 0.05, each as the results give them."""
+    from extrapolate.report.paired import chat_differences, moved, moved_over_family
 
     folder = ROOT / "results" / "smollm2-ruler-25"
     table = rows("smollm2-ruler-25")
     table = table.assign(name=table.protocol.str.split("-v").str[0], chat=table.protocol.str.endswith("+chat"))
     notes = " ".join((folder / "NOTES.md").read_text().split())
+    last = notes.rsplit("## ", 1)[1]
     chat = table[table.chat].set_index(["name", "eval_len"])
     plain = table[~table.chat].set_index(["name", "eval_len"])
     tasks = sorted(set(chat.index.get_level_values(0)))
-    assert f"{len(tasks)} of the eleven tasks are in." in notes
-    for key in chat.index:
-        assert chat.ci_low[key] <= plain.ci_high[key] and plain.ci_low[key] <= chat.ci_high[key], key
+    assert f"{len(tasks)} of the eleven tasks are in." in last
+
+    def cell(row) -> str:
+        return f"{row.value * 100:.0f} [{row.ci_low * 100:.0f}–{row.ci_high * 100:.0f}]"
+
+    apart = [
+        f"{name} at {length} ({cell(chat.loc[(name, length)])} against {cell(plain.loc[(name, length)])})"
+        for name, length in chat.index
+        if chat.ci_low[(name, length)] > plain.ci_high[(name, length)]
+        or plain.ci_low[(name, length)] > chat.ci_high[(name, length)]
+    ]
+    unpaired = last.split("Unpaired, ", 1)[1].split(". Paired", 1)[0]
+    if apart:
+        assert unpaired.startswith(f"{len(apart)} of {len(chat)} +chat cells' interval")
+        for one in apart:  # "vt at 1024 (…)", said so or as "and at 2048 (…)" after its task's first cell
+            task, rest = one.split(" at ", 1)
+            assert task in unpaired and rest in unpaired, one
+    else:
+        assert unpaired.startswith("every +chat cell's interval overlaps its plain one")
     paired = chat_differences(folder)
     assert len(paired) == len(chat)  # every +chat cell has its plain twin on the same prompts
     shown = [
@@ -863,11 +881,18 @@ def test_the_chat_template_comparison_is_what_the_notes_say_unpaired_and_paired(
         for r in paired.to_dict("records")
         if moved(r)
     ]
-    said = notes.rsplit("Paired, ", 1)[1].split(". With", 1)[0]
+    said = last.split("Paired, ", 1)[1].split(". With", 1)[0]
     assert said.startswith(f"{len(shown)} of {len(paired)} cells move with confidence: ")
-    for cell in shown:  # "fwe at 2048 (+13.3 …)", said as "fwe at 2048 (+13.3 …)" or "and at 8192 (…)"
-        task, rest = cell.split(" at ", 1)
-        assert task in said and rest in said, cell
+    for one in shown:  # "fwe at 2048 (+13.3 …)", said as "fwe at 2048 (+13.3 …)" or "and at 8192 (…)"
+        task, rest = one.split(" at ", 1)
+        assert task in said and rest in said, one
+    family = [r for r in paired.to_dict("records") if moved_over_family(r)]
+    over = last.split("Over the family, ", 1)[1].split(";", 1)[0]
+    assert over.startswith(f"{len(family)} of {len(paired)} cells move")
+    for r in family:
+        assert f"{r['protocol'].split('-v')[0]} at {r['eval_len']} (p {r['p']:.4f}, adjusted {r['p_holm']:.3f})" in over
+    following = sorted(r["p_holm"] for r in paired.to_dict("records") if not moved_over_family(r))[0]
+    assert f"has an adjusted p of {following:.2f}" in last
 
 
 def test_the_smollm2_ruler_readme_tables_the_newer_methods_at_16384():
