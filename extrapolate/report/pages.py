@@ -11,6 +11,7 @@ import pandas as pd
 from extrapolate.core.atomic import write_text
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import check_output_names
+from extrapolate.report.against_base import base_section
 from extrapolate.report.paired import chat_section
 from extrapolate.report.samples import samples_section
 from extrapolate.report.table import (
@@ -385,7 +386,7 @@ def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str,
     figures = draw_figures(folder, table, agg, said)
     try:
         shared = body(agg, figure_links(figures), load_training(folder), table, rule, said)
-        shared += chat_section(folder) + samples_section(folder)
+        shared += base_section(folder) + chat_section(folder) + samples_section(folder)
         provenance = setup_lines(measured)
         texts = {path: [title, "", *shared, SETUP, "", *setup, *provenance, ""] for path, title, setup in pages}
     except BaseException:
