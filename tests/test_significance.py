@@ -67,3 +67,32 @@ def test_holm_multiplies_by_the_remaining_count_keeps_the_order_and_caps_at_one(
     assert all(a >= x for a, x in zip(adjusted, p)) and max(adjusted) <= 1.0
     ranked = sorted(range(30), key=p.__getitem__)
     assert all(adjusted[i] <= adjusted[j] for i, j in zip(ranked, ranked[1:]))
+
+
+def test_many_prompts_of_thirds_and_sevenths_stay_exact():
+    """Fractions are summed on their common denominator, so 150 prompts of thirds (or 400 of sevenths) keep to
+    a few hundred distinct sums and are counted exactly, equal to the count over the moved prompts' sizes."""
+    rng = random.Random(11)
+    for denominator, n in ((3, 150), (7, 400)):
+        first = [rng.randrange(denominator + 1) / denominator for _ in range(n)]
+        second = [rng.randrange(denominator + 1) / denominator for _ in range(n)]
+        steps = [round((b - a) * denominator) for a, b in zip(first, second)]
+        ways = {0: 1}
+        for d in (abs(x) for x in steps if x):
+            grown = {}
+            for total, count in ways.items():
+                for t in (total + d, total - d):
+                    grown[t] = grown.get(t, 0) + count
+            ways = grown
+        moved = sum(1 for x in steps if x)
+        expected = sum(c for t, c in ways.items() if abs(t) >= abs(sum(steps))) / 2**moved
+        assert sign_flip_p(first, second) == expected
+
+
+def test_nan_is_refused_not_read_as_a_number():
+    with pytest.raises(ValueError, match="finite"):
+        sign_flip_p([0.0, float("nan")], [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        holm([0.01, float("nan"), 0.02])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        holm([0.5, 1.5])

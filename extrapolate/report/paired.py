@@ -121,4 +121,6 @@ def chat_section(folder: Path) -> list[str]:
 
 
 def p_value(p: float) -> str:
+    if p != p:
+        return "–"
     return f"{p:.3f}" if p >= 0.001 else "< 0.001"

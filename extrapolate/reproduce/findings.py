@@ -215,11 +215,14 @@ def newer_from_scratch() -> Outcome:
 
 def two_axes() -> Outcome:
     """The two axes rank ALiBi and T5 in opposite orders at 8L, seed by seed; and the two RoPE models that retrieve
-    at L reach 2L with perplexity alike (within the margin) and retrieval apart: lost by one, kept by the other."""
+    at L reach 2L with their perplexity risen alike (the two rises over L within the margin of each other) and
+    retrieval apart: lost by one, kept by the other."""
     folder = "showcase-seeds"
     alibi, t5 = AcrossSeeds.of("alibi"), AcrossSeeds.of("t5")
     rope = AcrossSeeds.of("rope")
     learned = [s for s in rope.seeds if retrieves(rope.at_l[s])]
+    if len(learned) < 2:
+        return Outcome(False, "fewer than two RoPE models retrieve at L", "two RoPE models retrieve at L")
     rope_2l = {s: seed_cell(folder, "rope", 512, s) for s in learned}
     rise_2l = {s: ppl_of_seed(folder, "rope", 512, s) / ppl_of_seed(folder, "rope", 256, s) for s in learned}
     numbers = (
@@ -246,7 +249,7 @@ def two_axes() -> Outcome:
         "both retrieve at L in every seed": all(held(c) for c in (*alibi.at_l.values(), *t5.at_l.values())),
         "ALiBi lost at 8L in every seed": all(lost(c) for c in alibi.at_8l.values()),
         "T5 held at 8L in every seed": all(held(c) for c in t5.at_8l.values()),
-        "RoPE's perplexity at 2L alike on those seeds": max(rise_2l.values())
+        "RoPE's perplexity rises alike to 2L on those seeds": max(rise_2l.values())
         <= min(rise_2l.values()) * (1 + PPL_MARGIN),
         "RoPE at 2L lost in one seed and held in another": any(lost(c) for c in rope_2l.values())
         and any(held(c) for c in rope_2l.values()),
@@ -295,6 +298,9 @@ def zero_shot_scalings() -> Outcome:
     folder = "showcase-seeds"
     rope, dynamic, pi = AcrossSeeds.of("rope"), AcrossSeeds.of("dynamic-yarn"), AcrossSeeds.of("pi")
     learned = [s for s in rope.seeds if retrieves(rope.at_l[s])]
+    if not learned:
+        return Outcome(False, "no RoPE model retrieves at L", "a RoPE model retrieves at L")
+    past = {s: [seed_cell(folder, "dynamic-yarn", n, s) for n in (512, 1024)] + [dynamic.at_8l[s]] for s in learned}
     cost = {s: ppl_of_seed(folder, "pi", 256, s) / ppl_of_seed(folder, "rope", 256, s) for s in pi.seeds}
     numbers = (
         "greedy at 8L, dynamic YaRN: "
@@ -308,8 +314,8 @@ def zero_shot_scalings() -> Outcome:
     )
     checks = {
         "three seeds": len(pi.seeds) == len(rope.seeds) == 3,
-        "a RoPE model retrieves at L": bool(learned),
-        "dynamic YaRN held at 8L on those seeds": all(held(dynamic.at_8l[s]) for s in learned),
+        "two RoPE models retrieve at L": len(learned) == 2,
+        "dynamic YaRN held at 2L, 4L and 8L on those seeds": all(held(c) for s in learned for c in past[s]),
         "PI costs at L in every seed": all(c >= DEGRADES for c in cost.values()),
     }
     return outcome(checks, numbers)
@@ -336,7 +342,11 @@ def self_extend() -> Outcome:
     checks = {
         "three seeds": len(extended.seeds) == 3,
         "a RoPE model retrieves at L": bool(learned),
-        "perplexity flat in every seed": all(flat(r) for r in extended.rise.values()),
+        "perplexity flat at every length in every seed": all(
+            flat(ppl_of_seed(folder, "self-extend", n, s) / ppl_of_seed(folder, "self-extend", 256, s))
+            for s in extended.seeds
+            for n in lengths
+        ),
         **{f"held at every length, seed {s}": all(held(c) for c in cells[s]) for s in learned},
     }
     return outcome(checks, numbers)
@@ -748,13 +758,12 @@ def same_in_every_seed(encoding: str, perplexity: str, at_8l: str) -> Outcome:
 
 
 def alibi_across_seeds() -> Outcome:
-    """The one-seed finding `two-axes` for ALiBi, at three seeds: flat perplexity, retrieval at L, lost at 8L."""
+    """ALiBi seed by seed: flat perplexity, retrieval at L, lost at 8L."""
     return same_in_every_seed("alibi", "flat", "lost")
 
 
 def sinusoidal_across_seeds() -> Outcome:
-    """The one-seed findings `perplexity-shapes` and `two-axes` for sinusoidal, at three seeds: perplexity
-    degrades past L, retrieval held at L and lost by 8L, in every seed."""
+    """Sinusoidal seed by seed: perplexity degrades past L, retrieval held at L and lost by 8L, in every seed."""
     return same_in_every_seed("sinusoidal", "degrades", "lost")
 
 
@@ -831,7 +840,7 @@ FINDINGS = (
         "two-axes",
         "Perplexity and retrieval rank encodings in opposite orders: at 8L ALiBi's perplexity stays flat and "
         "T5's rises, yet T5 keeps retrieval and ALiBi loses it, in each of three seeds; two RoPE models reach 2L "
-        "with perplexity alike and retrieval apart, lost by one and kept by the other",
+        "with perplexity risen alike over L and retrieval apart, lost by one and kept by the other",
         "showcase-seeds",
         two_axes,
     ),
@@ -858,8 +867,8 @@ FINDINGS = (
     ),
     Finding(
         "alibi-across-seeds",
-        "At three seeds, ALiBi as at one: perplexity flat to 8L and retrieval at L in every seed, retrieval lost "
-        "by 8L in every seed",
+        "At three seeds, ALiBi: perplexity flat to 8L and retrieval at L in every seed, retrieval lost by 8L in "
+        "every seed",
         "showcase-seeds",
         alibi_across_seeds,
     ),
@@ -886,8 +895,8 @@ FINDINGS = (
     ),
     Finding(
         "sinusoidal-across-seeds",
-        "At three seeds, sinusoidal as at one: perplexity degrades past L in every seed, and retrieval held at L "
-        "is lost by 8L in every seed",
+        "At three seeds, sinusoidal: perplexity degrades past L in every seed, and retrieval held at L is lost by "
+        "8L in every seed",
         "showcase-seeds",
         sinusoidal_across_seeds,
     ),
