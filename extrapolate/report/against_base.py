@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.core.intervals import paired_difference
-from extrapolate.core.significance import holm, sign_flip_p
-from extrapolate.report.paired import FAMILY_LEVEL, moved, p_value
+from extrapolate.core.significance import holm
+from extrapolate.report.paired import FAMILY_LEVEL, moved, p_value, paired_cell
 from extrapolate.report.samples import load_samples
 from extrapolate.report.table import label_variants, load_results
 
@@ -71,7 +70,6 @@ def base_differences(folder: Path) -> pd.DataFrame:
         for (protocol, length), cell in both.groupby(["protocol", "eval_len"], sort=True):
             if cell["reference_base"].astype(str).ne(cell["reference_method"].astype(str)).any():
                 continue  # not the same prompts
-            mean, low, high = paired_difference(cell["score_base"], cell["score_method"])
             rows.append(
                 {
                     "label": labels[run],
@@ -81,13 +79,9 @@ def base_differences(folder: Path) -> pd.DataFrame:
                     "seed": runs.at[run, "seed"],
                     "protocol": protocol,
                     "eval_len": int(length),
-                    "n": len(cell),
                     "base_score": float(cell["score_base"].mean()),
                     "score": float(cell["score_method"].mean()),
-                    "difference": mean,
-                    "low": low,
-                    "high": high,
-                    "p": sign_flip_p(cell["score_base"].tolist(), cell["score_method"].tolist()),
+                    **paired_cell(cell["score_base"], cell["score_method"]),
                 }
             )
     frame = pd.DataFrame(rows, columns=COLUMNS[:-1])

@@ -58,7 +58,6 @@ def chat_differences(folder: Path) -> pd.DataFrame:
         both = answered.merge(asked, on="index", suffixes=("_plain", "_chat"))  # the prompts both sides kept
         if both.empty or both["reference_plain"].astype(str).ne(both["reference_chat"].astype(str)).any():
             continue  # not the same prompts: nothing to pair
-        mean, low, high = paired_difference(both["score_plain"], both["score_chat"])
         rows.append(
             {
                 "run_id": answered["run_id"].iloc[0],
@@ -66,18 +65,21 @@ def chat_differences(folder: Path) -> pd.DataFrame:
                 "protocol": key[0],
                 "eval_len": int(key[1]),
                 "depth": None if key[2] < 0 else key[2],
-                "n": len(both),
                 "plain": float(both["score_plain"].mean()),
                 "chat": float(both["score_chat"].mean()),
-                "difference": mean,
-                "low": low,
-                "high": high,
-                "p": sign_flip_p(both["score_plain"].tolist(), both["score_chat"].tolist()),
+                **paired_cell(both["score_plain"], both["score_chat"]),
             }
         )
     frame = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
     frame["p_holm"] = holm(frame["p"].tolist())
     return frame
+
+
+def paired_cell(first: pd.Series, second: pd.Series) -> dict:
+    """second − first over the same prompts (in the same order): the prompts (`n`), the mean difference with
+    its paired 95% interval (`difference`, `low`, `high`) and its exact sign-flip p-value (`p`)."""
+    mean, low, high = paired_difference(first, second)
+    return {"n": len(first), "difference": mean, "low": low, "high": high, "p": sign_flip_p(list(first), list(second))}
 
 
 def moved(row) -> bool:
