@@ -962,3 +962,13 @@ def test_the_smollm2_ruler_readme_tables_the_newer_methods_at_16384():
     assert len(cells) >= 2
     for r in cells.itertuples():
         assert f"| {r.encoding} | {r.value * 100:.0f} [{r.ci_low * 100:.0f}–{r.ci_high * 100:.0f}] |" in text
+
+
+def test_the_finetune_folder_shares_plain_ropes_rows_with_showcase_seeds_exactly():
+    """finetune-seeds' README: its plain RoPE rows at 0 steps are showcase-seeds' runs, equal to them."""
+    key = ["run_id", "eval_len", "task", "metric", "depth"]
+    shared = rows("finetune-seeds").merge(rows("showcase-seeds"), on=key, suffixes=("_here", "_there"))
+    assert len(shared) > 0 and set(shared.encoding_here) == {"rope"}
+    assert (shared.value_here == shared.value_there).all()
+    text = " ".join((ROOT / "results" / "finetune-seeds" / "NOTES.md").read_text().split())
+    assert f"at 1024 here, {ppl('finetune-seeds', 'rope', 1024, run='751a7ec808'):.3f}, is that folder's value" in text
