@@ -23,13 +23,13 @@ def test_every_finding_holds_and_names_its_intervals():
 
 def test_a_finding_its_numbers_contradict_fails(monkeypatch):
     """PI starting closer than plain RoPE (as the README once claimed of every scaling) breaks the check."""
-    table = findings.table("finetune").copy()
+    table = findings.table("finetune-seeds").copy()
     pi_at_zero = (table["encoding"] == "pi") & (table["eval_len"] == 1024) & (table["metric"] == "ppl")
-    table.loc[pi_at_zero, "value"] = 60.0
+    table.loc[pi_at_zero & (table["seed"] == 1), "value"] = 60.0
     original = findings.table
-    monkeypatch.setattr(findings, "table", lambda folder: table if folder == "finetune" else original(folder))
-    outcome = findings.finetune()
-    assert not outcome.holds and "PI starts above RoPE" in outcome.why
+    monkeypatch.setattr(findings, "table", lambda folder: table if folder == "finetune-seeds" else original(folder))
+    outcome = findings.finetune_across_seeds()
+    assert not outcome.holds and "PI starts above RoPE, seed 1" in outcome.why and "seed 0" not in outcome.why
 
 
 def test_a_retrieval_claim_needs_its_interval_not_its_point_estimate():

@@ -972,3 +972,60 @@ def test_the_finetune_folder_shares_plain_ropes_rows_with_showcase_seeds_exactly
     assert (shared.value_here == shared.value_there).all()
     text = " ".join((ROOT / "results" / "finetune-seeds" / "NOTES.md").read_text().split())
     assert f"at 1024 here, {ppl('finetune-seeds', 'rope', 1024, run='751a7ec808'):.3f}, is that folder's value" in text
+
+
+def finetune_seeds_row(encoding: str) -> str:
+    """A row of docs/results.md's three-seed fine-tuning table: perplexity at 1024 after 0, 25, 100 and 400
+    steps, the mean over the seeds with Student's t interval over them."""
+    from extrapolate.report.stats import seeds_interval
+
+    t = rows("finetune-seeds")
+    t = t[(t.encoding == encoding) & (t.eval_len == 1024) & (t.metric == "ppl")]
+    cells = []
+    for steps in (0, 25, 100, 400):
+        values = t[t.finetune_steps == steps].sort_values("seed").value.tolist()
+        assert len(values) == 3, (encoding, steps)
+        mean, _, low, high = seeds_interval(values)
+        cells.append(f"{mean:.1f} [{low:.1f}–{high:.1f}]")
+    name = "rope (no scaling)" if encoding == "rope" else encoding
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+@pytest.mark.parametrize("encoding", ["rope", "pi", "ntk", "yarn"])
+def test_the_three_seed_finetune_table_is_quoted_row_by_row(encoding):
+    text = (ROOT / "docs" / "results.md").read_text()
+    assert finetune_seeds_row(encoding) in text
+
+
+def test_the_three_seed_finetune_text_is_what_the_table_gives():
+    text = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    t = rows("finetune-seeds")
+    start = t[(t.metric == "ppl") & (t.eval_len == 1024) & (t.finetune_steps == 0)]
+
+    def at(encoding: str, seed: int) -> float:
+        return float(start[(start.encoding == encoding) & (start.seed == seed)].value.iloc[0])
+
+    above = [at("ntk", s) / at("yarn", s) - 1 for s in (0, 2)]
+    assert (
+        f"(YaRN {at('yarn', 1):.1f} against NTK {at('ntk', 1):.1f} on seed 1, NTK {above[0]:.1%} and "
+        f"{above[1]:.1%} above YaRN on the others)" in text
+    )
+    late = t[(t.metric == "accuracy") & (t.seed == 2) & (t.finetune_steps == 400)]
+    cells = late.groupby(["encoding", "eval_len"]).apply(lambda g: (g.value * g.n).sum() / g.n.sum())
+    assert set(late.eval_len) == {256, 1024} and late.encoding.nunique() == 4
+    assert (
+        f"its cells are {cells.min():.0%}–{cells.max():.0%} at 256 and 1024 for every encoding".replace("0%–", "0–")
+        in text
+    )
+
+
+def test_the_finetune_notes_say_where_yarn_and_ntk_part():
+    text = " ".join((ROOT / "results" / "finetune-seeds" / "NOTES.md").read_text().split())
+    t = rows("finetune-seeds")
+    start = t[(t.metric == "ppl") & (t.eval_len == 1024) & (t.finetune_steps == 0) & (t.seed == 1)]
+    yarn, ntk = (float(start[start.encoding == e].value.iloc[0]) for e in ("yarn", "ntk"))
+    assert f"NTK starts {ntk / yarn - 1:.1%} above YaRN at 1024 ({ntk:.1f} against {yarn:.1f})" in text
+    assert ntk / yarn - 1 > 0.10
+    assert f"{t.run_id.nunique()} runs, every one with its answers" in " ".join(
+        (ROOT / "results" / "finetune-seeds" / "README.md").read_text().split()
+    )
