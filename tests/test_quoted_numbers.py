@@ -116,6 +116,58 @@ def adapters_row(encoding: str) -> str:
     return f"| {encoding} | " + " | ".join(cells) + " |"
 
 
+def seed_pcts(encoding: str, length: int) -> list[str]:
+    """An encoding's greedy retrieval at a length in showcase-seeds, seed by seed (0, 1, 2): ["83%", …]."""
+    t = rows("showcase-seeds")
+    t = t[(t.encoding == encoding) & (t.eval_len == length) & (t.metric == "accuracy")]
+    return [f"{(g.value * g.n).sum() / g.n.sum():.0%}" for _, g in sorted(t.groupby("seed"))]
+
+
+def seed_rises(encoding: str) -> list[float]:
+    """Perplexity at 8L over its value at L in showcase-seeds, seed by seed (0, 1, 2)."""
+    return [ppl("showcase-seeds", encoding, 2048, s) / ppl("showcase-seeds", encoding, 256, s) for s in (0, 1, 2)]
+
+
+def span(values: list[float]) -> str:
+    return f"{min(values):.2f}–{max(values):.2f}×"
+
+
+def kerple_text() -> str:
+    """The showcase-seeds README's KERPLE sentence: retrieval at 8L over the seeds that retrieve at L."""
+    rises = {e: seed_rises(e) for e in ("kerple-log", "kerple-power")}
+    at_l = {e: seed_pcts(e, 256) for e in rises}
+    at_8l = {e: seed_pcts(e, 2048) for e in rises}
+    kept = [int(at_8l[e][s][:-1]) for e in rises for s in range(3) if int(at_l[e][s][:-1]) >= 80]
+    alibi = [int(v[:-1]) for v in seed_pcts("alibi", 2048)]
+    flat = {f"{r:.2f}" for r in rises["kerple-log"] + rises["kerple-power"]}
+    return (
+        f"perplexity at 8L {'/'.join(sorted(flat))}× its value at L for both variants in every seed, as ALiBi's; "
+        "and on the "
+        f"{['no', 'one', 'two', 'three', 'four', 'five', 'six'][len(kept)]} of six\n  models that retrieve at L, "
+        f"greedy retrieval at 8L is {min(kept)}–{max(kept)}%, none lost (each interval reaches the bar of 80),\n"
+        f"  where ALiBi's three fall to {min(alibi)}–{max(alibi)}%. KERPLE-power's seed 1 never learned retrieval "
+        f"at L ({at_l['kerple-power'][1]}), and KERPLE-log's\n  seed 0 retrieves {at_l['kerple-log'][0]} at L and "
+        f"{at_8l['kerple-log'][0]} at 8L"
+    )
+
+
+def xpos_prope_text() -> str:
+    """The showcase-seeds README's xPos and p-RoPE sentences."""
+    xpos_l, xpos_4l = seed_pcts("xpos", 256), seed_pcts("xpos", 1024)
+    prope_l, prope_2l = seed_pcts("p-rope", 256), seed_pcts("p-rope", 512)
+    learned = [s for s in range(3) if prope_l[s] == "100%"]
+    (s,) = learned
+    others = [prope_l[k] for k in range(3) if k != s]
+    return (
+        f"{span(seed_rises('xpos'))}\n  at 8L against RoPE's {span(seed_rises('rope'))} on the same seeds, yet its "
+        f"retrieval, {'100%' if set(xpos_l) == {'100%'} else xpos_l} at L in every seed, is lost by 4L in\n"
+        "  every seed "
+        f"({', '.join(xpos_4l)}). **p-RoPE** (a quarter of the pairs unrotated) degrades as RoPE does "
+        f"({span(seed_rises('p-rope'))} at\n  8L) and learns retrieval at L in one seed of three ({prope_l[s]}; "
+        f"{others[0]} and {others[1]} in the others), losing it by 2L there\n  ({prope_2l[s]})"
+    )
+
+
 def accuracy(folder: str, run: str, length: int) -> float:
     """A run's greedy retrieval at a length, its depths' prompts pooled."""
     t = rows(folder)
@@ -594,6 +646,39 @@ QUOTED = [
         lambda: (
             "perplexity "
             f"{ppl('showcase', 'rope-nope', 2048) / ppl('showcase', 'rope-nope', 256):.2f}× its value at L at 8L"
+        ),
+    ),
+    (
+        "results/showcase-seeds/README.md",
+        "perplexity at 8L 0.99× its value at L for both variants in every seed, as ALiBi's; and on the five of six\n"
+        "  models that retrieve at L, greedy retrieval at 8L is 80–97%, none lost (each interval reaches the bar of "
+        "80),\n  where ALiBi's three fall to 35–61%. KERPLE-power's seed 1 never learned retrieval at L (0%), and "
+        "KERPLE-log's\n  seed 0 retrieves 83% at L and 82% at 8L",
+        kerple_text,
+    ),
+    (
+        "results/showcase-seeds/README.md",
+        "1.07–1.13×\n  at 8L against RoPE's 2.14–2.44× on the same seeds, yet its retrieval, 100% at L in every seed, "
+        "is lost by 4L in\n  every seed (25%, 25%, 8%). **p-RoPE** (a quarter of the pairs unrotated) degrades as "
+        "RoPE does (2.08–2.20× at\n  8L) and learns retrieval at L in one seed of three (100%; 1% and 43% in the "
+        "others), losing it by 2L there\n  (46%)",
+        xpos_prope_text,
+    ),
+    (
+        "docs/results.md",
+        "p-RoPE learns retrieval at L in one seed of three (100%; 1% and 43% in the others) and loses it by 2L\n"
+        "  there (46%), its perplexity degrading in every seed (the finding `rope-variants-across-seeds`); KERPLE-log\n"
+        "  retrieves at L in every seed (83%, 100%, 100%)",
+        lambda: (
+            "p-RoPE learns retrieval at L in one seed of three ({}; {} and {} in the others) and loses it by 2L\n"
+            "  there ({}), its perplexity degrading in every seed (the finding `rope-variants-across-seeds`); "
+            "KERPLE-log\n  retrieves at L in every seed ({})"
+        ).format(
+            seed_pcts("p-rope", 256)[1],
+            seed_pcts("p-rope", 256)[0],
+            seed_pcts("p-rope", 256)[2],
+            seed_pcts("p-rope", 512)[1],
+            ", ".join(seed_pcts("kerple-log", 256)),
         ),
     ),
 ]

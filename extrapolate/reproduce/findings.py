@@ -862,6 +862,62 @@ def t5_across_seeds() -> Outcome:
     return outcome(checks, t5.numbers(rope, "RoPE"))
 
 
+def kerple_across_seeds() -> Outcome:
+    """KERPLE's learned biases (log and power) at three seeds: perplexity flat to 8L in every seed, as ALiBi's
+    fixed slopes keep it; and on every model that retrieves at L, retrieval at 8L not lost (its interval reaches
+    the bar), where ALiBi loses it in every seed. A seed whose model never learned retrieval at L is named."""
+    kinds = {"kerple-log": "KERPLE-log", "kerple-power": "KERPLE-power"}
+    seeds = {e: AcrossSeeds.of(e) for e in kinds}
+    alibi = AcrossSeeds.of("alibi")
+    checks = {"three seeds each": all(len(s.seeds) == 3 for s in seeds.values())}
+    parts = []
+    for e, name in kinds.items():
+        s = seeds[e]
+        learned = [k for k in s.seeds if retrieves(s.at_l[k])]
+        never = [str(k) for k in s.seeds if k not in learned]
+        checks |= {
+            f"{name} flat in every seed": all(flat(r) for r in s.rise.values()),
+            f"{name} retrieves at L in some seed": bool(learned),
+            f"{name} not lost at 8L on any seed retrieving at L": all(not lost(s.at_8l[k]) for k in learned),
+        }
+        parts.append(f"{name} {s.numbers()}" + (f", seed {', '.join(never)} never retrieving at L" if never else ""))
+    checks["ALiBi lost at 8L in every seed"] = all(lost(c) for c in alibi.at_8l.values())
+    numbers = "; ".join(parts) + "; ALiBi at 8L: " + " / ".join(str(alibi.at_8l[k]) for k in alibi.seeds)
+    return outcome(checks, numbers)
+
+
+def rope_variants_across_seeds() -> Outcome:
+    """xPos and p-RoPE at three seeds against RoPE on the same seed: xPos's decay keeps perplexity past L far
+    below RoPE's rise but not retrieval (held at L, lost by 4L on every seed that retrieves at L); p-RoPE's
+    unrotated pairs leave perplexity degrading as RoPE's does."""
+    xpos, prope, rope = AcrossSeeds.of("xpos"), AcrossSeeds.of("p-rope"), AcrossSeeds.of("rope")
+    learned = [k for k in xpos.seeds if retrieves(xpos.at_l[k])]
+    at_4l = {k: seed_cell("showcase-seeds", "xpos", 1024, k) for k in learned}
+    checks = {
+        "three seeds each": len(xpos.seeds) == 3 and len(prope.seeds) == 3,
+        "xPos below the degrading bar in every seed": all(r < DEGRADES for r in xpos.rise.values()),
+        "and below RoPE's rise on the same seed": all(xpos.rise[k] < rope.rise[k] for k in xpos.seeds),
+        "xPos retrieves at L in some seed": bool(learned),
+        "xPos lost by 4L on every seed retrieving at L": all(lost(c) for c in at_4l.values()),
+        "p-RoPE degrades in every seed": all(r >= DEGRADES for r in prope.rise.values()),
+    }
+    never = [str(k) for k in xpos.seeds if k not in learned]
+    numbers = (
+        "perplexity at 8L / at L, seeds "
+        + ", ".join(map(str, xpos.seeds))
+        + f": xPos {ratios(list(xpos.rise.values()))}, p-RoPE {ratios(list(prope.rise.values()))}, RoPE "
+        + ratios([rope.rise[k] for k in xpos.seeds])
+        + "; xPos greedy at L: "
+        + " / ".join(str(c) for c in xpos.at_l.values())
+        + ", at 4L: "
+        + " / ".join(str(at_4l[k]) for k in learned)
+        + f" (seeds {', '.join(map(str, learned))}, those retrieving at L; n = {xpos.at_l[xpos.seeds[0]].n} each"
+        + (f"; seed {', '.join(never)} does not retrieve at L" if never else "")
+        + ")"
+    )
+    return outcome(checks, numbers)
+
+
 def ppl_of_seed(folder: str, encoding: str, length: int, seed: int) -> float:
     rows = table(folder)
     rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "ppl")]
@@ -948,6 +1004,21 @@ FINDINGS = (
         "8L in every seed",
         "showcase-seeds",
         sinusoidal_across_seeds,
+    ),
+    Finding(
+        "kerple-across-seeds",
+        "At three seeds, KERPLE's learned biases (log and power) keep perplexity flat to 8L in every seed, as "
+        "ALiBi's fixed slopes do, and on every model that retrieves at L none loses retrieval by 8L, where ALiBi "
+        "loses it in every seed",
+        "showcase-seeds",
+        kerple_across_seeds,
+    ),
+    Finding(
+        "rope-variants-across-seeds",
+        "At three seeds, xPos's decay keeps perplexity past L far below RoPE's rise but not its retrieval, held at "
+        "L and lost by 4L; p-RoPE's unrotated pairs leave perplexity degrading past L as RoPE's does",
+        "showcase-seeds",
+        rope_variants_across_seeds,
     ),
     Finding(
         "newer-from-scratch",
