@@ -787,7 +787,7 @@ class AcrossSeeds:
         seeds = sorted(int(s) for s in rows[rows["encoding"] == encoding]["seed"].unique())
         return cls(
             seeds,
-            {s: ppl_of_seed(folder, encoding, 2048, s) / ppl_of_seed(folder, encoding, 256, s) for s in seeds},
+            dict(zip(seeds, seed_rises(folder, encoding, seeds))),
             {s: seed_cell(folder, encoding, 256, s) for s in seeds},
             {s: seed_cell(folder, encoding, 2048, s) for s in seeds},
         )
