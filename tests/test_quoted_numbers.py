@@ -168,6 +168,56 @@ def xpos_prope_text() -> str:
     )
 
 
+def fire_text() -> str:
+    """The showcase-seeds README's FIRE sentence: the one seed that learns retrieval at L, and the two that do not."""
+    at_l, at_8l = seed_pcts("fire", 256), seed_pcts("fire", 2048)
+    (s,) = [k for k in range(3) if int(at_l[k][:-1]) >= 80]
+    a, b = (k for k in range(3) if k != s)
+    return (
+        f"{span(seed_rises('fire'))} at 8L against RoPE's {span(seed_rises('rope'))} on the same seeds. One seed of "
+        f"three learns\n  retrieval at L (seed {s}: {at_l[s]}) and keeps it to 8L ({at_8l[s]}); seeds {a} and {b} "
+        f"do not learn it ({at_l[a]} and {at_l[b]})"
+    )
+
+
+def randomized_text() -> str:
+    """The showcase-seeds README's sentence on the randomized encodings: flatness, its cost at L against the
+    plain encoding of the same seed, and retrieval seed by seed."""
+    rises = seed_rises("rope-randomized") + seed_rises("sinusoidal-randomized")
+
+    def cost(encoding: str, plain: str) -> str:
+        return span([ppl("showcase-seeds", encoding, 256, k) / ppl("showcase-seeds", plain, 256, k) for k in range(3)])
+
+    rope_l, rope_8l = seed_pcts("rope-randomized", 256), seed_pcts("rope-randomized", 2048)
+    learned = [k for k in range(3) if int(rope_l[k][:-1]) >= 80]
+    (other,) = [k for k in range(3) if k not in learned]
+    kept = {rope_8l[k] for k in learned}
+    return (
+        f"{span(rises)} at 8L for both kinds in every seed, but at L randomized RoPE's perplexity is "
+        f"{cost('rope-randomized', 'rope')[:-1]}× plain\n  RoPE's and randomized sinusoidal's "
+        f"{cost('sinusoidal-randomized', 'sinusoidal')[:-1]}× plain sinusoidal's, seed for seed. Randomized RoPE "
+        f"learns\n  retrieval at L in two seeds of three ({' and '.join(rope_l[k] for k in learned)}) and keeps it "
+        f"to 8L in both ({'/'.join(sorted(kept))}); seed {other} ends at {rope_l[other]} at\n  L. Randomized "
+        f"sinusoidal learns it in no seed ({', '.join(seed_pcts('sinusoidal-randomized', 256))} at L)"
+    )
+
+
+def fire_randomized_doc_text() -> str:
+    """docs/results.md's three-seed note on FIRE and randomized RoPE: the seeds that learn retrieval at L."""
+
+    def learned(encoding: str) -> list[int]:
+        return [k for k in range(3) if int(seed_pcts(encoding, 256)[k][:-1]) >= 80]
+
+    ((fire,), rope) = learned("fire"), learned("rope-randomized")
+    rope_8l = {seed_pcts("rope-randomized", 2048)[k] for k in rope}
+    return (
+        f"FIRE learns retrieval at L in one seed of three ({seed_pcts('fire', 256)[fire]}, kept to 8L: "
+        f"{seed_pcts('fire', 2048)[fire]}) and randomized RoPE holds it at\n  L in two "
+        f"({' and '.join(seed_pcts('rope-randomized', 256)[k] for k in rope)}, kept to 8L: {'/'.join(sorted(rope_8l))} "
+        "each)"
+    )
+
+
 def accuracy(folder: str, run: str, length: int) -> float:
     """A run's greedy retrieval at a length, its depths' prompts pooled."""
     t = rows(folder)
@@ -663,6 +713,26 @@ QUOTED = [
         "RoPE does (2.08–2.20× at\n  8L) and learns retrieval at L in one seed of three (100%; 1% and 43% in the "
         "others), losing it by 2L there\n  (46%)",
         xpos_prope_text,
+    ),
+    (
+        "results/showcase-seeds/README.md",
+        "1.18–1.25× at 8L against RoPE's 2.14–2.44× on the same seeds. One seed of three learns\n  retrieval at L "
+        "(seed 1: 100%) and keeps it to 8L (100%); seeds 0 and 2 do not learn it (31% and 2%)",
+        fire_text,
+    ),
+    (
+        "results/showcase-seeds/README.md",
+        "1.01–1.04× at 8L for both kinds in every seed, but at L randomized RoPE's perplexity is 1.51–1.61× plain\n"
+        "  RoPE's and randomized sinusoidal's 1.63–1.95× plain sinusoidal's, seed for seed. Randomized RoPE learns\n"
+        "  retrieval at L in two seeds of three (99% and 100%) and keeps it to 8L in both (97%); seed 0 ends at 66% "
+        "at\n  L. Randomized sinusoidal learns it in no seed (0%, 2%, 27% at L)",
+        randomized_text,
+    ),
+    (
+        "docs/results.md",
+        "FIRE learns retrieval at L in one seed of three (100%, kept to 8L: 100%) and randomized RoPE holds it at\n"
+        "  L in two (99% and 100%, kept to 8L: 97% each)",
+        fire_randomized_doc_text,
     ),
     (
         "docs/results.md",

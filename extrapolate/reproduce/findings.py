@@ -937,6 +937,55 @@ def rope_variants_across_seeds() -> Outcome:
     return outcome(checks, numbers)
 
 
+def randomized_across_seeds() -> Outcome:
+    """Randomized positions (RoPE's and sinusoidal's) at three seeds: perplexity flat to 8L in every seed, paid
+    for at L, where it sits above the same encoding trained on its plain positions on the same seed by more than
+    the margin; randomized RoPE keeps retrieval to 8L on the seeds that learn it at L (two of three), randomized
+    sinusoidal learns it in no seed, so no retrieval claim past L is made of it."""
+    kinds = {
+        "rope-randomized": ("randomized RoPE", "rope", "RoPE"),
+        "sinusoidal-randomized": ("randomized sinusoidal", "sinusoidal", "sinusoidal"),
+    }
+    folder, checks, parts, seeds = "showcase-seeds", {}, [], {e: AcrossSeeds.of(e) for e in kinds}
+    for e, (name, plain, plain_name) in kinds.items():
+        s = seeds[e]
+        cost = [ppl_of_seed(folder, e, 256, k) / ppl_of_seed(folder, plain, 256, k) for k in s.seeds]
+        checks |= {
+            f"{name}: three seeds": len(s.seeds) == 3,
+            f"{name} flat in every seed": all(flat(r) for r in s.rise.values()),
+            f"{name} above {plain_name} at L by the margin in every seed": all(c >= 1 + PPL_MARGIN for c in cost),
+        }
+        parts.append(f"{name}: perplexity at L {ratios(cost)} {plain_name}'s on the same seed; {s.numbers()}")
+    rope = seeds["rope-randomized"]
+    learned = [k for k in rope.seeds if retrieves(rope.at_l[k])]
+    checks |= {
+        "randomized RoPE retrieves at L in two seeds of three": len(learned) == 2,
+        "the other below the bar (lost at L)": all(lost(rope.at_l[k]) for k in rope.seeds if k not in learned),
+        "held at 8L on both": all(held(rope.at_8l[k]) for k in learned),
+        "randomized sinusoidal learns retrieval at L in no seed": not any(
+            retrieves(c) for c in seeds["sinusoidal-randomized"].at_l.values()
+        ),
+    }
+    return outcome(checks, "; ".join(parts))
+
+
+def fire_across_seeds() -> Outcome:
+    """FIRE at three seeds: perplexity past L rises beyond the flat margin in every seed, yet below RoPE's rise on
+    the same seed; retrieval at L learned by one seed of three (so one seed's cell is no rule), and held to 8L
+    there."""
+    fire, rope = AcrossSeeds.of("fire"), AcrossSeeds.of("rope")
+    learned = [k for k in fire.seeds if retrieves(fire.at_l[k])]
+    checks = {
+        "three seeds": len(fire.seeds) == 3,
+        "rises beyond the flat margin in every seed": all(not flat(r) and r > 1 for r in fire.rise.values()),
+        "below RoPE's rise on the same seed": all(fire.rise[k] < rope.rise[k] for k in fire.seeds),
+        "one seed of three retrieves at L": len(learned) == 1,
+        "the others do not (lost at L)": all(lost(fire.at_l[k]) for k in fire.seeds if k not in learned),
+        "held at 8L on every seed retrieving at L": all(held(fire.at_8l[k]) for k in learned),
+    }
+    return outcome(checks, fire.numbers(rope, "RoPE"))
+
+
 def ppl_of_seed(folder: str, encoding: str, length: int, seed: int) -> float:
     rows = table(folder)
     rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "ppl")]
@@ -1046,6 +1095,21 @@ FINDINGS = (
         "RoPE's perplexity degrading, and retrieval held at L lost by 8L, in every seed",
         "showcase-seeds",
         newer_across_seeds,
+    ),
+    Finding(
+        "fire-across-seeds",
+        "At three seeds, FIRE's perplexity rises past L by more than the flat margin in every seed, less than "
+        "RoPE's on the same seed; one seed of three learns retrieval at L, and keeps it to 8L",
+        "showcase-seeds",
+        fire_across_seeds,
+    ),
+    Finding(
+        "randomized-across-seeds",
+        "At three seeds, randomized positions (RoPE's and sinusoidal's) keep perplexity flat to 8L in every seed, "
+        "paid for at L, where it sits above the plain encoding's on the same seed; randomized RoPE keeps retrieval "
+        "to 8L on the two seeds of three that learn it at L, randomized sinusoidal learns it in none",
+        "showcase-seeds",
+        randomized_across_seeds,
     ),
     Finding(
         "self-extend",
