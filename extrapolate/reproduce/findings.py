@@ -776,6 +776,8 @@ class AcrossSeeds:
     """One encoding of `showcase-seeds` at each of its seeds: perplexity at 8L over its value at L, and the
     greedy retrieval cells at L and at 8L."""
 
+    encoding: str
+    folder: str
     seeds: list[int]
     rise: dict[int, float]
     at_l: dict[int, Cell]
@@ -786,16 +788,24 @@ class AcrossSeeds:
         rows = table(folder)
         seeds = sorted(int(s) for s in rows[rows["encoding"] == encoding]["seed"].unique())
         return cls(
+            encoding,
+            folder,
             seeds,
             dict(zip(seeds, seed_rises(folder, encoding, seeds))),
             {s: seed_cell(folder, encoding, 256, s) for s in seeds},
             {s: seed_cell(folder, encoding, 2048, s) for s in seeds},
         )
 
+    def held_past_l(self, seed: int) -> bool:
+        """Whether retrieval holds at every length from 2L to 8L on one seed."""
+        return all(held(seed_cell(self.folder, self.encoding, n, seed)) for n in (512, 1024, 2048))
+
     def numbers(self, beside: AcrossSeeds | None = None, beside_name: str = "") -> str:
         """ "perplexity at 8L / at L: 0.99× / …; greedy at L: …; at 8L: … (seeds 0, 1, 2; n = 100 each)", with
         another encoding's perplexity ratios in brackets where given."""
         also = f" ({beside_name} " + " / ".join(ratio(beside.rise[s]) for s in self.seeds) + ")" if beside else ""
+        # the validity rule: a cell past L is stated only for a seed that retrieves at L
+        past = [str(self.at_8l[s]) if retrieves(self.at_l[s]) else "–" for s in self.seeds]
         return (
             "perplexity at 8L / at L: "
             + " / ".join(ratio(self.rise[s]) for s in self.seeds)
@@ -803,8 +813,10 @@ class AcrossSeeds:
             + "; greedy at L: "
             + " / ".join(str(self.at_l[s]) for s in self.seeds)
             + "; at 8L: "
-            + " / ".join(str(self.at_8l[s]) for s in self.seeds)
-            + f" (seeds {', '.join(map(str, self.seeds))}; n = {self.at_8l[self.seeds[0]].n} each)"
+            + " / ".join(past)
+            + f" (seeds {', '.join(map(str, self.seeds))}; n = {self.at_8l[self.seeds[0]].n} each"
+            + ("; –: not retrieving at L, no claim past L" if "–" in past else "")
+            + ")"
         )
 
 
@@ -961,7 +973,7 @@ def randomized_across_seeds() -> Outcome:
     checks |= {
         "randomized RoPE retrieves at L in two seeds of three": len(learned) == 2,
         "the other below the bar (lost at L)": all(lost(rope.at_l[k]) for k in rope.seeds if k not in learned),
-        "held at 8L on both": all(held(rope.at_8l[k]) for k in learned),
+        "held at L and at every length to 8L on both": all(held(rope.at_l[k]) and rope.held_past_l(k) for k in learned),
         "randomized sinusoidal learns retrieval at L in no seed": not any(
             retrieves(c) for c in seeds["sinusoidal-randomized"].at_l.values()
         ),
@@ -978,10 +990,14 @@ def fire_across_seeds() -> Outcome:
     checks = {
         "three seeds": len(fire.seeds) == 3,
         "rises beyond the flat margin in every seed": all(not flat(r) and r > 1 for r in fire.rise.values()),
-        "below RoPE's rise on the same seed": all(fire.rise[k] < rope.rise[k] for k in fire.seeds),
+        "below RoPE's rise on the same seed, by the margin": all(
+            fire.rise[k] * (1 + PPL_MARGIN) <= rope.rise[k] for k in fire.seeds
+        ),
         "one seed of three retrieves at L": len(learned) == 1,
         "the others do not (lost at L)": all(lost(fire.at_l[k]) for k in fire.seeds if k not in learned),
-        "held at 8L on every seed retrieving at L": all(held(fire.at_8l[k]) for k in learned),
+        "held at L and at every length to 8L on the seed retrieving at L": all(
+            held(fire.at_l[k]) and fire.held_past_l(k) for k in learned
+        ),
     }
     return outcome(checks, fire.numbers(rope, "RoPE"))
 
@@ -1106,8 +1122,9 @@ FINDINGS = (
     Finding(
         "randomized-across-seeds",
         "At three seeds, randomized positions (RoPE's and sinusoidal's) keep perplexity flat to 8L in every seed, "
-        "paid for at L, where it sits above the plain encoding's on the same seed; randomized RoPE keeps retrieval "
-        "to 8L on the two seeds of three that learn it at L, randomized sinusoidal learns it in none",
+        "at the cost of perplexity at L above the plain encoding's on the same seed (beyond the 10% margin); "
+        "randomized RoPE keeps retrieval to 8L on the two seeds of three that learn it at L, randomized "
+        "sinusoidal learns it in none",
         "showcase-seeds",
         randomized_across_seeds,
     ),
