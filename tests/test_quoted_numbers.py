@@ -961,6 +961,21 @@ def test_the_vt_table_is_quoted_row_by_row_with_its_intervals():
         assert f"| {label} | {cells} |" in text, encoding
 
 
+def test_the_smollm2_ruler_table_is_quoted_row_by_row_with_its_intervals():
+    folder = "smollm2-ruler"
+    table = rows(folder)
+    table = table[(table.encoding == "rope") & (table.task == "ruler") & (table.metric == "score")]
+    text = (ROOT / "results" / folder / "README.md").read_text()
+    lengths = [1024, 2048, 4096, 8192]
+    for task, cells in table.groupby(table.protocol.str.split("-v2-").str[0]):
+        r = cells.set_index("eval_len").loc[lengths, ["value", "ci_low", "ci_high"]] * 100
+        quoted = " | ".join(f"{v:.1f} [{lo:.0f}–{hi:.0f}]" for v, lo, hi in r.itertuples(index=False))
+        assert f"| `{task}` | {quoted} |" in text, task
+    # "every cell from 60 to 100 has an interval across that bar"
+    inside = table[(table.eval_len <= 8192) & (table.value >= 0.6)]
+    assert ((inside.ci_low < 0.856) & (inside.ci_high >= 0.856)).all()
+
+
 def test_the_smollm2_readme_tables_the_cells_at_four_times_the_context():
     text = (ROOT / "results" / "smollm2" / "README.md").read_text()
     table = label_variants(rows("smollm2"))
