@@ -132,6 +132,11 @@ def span(values: list[float]) -> str:
     return f"{min(values):.2f}–{max(values):.2f}×"
 
 
+def learning_seeds(encoding: str) -> list[int]:
+    """The seeds of showcase-seeds whose model retrieves at L (greedy ≥ 80% there)."""
+    return [k for k, pct in enumerate(seed_pcts(encoding, 256)) if int(pct[:-1]) >= 80]
+
+
 def kerple_text() -> str:
     """The showcase-seeds README's KERPLE sentence: retrieval at 8L over the seeds that retrieve at L."""
     rises = {e: seed_rises(e) for e in ("kerple-log", "kerple-power")}
@@ -171,7 +176,7 @@ def xpos_prope_text() -> str:
 def fire_text() -> str:
     """The showcase-seeds README's FIRE sentence: the one seed that learns retrieval at L, and the two that do not."""
     at_l, at_8l = seed_pcts("fire", 256), seed_pcts("fire", 2048)
-    (s,) = [k for k in range(3) if int(at_l[k][:-1]) >= 80]
+    (s,) = learning_seeds("fire")
     a, b = (k for k in range(3) if k != s)
     return (
         f"{span(seed_rises('fire'))} at 8L against RoPE's {span(seed_rises('rope'))} on the same seeds. One seed of "
@@ -189,7 +194,7 @@ def randomized_text() -> str:
         return span([ppl("showcase-seeds", encoding, 256, k) / ppl("showcase-seeds", plain, 256, k) for k in range(3)])
 
     rope_l, rope_8l = seed_pcts("rope-randomized", 256), seed_pcts("rope-randomized", 2048)
-    learned = [k for k in range(3) if int(rope_l[k][:-1]) >= 80]
+    learned = learning_seeds("rope-randomized")
     (other,) = [k for k in range(3) if k not in learned]
     kept = {rope_8l[k] for k in learned}
     return (
@@ -204,11 +209,7 @@ def randomized_text() -> str:
 
 def fire_randomized_doc_text() -> str:
     """docs/results.md's three-seed note on FIRE and randomized RoPE: the seeds that learn retrieval at L."""
-
-    def learned(encoding: str) -> list[int]:
-        return [k for k in range(3) if int(seed_pcts(encoding, 256)[k][:-1]) >= 80]
-
-    ((fire,), rope) = learned("fire"), learned("rope-randomized")
+    ((fire,), rope) = learning_seeds("fire"), learning_seeds("rope-randomized")
     rope_8l = {seed_pcts("rope-randomized", 2048)[k] for k in rope}
     return (
         f"FIRE learns retrieval at L in one seed of three ({seed_pcts('fire', 256)[fire]}, kept to 8L: "

@@ -198,8 +198,8 @@ def newer_across_seeds() -> Outcome:
     past L is made of it."""
     names = {"fox": "FoX", "fox-rope": "FoX with RoPE", "rope-nope": "RoPE/NoPE hybrid", "ssmax": "SSMax"}
     seeds = {e: AcrossSeeds.of(e) for e in (*names, "rope")}
-    fox_learned = {e: [k for k in seeds[e].seeds if retrieves(seeds[e].at_l[k])] for e in ("fox", "fox-rope")}
-    rope_learned = {e: [k for k in seeds[e].seeds if retrieves(seeds[e].at_l[k])] for e in ("rope-nope", "ssmax")}
+    fox_learned = {e: seeds[e].learned for e in ("fox", "fox-rope")}
+    rope_learned = {e: seeds[e].learned for e in ("rope-nope", "ssmax")}
     numbers = (
         "perplexity at 8L / at L, seeds "
         + ", ".join(map(str, seeds["fox"].seeds))
@@ -796,6 +796,11 @@ class AcrossSeeds:
             {s: seed_cell(folder, encoding, 2048, s) for s in seeds},
         )
 
+    @property
+    def learned(self) -> list[int]:
+        """The seeds whose model retrieves at L: the only ones whose cells past L count (the validity rule)."""
+        return [s for s in self.seeds if retrieves(self.at_l[s])]
+
     def held_past_l(self, seed: int) -> bool:
         """Whether retrieval holds at every length from 2L to 8L on one seed."""
         return all(held(seed_cell(self.folder, self.encoding, n, seed)) for n in (512, 1024, 2048))
@@ -805,7 +810,7 @@ class AcrossSeeds:
         another encoding's perplexity ratios in brackets where given."""
         also = f" ({beside_name} " + " / ".join(ratio(beside.rise[s]) for s in self.seeds) + ")" if beside else ""
         # the validity rule: a cell past L is stated only for a seed that retrieves at L
-        past = [str(self.at_8l[s]) if retrieves(self.at_l[s]) else "–" for s in self.seeds]
+        past = [str(self.at_8l[s]) if s in self.learned else "–" for s in self.seeds]
         return (
             "perplexity at 8L / at L: "
             + " / ".join(ratio(self.rise[s]) for s in self.seeds)
@@ -904,7 +909,7 @@ def kerple_across_seeds() -> Outcome:
     parts = []
     for e, name in kinds.items():
         s = seeds[e]
-        learned = [k for k in s.seeds if retrieves(s.at_l[k])]
+        learned = s.learned
         never = [str(k) for k in s.seeds if k not in learned]
         checks |= {
             f"{name} flat in every seed": all(flat(r) for r in s.rise.values()),
@@ -922,7 +927,7 @@ def rope_variants_across_seeds() -> Outcome:
     below RoPE's rise but not retrieval (held at L, lost by 4L on every seed that retrieves at L); p-RoPE's
     unrotated pairs leave perplexity degrading as RoPE's does."""
     xpos, prope, rope = AcrossSeeds.of("xpos"), AcrossSeeds.of("p-rope"), AcrossSeeds.of("rope")
-    learned = [k for k in xpos.seeds if retrieves(xpos.at_l[k])]
+    learned = xpos.learned
     at_4l = {k: seed_cell("showcase-seeds", "xpos", 1024, k) for k in learned}
     checks = {
         "three seeds each": len(xpos.seeds) == 3 and len(prope.seeds) == 3,
@@ -969,7 +974,7 @@ def randomized_across_seeds() -> Outcome:
         }
         parts.append(f"{name}: perplexity at L {ratios(cost)} {plain_name}'s on the same seed; {s.numbers()}")
     rope = seeds["rope-randomized"]
-    learned = [k for k in rope.seeds if retrieves(rope.at_l[k])]
+    learned = rope.learned
     checks |= {
         "randomized RoPE retrieves at L in two seeds of three": len(learned) == 2,
         "the other below the bar (lost at L)": all(lost(rope.at_l[k]) for k in rope.seeds if k not in learned),
@@ -986,7 +991,7 @@ def fire_across_seeds() -> Outcome:
     the same seed; retrieval at L learned by one seed of three (so one seed's cell is no rule), and held to 8L
     there."""
     fire, rope = AcrossSeeds.of("fire"), AcrossSeeds.of("rope")
-    learned = [k for k in fire.seeds if retrieves(fire.at_l[k])]
+    learned = fire.learned
     checks = {
         "three seeds": len(fire.seeds) == 3,
         "rises beyond the flat margin in every seed": all(not flat(r) and r > 1 for r in fire.rise.values()),
