@@ -11,17 +11,20 @@ as it is: the id does not hold the list of kinds). Then:
 - else the cells are measured into a scratch folder, the model trained again where it is not cached (same
   seed, same data, same device: the same model), and the samples file is copied into FOLDER only if every
   re-measured row equals its committed row (value and n). A row that differs is named and nothing is written.
+  The scratch folder is FOLDER/.recover/<run id>/, kept until the run is decided: a stopped run resumes from
+  its finished depths (their answers kept in its depth logs), which at SmolLM2's 32768 tokens on a CPU is the
+  difference between an hour lost and none.
 
 With `--perplexity`, a run's perplexity rows written before rows recorded an interval are measured too, and
 get the re-measured interval (n and the bounds of the bootstrap over documents) only where every one of them
 comes back with its value; values stay as they are.
 
 A run already holding its samples (and, with `--perplexity`, its intervals) is left alone, so the command
-resumes where it stopped. `--task-file NAME=FILE` reads a task the runs name (measured, or trained on) from
-FILE: for runs made at an older version of it (e.g. `passkey-word` version 1, restored under
-results/showcase/tasks/). A run's id holds the task's name, its model (trained on the task's prompts) the
-file's identity, and each row's `protocol` the identity it was measured with, so the id check and the row
-comparison above both say whether it is the file the rows were made with.
+resumes where it stopped, run by run and, within a run, depth by depth. `--task-file NAME=FILE` reads a task
+the runs name (measured, or trained on) from FILE: for runs made at an older version of it (e.g.
+`passkey-word` version 1, restored under results/showcase/tasks/). A run's id holds the task's name, its model
+(trained on the task's prompts) the file's identity, and each row's `protocol` the identity it was measured
+with, so the id check and the row comparison above both say whether it is the file the rows were made with.
 
     python scripts/recover_samples.py results/smollm2-retrieval --dry-run    # which runs can be measured again
     python scripts/recover_samples.py results/smollm2-retrieval
@@ -36,7 +39,6 @@ import dataclasses
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -50,6 +52,7 @@ from extrapolate.run.request import RunRequest
 KEY = ["task", "protocol", "eval_len", "depth", "metric"]  # a row within its run
 PERPLEXITY = "perplexity"
 INTERVAL_COLUMNS = ["n", "ci_low", "ci_high", "ci_method"]
+SCRATCH_FOLDER = ".recover"  # inside FOLDER: a run's measurement while it is under way (ignored by git)
 
 
 def stored_request(record: dict) -> RunRequest:
@@ -136,6 +139,39 @@ def recover_run(
     interval); copy its samples in when every retrieval row is given back, and give the perplexity rows their
     interval when every one of them is. `kinds`: the task kinds of all the run's rows. Returns what happened,
     one line."""
+    record_path = folder / RUNS_FOLDER / f"{run_id}.json"
+    if not record_path.is_file():
+        return f"{run_id}: no record in {RUNS_FOLDER}/ (made before each run's was kept); skipped"
+    record = json.loads(record_path.read_text())
+    scratch = folder / SCRATCH_FOLDER / run_id
+    said = measure_again(folder, scratch, run_id, record, rows, kinds, task_files, dry_run)
+    if not dry_run:  # decided (written, refused or skipped): the scratch goes; a stopped run keeps it
+        shutil.rmtree(scratch, ignore_errors=True)
+        if (folder / SCRATCH_FOLDER).is_dir() and not any((folder / SCRATCH_FOLDER).iterdir()):
+            (folder / SCRATCH_FOLDER).rmdir()
+    return said
+
+
+def measured_rows(scratch: Path, run_id: str) -> pd.DataFrame:
+    """The run's rows measured into `scratch` so far (none before its cell is written whole)."""
+    if not (scratch / RESULTS_FILE).is_file():
+        return pd.DataFrame(columns=COLUMNS)
+    fresh = load_results(scratch)
+    return fresh[(fresh["run_id"].astype(str) == run_id) & (fresh["status"].fillna("ok") == "ok")]
+
+
+def measure_again(
+    folder: Path,
+    scratch: Path,
+    run_id: str,
+    record: dict,
+    rows: pd.DataFrame,
+    kinds: list[str],
+    task_files: dict[str, str],
+    dry_run: bool,
+) -> str:
+    """recover_run's work in its scratch folder, which resumes a stopped measurement (its depth logs) or
+    finds the rows a stopped process measured whole but did not compare."""
     from extrapolate.run.cell import run_cell
     from extrapolate.run.prepare import prepare
     from extrapolate.run.reporter import Reporter
@@ -143,42 +179,39 @@ def recover_run(
     from extrapolate.run.resolved import resolve_run
     from extrapolate.run.resolved import run_id as run_id_of
 
-    record_path = folder / RUNS_FOLDER / f"{run_id}.json"
-    if not record_path.is_file():
-        return f"{run_id}: no record in {RUNS_FOLDER}/ (made before each run's was kept); skipped"
-    record = json.loads(record_path.read_text())
-    with tempfile.TemporaryDirectory(prefix="recover-") as scratch:
-        request = remeasure_request(folder, record, rows, Path(scratch), task_files)
-        resolved_request = resolve(request)
-        prepared = prepare(resolved_request)
-        resolved = resolve_run(resolved_request, prepared)
-        # the id holds the task as the run named it (the file is what it read), and whether a kind of the run
-        # read the task file: the kinds the run measured, not the subset measured again
-        named = dataclasses.replace(
-            resolved.request, passkey_task=record["request"].get("passkey_task"), tasks=tuple(kinds)
-        )
-        resolved = dataclasses.replace(resolved, run_id=run_id_of(named, resolved.model_hash, resolved.factor))
-        if resolved.run_id != run_id:
-            return f"{run_id}: resolves to {resolved.run_id} now (model, task file or default changed); skipped"
-        measured_with = dict(zip(rows["task"].astype(str), rows["protocol"].astype(str)))
-        now = protocols_now(resolved, prepared)
-        changed = {task: was for task, was in measured_with.items() if now.get(task) != was}
-        if changed:
-            task, was = next(iter(changed.items()))
-            return f"{run_id}: {task} was measured as {was}, now {now.get(task)} (give --task-file); skipped"
-        if dry_run:
-            return f"{run_id}: resolves to its id; {len(rows)} rows to measure again"
-        run_cell(resolved, prepared, Path(scratch), Reporter())
-        fresh = load_results(Path(scratch))
-        fresh = fresh[(fresh["run_id"].astype(str) == run_id) & (fresh["status"].fillna("ok") == "ok")]
-        said = []
-        retrieval = rows[rows["task"] != PERPLEXITY]
-        if not retrieval.empty:
-            said.append(write_samples_back(folder, Path(scratch), run_id, retrieval, fresh))
-        perplexity = rows[rows["task"] == PERPLEXITY]
-        if not perplexity.empty:
-            said.append(write_intervals_back(folder, run_id, perplexity, fresh))
-        return f"{run_id}: " + "; ".join(said)
+    request = remeasure_request(folder, record, rows, scratch, task_files)
+    resolved_request = resolve(request)
+    prepared = prepare(resolved_request)
+    resolved = resolve_run(resolved_request, prepared)
+    # the id holds the task as the run named it (the file is what it read), and whether a kind of the run
+    # read the task file: the kinds the run measured, not the subset measured again
+    named = dataclasses.replace(
+        resolved.request, passkey_task=record["request"].get("passkey_task"), tasks=tuple(kinds)
+    )
+    resolved = dataclasses.replace(resolved, run_id=run_id_of(named, resolved.model_hash, resolved.factor))
+    if resolved.run_id != run_id:
+        return f"{run_id}: resolves to {resolved.run_id} now (model, task file or default changed); skipped"
+    measured_with = dict(zip(rows["task"].astype(str), rows["protocol"].astype(str)))
+    now = protocols_now(resolved, prepared)
+    changed = {task: was for task, was in measured_with.items() if now.get(task) != was}
+    if changed:
+        task, was = next(iter(changed.items()))
+        return f"{run_id}: {task} was measured as {was}, now {now.get(task)} (give --task-file); skipped"
+    if dry_run:
+        return f"{run_id}: resolves to its id; {len(rows)} rows to measure again"
+    fresh = measured_rows(scratch, run_id)
+    if fresh.empty:
+        scratch.mkdir(parents=True, exist_ok=True)
+        run_cell(resolved, prepared, scratch, Reporter())
+        fresh = measured_rows(scratch, run_id)
+    said = []
+    retrieval = rows[rows["task"] != PERPLEXITY]
+    if not retrieval.empty:
+        said.append(write_samples_back(folder, scratch, run_id, retrieval, fresh))
+    perplexity = rows[rows["task"] == PERPLEXITY]
+    if not perplexity.empty:
+        said.append(write_intervals_back(folder, run_id, perplexity, fresh))
+    return f"{run_id}: " + "; ".join(said)
 
 
 def write_samples_back(folder: Path, scratch: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:

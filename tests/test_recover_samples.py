@@ -140,3 +140,33 @@ def test_perplexity_intervals_come_back_for_a_run_that_has_its_samples(made, tmp
     out = capsys.readouterr().out
     assert "intervals written" in out and "samples written" not in out
     assert pd.read_csv(folder / "results.csv")["n"][perplexity].notna().all()
+
+
+def test_a_stopped_recovery_resumes_from_its_finished_depths(made, tmp_path, monkeypatch, capsys):
+    from extrapolate.tasks.depth_log import DepthLog
+
+    root, samples = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, target = without_samples(made, tmp_path)
+    record, measured = DepthLog.record, []
+
+    def record_then_stop_at(stop):
+        def recording(self, depth, *args, **kwargs):
+            record(self, depth, *args, **kwargs)
+            measured.append((self.path.name, depth))
+            if len(measured) == stop:
+                raise KeyboardInterrupt  # as a user's Ctrl-C, or a session's end, between two depths
+
+        return recording
+
+    monkeypatch.setattr(DepthLog, "record", record_then_stop_at(2))
+    with pytest.raises(KeyboardInterrupt):
+        load_script("recover_samples").main([str(folder)])
+    assert not target.exists() and any((folder / ".recover").rglob("*.json"))  # the two depths are kept
+    first = list(measured)
+    monkeypatch.setattr(DepthLog, "record", record_then_stop_at(None))
+    load_script("recover_samples").main([str(folder)])
+    assert "samples written" in capsys.readouterr().out
+    assert target.read_bytes() == samples.read_bytes()  # the resumed run's answers are the whole run's
+    assert not set(first) & set(measured[2:])  # the finished depths were not measured again
+    assert not (folder / ".recover").exists()
