@@ -192,6 +192,18 @@ def test_damaged_gguf(tmp_path, kind):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("spec", ["./my-checkpoint", "~/models/mine", "models/llama/8b"])
+def test_a_model_path_that_does_not_exist_is_named_as_one(tmp_path, monkeypatch, spec):
+    """A path that is not there is no hub id (`owner/name`), online or not: one line, not the hub's id rules."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    result = cli.invoke(app, ["run", "--model", spec, "--out", str(out)])
+    assert_one_line_error(result, f"model {spec}: no such folder or file")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
 def test_damaged_model_folder(tmp_path, name, kind):

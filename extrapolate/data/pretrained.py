@@ -99,6 +99,12 @@ def from_hf_model(hf_model) -> TransformerLM:
     return model.eval()
 
 
+def names_a_path(spec: str) -> bool:
+    """Whether `spec` can only be a local path: it starts as one does (`./`, `/`, `~`) or has more parts than
+    a hub id's `owner/name`."""
+    return spec.startswith((".", "/", "~", "\\")) or spec.count("/") > 1 or "\\" in spec
+
+
 def load_transformers(spec: str, trust_remote_code: bool = False):
     """transformers' own (model, tokenizer) of `spec`: a known name (see `extrapolate models`), a folder with
     config.json, a .gguf file, or a hub id. A checkpoint's own code runs only with `trust_remote_code`; its
@@ -106,6 +112,8 @@ def load_transformers(spec: str, trust_remote_code: bool = False):
     local = Path(spec).expanduser()
     if spec.endswith(".gguf") and not local.exists():
         raise UserError(f"GGUF file {spec} does not exist")
+    if names_a_path(spec) and not local.exists():  # not for the hub: its ids are `owner/name`
+        raise UserError(f"model {spec}: no such folder or file")
     if spec not in KNOWN and not local.exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UserError(f"model {spec!r} is neither a preset, a folder nor a known model, and the hub is offline")
     if spec.endswith(".gguf"):
