@@ -46,7 +46,7 @@ def run_options(request: dict, known: set[str], out: Path) -> list[str]:
     """The command-line options of `request` that the old command knows (`known`), evaluated at L only."""
     options = []
     for field, value in request.items():
-        flag = "--" + field.replace("_", "-")
+        flag = "--encoding-option" if field == "encoding_options" else "--" + field.replace("_", "-")
         if field in SKIPPED or value is None or value == [] or flag not in known:
             continue
         if field == "encoding_options":
@@ -111,7 +111,9 @@ def retrain(folder: Path, run_id: str, cache: Path, under: Path, extra_env: dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--runs", required=True, help="run ids (comma-separated); a model several share is trained once")
+    parser.add_argument(
+        "--runs", required=True, help="run ids (comma-separated); a model several share is trained once"
+    )
     parser.add_argument("--cache", type=Path, required=True, help="the model cache to train into (EXTRAPOLATE_CACHE)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="for the old command only")
     args = parser.parse_args(argv)

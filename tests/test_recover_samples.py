@@ -4,6 +4,7 @@ a row that does not come back, or a request that resolves to another run id, wri
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -170,3 +171,41 @@ def test_a_stopped_recovery_resumes_from_its_finished_depths(made, tmp_path, mon
     assert target.read_bytes() == samples.read_bytes()  # the resumed run's answers are the whole run's
     assert not set(first) & set(measured[2:])  # the finished depths were not measured again
     assert not (folder / ".recover").exists()
+
+
+def test_run_options_are_the_records_request_evaluated_at_l_only():
+    retrain = load_script("retrain_at_commit")
+    request = {"encoding": "rope", "train_len": 256, "eval_lens": [256, 512], "tasks": ["perplexity", "passkey"]}
+    request |= {"factor": None, "encoding_options": [["base", "500"]], "width": 64, "new_knob": 3, "out": "x"}
+    known = {"--encoding", "--train-len", "--tasks", "--encoding-option", "--width", "--eval-lens", "--out"}
+    options = retrain.run_options(request, known, Path("elsewhere"))
+    assert options == [
+        *("--encoding", "rope", "--train-len", "256", "--tasks", "perplexity,passkey"),
+        *("--encoding-option", "base=500", "--width", "64"),  # a knob the old command lacks is left out
+        *("--eval-lens", "256", "--device", "cpu", "--out", "elsewhere"),
+    ]
+
+
+def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_fingerprint(made, tmp_path, capsys):
+    """The run was made by this checkout's code at HEAD: trained again there, its fingerprint is the record's;
+    against a record it does not match, the model is removed."""
+    root, _ = made
+    folder = tmp_path / "folder"
+    shutil.copytree(root / "out", folder)
+    (record_path,) = (folder / "runs").glob("*.json")
+    record = json.loads(record_path.read_text())
+    here = Path(__file__).resolve().parents[1]
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "extrapolate"], cwd=here, capture_output=True, text=True)
+    if head.returncode != 0 or head.stdout.strip() != record["git_sha"] or dirty.stdout.strip():
+        pytest.skip("needs a git checkout whose code is its HEAD commit")
+    retrain = load_script("retrain_at_commit")
+    cache, run_id = tmp_path / "cache", record_path.stem
+    retrain.main([str(folder), "--runs", run_id, "--cache", str(cache)])
+    assert "its fingerprint the record's" in capsys.readouterr().out
+    model = cache / "models" / Path(record["model_folder"]).name
+    assert (model / "complete.json").is_file()
+    record["training"]["final_loss"] += 0.001  # a record of another training
+    record_path.write_text(json.dumps(record))
+    retrain.main([str(folder), "--runs", run_id, "--cache", str(cache)])
+    assert "another model, removed" in capsys.readouterr().out and not model.exists()
