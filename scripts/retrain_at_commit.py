@@ -42,6 +42,15 @@ def fingerprint(training: dict) -> dict:
     return {key: training.get(key) for key in ("steps", "final_loss", "probes")}
 
 
+def trained_request(record: dict) -> dict:
+    """The record's request, with the training dtype `auto` chose on the machine that trained the model (float32
+    on a CPU without fast bf16) in place of `auto`, which on this machine may choose another."""
+    request = dict(record["request"])
+    if request.get("train_dtype") == "auto" and record["train_config"].get("dtype"):
+        request["train_dtype"] = record["train_config"]["dtype"]
+    return request
+
+
 def run_options(request: dict, known: set[str], out: Path) -> list[str]:
     """The command-line options of `request` that the old command knows (`known`), evaluated at L only."""
     options = []
@@ -90,7 +99,7 @@ def retrain(folder: Path, run_id: str, cache: Path, under: Path, extra_env: dict
         return f"{run_id}: {model.name} already in the cache, its fingerprint the record's"
     checkout = worktree(record["git_sha"], under)
     env = {**os.environ, **extra_env, "EXTRAPOLATE_CACHE": str(cache), "PYTHONPATH": str(checkout)}
-    options = run_options(record["request"], known_options(checkout, env), under / f"out-{run_id}")
+    options = run_options(trained_request(record), known_options(checkout, env), under / f"out-{run_id}")
     made = subprocess.run(
         [sys.executable, "-m", "extrapolate", "run", *options], cwd=checkout, env=env, capture_output=True, text=True
     )

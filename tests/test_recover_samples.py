@@ -186,6 +186,14 @@ def test_run_options_are_the_records_request_evaluated_at_l_only():
     ]
 
 
+def test_the_training_dtype_is_the_one_auto_chose_where_the_model_was_trained():
+    retrain = load_script("retrain_at_commit")
+    record = {"request": {"train_dtype": "auto"}, "train_config": {"dtype": "float32"}}
+    assert retrain.trained_request(record)["train_dtype"] == "float32"  # an AVX2-only CPU's choice, here bf16's
+    record = {"request": {"train_dtype": "bfloat16"}, "train_config": {"dtype": "bfloat16"}}
+    assert retrain.trained_request(record)["train_dtype"] == "bfloat16"
+
+
 def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_fingerprint(made, tmp_path, capsys):
     """The run was made by this checkout's code at HEAD: trained again there, its fingerprint is the record's;
     against a record it does not match, the model is removed."""
