@@ -17,7 +17,7 @@ as it is: the id does not hold the list of kinds). Then:
 
 With `--perplexity`, a run's perplexity rows written before rows recorded an interval are measured too, and
 get the re-measured interval (n and the bounds of the bootstrap over documents) only where every one of them
-comes back with its value; values stay as they are.
+comes back with its value, to the six significant digits the table keeps; values stay as they are.
 
 A run already holding its samples (and, with `--perplexity`, its intervals) is left alone, so the command
 resumes where it stopped, run by run and, within a run, depth by depth. `--task-file NAME=FILE` reads a task
@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -106,8 +107,17 @@ def keyed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.set_index(KEY)
 
 
-def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
-    """Each committed row whose re-measured value or n differs (or is missing), as one line."""
+def within_last_digit(a: float, b: float) -> bool:
+    """Whether two values agree to the table's precision: at most one unit apart in the sixth significant digit
+    (the table keeps six, `%.6g`), so that a re-measurement differing far below it but rounded across a boundary
+    still counts as the value (47.6052 and 47.6053)."""
+    unit = 10.0 ** (math.floor(math.log10(abs(a))) - 5) if a else 0.0
+    return abs(a - b) <= unit * (1 + 1e-9)
+
+
+def differences(committed: pd.DataFrame, fresh: pd.DataFrame, last_digit: bool = False) -> list[str]:
+    """Each committed row whose re-measured value or n differs (or is missing), as one line. Values must be
+    equal, or with `last_digit` agree to the table's six digits (perplexity, a mean of float losses)."""
     old, new = keyed(committed), keyed(fresh)
     assert new.index.is_unique, "a run's rows are one per task, protocol, length, depth and metric"
     out = []
@@ -117,7 +127,9 @@ def differences(committed: pd.DataFrame, fresh: pd.DataFrame) -> list[str]:
             continue
         again = new.loc[key]
         same_n = pd.isna(row["n"]) or float(row["n"]) == float(again["n"])
-        if not abs(float(row["value"]) - float(again["value"])) <= 1e-9 or not same_n:  # NaN is no match
+        value, value_again = float(row["value"]), float(again["value"])
+        same = within_last_digit(value, value_again) if last_digit else abs(value - value_again) <= 1e-9
+        if not same or not same_n:  # NaN is no match
             out.append(f"{key}: committed {float(row['value']):g}, again {float(again['value']):g}")
     return out
 
@@ -227,7 +239,7 @@ def write_samples_back(folder: Path, scratch: Path, run_id: str, rows: pd.DataFr
 def write_intervals_back(folder: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
     """A perplexity row without an interval gets the re-measured one (n and the bootstrap's bounds over its
     documents), only when every such row of the run came back with its value; the values stay."""
-    differ = differences(rows, fresh)
+    differ = differences(rows, fresh, last_digit=True)
     if differ:
         return f"{len(differ)} of {len(rows)} perplexity rows not given back, no interval written ({differ[0]})"
     again = keyed(fresh)

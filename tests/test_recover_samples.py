@@ -3,6 +3,7 @@ cells again (its model trained again from scratch where it is not cached), byte 
 a row that does not come back, or a request that resolves to another run id, writes nothing."""
 
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -110,6 +111,22 @@ def test_perplexity_rows_without_an_interval_get_theirs_back(made, tmp_path, mon
     original = pd.read_csv(root / "out" / "results.csv")
     pd.testing.assert_frame_equal(again[perplexity][INTERVAL], original[perplexity][INTERVAL])
     assert (again["value"] == original["value"]).all()
+
+
+def test_a_perplexity_value_back_to_the_tables_six_digits_gets_its_interval(made, tmp_path, monkeypatch, capsys):
+    """A committed perplexity one unit off in its sixth significant digit is the re-measured value rounded
+    across a boundary: the interval is written; two units off is another value, and none is."""
+    root, _ = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    for units, written in ((1, True), (2.5, False)):
+        folder, _ = without_samples(made, tmp_path / str(units))
+        rows = pd.read_csv(folder / "results.csv")
+        first = rows.index[rows["task"] == "perplexity"][0]
+        unit = 10.0 ** (math.floor(math.log10(abs(rows.loc[first, "value"]))) - 5)
+        perplexity = blank_perplexity_intervals(folder, shift_first_value=units * unit)
+        load_script("recover_samples").main([str(folder), "--perplexity"])
+        assert ("intervals written" in capsys.readouterr().out) is written
+        assert bool(pd.read_csv(folder / "results.csv")["n"][perplexity].notna().all()) is written
 
 
 def test_a_perplexity_value_that_does_not_come_back_gets_no_interval(made, tmp_path, monkeypatch, capsys):
