@@ -51,8 +51,9 @@ def trained_request(record: dict) -> dict:
     return request
 
 
-def run_options(request: dict, known: set[str], out: Path) -> list[str]:
-    """The command-line options of `request` that the old command knows (`known`), evaluated at L only."""
+def run_options(request: dict, known: set[str], out: Path, eval_lens: list[int] | None = None) -> list[str]:
+    """The command-line options of `request` that the old command knows (`known`), evaluated at `eval_lens`
+    (default: at L only, which is all a training needs)."""
     options = []
     for field, value in request.items():
         flag = "--encoding-option" if field == "encoding_options" else "--" + field.replace("_", "-")
@@ -67,7 +68,8 @@ def run_options(request: dict, known: set[str], out: Path) -> list[str]:
             options.append(flag if value else "--no-" + flag[2:])
         else:
             options += [flag, str(value)]
-    return options + ["--eval-lens", str(request["train_len"]), "--device", "cpu", "--out", str(out)]
+    lengths = ",".join(str(n) for n in eval_lens or [request["train_len"]])
+    return options + ["--eval-lens", lengths, "--device", "cpu", "--out", str(out)]
 
 
 def worktree(commit: str, under: Path) -> Path:

@@ -250,3 +250,34 @@ def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_finge
     record_path.write_text(json.dumps(record))
     retrain.main([str(folder), "--runs", run_id, "--cache", str(cache)])
     assert "another model, removed" in capsys.readouterr().out and not model.exists()
+
+
+def test_answers_logged_at_a_commit_are_the_samples_that_commit_keeps(tmp_path, capsys):
+    """answers_at_commit.py at HEAD, whose code keeps its own samples: the answers its hook writes down are, line
+    for line, the samples file the run wrote (which is removed before, as if the run had not kept it)."""
+    here = Path(__file__).resolve().parents[1]
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "extrapolate"], cwd=here, capture_output=True, text=True)
+    if head.returncode != 0 or dirty.stdout.strip():
+        pytest.skip("needs a git checkout whose code is its HEAD commit")
+    folder, corpus = tmp_path / "folder", make_corpus(tmp_path / "corpus", documents=8, words=1500)
+    cache = tmp_path / "cache"
+    args = ["--model", "tiny", "--steps", "20", "--train-len", "128", "--eval-lens", "128,256", "--corpus", str(corpus)]
+    made = [sys.executable, "-m", "extrapolate", "run", *args, "--tasks", "passkey-word", "--out", str(folder)]
+    subprocess.run(made, cwd=here, env={**os.environ, "EXTRAPOLATE_CACHE": str(cache)}, check=True, capture_output=True)
+    (samples,) = (folder / "samples").glob("*.jsonl")
+    kept = sorted(samples.read_text().splitlines())
+    samples.unlink()
+    answers = load_script("answers_at_commit")
+    answers.main([str(folder), "--runs", samples.stem, "--cache", str(cache)])
+    assert "samples written" in capsys.readouterr().out
+    assert sorted(samples.read_text().splitlines()) == kept
+    assert len(kept) == 2 * 5 * 20  # two lengths, five depths, twenty prompts a depth
+
+    results = folder / "results.csv"  # a committed row the command does not give back: nothing is written
+    table = pd.read_csv(results)
+    table.loc[table["metric"] == "accuracy", "value"] += 0.01  # no count of ten prompts gives it
+    table.to_csv(results, index=False)
+    samples.unlink()
+    answers.main([str(folder), "--runs", samples.stem, "--cache", str(cache)])
+    assert "rows not given back, nothing written" in capsys.readouterr().out and not samples.exists()
