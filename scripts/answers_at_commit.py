@@ -68,13 +68,24 @@ def row_differences(committed: pd.DataFrame, again: pd.DataFrame) -> list[str]:
     return out
 
 
+def measurement(answers: list[dict]) -> list[dict]:
+    """The answers of each (task, length)'s last `evaluate_passkey` call: earlier calls were training's probes."""
+    last = {}
+    for answer in answers:
+        last[answer["task"], answer["eval_len"]] = max(
+            last.get((answer["task"], answer["eval_len"]), 0), answer["call"]
+        )
+    return [a for a in answers if a["call"] == last[a["task"], a["eval_len"]]]
+
+
 def samples_from(answers: list[dict], committed: pd.DataFrame) -> tuple[list[dict], list[str]]:
-    """The logged answers as samples lines (each with its cell's protocol and its index in trial order), and
-    each committed row its cell's answers do not average to (the log and the rows must tell one story)."""
+    """The logged answers of the measurement as samples lines (each with its cell's protocol and its index in
+    trial order), and each committed row its cell's answers do not average to (the log and the rows must tell
+    one story)."""
     protocols = dict(zip(committed["protocol"].str.rsplit("-v", n=1).str[0], committed["protocol"]))
     kind = dict(zip(committed["protocol"], committed["task"]))
     records, seen = [], {}
-    for answer in answers:
+    for answer in measurement(answers):
         protocol = protocols.get(answer["task"])
         if protocol is None:
             continue  # a task the committed rows do not hold

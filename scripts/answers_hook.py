@@ -4,9 +4,9 @@ answered to each passkey prompt, which commits before 2026-11-27 measured and di
 It wraps three names every commit since the task files has had in `extrapolate.tasks.passkey`:
 `evaluate_passkey(model, builder, length, ...)` (one length's cells), `builder.is_correct(decoded, prompt)` (one
 prompt's greedy answer, in trial order within a depth) and `candidate_scores(...)` (the same prompt's rank score,
-called after it). Training's retrieval probes call `is_correct` too, outside `evaluate_passkey`, and are not
-written. Each length's answers are appended to the JSON-lines file named by EXTRAPOLATE_ANSWERS_LOG when that
-length is done.
+called after it). Each call of `evaluate_passkey` appends its answers, numbered by the call, to the JSON-lines
+file named by EXTRAPOLATE_ANSWERS_LOG; training's retrieval probes call it too at some commits (and
+`is_correct` outside it at others, which is not written), so a length's measurement is its last call.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ def install() -> None:
     import extrapolate.tasks.passkey as passkey
 
     path = os.environ[LOG_VARIABLE]
-    state: dict = {"length": None, "task": None, "answers": []}
+    state: dict = {"length": None, "task": None, "answers": [], "call": 0}
     evaluate, candidate_scores = passkey.evaluate_passkey, passkey.candidate_scores
     is_correct = passkey.PromptBuilder.is_correct
 
     @functools.wraps(evaluate)
     def evaluate_logged(model, builder, length, *args, **kwargs):
-        state.update(length=int(length), task=builder.task, answers=[])
+        state.update(length=int(length), task=builder.task, answers=[], call=state["call"] + 1)
         try:
             return evaluate(model, builder, length, *args, **kwargs)
         finally:
@@ -45,6 +45,7 @@ def install() -> None:
             reference = getattr(task, "answer_join", ", ").join(str(k) for k in keys)
             state["answers"].append(
                 {
+                    "call": state["call"],
                     "task": task.name,
                     "eval_len": state["length"],
                     "depth": float(prompt.depth),
