@@ -29,7 +29,7 @@ def test_a_folder_keeps_its_predictions_or_says_which_it_lacks(folder):
     readme = " ".join((folder / "README.md").read_text(encoding="utf-8").split())
     said = re.search(rf"(?<![\d.]){len(missing)} of {len(runs)} runs", readme)
     assert said, f"{folder.name}: its README should say {len(missing)} of {len(runs)} runs lack predictions"
-    assert "scripts/recover_samples.py" in readme
+    assert "scripts/recover_samples.py" in readme or "scripts/answers_at_commit.py" in readme
 
 
 @pytest.mark.parametrize("folder", [f for f in FOLDERS if (f / "samples").is_dir()], ids=lambda path: path.name)
@@ -46,4 +46,20 @@ def test_every_samples_file_gives_back_its_rows(folder):
     assert not kept.empty
     for row in kept.itertuples():
         key = (row.run_id, row.protocol, row.eval_len, -1.0 if pd.isna(row.depth) else row.depth)
+        assert means.loc[key] == pytest.approx(row.value, abs=1e-6), (folder.name, key)
+
+
+@pytest.mark.parametrize("folder", [f for f in FOLDERS if (f / "samples").is_dir()], ids=lambda path: path.name)
+def test_every_samples_file_gives_back_its_rank_rows(folder):
+    """A passkey cell's rank score is the share of its prompts whose true answer was ranked first."""
+    rows = retrieval_rows(folder)
+    samples = load_samples(folder)
+    if "ranked_first" not in samples:
+        pytest.skip("no samples with a rank score")
+    samples = samples[samples["ranked_first"].notna()]
+    means = samples.assign(ranked_first=samples["ranked_first"].astype(float))
+    means = means.groupby(["run_id", "protocol", "eval_len", "depth"])["ranked_first"].mean()
+    kept = rows[(rows["metric"] == "rank_accuracy") & rows["run_id"].isin(samples["run_id"].unique())]
+    for row in kept.itertuples():
+        key = (row.run_id, row.protocol, row.eval_len, row.depth)
         assert means.loc[key] == pytest.approx(row.value, abs=1e-6), (folder.name, key)

@@ -213,15 +213,22 @@ def test_the_training_dtype_is_the_one_auto_chose_where_the_model_was_trained():
     assert retrain.trained_request(record)["train_dtype"] == "bfloat16"
 
 
-def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_fingerprint(tmp_path, capsys):
-    """A run made by this checkout's code at HEAD, in a process of its own as the script's is (a test process's
-    torch may have been set to other threads by the tests before): trained again there, its fingerprint is the
-    record's; against a record it does not match, the model is removed."""
+def head_checkout() -> tuple[Path, str]:
+    """(this checkout, its HEAD commit), for a test that runs a commit's code: skipped where the checkout's code
+    is not its HEAD commit's (not a git checkout, or the package edited)."""
     here = Path(__file__).resolve().parents[1]
     head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "extrapolate"], cwd=here, capture_output=True, text=True)
     if head.returncode != 0 or dirty.stdout.strip():
         pytest.skip("needs a git checkout whose code is its HEAD commit")
+    return here, head.stdout.strip()
+
+
+def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_fingerprint(tmp_path, capsys):
+    """A run made by this checkout's code at HEAD, in a process of its own as the script's is (a test process's
+    torch may have been set to other threads by the tests before): trained again there, its fingerprint is the
+    record's; against a record it does not match, the model is removed."""
+    here, head = head_checkout()
     folder, corpus = tmp_path / "folder", make_corpus(tmp_path / "corpus", documents=8, words=1500)
     args = ["--model", "tiny", "--steps", "20", "--train-len", "128", "--eval-lens", "128", "--corpus", str(corpus)]
     env = {**os.environ, "EXTRAPOLATE_CACHE": str(tmp_path / "made")}
@@ -239,7 +246,7 @@ def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_finge
     subprocess.run(made, cwd=here, env=env, check=True, capture_output=True)
     (record_path,) = (folder / "runs").glob("*.json")
     record = json.loads(record_path.read_text())
-    assert record["git_sha"] == head.stdout.strip()
+    assert record["git_sha"] == head
     retrain = load_script("retrain_at_commit")
     cache, run_id = tmp_path / "cache", record_path.stem
     retrain.main([str(folder), "--runs", run_id, "--cache", str(cache)])
@@ -255,11 +262,7 @@ def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_finge
 def test_answers_logged_at_a_commit_are_the_samples_that_commit_keeps(tmp_path, capsys):
     """answers_at_commit.py at HEAD, whose code keeps its own samples: the answers its hook writes down are, line
     for line, the samples file the run wrote (which is removed before, as if the run had not kept it)."""
-    here = Path(__file__).resolve().parents[1]
-    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "extrapolate"], cwd=here, capture_output=True, text=True)
-    if head.returncode != 0 or dirty.stdout.strip():
-        pytest.skip("needs a git checkout whose code is its HEAD commit")
+    here, _ = head_checkout()
     folder, corpus = tmp_path / "folder", make_corpus(tmp_path / "corpus", documents=8, words=1500)
     cache = tmp_path / "cache"
     args = ["--model", "tiny", "--steps", "20", "--train-len", "128", "--eval-lens", "128,256", "--corpus", str(corpus)]
