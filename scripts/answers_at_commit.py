@@ -120,7 +120,10 @@ def recover(folder: Path, run_id: str, cache: Path | None, under: Path, extra_en
     ]
     if committed.empty:
         return f"{run_id}: no passkey rows"
-    record = json.loads((folder / "runs" / f"{run_id}.json").read_text())
+    record_path = folder / "runs" / f"{run_id}.json"
+    if not record_path.is_file():
+        return f"{run_id}: no record in runs/ (made before each run's was kept); skipped"
+    record = json.loads(record_path.read_text())
     checkout = worktree(record["git_sha"], under)
     log, out = under / f"answers-{run_id}.jsonl", under / f"out-{run_id}"
     env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join([str(HOOK), str(checkout)])}
@@ -164,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     under = Path(tempfile.mkdtemp(prefix="answers-"))
     try:
         for run_id in args.runs.split(","):
-            print(recover(args.folder.resolve(), run_id, cache, under, extra_env), flush=True)
+            try:
+                said = recover(args.folder.resolve(), run_id, cache, under, extra_env)
+            except Exception as error:  # one run that cannot be measured again does not stop the others
+                said = f"{run_id}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+            print(said, flush=True)
     finally:
         for checkout in under.iterdir():
             if checkout.is_dir() and not checkout.name.startswith("out-"):
