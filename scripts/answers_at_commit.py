@@ -32,7 +32,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
 
-from retrain_at_commit import fingerprint, known_options, run_options, trained_request, worktree  # noqa: E402
+from retrain_at_commit import ROOT, fingerprint, known_options, run_options, trained_request, worktree  # noqa: E402
 
 from extrapolate.report.samples import samples_path, write_samples  # noqa: E402
 from extrapolate.report.table import load_results  # noqa: E402
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for checkout in under.iterdir():
             if checkout.is_dir() and not checkout.name.startswith("out-"):
-                subprocess.run(["git", "-C", str(HOOK.parent), "worktree", "remove", "--force", str(checkout)])
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(checkout)])
         shutil.rmtree(under, ignore_errors=True)
     return 0
 
