@@ -29,6 +29,14 @@ def make_corpus(folder: Path, documents: int = 6, words: int = 900, seed: int = 
     return folder
 
 
+def tiny_options(steps: int = 4, batch_size: int = 4, eval_len: int = 128, eval_tokens: int = 256) -> list[str]:
+    """The CLI options of a `tiny` model trained at L = 32 for a few steps: a run or sweep in seconds."""
+    return [
+        *("--model", "tiny", "--steps", str(steps), "--batch-size", str(batch_size), "--train-len", "32"),
+        *("--eval-len", str(eval_len), "--eval-tokens", str(eval_tokens)),
+    ]
+
+
 # A bound on waiting exists only against a hung process: tests wait for events (a process ending, a job
 # leaving the queue), never for a duration. The bound is generous, set here alone, and scaled by
 # EXTRAPOLATE_TEST_PATIENCE (a factor, default 1) on a machine slower still.

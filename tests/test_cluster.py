@@ -17,7 +17,7 @@ from extrapolate.cli.app import app
 from extrapolate.run import RunRequest
 from extrapolate.run.cluster import SlurmOptions
 from extrapolate.run.sweep import submit_job, sweep_job
-from tests.helpers import make_corpus, wait_for
+from tests.helpers import make_corpus, tiny_options, wait_for
 
 pytest.importorskip("submitit")
 
@@ -78,18 +78,7 @@ def test_a_sweep_on_a_real_slurm_cluster_equals_the_local_sweep(tmp_path, monkey
         "sweep",
         "--encodings",
         "rope,pi,alibi",
-        "--model",
-        "tiny",
-        "--steps",
-        "6",
-        "--batch-size",
-        "4",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "128",
-        "--eval-tokens",
-        "256",
+        *tiny_options(steps=6),
         "--corpus",
         str(corpus),
         "--tasks",

@@ -11,7 +11,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.encodings import get_spec
 from extrapolate.encodings.options import check_used, options_for, parse_encoding_options
 
-from .helpers import make_corpus
+from .helpers import make_corpus, tiny_options
 
 
 def test_values_are_typed_and_sorted():
@@ -56,18 +56,7 @@ def test_run_evaluates_with_the_options_and_keeps_them_in_its_identity(tmp_path,
         "perplexity",
         "--encoding",
         "self-extend",
-        "--model",
-        "tiny",
-        "--steps",
-        "4",
-        "--batch-size",
-        "4",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "128",
-        "--eval-tokens",
-        "256",
+        *tiny_options(),
         "--corpus",
         str(corpus),
     ]

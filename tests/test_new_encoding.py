@@ -12,7 +12,7 @@ from extrapolate.encodings import ENCODINGS, EncodingSpec, PositionalEncoding
 from extrapolate.encodings.base import SaturatingBias
 from extrapolate.kernels.attention import causal_attention
 
-from .helpers import make_corpus
+from .helpers import make_corpus, tiny_options
 
 CAP = 8  # the toy bias stops growing this many tokens back
 
@@ -68,18 +68,7 @@ def test_toy_bias_goes_through_train_evaluate_report(registered, tmp_path):
         "perplexity",
         "--encoding",
         "capped",
-        "--model",
-        "tiny",
-        "--steps",
-        "4",
-        "--batch-size",
-        "4",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "128",
-        "--eval-tokens",
-        "256",
+        *tiny_options(),
         "--corpus",
         str(corpus),
         "--out",

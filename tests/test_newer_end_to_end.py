@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from extrapolate.cli.app import app
 from extrapolate.encodings import encoding_groups
 
-from .helpers import make_corpus
+from .helpers import make_corpus, tiny_options
 
 NEWER = [
     "sinusoidal-randomized",
@@ -124,18 +124,7 @@ def test_run_trains_and_evaluates(name, cache, tmp_path):
         "run",
         "--encoding",
         name,
-        "--model",
-        "tiny",
-        "--steps",
-        "4",
-        "--batch-size",
-        "4",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "128",
-        "--eval-tokens",
-        "256",
+        *tiny_options(),
         "--tasks",
         "perplexity",
         "--corpus",
@@ -163,18 +152,7 @@ def test_sweep_runs_the_newer_group(cache, tmp_path):
         "sweep",
         "--encodings",
         "xpos,kerple-log",
-        "--model",
-        "tiny",
-        "--steps",
-        "3",
-        "--batch-size",
-        "4",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "64",
-        "--eval-tokens",
-        "128",
+        *tiny_options(steps=3, eval_len=64, eval_tokens=128),
         "--tasks",
         "perplexity",
         "--corpus",

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
 
-from .helpers import killed_at_step, make_corpus
+from .helpers import killed_at_step, make_corpus, tiny_options
 
 cli = CliRunner()
 
@@ -32,18 +32,7 @@ def base(corpus, out, *extra):
         "run",
         "--tasks",
         "perplexity",
-        "--model",
-        "tiny",
-        "--steps",
-        "3",
-        "--batch-size",
-        "2",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "64",
-        "--eval-tokens",
-        "128",
+        *tiny_options(steps=3, batch_size=2, eval_len=64, eval_tokens=128),
         "--corpus",
         str(corpus),
         "--out",
@@ -237,18 +226,7 @@ def test_same_command_twice_gives_identical_tables(tmp_path, corpus, monkeypatch
 
 def test_sigkill_mid_training_then_resume_equals_uninterrupted(tmp_path, corpus):
     args = [
-        "--model",
-        "tiny",
-        "--steps",
-        "400",
-        "--batch-size",
-        "4",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "64",
-        "--eval-tokens",
-        "128",
+        *tiny_options(steps=400, eval_len=64, eval_tokens=128),
         "--corpus",
         str(corpus),
         "--encoding",

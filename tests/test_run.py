@@ -14,7 +14,7 @@ from extrapolate.model import TransformerLM
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import train
 
-from .helpers import make_corpus
+from .helpers import make_corpus, tiny_options
 
 runner = CliRunner()
 
@@ -31,18 +31,7 @@ def tiny_args(corpus, out, encoding="alibi", *extra):
         "perplexity",
         "--encoding",
         encoding,
-        "--model",
-        "tiny",
-        "--steps",
-        "6",
-        "--batch-size",
-        "4",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "128",
-        "--eval-tokens",
-        "256",
+        *tiny_options(steps=6),
         "--corpus",
         str(corpus),
         "--out",

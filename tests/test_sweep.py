@@ -11,7 +11,7 @@ from extrapolate.cli.app import app
 from extrapolate.report.table import aggregate
 from extrapolate.run import cell as cell_module
 
-from .helpers import make_corpus
+from .helpers import make_corpus, tiny_options
 
 cli = CliRunner()
 VOLATILE = ["created_at"]
@@ -29,18 +29,7 @@ def sweep_args(corpus, out, encodings, seeds="0"):
         encodings,
         "--seeds",
         seeds,
-        "--model",
-        "tiny",
-        "--steps",
-        "4",
-        "--batch-size",
-        "2",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "64",
-        "--eval-tokens",
-        "128",
+        *tiny_options(batch_size=2, eval_len=64, eval_tokens=128),
         "--tasks",
         "perplexity",
         "--corpus",
