@@ -14,20 +14,24 @@ from extrapolate.run.export import export_hf  # noqa: E402
 ORIGINAL = 32
 
 
-def llama_config(rope_parameters, max_positions=ORIGINAL):
-    return transformers.LlamaConfig(
+def small_config(family: str = "Llama", **options):
+    """A two-layer config of a transformers family (grouped queries, untied), computed eagerly."""
+    defaults = dict(
         vocab_size=97,
         hidden_size=64,
         intermediate_size=96,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=max_positions,
-        rms_norm_eps=1e-6,
+        max_position_embeddings=ORIGINAL,
         tie_word_embeddings=False,
-        rope_parameters=rope_parameters,
         attn_implementation="eager",
     )
+    return getattr(transformers, f"{family}Config")(**{**defaults, **options})
+
+
+def llama_config(rope_parameters, max_positions=ORIGINAL):
+    return small_config(max_position_embeddings=max_positions, rms_norm_eps=1e-6, rope_parameters=rope_parameters)
 
 
 @pytest.fixture(scope="module")
@@ -148,17 +152,7 @@ def randomized(model):
 
 
 def test_a_qwen2_checkpoint_keeps_its_query_key_value_biases():
-    config = transformers.Qwen2Config(
-        vocab_size=97,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=ORIGINAL,
-        tie_word_embeddings=False,
-        attn_implementation="eager",
-    )
+    config = small_config("Qwen2")
     theirs = randomized(transformers.Qwen2ForCausalLM(config))
     assert any(name.endswith("q_proj.bias") for name in theirs.state_dict())
     ours = from_hf_model(theirs)
@@ -195,17 +189,7 @@ def test_a_checkpoint_the_model_would_compute_differently_is_refused(model_class
 
 
 def test_a_mistral_checkpoint_without_a_window_loads_exactly():
-    config = transformers.MistralConfig(
-        vocab_size=97,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        sliding_window=None,
-        max_position_embeddings=ORIGINAL,
-        attn_implementation="eager",
-    )
+    config = small_config("Mistral", sliding_window=None)
     theirs = randomized(transformers.MistralForCausalLM(config))
     tokens = torch.randint(0, 97, (1, 2 * ORIGINAL))
     with torch.no_grad():
