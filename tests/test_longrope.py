@@ -45,53 +45,19 @@ def test_default_factors_are_one_and_yarns_ramp():
     )
 
 
-def test_show_json_values():
-    result = runner.invoke(
-        app,
-        [
-            "encodings",
-            "show",
-            "longrope",
-            "--head-dim",
-            "8",
-            "--factor",
-            "4",
-            "--original-len",
-            "64",
-            "--short-factor",
-            "1,1,1,1",
-            "--long-factor",
-            "1,2,3,4",
-            "--seq-len",
-            "100",
-            "--json",
-        ],
-    )
+def show_longrope(*options: str) -> dict:
+    """`encodings show longrope --json` for head size 8, s = 4 from L = 64, with `options`."""
+    common = ["encodings", "show", "longrope", "--head-dim", "8", "--factor", "4", "--original-len", "64"]
+    result = runner.invoke(app, [*common, *options, "--json"])
     assert result.exit_code == 0, result.output
-    info = json.loads(result.output)
+    return json.loads(result.output)
+
+
+def test_show_json_values():
+    info = show_longrope("--short-factor", "1,1,1,1", "--long-factor", "1,2,3,4", "--seq-len", "100")
     assert info["ratio"] == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4], rel=1e-6)
     assert info["attention_factor"] == pytest.approx(math.sqrt(4 / 3))
-    short = json.loads(
-        runner.invoke(
-            app,
-            [
-                "encodings",
-                "show",
-                "longrope",
-                "--head-dim",
-                "8",
-                "--factor",
-                "4",
-                "--original-len",
-                "64",
-                "--long-factor",
-                "1,2,3,4",
-                "--seq-len",
-                "64",
-                "--json",
-            ],
-        ).output
-    )
+    short = show_longrope("--long-factor", "1,2,3,4", "--seq-len", "64")
     assert short["ratio"] == [1.0, 1.0, 1.0, 1.0]  # n ≤ L: the short factors (default all 1)
 
 
