@@ -16,7 +16,7 @@ from extrapolate.cli.app import app
 from extrapolate.cli.util import OPTION_BOUNDS
 from extrapolate.tasks.files import TASKS_DIR
 
-from .helpers import make_corpus
+from .helpers import make_corpus, tiny_options
 
 cli = CliRunner()
 KINDS = ["empty", "truncated", "garbage"]
@@ -48,20 +48,9 @@ def assert_one_line_error(result, needle):
 def run_args(folder, out, *extra):
     return [
         "run",
-        "--model",
-        "tiny",
-        "--steps",
-        "2",
-        "--batch-size",
-        "2",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "64",
+        *tiny_options(steps=2, batch_size=2, eval_len=64, eval_tokens=64),
         "--tasks",  # the default's retrieval would be left out with a warning: no prompt fits in 32 tokens
         "perplexity",
-        "--eval-tokens",
-        "64",
         "--corpus",
         str(folder / "corpus"),
         "--out",

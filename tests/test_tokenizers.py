@@ -15,7 +15,7 @@ from extrapolate.data import tokenizers
 from extrapolate.data.corpora import Corpus
 from extrapolate.data.tokenizers import BPETokenizer, ByteTokenizer, load_tokenizer, parse_spec
 
-from .helpers import WORDS, make_corpus
+from .helpers import WORDS, make_corpus, tiny_options
 
 
 @pytest.fixture(autouse=True)
@@ -165,20 +165,9 @@ def test_model_folder_tokenizer_and_transformers_export(tmp_path):
 def tiny_run(corpus, out, *extra):
     return [
         "run",
-        "--model",
-        "tiny",
-        "--steps",
-        "3",
-        "--batch-size",
-        "2",
-        "--train-len",
-        "32",
-        "--eval-len",
-        "64",
+        *tiny_options(steps=3, batch_size=2, eval_len=64, eval_tokens=128),
         "--tasks",  # the default's retrieval would be left out with a warning: no prompt fits in 32 tokens
         "perplexity",
-        "--eval-tokens",
-        "128",
         "--corpus",
         str(corpus),
         "--out",
