@@ -1,0 +1,31 @@
+"""Every committed results folder's report.md and summary.md are what `extrapolate report` writes from its
+results table today: a folder whose table, samples or training log changed (answers recovered, intervals added)
+or whose pages the report code now writes differently fails here until `extrapolate report FOLDER` is run."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from extrapolate.report.pages import write_report
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+FOLDERS = sorted(p.parent.name for p in RESULTS.glob("*/report.md") if (p.parent / "results.csv").exists())
+PAGES = ("report.md", "summary.md")
+
+
+def test_there_are_committed_reports_to_check():
+    assert {"showcase", "showcase-seeds", "smollm2-retrieval", "reference"} <= set(FOLDERS)
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_a_committed_report_is_what_the_report_command_writes(name, tmp_path):
+    folder = tmp_path / name
+    shutil.copytree(RESULTS / name, folder)
+    write_report(folder)
+    for page in PAGES:
+        committed = RESULTS / name / page
+        if committed.exists():
+            assert (folder / page).read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
+                f"results/{name}/{page} is not what the report code writes: run `extrapolate report results/{name}`"
+            )
