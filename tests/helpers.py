@@ -13,6 +13,8 @@ import pytest
 
 from extrapolate.core.faults import KILL_AT_STEP
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+
 WORDS = (
     "the grass is green and the sky is blue while the sun is yellow over the quiet river where "
     "old ships sail slowly past the harbour wall at dusk and gulls cry"
@@ -71,11 +73,29 @@ def killed_at_step(command: list[str], env: dict, step: int, **popen) -> subproc
     return done
 
 
+def project_files(pattern: str) -> list[Path]:
+    """The repository's own files matching `pattern` (a git pathspec such as "*.md"): tracked or new, not what
+    git ignores (a user's results folders, perhaps being written while the tests run). Outside a git checkout,
+    every matching file under the root."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", pattern],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        return sorted(ROOT / name for name in listed if (ROOT / name).is_file())
+    except (OSError, subprocess.CalledProcessError):
+        found = ROOT.glob(f"**/{pattern}")
+        return sorted(p for p in found if not {".git", "node_modules"} & set(p.parts) and "egg-info" not in str(p))
+
+
 def load_script(name: str):
     """A script of scripts/ imported as a module (scripts/ is not a package), for its functions and `main`."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    path = ROOT / "scripts" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

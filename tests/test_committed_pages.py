@@ -3,14 +3,16 @@ results table today: a folder whose table, samples or training log changed (answ
 or whose pages the report code now writes differently fails here until `extrapolate report FOLDER` is run."""
 
 import shutil
-from pathlib import Path
 
 import pytest
 
 from extrapolate.report.pages import write_report
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
-FOLDERS = sorted(p.parent.name for p in RESULTS.glob("*/report.md") if (p.parent / "results.csv").exists())
+from .helpers import ROOT, project_files
+
+RESULTS = ROOT / "results"
+# the committed folders only: a user's own results folders are ignored by git and may be written by older code
+FOLDERS = sorted(p.parent.name for p in project_files("results/*/report.md") if (p.parent / "results.csv").exists())
 PAGES = ("report.md", "summary.md")
 
 

@@ -5,7 +5,6 @@ docs/cli.md is the reference generated from the CLI itself (`python -m extrapola
 
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,28 +12,9 @@ import typer
 
 from extrapolate.cli.app import app
 
-ROOT = Path(__file__).resolve().parents[1]
+from .helpers import ROOT, project_files
 
-
-def project_markdown() -> list[Path]:
-    """The repository's own Markdown files: tracked or new, not what git ignores (a user's results folders,
-    perhaps being written while the tests run). Outside a git checkout, every file under the root."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.splitlines()
-        return sorted(ROOT / name for name in listed if (ROOT / name).is_file())
-    except (OSError, subprocess.CalledProcessError):
-        return sorted(
-            p for p in ROOT.rglob("*.md") if not {".git", "node_modules"} & set(p.parts) and "egg-info" not in str(p)
-        )
-
-
-DOCS = project_markdown()
+DOCS = project_files("*.md")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
