@@ -149,15 +149,24 @@ def write_table(path: Path, frame: pd.DataFrame) -> None:
         frame.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
 
 
+def with_numbers(frame: pd.DataFrame, checks: RowChecks) -> pd.DataFrame:
+    """New rows with their number columns as numbers, as the table reads back: a column the rows leave empty
+    (None) is then NaN, not text, and pandas 2 and 3 give the merged table the same dtypes (one writes a float
+    column joined to an empty text one as text: "2.0" where the other writes "2")."""
+    for column in dict.fromkeys((*checks.numeric, *checks.later)):
+        if column in frame.columns:
+            frame[column] = pd.to_numeric(frame[column])
+    return frame
+
+
 def merge_rows(path: Path, rows: list[dict], columns: list[str], key: list[str]) -> pd.DataFrame:
     """Append rows, replacing earlier rows with the same key; the file is replaced atomically."""
     old = read_table(path, columns)
-    new = pd.DataFrame(rows, columns=columns)
-    if len(old):
-        keep = ~key_strings(old, key).isin(set(key_strings(new, key)))
-        frame = pd.concat([old[keep], new], ignore_index=True) if len(new) else old
-    else:
-        frame = new
+    new = with_numbers(pd.DataFrame(rows, columns=columns), ROW_CHECKS.get(path.name, RowChecks()))
+    kept = old[~key_strings(old, key).isin(set(key_strings(new, key)))] if len(old) else old
+    # an empty side is left out rather than concatenated: its dtypes would decide nothing (pandas 2 warns)
+    parts = [part for part in (kept, new) if len(part)]
+    frame = pd.concat(parts, ignore_index=True) if len(parts) == 2 else (parts[0] if parts else new)
     write_table(path, frame)
     return frame
 
@@ -278,7 +287,8 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     by = by or ["encoding", "train_len", "eval_len", "task", "metric", "depth"]
     frame = frame.copy()
     if "depth" in frame:
-        frame["depth"] = frame["depth"].fillna(-1)
+        # numeric first: a column of depths and Nones is of object dtype, whose fillna pandas 2 warns about
+        frame["depth"] = pd.to_numeric(frame["depth"], errors="coerce").fillna(-1)
     for column in ("n", "ci_low", "ci_high"):  # a table written before the intervals were
         frame[column] = pd.to_numeric(frame[column], errors="coerce") if column in frame else float("nan")
     ok = frame[frame["status"] == "ok"]

@@ -125,7 +125,7 @@ def changed_cells(reference: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
 
     def statuses(table):
         frame = table.copy()
-        frame["depth"] = frame["depth"].fillna(-1.0).astype(float)
+        frame["depth"] = pd.to_numeric(frame["depth"]).fillna(-1.0)
         frame["seed"] = 0  # seeds are the suite's business, not the cell's identity here
         return frame.set_index(CELL_KEY)["status"]
 
