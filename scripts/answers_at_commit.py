@@ -93,7 +93,9 @@ def samples_from(answers: list[dict], committed: pd.DataFrame) -> tuple[list[dic
         seen[cell] = seen.get(cell, -1) + 1
         record = {"task": kind[protocol], "protocol": protocol, "eval_len": answer["eval_len"]}
         record |= {"depth": answer["depth"], "index": seen[cell]}
-        record |= {k: answer[k] for k in ("reference", "prediction", "score", "ranked_first") if k in answer}
+        record |= {
+            k: answer[k] for k in ("reference", "prediction", "score", "ranked_first", "rank_margin") if k in answer
+        }
         records.append(record)
     means = {}  # (protocol, length, depth, field): the cell's answers' mean
     for field in RETRIEVAL_METRICS.values():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 
 LOG_VARIABLE = "EXTRAPOLATE_ANSWERS_LOG"
@@ -60,7 +61,11 @@ def install() -> None:
     def candidate_scores_logged(*args, **kwargs):
         scores = candidate_scores(*args, **kwargs)  # (candidates,): the true answer's first
         if state["length"] is not None and state["answers"]:
-            state["answers"][-1]["ranked_first"] = bool((scores[0] > scores[1:]).all())
+            margin = float(scores[0] - scores[1:].max())  # as today's evaluate_passkey keeps it
+            state["answers"][-1] |= {
+                "ranked_first": margin > 0,
+                "rank_margin": round(margin, 4) if math.isfinite(margin) else None,
+            }
         return scores
 
     passkey.evaluate_passkey = evaluate_logged

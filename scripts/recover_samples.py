@@ -10,10 +10,15 @@ as it is: the id does not hold the list of kinds). Then:
   is named and skipped: what would be measured is not what the rows are;
 - else the cells are measured into a scratch folder, the model trained again where it is not cached (same
   seed, same data, same device: the same model), and the samples file is copied into FOLDER only if every
-  re-measured row equals its committed row (value and n). A row that differs is named and nothing is written.
+  re-measured row equals its committed row (value and n). A row that differs is named and nothing is written,
+  with one exception: where every greedy row comes back and only rank rows (`rank_accuracy`, the true answer's
+  log-likelihood against its distractors') do not, the answers are the run's, and they are written with the
+  rank fields of those cells left empty, the line naming each cell with its prompts' margins as measured now
+  (a rank at a near tie can turn on another CPU's bf16 path, or another order of the same sums).
   The scratch folder is FOLDER/.recover/<run id>/, kept until the run is decided: a stopped run resumes from
   its finished depths (their answers kept in its depth logs), which at SmolLM2's 32768 tokens on a CPU is the
-  difference between an hour lost and none.
+  difference between an hour lost and none. A refused run keeps it too, to read its answers, and to be
+  decided again without measuring (delete it to measure again).
 
 With `--perplexity`, a run's perplexity rows written before rows recorded an interval are measured too, and
 get the re-measured interval (n and the bounds of the bootstrap over documents) only where every one of them
@@ -44,15 +49,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from extrapolate.core.atomic import write_text
 from extrapolate.core.lock import table_lock
 from extrapolate.core.paths import RUNS_FOLDER
-from extrapolate.report.samples import samples_path
+from extrapolate.report.samples import read_lines, samples_path
 from extrapolate.report.table import COLUMNS, RESULTS_FILE, load_results, read_table, write_table
 from extrapolate.run.request import RunRequest
 
 KEY = ["task", "protocol", "eval_len", "depth", "metric"]  # a row within its run
 PERPLEXITY = "perplexity"
 INTERVAL_COLUMNS = ["n", "ci_low", "ci_high", "ci_method"]
+RANK_METRIC = "rank_accuracy"
+REFUSED = "not given back"
 SCRATCH_FOLDER = ".recover"  # inside FOLDER: a run's measurement while it is under way (ignored by git)
 
 
@@ -115,22 +123,23 @@ def within_last_digit(a: float, b: float) -> bool:
     return abs(a - b) <= unit * (1 + 1e-9)
 
 
-def differences(committed: pd.DataFrame, fresh: pd.DataFrame, last_digit: bool = False) -> list[str]:
-    """Each committed row whose re-measured value or n differs (or is missing), as one line. Values must be
-    equal, or with `last_digit` agree to the table's six digits (perplexity, a mean of float losses)."""
+def differences(committed: pd.DataFrame, fresh: pd.DataFrame, last_digit: bool = False) -> dict[tuple, str]:
+    """{row's KEY: one line} for each committed row whose re-measured value or n differs (or is missing).
+    Values must be equal, or with `last_digit` agree to the table's six digits (perplexity, a mean of float
+    losses)."""
     old, new = keyed(committed), keyed(fresh)
     assert new.index.is_unique, "a run's rows are one per task, protocol, length, depth and metric"
-    out = []
+    out = {}
     for key, row in old.iterrows():
         if key not in new.index:
-            out.append(f"{key}: not measured again")
+            out[key] = f"{key}: not measured again"
             continue
         again = new.loc[key]
         same_n = pd.isna(row["n"]) or float(row["n"]) == float(again["n"])
         value, value_again = float(row["value"]), float(again["value"])
         same = within_last_digit(value, value_again) if last_digit else abs(value - value_again) <= 1e-9
         if not same or not same_n:  # NaN is no match
-            out.append(f"{key}: committed {float(row['value']):g}, again {float(again['value']):g}")
+            out[key] = f"{key}: committed {float(row['value']):g}, again {float(again['value']):g}"
     return out
 
 
@@ -157,7 +166,9 @@ def recover_run(
     record = json.loads(record_path.read_text())
     scratch = folder / SCRATCH_FOLDER / run_id
     said = measure_again(folder, scratch, run_id, record, rows, kinds, task_files, dry_run)
-    if not dry_run:  # decided (written, refused or skipped): the scratch goes; a stopped run keeps it
+    if REFUSED in said:  # its measurement stays, to read and to decide again from without measuring
+        return f"{said}; its measurement kept in {scratch} (delete it to measure again)"
+    if not dry_run:  # decided (written or skipped): the scratch goes; a stopped run keeps it
         shutil.rmtree(scratch, ignore_errors=True)
         if (folder / SCRATCH_FOLDER).is_dir() and not any((folder / SCRATCH_FOLDER).iterdir()):
             (folder / SCRATCH_FOLDER).rmdir()
@@ -227,13 +238,32 @@ def measure_again(
 
 
 def write_samples_back(folder: Path, scratch: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
+    """The samples file copied in when every retrieval row came back. Where only rank rows did not (every
+    greedy row came back, so every answer is the run's), the answers are written with those cells' rank
+    fields empty (unknown: the rank near a tie turned), and the line says which, with their margins now."""
     differ = differences(rows, fresh)
-    if differ:
-        return f"{len(differ)} of {len(rows)} retrieval rows not given back, no samples written ({differ[0]})"
+    rank_only = {key: line for key, line in differ.items() if key[-1] == RANK_METRIC}
+    if len(rank_only) < len(differ):
+        first = next(line for key, line in differ.items() if key not in rank_only)
+        return f"{len(differ)} of {len(rows)} retrieval rows {REFUSED}, no samples written ({first})"
     target = samples_path(folder, run_id)
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(samples_path(scratch, run_id), target)
-    return f"every one of {len(rows)} retrieval rows given back; samples written"
+    if not differ:
+        shutil.copyfile(samples_path(scratch, run_id), target)
+        return f"every one of {len(rows)} retrieval rows given back; samples written"
+    records = read_lines(samples_path(scratch, run_id))
+    turned = []
+    for key, line in rank_only.items():
+        cell = [r for r in records if (r["task"], r["protocol"], r["eval_len"], r.get("depth", -1.0)) == key[:4]]
+        margins = ", ".join(str(r.get("rank_margin")) for r in cell)
+        turned.append(f"{line}, its prompts' margins now {margins}")
+        for record in cell:
+            record.update(ranked_first=None, rank_margin=None)
+    write_text(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    return (
+        f"every greedy row given back, {len(turned)} rank rows otherwise; samples written without those "
+        f"cells' rank ({'; '.join(turned)})"
+    )
 
 
 def write_intervals_back(folder: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
@@ -241,7 +271,8 @@ def write_intervals_back(folder: Path, run_id: str, rows: pd.DataFrame, fresh: p
     documents), only when every such row of the run came back with its value; the values stay."""
     differ = differences(rows, fresh, last_digit=True)
     if differ:
-        return f"{len(differ)} of {len(rows)} perplexity rows not given back, no interval written ({differ[0]})"
+        first = next(iter(differ.values()))
+        return f"{len(differ)} of {len(rows)} perplexity rows {REFUSED}, no interval written ({first})"
     again = keyed(fresh)
     with table_lock(folder):  # a sweep still writing to the folder appends under the same lock
         table = read_table(folder / RESULTS_FILE, COLUMNS)

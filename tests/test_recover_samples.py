@@ -76,14 +76,62 @@ def test_a_row_that_does_not_come_back_writes_nothing(made, tmp_path, monkeypatc
     root, _ = made
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
     folder, target = without_samples(made, tmp_path)
-    rows = pd.read_csv(folder / "results.csv")
-    changed = rows.index[(rows["task"] == "passkey") & (rows["eval_len"] == 256)][0]
-    rows.loc[changed, "value"] = 1.0 - rows.loc[changed, "value"]  # a committed value its model does not give
-    rows.to_csv(folder / "results.csv", index=False)
+    changed_row(folder, "accuracy")  # a committed greedy value its model does not give
     load_script("recover_samples").main([str(folder)])
     out = capsys.readouterr().out
     assert "not given back, no samples written" in out and "256" in out
     assert not target.exists()
+
+
+def changed_row(folder: Path, metric: str) -> tuple:
+    """Change the first passkey row of `metric` at 256 to a value its model does not give; returns its cell."""
+    rows = pd.read_csv(folder / "results.csv")
+    changed = rows.index[(rows["task"] == "passkey") & (rows["eval_len"] == 256) & (rows["metric"] == metric)][0]
+    rows.loc[changed, "value"] = 1.0 - rows.loc[changed, "value"]
+    rows.to_csv(folder / "results.csv", index=False)
+    return rows.loc[changed, "protocol"], 256, float(rows.loc[changed, "depth"])
+
+
+def test_a_refused_run_keeps_its_measurement_and_is_decided_again_without_measuring(
+    made, tmp_path, monkeypatch, capsys
+):
+    root, _ = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, target = without_samples(made, tmp_path)
+    changed_row(folder, "accuracy")
+    recover = load_script("recover_samples")
+    recover.main([str(folder)])
+    assert "no samples written" in capsys.readouterr().out
+    assert any((folder / ".recover").rglob("results.csv"))  # its rows and answers, to read
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr("extrapolate.run.cell.run_cell", no_measuring)
+    recover.main([str(folder)])
+    assert "no samples written" in capsys.readouterr().out and not target.exists()
+
+
+def test_only_rank_rows_that_turned_write_the_answers_without_those_cells_rank(made, tmp_path, monkeypatch, capsys):
+    root, samples = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, target = without_samples(made, tmp_path)
+    protocol, length, depth = changed_row(folder, "rank_accuracy")
+    load_script("recover_samples").main([str(folder)])
+    out = capsys.readouterr().out
+    assert "every greedy row given back, 1 rank rows otherwise" in out and "margins now" in out
+    written = [json.loads(line) for line in target.read_text().splitlines()]
+    original = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(written) == len(original)
+    for mine, theirs in zip(written, original):
+        turned = (mine["protocol"], mine["eval_len"], mine["depth"]) == (protocol, length, depth)
+        assert mine["prediction"] == theirs["prediction"] and mine["score"] == theirs["score"]
+        if turned:
+            assert mine["ranked_first"] is None and mine["rank_margin"] is None
+        else:
+            assert mine == theirs
+    assert sum((r["protocol"], r["eval_len"], r["depth"]) == (protocol, length, depth) for r in written) > 0
+    assert not (folder / ".recover").exists()
 
 
 def test_a_request_that_resolves_to_another_id_is_skipped(made, tmp_path, monkeypatch, capsys):

@@ -32,7 +32,8 @@ class PasskeyCell:
     accuracy: float
     rank_accuracy: float
     trials: int
-    # one record per prompt, in trial order: index, reference, prediction, score (0/1), ranked_first
+    # one record per prompt, in trial order: index, reference, prediction, score (0/1), ranked_first and
+    # rank_margin (the true answer's log-likelihood less the best distractor's, nats: > 0 exactly when ranked first)
     samples: list[dict] = dataclasses.field(default_factory=list)
 
 
@@ -232,16 +233,20 @@ def evaluate_passkey(
                 prediction = builder.tokenizer.decode(answers[i])
                 correct = builder.is_correct(prediction, prompt)
                 counts[d, 0] += correct
-                first = None
+                ranked = {}
                 if rank:
                     candidates = builder.candidate_answers(prompt, t)
                     scores = candidate_scores(model, copy_cache(cache, i), last[i], candidates, length, device)
-                    first = bool((scores[0] > scores[1:]).all())
-                    counts[d, 1] += first
+                    # how near the rank was to turning: a near tie can turn on another CPU's bf16 path
+                    margin = float(scores[0] - scores[1:].max())  # at least one distractor (task files)
+                    ranked = {
+                        "ranked_first": margin > 0,
+                        "rank_margin": round(margin, 4) if math.isfinite(margin) else None,
+                    }
+                    counts[d, 1] += ranked["ranked_first"]
                 reference = builder.task.answer_join.join(str(k) for k in prompt.answer_keys)
                 records[d].append(
-                    {"index": t, "reference": reference, "prediction": prediction, "score": float(correct)}
-                    | ({"ranked_first": first} if rank else {})
+                    {"index": t, "reference": reference, "prediction": prediction, "score": float(correct)} | ranked
                 )
             if log:
                 log.record(d, float(counts[d, 0]), float(counts[d, 1]), records[d])
