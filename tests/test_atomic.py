@@ -168,3 +168,23 @@ def test_out_of_memory_is_one_rule_for_host_and_device():
         assert exhaustion_line(exc).startswith(f"out of memory on {owner}: a smaller --batch-size, width or length")
     for exc in (RuntimeError("shape mismatch"), ValueError("out of memory"), OSError(errno.ENOMEM, "no memory")):
         assert not is_out_of_memory(exc) and exhaustion_line(exc) is None
+
+
+def test_a_refused_write_names_the_target_not_its_temporary_file(tmp_path):
+    """Replacing a folder with a file fails; the error names what the user asked to write."""
+    target = tmp_path / "results.json"
+    (target / "inside").mkdir(parents=True)
+    with pytest.raises(OSError) as raised:
+        write_text(target, "{}")
+    assert raised.value.filename == str(target) and raised.value.filename2 is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # no temporary file left
+
+
+def test_a_refused_folder_names_the_target_not_its_staging_folder(tmp_path):
+    target = tmp_path / "export"
+    (target / "kept").mkdir(parents=True)  # not empty: never replaced
+    with pytest.raises(OSError) as raised:
+        with atomic_folder(target) as staging:
+            (staging / "config.json").write_text("{}")
+    assert raised.value.filename == str(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"] and (target / "kept").is_dir()

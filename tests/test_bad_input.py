@@ -283,6 +283,35 @@ def test_table_with_a_length_below_one(work, name, column, value):
 
 
 @pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"depth": float("inf"), "task": "passkey"}, "depth is infinite"),
+        ({"n": float("inf")}, "n is infinite"),
+        ({"n_tokens": 2.5}, "n_tokens must be a whole number"),
+        ({"value": 0.5}, "value of a 'ppl' row must be at least 1"),
+        ({"value": float("-inf")}, "value of a 'ppl' row must be at least 1"),
+        ({"value": -0.1, "metric": "nll"}, "value of a 'nll' row must be at least 0"),
+        ({"task": "passkey", "metric": "accuracy", "depth": 0.5, "value": 1.5}, "'accuracy' row must be from 0 to 1"),
+        ({"task": "passkey", "metric": "rank_accuracy", "depth": 0.5, "value": -1}, "must be from 0 to 1"),
+        ({"task": "passkey", "metric": "accuracy", "depth": 5, "value": 0.5}, "depth must be from 0 to 1"),
+    ],
+)
+def test_table_with_a_number_no_measurement_gives(work, change, needle):
+    """Numbers the tool never writes (an infinite count or depth, a share outside [0, 1], a perplexity below 1,
+    a fractional count) are refused where the table is read, not in a report's figures. An overflowed
+    perplexity (inf) is a value (test_robustness)."""
+    import pandas as pd
+
+    table = pd.read_csv(work / "run" / "results.csv")
+    row = table.index[table["metric"] == "ppl"][-1]
+    for column, value in change.items():
+        table[column] = table[column].astype(object)
+        table.loc[row, column] = value
+    table.to_csv(work / "run" / "results.csv", index=False)
+    assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), needle)
+
+
+@pytest.mark.parametrize(
     "column,value", [("step", "late"), ("retrieval_accuracy", "high"), ("step", ""), ("step", "0")]
 )
 def test_damaged_training_log(work, column, value):

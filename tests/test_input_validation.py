@@ -2,6 +2,8 @@
 nothing written (a head too small for NTK, a scaling option outside its formula's domain, a task template
 with a placeholder the prompt builder does not fill, a JSON corpus record without a text string)."""
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -64,6 +66,7 @@ def run_args(corpus, out, *extra):
         (["pi", "--factor", "0.5"], "≥ 1"),
         (["yarn", "--factor", "2", "--beta-fast", "1", "--beta-slow", "2"], "beta_fast must be at least beta_slow"),
         (["longrope", "--factor", "2", "--original-len", "1"], "original length of at least 2"),
+        (["ssmax", "--original-len", "1"], "ssmax needs an original length of at least 2"),  # s = 1/ln L
         (["sinusoidal", "--position", "100000000000000000000"], "--position"),
         (["t5", "--distances", "1,100000000000000000000"], "--distances"),
         (["alibi", "--heads", "100000000000"], "--heads is at most 65536"),  # used to run for minutes
@@ -73,6 +76,15 @@ def run_args(corpus, out, *extra):
 )
 def test_encodings_show_refuses_inputs_outside_the_formula(args, needle):
     assert_one_line_error(cli.invoke(app, ["encodings", "show", *args]), needle)
+
+
+@pytest.mark.parametrize("length", [2, 3, 5])
+def test_ssmax_shows_its_scale_at_the_shortest_lengths(length):
+    """L // 4 keys is 0 below L = 4: the keys shown are distinct and at least one (log n defined)."""
+    result = cli.invoke(app, ["encodings", "show", "ssmax", "--original-len", str(length), "--json"])
+    assert result.exit_code == 0, result.output
+    keys = json.loads(result.output)["keys"]
+    assert keys == sorted(set(keys)) and keys[0] == 1 and length in keys
 
 
 def test_a_two_wide_head_is_refused_before_training(tmp_path):

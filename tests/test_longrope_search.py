@@ -135,3 +135,14 @@ def test_a_target_inside_L_is_one_line(tmp_path, monkeypatch):
     args = ["longrope-search", "--model", "tiny", "--steps", "2", "--train-len", "32", "--target", "32"]
     result = CliRunner().invoke(app, [*args, "--corpus", str(make_corpus(tmp_path / "corpus"))])
     assert result.exit_code == 2 and "--target" in result.output and "Traceback" not in result.output
+
+
+def test_an_out_that_is_a_folder_is_refused_before_the_search(tmp_path, monkeypatch):
+    """The search writes --out at its end: a folder there is named before any model is trained."""
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "taken").mkdir()
+    result = CliRunner().invoke(
+        app, ["longrope-search", "--model", "tiny", "--target", "512", "--out", str(tmp_path / "taken")]
+    )
+    assert result.exit_code == 2 and "--out" in result.output and "is a folder" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "cache").exists()

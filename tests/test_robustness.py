@@ -52,6 +52,7 @@ BAD = [
     (["--encoding", "alibbi"], "did you mean alibi"),
     (["--encoding", "yarnn"], "did you mean yarn"),
     (["--tasks", "perplexty"], "did you mean perplexity"),
+    (["--tasks", "passkee"], "did you mean passkey, passkey-single, passkey-word?"),  # each name once
     (["--model", "smal"], "did you mean small"),
     (["--eval-len", "16"], "shorter than --train-len"),
     (["--eval-len", "abc"], "--eval-len"),
@@ -94,6 +95,7 @@ def test_corpus_problems(tmp_path):
     (tmp_path / "short.txt").write_text("too short " * 5)
     assert_one_line_error(cli.invoke(app, base(tmp_path / "short.txt", out)), "longer than")
     assert_one_line_error(cli.invoke(app, base("shakespear", out)), "did you mean shakespeare")
+    assert_one_line_error(cli.invoke(app, base(" ", out)), "--corpus: give a built-in name")  # not the folder "."
     assert_one_line_error(cli.invoke(app, base("someone/some-dataset", out)), "offline")
     assert not out.exists()
 
@@ -172,6 +174,17 @@ def test_non_finite_values_stay_out_of_the_plots(tmp_path, corpus):
     result = cli.invoke(app, ["report", str(out)])
     assert result.exit_code == 0, result.output
     assert "inf" in (out / "report.md").read_text()
+
+
+def test_a_perplexity_at_the_edge_of_floats_is_drawn(tmp_path, corpus):
+    """1e308 at every length: the log axis's own ticks, where round numbers cannot be stepped through."""
+    out = tmp_path / "r"
+    assert cli.invoke(app, base(corpus, out)).exit_code == 0
+    table = pd.read_csv(out / "results.csv")
+    table.loc[table["metric"] == "ppl", "value"] = 1e308
+    table.to_csv(out / "results.csv", index=False)
+    result = cli.invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
 
 
 def test_interrupt_inside_a_command_says_so(monkeypatch):
@@ -284,3 +297,18 @@ def test_other_commands_check_their_outputs_before_any_work(tmp_path, args, need
     args = [a.format(tmp=tmp_path, file=tmp_path / "afile") for a in args]
     assert_one_line_error(cli.invoke(app, args), needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--encodings", "clasic"], "unknown encoding or group 'clasic'; did you mean classic?"),
+        (["--seeds", "0,,1"], "--seeds: an empty item in '0,,1'"),  # a seed left out, not a sweep of two
+        (["--seeds", str(2**63)], "--seeds must be ≤"),
+        (["--eval-lens", "256,,1k"], "--eval-lens: an empty item"),
+    ],
+)
+def test_sweep_lists_refused_in_one_line(tmp_path, args, needle):
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, ["sweep", "--dry-run", "--out", str(out), *args]), needle)
+    assert not out.exists()

@@ -204,7 +204,7 @@ def test_report_of_a_table_without_later_columns_names_them_unrecorded(tmp_path)
     assert "protocols: `unrecorded`" in (folder / "report.md").read_text()
     pd.DataFrame([*rows, {**row, "task": "passkey", "metric": "accuracy"}]).to_csv(folder / "results.csv", index=False)
     result = cli.invoke(app, ["report", str(folder)])
-    assert result.exit_code == 2 and "a passkey row has no depth" in result.output.strip().splitlines()[-1]
+    assert result.exit_code == 2 and "a task 'passkey' row has no depth" in result.output.strip().splitlines()[-1]
 
 
 def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():

@@ -150,6 +150,7 @@ def sweep(
     """Every encoding × seed on the same model, data and budget; one results table and one report."""
     from extrapolate.cli.util import parse_int_list
     from extrapolate.core.launch import main_process
+    from extrapolate.core.numbers import SEED_MAX
     from extrapolate.run.sweep import submit_job, sweep_job
 
     steps = parse_int_list(finetune_steps, "--finetune-steps", 0) if finetune_steps is not None else None
@@ -170,13 +171,15 @@ def sweep(
         from extrapolate.run.cluster import SlurmOptions
 
         options = SlurmOptions(partition, gpus_per_task, cpus_per_task, time_min)
-        folder, submission = submit_job(request, encodings, parse_int_list(seeds, "--seeds", 0), options, steps)
+        folder, submission = submit_job(
+            request, encodings, parse_int_list(seeds, "--seeds", 0, SEED_MAX), options, steps
+        )
         render_submission(submission, folder)
         return
     folder, plan = sweep_job(
         request,
         encodings,
-        parse_int_list(seeds, "--seeds", 0),
+        parse_int_list(seeds, "--seeds", 0, SEED_MAX),
         reporter_for(quiet) if main_process() else None,
         dry_run,
         steps,

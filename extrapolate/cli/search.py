@@ -10,6 +10,7 @@ import typer
 
 from extrapolate.cli.options import parse_length, with_request
 from extrapolate.cli.util import stdout
+from extrapolate.core.paths import file_target
 from extrapolate.run.longrope_search import SearchSettings
 from extrapolate.run.request import RunRequest
 
@@ -48,7 +49,7 @@ def longrope_search(
 
     settings = SearchSettings(population, iterations, parents, mutations, crossovers, step, seed=seed)
     request = replace(request, seed=seed)
-    out = request.out or Path("results") / f"longrope-search-{target}.json"
+    out = file_target(request.out or Path("results") / f"longrope-search-{target}.json", "--out")
     best = [float("inf")]
 
     def progress(done: int, total: int, candidate) -> None:

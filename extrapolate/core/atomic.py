@@ -21,19 +21,31 @@ def default_mode(folder: bool = False) -> int:
 
 
 @contextlib.contextmanager
+def naming_target(path: Path) -> Iterator[None]:
+    """A refused temporary file or rename names `path`, what the user asked for, not the temporary name."""
+    try:
+        yield
+    except OSError as exc:
+        exc.filename, exc.filename2 = str(path), None
+        raise
+
+
+@contextlib.contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path next to `path`; on success it replaces `path`, on failure it is removed. A full
     disk while writing names `path` (`core.errors.naming_path`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
+    with naming_target(path):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
     os.close(fd)
     try:
         with naming_path(path):
             yield Path(tmp)
         # an existing file keeps its mode, as an in-place write would
         os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else default_mode())
-        os.replace(tmp, path)
+        with naming_target(path):
+            os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -51,14 +63,16 @@ def atomic_folder(path: Path | str) -> Iterator[Path]:
     and `mkdir` would give. A full disk while filling it names `path` (`core.errors.naming_path`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".staging-{path.name}-"))
+    with naming_target(path):
+        staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".staging-{path.name}-"))
     try:
         with naming_path(path):
             yield staging
         for item in [staging, *staging.rglob("*")]:
             os.chmod(item, default_mode(folder=item.is_dir()))
-        if path.exists():
-            path.rmdir()  # only an empty folder: never replace files the caller did not write
-        os.replace(staging, path)
+        with naming_target(path):
+            if path.exists():
+                path.rmdir()  # only an empty folder: never replace files the caller did not write
+            os.replace(staging, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from extrapolate.core.errors import UserError
 
 
-def parse_int_list(text: str, what: str, minimum: int | None = None) -> list[int]:
+def parse_int_list(text: str, what: str, minimum: int | None = None, maximum: int | None = None) -> list[int]:
+    if not text.strip():
+        raise UserError(f"{what}: give at least one number")
     values = []
     for part in text.split(","):
         part = part.strip().lower().replace("_", "")
-        if not part:
-            continue
+        if not part:  # "1k,,4k": a number left out (an empty shell variable) would change the run unseen
+            raise UserError(f"{what}: an empty item in {text.strip()!r}; give numbers separated by commas")
         scale = 1
         if part.endswith("k"):
             part, scale = part[:-1], 1024
@@ -27,6 +29,8 @@ def parse_int_list(text: str, what: str, minimum: int | None = None) -> list[int
             raise UserError(f"{what}: {part!r} is not a whole number") from None
         if minimum is not None and value < minimum:
             raise UserError(f"{what} must be ≥ {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise UserError(f"{what} must be ≤ {maximum}, got {value}")
         values.append(value)
     if not values:
         raise UserError(f"{what}: give at least one number")
@@ -122,3 +126,6 @@ def check_number(flag: str, value, bound: Bound | None) -> None:
         raise UserError(f"{flag} must be a finite number, got {value}")
     if bound is not None and not bound.holds(value):
         raise UserError(f"{flag} must be {bound.text}, got {value:g}")
+
+
+SEED_MAX = 2**63 - 1  # torch.manual_seed's bound

@@ -53,6 +53,17 @@ def writable_folder(folder: Path, what: str = "output folder") -> Path:
     return folder
 
 
+def file_target(path: Path, flag: str) -> Path:
+    """Check, creating nothing, that a file can be written at `path` (given by `flag`): not a folder, in a folder
+    that can be made and written. For commands that write their file only at the end of long work."""
+    from extrapolate.core.errors import UserError
+
+    if path.is_dir():
+        raise UserError(f"{flag} {path} is a folder; name a file in it")
+    folder_target(path.parent, f"{flag}'s folder")
+    return path
+
+
 def folder_target(folder: Path, what: str = "output folder") -> Path:
     """Check, creating nothing, that `folder` can be made and written: for commands that write only at the end,
     so a failure before then leaves no empty folder behind."""

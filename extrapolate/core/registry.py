@@ -39,6 +39,7 @@ class Registry(Generic[T]):
 
 
 def unknown_name_message(what: str, name: str, valid: list[str]) -> str:
+    valid = list(dict.fromkeys(valid))  # a name listed twice is suggested once
     close = difflib.get_close_matches(name.lower(), valid, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(close)}?" if close else f"valid: {', '.join(valid)}"
     return f"unknown {what} {name!r}; {hint}"

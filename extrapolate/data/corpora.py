@@ -43,6 +43,8 @@ class Corpus:
 
 def load_corpus(spec: str) -> Corpus:
     spec = spec.strip()
+    if not spec:  # Path("") is the current folder
+        raise UserError("--corpus: give a built-in name, a path or a hub dataset, not an empty string")
     if spec.lower() in BUILTIN:
         return shakespeare(joined=spec.lower() == JOINED)
     path = Path(spec).expanduser()

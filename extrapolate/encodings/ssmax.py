@@ -18,6 +18,7 @@ import math
 import torch
 from torch import nn
 
+from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.rotary import Rotary
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
@@ -66,8 +67,14 @@ class SSMax(PositionalEncoding):
 
 def show_ssmax(query: ShowQuery) -> dict:
     """The query scale s·log n at the initial s = 1/ln L for n = 1, L/4, L, 4L, 16L keys."""
+    if query.original_len < 2:
+        raise UserError(
+            f"ssmax needs an original length of at least 2 (its initial s is 1/ln L), got {query.original_len}"
+        )
     initial = 1.0 / math.log(query.original_len)
-    keys = [1, query.original_len // 4, query.original_len, 4 * query.original_len, 16 * query.original_len]
+    keys = sorted(
+        {1, max(1, query.original_len // 4), query.original_len, 4 * query.original_len, 16 * query.original_len}
+    )
     return {"initial_scale": initial, "keys": keys, "query_scale": [initial * math.log(n) for n in keys]}
 
 

@@ -150,7 +150,9 @@ def log_ticks(ax) -> None:
     from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
     lo, hi = ax.get_ylim()
-    if hi / lo >= 10:
+    # an axis at the edge of floats (a perplexity of 1e308) gets the axis's own ticks too: MaxNLocator
+    # cannot step through it
+    if not (0 < lo < hi < 1e300) or hi / lo >= 10:
         plain_log_ticks(ax)
         return
     if hi / lo < 2:

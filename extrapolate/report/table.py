@@ -83,13 +83,22 @@ class RowChecks:
     """What every row of a table must hold: `filled` columns have a value, `numeric` ones are numbers where
     filled, `later` columns (added after tables were first written, so possibly absent) are numbers too, and
     `positive` ones (lengths, steps) are numbers above 0; `filled_where` maps (column, value) to a column that
-    rows with that value must fill (a retrieval row has a depth)."""
+    rows with that value must fill (a retrieval row has a depth). Every number is finite but in `unbounded`
+    columns (where `ranges` say which rows may hold infinity); `whole` columns (counts) hold whole numbers;
+    `ranges` bound a column, in the rows whose `where` column holds one of `values` (every row where `where`
+    is empty), to [low, high]."""
 
     filled: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
     later: tuple[str, ...] = ()
     positive: tuple[str, ...] = ()
     filled_where: tuple[tuple[str, str, str], ...] = ()
+    whole: tuple[str, ...] = ()
+    unbounded: tuple[str, ...] = ()
+    ranges: tuple[tuple[str, str, tuple[str, ...], float, float], ...] = ()
+
+
+PROPORTIONS = ("accuracy", "rank_accuracy", "score")  # retrieval metrics: a share of prompts, or a mean credit
 
 
 ROW_CHECKS = {
@@ -99,6 +108,16 @@ ROW_CHECKS = {
         ("finetune_steps", "finetune_len", "n", "ci_low", "ci_high"),
         ("train_len", "eval_len"),
         filled_where=(("task", PASSKEY.name, "depth"),),  # a retrieval row is one depth's
+        whole=("n", "n_tokens"),
+        unbounded=("value",),  # a perplexity can overflow; a share cannot
+        ranges=(
+            ("value", "metric", PROPORTIONS, 0.0, 1.0),
+            ("value", "metric", ("ppl",), 1.0, math.inf),  # exp of a cross-entropy, which is at least 0
+            ("value", "metric", ("nll",), 0.0, math.inf),
+            ("depth", "", (), 0.0, 1.0),  # where in the context, as a fraction of it
+            ("n", "", (), 0.0, math.inf),
+            ("n_tokens", "", (), 0.0, math.inf),
+        ),
     ),
     POSITIONS_FILE: RowChecks(
         ("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),
@@ -131,8 +150,13 @@ def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
         raise ValueError(f"line {int(empty.to_numpy().argmax()) + 2} is incomplete")  # + header, 1-based
     for column in [*checks.numeric, *(c for c in checks.later if c in frame.columns)]:
         values = frame[column]
-        if pd.to_numeric(values, errors="coerce").isna().sum() > values.isna().sum():
+        numbers = pd.to_numeric(values, errors="coerce")
+        if numbers.isna().sum() > values.isna().sum():
             raise ValueError(f"column '{column}' holds a value that is not a number")
+        if column not in checks.unbounded:
+            refuse(numbers.abs() == math.inf, f"{column} is infinite")
+        if column in checks.whole:
+            refuse(numbers.notna() & (numbers != numbers.round()), f"{column} must be a whole number")
     for column in checks.positive:
         below = pd.to_numeric(frame[column]) <= 0
         if below.any():
@@ -141,7 +165,22 @@ def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
         if column in frame.columns:
             empty = (frame[column].astype(object) == value) & frame.get(needed, pd.Series(index=frame.index)).isna()
             if empty.any():
-                raise ValueError(f"line {int(empty.to_numpy().argmax()) + 2}: a {value} row has no {needed}")
+                raise ValueError(f"line {int(empty.to_numpy().argmax()) + 2}: a {column} '{value}' row has no {needed}")
+    for column, where, values, low, high in checks.ranges:
+        if column in frame.columns and (not where or where in frame.columns):
+            numbers = pd.to_numeric(frame[column], errors="coerce")
+            rows = frame[where].isin(values) if where else pd.Series(True, index=frame.index)
+            broken = rows & ((numbers < low) | (numbers > high))
+            if broken.any():
+                named = f"{column} of a '{frame[where][broken].iloc[0]}' row" if where else column
+                bounds = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+                refuse(broken, f"{named} must be {bounds}")
+
+
+def refuse(broken: pd.Series, what: str) -> None:
+    """A table whose rows break a rule, refused at its first such line (+ header, 1-based)."""
+    if broken.any():
+        raise ValueError(f"line {int(broken.to_numpy().argmax()) + 2}: {what}")
 
 
 def write_table(path: Path, frame: pd.DataFrame) -> None:
@@ -350,6 +389,9 @@ def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
     # a row written before `n` was: a retrieval row's n_tokens are its prompts × the length
     n = n.fillna(pd.to_numeric(rows["n_tokens"], errors="coerce") / rows["eval_len"].astype(float))
     rows = rows.assign(n=n, hits=rows["value"].astype(float) * n)
+    rows = rows[rows["value"].astype(float).notna()]  # a row with no value is no measurement
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
     key = ["encoding", "train_len", "eval_len"]
     grouped = rows.groupby([*key, "seed"], sort=False)
     seeds = grouped.agg(mean=("value", "mean")).assign(

@@ -20,6 +20,7 @@ from extrapolate.core.defaults import (
 from extrapolate.core.device import DTYPES, TRAIN_DTYPES
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import default_steps, stored
+from extrapolate.core.numbers import SEED_MAX
 from extrapolate.core.registry import require_known
 from extrapolate.data.tokenizers import parse_spec
 from extrapolate.encodings import EncodingSpec, get_spec
@@ -196,7 +197,7 @@ def check(request: RunRequest) -> None:
     for task in request.tasks:  # a retrieval task file's name is one too (before `named_retrieval_task` maps it)
         if not is_task_file(task):
             require_known("task", task, [*TASK_KINDS.names(), *list_task_names()])
-    if not 0 <= request.seed < 2**63:  # what every generator seeds from (a signed 64-bit integer)
+    if not 0 <= request.seed <= SEED_MAX:  # what every generator seeds from (a signed 64-bit integer)
         raise UserError(f"--seed must be in [0, 2^63), got {request.seed}")
     if request.eval_docs is not None and request.eval_docs < 1:
         raise UserError("--eval-docs must be at least 1")

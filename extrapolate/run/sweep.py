@@ -16,6 +16,7 @@ import torch
 from extrapolate.core.distributed import main_first, process_group
 from extrapolate.core.errors import UserError
 from extrapolate.core.lock import folder_lock
+from extrapolate.core.registry import unknown_name_message
 from extrapolate.encodings import encoding_groups, get_spec, sweep_order
 from extrapolate.encodings.options import check_used
 from extrapolate.report.folder import check_tables
@@ -41,12 +42,18 @@ from extrapolate.training.train import TrainingDiverged
 
 def resolve_encodings(spec: str) -> list[str]:
     names = [n.strip().lower() for n in spec.split(",") if n.strip()]
-    if names == ["all"]:
-        return sweep_order()
     if not names:
         raise UserError("--encodings: name at least one encoding, a group (classic, newer), or all")
-    groups = encoding_groups()
-    resolved = [name for n in names for name in (groups[n] if n in groups else [get_spec(n).name])]
+    groups = encoding_groups() | {"all": sweep_order()}
+    resolved = []
+    for name in names:
+        if name in groups:
+            resolved += groups[name]
+            continue
+        try:
+            resolved.append(get_spec(name).name)
+        except UserError:  # the groups named among what it may be
+            raise UserError(unknown_name_message("encoding or group", name, [*groups, *sweep_order()])) from None
     return list(dict.fromkeys(resolved))
 
 

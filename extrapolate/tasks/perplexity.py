@@ -225,7 +225,9 @@ class PerplexityKind(TaskKind):
     def non_finite(self, result: PerplexityResult) -> str:
         # NaN is no measurement (the model's numbers broke down, e.g. weights blown up by the learning rate): the
         # row says so instead of entering means and plots as a perplexity
-        return "the loss is NaN" if math.isnan(result.nll) else ""
+        if math.isnan(result.nll):
+            return "the loss is NaN"
+        return "" if math.isfinite(result.nll) else "the loss is infinite"
 
     def protocol(self, setup: TaskSetup) -> str:
         return marked(window_protocol(setup.windows, setup.stride), setup.bos is not None)
