@@ -176,6 +176,18 @@ def test_non_finite_values_stay_out_of_the_plots(tmp_path, corpus):
     assert "inf" in (out / "report.md").read_text()
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning:extrapolate")
+def test_a_perplexity_that_overflowed_everywhere_is_reported_without_numpy_warnings(tmp_path, corpus):
+    """inf at L too: its ratios are inf / inf, shown as nan, with no RuntimeWarning printed under the report."""
+    out = tmp_path / "r"
+    assert cli.invoke(app, base(corpus, out)).exit_code == 0
+    table = pd.read_csv(out / "results.csv")
+    table.loc[table["task"] == "perplexity", "value"] = float("inf")
+    table.to_csv(out / "results.csv", index=False)
+    result = cli.invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+
+
 def test_a_perplexity_at_the_edge_of_floats_is_drawn(tmp_path, corpus):
     """1e308 at every length: the log axis's own ticks, where round numbers cannot be stepped through."""
     out = tmp_path / "r"

@@ -112,7 +112,7 @@ def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False, bases: dict[str, s
             return r["status"]
         if r["encoding"] not in reference:
             return "–"
-        return f"{r['mean'] / reference[r['encoding']]:.2f}×"
+        return f"{float(r['mean']) / float(reference[r['encoding']]):.2f}×"  # inf / inf: nan, unwarned
 
     return _matrix(_ppl(agg), cell)
 

@@ -61,7 +61,7 @@ def claim_holds(claim: Claim, means: pd.Series, L: int, length: int | None = Non
                 bool(value < other),
                 f"{claim.encoding} {value:.3f} vs {claim.other} {other:.3f} at {length}",
             )
-        ratio = value / means[(claim.encoding, L)]
+        ratio = float(value) / float(means[(claim.encoding, L)])  # Python floats: inf / inf is NaN, unwarned
         holds = ratio >= claim.value if claim.kind == "ratio_at_least" else ratio <= claim.value
         sign = "≥" if claim.kind == "ratio_at_least" else "≤"
         return claim.text, bool(holds), f"{claim.encoding} ratio {ratio:.3f} at {length} ({sign} {claim.value:g})"
