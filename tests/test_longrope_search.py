@@ -146,3 +146,13 @@ def test_an_out_that_is_a_folder_is_refused_before_the_search(tmp_path, monkeypa
     )
     assert result.exit_code == 2 and "--out" in result.output and "is a folder" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "cache").exists()
+
+
+def test_run_options_the_search_has_no_use_for_are_named():
+    """--tasks and --encoding-option are shared with run; the search measures perplexity at L' alone. (The
+    folder as --out stops it before any training.)"""
+    args = ["longrope-search", "--model", "tiny", "--target", "512", "--tasks", "passkey", "--out", "."]
+    result = CliRunner().invoke(app, [*args, "--encoding-option", "window=5"])
+    assert "--tasks, --encoding-option: the search measures perplexity at --target alone" in result.output
+    result = CliRunner().invoke(app, ["longrope-search", "--model", "tiny", "--target", "512", "--out", "."])
+    assert "ignored" not in result.output

@@ -9,12 +9,22 @@ from typing import Annotated
 import typer
 
 from extrapolate.cli.options import parse_length, with_request
-from extrapolate.cli.util import stdout
+from extrapolate.cli.util import stdout, warn
 from extrapolate.core.paths import file_target
 from extrapolate.run.longrope_search import SearchSettings
 from extrapolate.run.request import RunRequest
 
 DEFAULTS = SearchSettings()
+# run options the search has no use for: it measures one thing (perplexity at L') with one encoding
+UNUSED = {
+    "tasks": "--tasks",
+    "eval_lens": "--eval-lens",
+    "eval_len": "--eval-len",
+    "passkey_task": "--passkey-task",
+    "encoding_options": "--encoding-option",
+    "finetune_steps": "--finetune-steps",
+    "chat_template": "--chat-template",
+}
 
 
 def count(help: str):
@@ -48,6 +58,10 @@ def longrope_search(
     from extrapolate.run.longrope_search import search
 
     settings = SearchSettings(population, iterations, parents, mutations, crossovers, step, seed=seed)
+    unused = [flag for name, flag in UNUSED.items() if getattr(request, name) != getattr(RunRequest(), name)]
+    if unused:
+        flags = ", ".join(unused)
+        warn(f"{flags}: the search measures perplexity at --target alone, with LongRoPE's factors: ignored")
     request = replace(request, seed=seed)
     out = file_target(request.out or Path("results") / f"longrope-search-{target}.json", "--out")
     best = [float("inf")]
