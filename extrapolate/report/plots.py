@@ -150,9 +150,13 @@ def log_ticks(ax) -> None:
     from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
     lo, hi = ax.get_ylim()
-    # an axis at the edge of floats (a perplexity of 1e308) gets the axis's own ticks too: MaxNLocator
-    # cannot step through it
-    if not (0 < lo < hi < 1e300) or hi / lo >= 10:
+    if not (0 < lo < hi < 1e300):  # an axis at the edge of floats (a perplexity of 1e308): one tick, as the
+        # locators cannot step through it
+        ax.yaxis.set_major_locator(FixedLocator([lo] if 0 < lo < math.inf else []))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter("{x:.3g}")
+        return
+    if hi / lo >= 10:
         plain_log_ticks(ax)
         return
     if hi / lo < 2:
