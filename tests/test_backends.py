@@ -269,6 +269,28 @@ def test_what_a_backend_cannot_do_is_one_line(tmp_path, folders, family, extra, 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (("--encoding", "alibi"), "uses RoPE: --encoding must be rope or a RoPE scaling, not alibi"),
+        (("--encoding", "ssmax"), "ssmax learns parameters of its own in training"),
+    ],
+)
+def test_an_encoding_a_checkpoint_cannot_take_is_refused_before_its_weights_are_read(
+    tmp_path, folders, extra, message, monkeypatch
+):
+    """The config decides it; a large checkpoint's weights take minutes to read."""
+    import transformers
+
+    def unread(*args, **kwargs):
+        raise AssertionError("the weights were read")
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", unread)
+    output = run_cli(folders["llama"], make_corpus(tmp_path / "corpus"), tmp_path / "out", *extra, code=2)
+    assert message in output and "Traceback" not in output and "weights were read" not in output
+
+
 def test_a_checkpoint_that_needs_its_own_code_is_refused_naming_the_flag(tmp_path, folders, monkeypatch):
     folder = tmp_path / "custom"
     folder.mkdir()

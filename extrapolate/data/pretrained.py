@@ -5,8 +5,10 @@ Loading into `TransformerLM` means every RoPE scaling and attention kernel of th
 Needs the optional extra: pip install 'extrapolate[hf]'.
 """
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,10 +107,10 @@ def names_a_path(spec: str) -> bool:
     return spec.startswith((".", "/", "~", "\\")) or spec.count("/") > 1 or "\\" in spec
 
 
-def load_transformers(spec: str, trust_remote_code: bool = False):
-    """transformers' own (model, tokenizer) of `spec`: a known name (see `extrapolate models`), a folder with
-    config.json, a .gguf file, or a hub id. A checkpoint's own code runs only with `trust_remote_code`; its
-    weights are read from safetensors, or from a pickle by torch's weights-only loader (never unpickled)."""
+def checkpoint_files(spec: str, trust_remote_code: bool = False) -> tuple[str, str | None, dict]:
+    """(folder or hub id, GGUF file name or None, transformers' loading options) of `spec`: a known name (see
+    `extrapolate models`, fetched once), a folder with config.json, a .gguf file, or a hub id; a missing or
+    corrupt file is named here, before transformers reads it."""
     local = Path(spec).expanduser()
     if spec.endswith(".gguf") and not local.exists():
         raise UserError(f"GGUF file {spec} does not exist")
@@ -120,7 +122,7 @@ def load_transformers(spec: str, trust_remote_code: bool = False):
         check_gguf(local)
     elif local.is_dir():
         check_model_folder(local)
-    transformers = require_transformers()
+    require_transformers()
     if spec in KNOWN:
         path = fetch_known(spec)
         check_gguf(path)
@@ -130,24 +132,54 @@ def load_transformers(spec: str, trust_remote_code: bool = False):
     else:
         folder, gguf = spec, None
     kwargs = {"gguf_file": gguf} if gguf else {}
-    kwargs["trust_remote_code"] = trust_remote_code
+    return folder, gguf, {**kwargs, "trust_remote_code": trust_remote_code}
+
+
+@contextlib.contextmanager
+def loading(spec: str, trust_remote_code: bool) -> Iterator[None]:
+    """transformers' many error types for a checkpoint it cannot use, as one line (none is a bug of ours)."""
     try:
-        hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
-    except Exception as exc:  # transformers raises many types for a model it cannot use; none is a bug of ours
+        yield
+    except Exception as exc:
         if "trust_remote_code" in str(exc) and not trust_remote_code:
             raise UserError(
                 f"model {spec!r} needs code from its own folder to load; pass --trust-remote-code to run that code"
             ) from None
         raise UserError(f"could not load model {spec!r}: {first_line(exc)}") from None
-    if gguf:  # the scaling transformers' GGUF loader drops, read from the file itself
+
+
+def with_gguf_rope(config, folder: str, gguf: str | None):
+    """The config with the RoPE scaling transformers' GGUF loader drops, read from the file itself."""
+    if gguf:
         from extrapolate.data.gguf_rope import gguf_rope_parameters
 
-        config = hf_model.config
         base = float(rope_parameters(config).get("rope_theta", getattr(config, "rope_theta", 10000.0)))
         params = gguf_rope_parameters(Path(folder) / gguf, base, int(config.max_position_embeddings))
         if params is not None:
             replace_rope(config, params)
+    return config
+
+
+def load_config(spec: str, trust_remote_code: bool = False):
+    """transformers' config of `spec` alone, its weights unread: what a request can be checked against before
+    a large checkpoint is loaded."""
+    transformers = require_transformers()
+    folder, gguf, kwargs = checkpoint_files(spec, trust_remote_code)
+    with loading(spec, trust_remote_code):
+        config = transformers.AutoConfig.from_pretrained(folder, **kwargs)
+    return with_gguf_rope(config, folder, gguf)
+
+
+def load_transformers(spec: str, trust_remote_code: bool = False):
+    """transformers' own (model, tokenizer) of `spec` (`checkpoint_files`). A checkpoint's own code runs only
+    with `trust_remote_code`; its weights are read from safetensors, or from a pickle by torch's weights-only
+    loader (never unpickled)."""
+    transformers = require_transformers()
+    folder, gguf, kwargs = checkpoint_files(spec, trust_remote_code)
+    with loading(spec, trust_remote_code):
+        hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
+    with_gguf_rope(hf_model.config, folder, gguf)
     return hf_model, tokenizer
 
 

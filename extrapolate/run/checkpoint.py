@@ -14,10 +14,10 @@ from extrapolate.core.registry import require_known
 from extrapolate.encodings import get_spec
 
 
-def check_pretrained_encoding(request, checkpoint) -> None:
-    """A RoPE checkpoint takes RoPE and its scalings (on the transformers backend, those transformers
-    implements); a learned-table or ALiBi checkpoint evaluates as released, under its own encoding's name."""
-    spec, released = get_spec(request.encoding), checkpoint.released.encoding
+def check_against_release(request, released: str) -> None:
+    """A RoPE checkpoint takes RoPE and its scalings; a learned-table or ALiBi checkpoint evaluates as released,
+    under its own encoding's name; no checkpoint has an encoding's parameters trained."""
+    spec = get_spec(request.encoding)
     rotary_release = get_spec(released).kind == "rotary"
     if spec.trained_parameters:
         raise UserError(
@@ -31,6 +31,33 @@ def check_pretrained_encoding(request, checkpoint) -> None:
             f"{request.model} encodes positions with {released}, which it is evaluated with as released: "
             f"--encoding {released} (or none), not {spec.name}"
         )
+
+
+def check_encoding_before_loading(request) -> None:
+    """`check_against_release` from the checkpoint's config alone, before its weights are read (minutes for a
+    large model), where the config decides: a family the native model computes, whose RoPE as released
+    `released_rope` reads. Others are checked once loaded (`check_pretrained_encoding`)."""
+    from extrapolate.backends.choice import chosen_backend
+    from extrapolate.data.pretrained import load_config
+    from extrapolate.data.rope_config import released_rope
+
+    if request.encoding is None or not is_pretrained(request.model):
+        return
+    if get_spec(request.encoding).trained_parameters:
+        check_against_release(request, "rope")  # refused whatever the release
+    if request.backend not in ("auto", "native") or get_spec(request.encoding).kind == "rotary":
+        return  # a RoPE scaling's fit is checked with the loaded checkpoint (its backend, its factor)
+    refuse_shaping(request)  # as loading would, first
+    config = load_config(request.model, request.trust_remote_code)
+    if chosen_backend(request.backend, config) == "native":
+        check_against_release(request, released_rope(config).encoding)
+
+
+def check_pretrained_encoding(request, checkpoint) -> None:
+    """`check_against_release`, and on the transformers and vLLM backends the scalings they implement."""
+    spec, released = get_spec(request.encoding), checkpoint.released.encoding
+    rotary_release = get_spec(released).kind == "rotary"
+    check_against_release(request, released)
     if checkpoint.backend == "native":
         return
     if checkpoint.backend == "vllm":

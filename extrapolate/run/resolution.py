@@ -30,6 +30,7 @@ from extrapolate.kernels.attention import KERNELS
 from extrapolate.run.checkpoint import (
     BOS_CHOICES,
     CHAT_CHOICES,
+    check_encoding_before_loading,
     check_pretrained_encoding,
     is_pretrained,
     load_pretrained_once,
@@ -47,6 +48,7 @@ from extrapolate.tasks.perplexity import PROTOCOLS
 def resolve_request(request: RunRequest) -> RunRequest:
     """The request with every model-dependent default filled (the retrieval task, the training length, a
     pretrained checkpoint's tokenizer), checked in full; a mistake is one UserError line."""
+    check_encoding_before_loading(request)  # before a checkpoint's weights are read
     request = named_retrieval_task(with_encoding(request))
     if request.encoding_options:  # only the options of this encoding (a sweep's apply where they exist)
         own = options_for(get_spec(request.encoding), request.encoding_options)
