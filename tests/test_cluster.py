@@ -146,8 +146,9 @@ def test_a_refused_submission_is_one_line_and_submits_nothing_twice(tmp_path, mo
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     result = slurm_sweep(tmp_path)
     assert result.exit_code == 2, result.output
-    last = [line for line in result.output.splitlines() if line.strip()][-1]  # above it: sbatch's own words
-    assert "SLURM refused the job" in last and "controller" in last and "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output  # sbatch's own words are in the line, not printed above it
+    assert "SLURM refused the job" in lines[0] and "controller" in lines[0] and "Traceback" not in result.output
     assert not (tmp_path / "s").exists()
 
 

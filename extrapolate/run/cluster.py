@@ -11,9 +11,12 @@ Needs a file system shared by the submitting host and the nodes (the output fold
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,16 +160,21 @@ def submit(ex, options: SlurmOptions, after: list, kind: str, fn, *args):
             job.wait()
     elif after:
         ex.update_parameters(dependency=f"{kind}:" + ":".join(str(job.job_id) for job in after))
+    said = io.StringIO()  # submitit prints sbatch's stderr when it refuses; the one line below carries it
     try:
-        return ex.submit(fn, *args)
+        with contextlib.redirect_stderr(said):
+            job = ex.submit(fn, *args)
     except Exception as exc:
         if type(exc).__name__ != "FailedJobError":  # submitit's: sbatch ran and refused (no controller, bad partition)
+            sys.stderr.write(said.getvalue())
             raise
         detail = " ".join(str(exc).split())
         raise UserError(
             f"SLURM refused the job ({detail[:300]}); jobs already submitted are recorded and "
             "the same command submits only what is missing"
         ) from None
+    sys.stderr.write(said.getvalue())  # anything else said on the way (a warning) is not lost
+    return job
 
 
 def submit_sweep(cells, folder: Path, options: SlurmOptions) -> Submission:
