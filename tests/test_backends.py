@@ -274,6 +274,9 @@ def test_what_a_backend_cannot_do_is_one_line(tmp_path, folders, family, extra, 
     [
         (("--encoding", "alibi"), "uses RoPE: --encoding must be rope or a RoPE scaling, not alibi"),
         (("--encoding", "ssmax"), "ssmax learns parameters of its own in training"),
+        (("--encoding", "pi", "--factor", "0.5"), "--factor is s = L'/L, a finite number ≥ 1"),
+        (("--encoding", "longrope", "--encoding-option", "long_factor=1,2"), "long factors: need 4 (head_dim/2)"),
+        (("--encoding", "yarn", "--encoding-option", "beta_fast=-1"), "beta_fast must be > 0"),
     ],
 )
 def test_an_encoding_a_checkpoint_cannot_take_is_refused_before_its_weights_are_read(

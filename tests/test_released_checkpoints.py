@@ -366,6 +366,24 @@ def test_gguf_scaling_keys_become_rope_parameters(tmp_path):
         gguf_rope_parameters(odd, 500.0, 128)
 
 
+def test_a_gguf_file_is_parsed_once_and_again_when_it_changes(tmp_path, monkeypatch):
+    """One load reads a file's header several times (checked, its RoPE, the config): parsed once; a file
+    written again at the same path is parsed again, never answered from the old parse."""
+    gguf = pytest.importorskip("gguf")
+    from extrapolate.data import gguf_rope
+
+    parses = []
+    real = gguf.GGUFReader
+    monkeypatch.setattr(gguf, "GGUFReader", lambda path: parses.append(path) or real(path))
+    path = gguf_file(tmp_path / "model.gguf", scaling={"type": "linear", "factor": 2.0})
+    assert gguf_rope.gguf_rope_parameters(path, 500.0, 128)["factor"] == 2.0
+    assert gguf_rope.gguf_rope_parameters(path, 500.0, 128)["factor"] == 2.0
+    assert len(parses) == 1
+    gguf_file(path, scaling={"type": "yarn", "factor": 4.0, "original_context_length": 32})
+    assert gguf_rope.gguf_rope_parameters(path, 500.0, 128)["rope_type"] == "yarn"
+    assert len(parses) == 2
+
+
 # ---- instruct checkpoints: prompts in the chat template
 
 CHAT = (

@@ -7,9 +7,24 @@ checkpoint is evaluated with as released.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from extrapolate.core.errors import UserError
+
+
+def gguf_reader(path: Path):
+    """gguf's reader of the file at `path`, parsed once per version of the file: parsing the header of a file
+    with a tokenizer in it takes seconds, and one load reads it to check it and again for its RoPE."""
+    stat = Path(path).stat()
+    return parsed_gguf(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=2)
+def parsed_gguf(path: str, mtime_ns: int, size: int):  # the version keys the cache; the reader reads `path`
+    from gguf import GGUFReader
+
+    return GGUFReader(path)
 
 
 def gguf_rope_parameters(path: Path, base: float, context: int) -> dict | None:
@@ -17,9 +32,7 @@ def gguf_rope_parameters(path: Path, base: float, context: int) -> dict | None:
     max_position_embeddings as transformers read them); None for plain RoPE. A per-pair factor tensor is a
     LongRoPE with one list for every length (llama.cpp divides θ_j by factor_j at every position, with no
     attention factor); a scaling the project does not compute is refused by name."""
-    from gguf import GGUFReader
-
-    reader = GGUFReader(path)
+    reader = gguf_reader(path)
     arch = field(reader, "general.architecture")
 
     def key(name: str):

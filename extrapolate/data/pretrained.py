@@ -186,11 +186,13 @@ def load_transformers(spec: str, trust_remote_code: bool = False):
 def check_gguf(path: Path) -> None:
     """Parse a GGUF file's header and tensor table before transformers does, so a corrupt file is named."""
     try:
-        from gguf import GGUFReader
+        import gguf  # noqa: F401
     except ImportError:  # the optional extra is missing: require_transformers says so
         return
+    from extrapolate.data.gguf_rope import gguf_reader
+
     with reading(path, "GGUF file"):
-        GGUFReader(path)
+        gguf_reader(path)
 
 
 def check_model_folder(folder: Path) -> None:

@@ -41,16 +41,41 @@ def check_encoding_before_loading(request) -> None:
     from extrapolate.data.pretrained import load_config
     from extrapolate.data.rope_config import released_rope
 
+    check_factor(request)  # whatever the model
     if request.encoding is None or not is_pretrained(request.model):
         return
-    if get_spec(request.encoding).trained_parameters:
+    spec = get_spec(request.encoding)
+    if spec.trained_parameters:
         check_against_release(request, "rope")  # refused whatever the release
-    if request.backend not in ("auto", "native") or get_spec(request.encoding).kind == "rotary":
-        return  # a RoPE scaling's fit is checked with the loaded checkpoint (its backend, its factor)
+    if request.backend not in ("auto", "native"):
+        return  # the other backends' scalings are checked with the loaded checkpoint
     refuse_shaping(request)  # as loading would, first
     config = load_config(request.model, request.trust_remote_code)
-    if chosen_backend(request.backend, config) == "native":
-        check_against_release(request, released_rope(config).encoding)
+    if chosen_backend(request.backend, config) != "native":
+        return
+    released = released_rope(config).encoding
+    check_against_release(request, released)
+    if spec.kind == "rotary" and request.encoding_options:  # their values against the heads (e.g. LongRoPE's lists)
+        check_options_on(config, request)
+
+
+def check_factor(request) -> None:
+    if request.factor is not None and not 1 <= request.factor < float("inf"):
+        raise UserError(f"--factor is s = L'/L, a finite number ≥ 1 (1: plain RoPE), got {request.factor:g}")
+
+
+def check_options_on(hf, request) -> None:
+    """The scaling built, as the native model would build it, from the checkpoint's config alone: a value its
+    heads cannot take is refused now. Any valid factor serves; the lengths it is evaluated at decide the real
+    one later."""
+    from extrapolate.data.families import config_from_hf, original_context
+    from extrapolate.encodings.catalog import encoding_for
+    from extrapolate.encodings.options import options_for
+
+    spec = get_spec(request.encoding)
+    original = request.train_len or original_context(hf)
+    options = options_for(spec, request.encoding_options)
+    encoding_for(config_from_hf(hf), spec.name, factor=request.factor or 1.0, original_len=original, options=options)
 
 
 def check_pretrained_encoding(request, checkpoint) -> None:

@@ -31,6 +31,7 @@ from extrapolate.run.checkpoint import (
     BOS_CHOICES,
     CHAT_CHOICES,
     check_encoding_before_loading,
+    check_factor,
     check_pretrained_encoding,
     is_pretrained,
     load_pretrained_once,
@@ -167,8 +168,7 @@ def check(request: RunRequest) -> None:
         raise UserError(f"--eval-len ({request.eval_len}) is shorter than --train-len ({request.train_len})")
     if any(n < 1 for n in request.eval_lens):
         raise UserError("--eval-lens must be positive")
-    if request.factor is not None and not 1 <= request.factor < float("inf"):
-        raise UserError(f"--factor is s = L'/L, a finite number ≥ 1 (1: plain RoPE), got {request.factor:g}")
+    check_factor(request)
     if request.steps < 1 or request.batch_size < 1:
         raise UserError("--steps and --batch-size must be at least 1")
     if request.protocol not in PROTOCOLS:
