@@ -4,6 +4,7 @@ held-out perplexity during training."""
 import math
 
 import pandas as pd
+import pytest
 
 from extrapolate.report.training_log import (
     TRAINING_COLUMNS,
@@ -61,3 +62,21 @@ def test_held_out_perplexity_that_rises_at_the_end_is_called_memorising():
 def test_no_held_out_probes_no_section():
     old = pd.DataFrame(curve("rope", [5.0, 4.0]), columns=TRAINING_COLUMNS).assign(heldout_loss=float("nan"))
     assert heldout_section(old, {}) == [] and heldout_section(old.drop(columns="heldout_loss"), {}) == []
+
+
+@pytest.mark.parametrize("length", [2, 16, 300])
+def test_the_held_out_probe_in_batches_is_the_mean_loss_of_its_windows_one_by_one(length):
+    """Short windows are scored many to a forward; the loss is still every window's tokens' mean."""
+    import torch
+
+    from extrapolate.core.config import PRESETS, ModelConfig
+    from extrapolate.model import TransformerLM
+    from extrapolate.run.evaluate import heldout_loss, heldout_windows
+
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(**PRESETS["tiny"], encoding="rope", max_len=length)).eval()
+    documents = [torch.randint(0, model.config.vocab_size, (n,)) for n in (1000, 20000)]
+    windows = heldout_windows(documents, length)  # (W, L + 1)
+    with torch.no_grad():
+        one_by_one = torch.cat([model.token_nll(w[None, :-1], w[None, 1:]).reshape(-1) for w in windows])
+        assert heldout_loss(model, windows) == pytest.approx(float(one_by_one.double().mean()), rel=1e-5)

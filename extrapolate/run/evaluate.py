@@ -26,6 +26,7 @@ from extrapolate.training.train import Probe, TrainedModel, model_folder, train
 
 PROBE_PROMPTS = 40  # prompts per retrieval probe during training: a 95% interval of about ±15% at 50%
 PROBE_HELDOUT_TOKENS = 8192  # held-out tokens scored per probe, the same ones every time
+PROBE_BATCH_TOKENS = 2048  # scored in forwards of about this many tokens
 
 
 @dataclass
@@ -93,8 +94,7 @@ def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
 
     def heldout(model) -> float:
         model.use_kernel(kernel)
-        total = sum(float(model.token_nll(w[None, :-1], w[None, 1:]).sum()) for w in windows.to(prepared.device))
-        return total / (windows.shape[0] * (windows.shape[1] - 1))
+        return heldout_loss(model, windows.to(prepared.device))
 
     retrieval = None
     builder = prepared.passkey_builder
@@ -106,6 +106,14 @@ def training_probe(resolved: ResolvedRun, prepared: Prepared) -> Probe:
             return kind.probe(builder, model, resolved.request.train_len, prepared.device, PROBE_PROMPTS)
 
     return Probe(every=max(10, config.steps // 30), retrieval=retrieval, heldout=heldout)
+
+
+def heldout_loss(model, windows: torch.Tensor) -> float:
+    """Mean next-token loss over windows (W, L + 1), in forwards of about PROBE_BATCH_TOKENS tokens: short
+    windows go many to a forward (4096 single forwards at L = 2 took minutes)."""
+    rows = max(1, PROBE_BATCH_TOKENS // (windows.shape[1] - 1))
+    total = sum(float(model.token_nll(b[:, :-1], b[:, 1:]).sum()) for b in windows.split(rows))  # b: (rows, L + 1)
+    return total / (windows.shape[0] * (windows.shape[1] - 1))
 
 
 def heldout_windows(documents: list[torch.Tensor], length: int) -> torch.Tensor:
