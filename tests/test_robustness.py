@@ -324,3 +324,33 @@ def test_sweep_lists_refused_in_one_line(tmp_path, args, needle):
     out = tmp_path / "out"
     assert_one_line_error(cli.invoke(app, ["sweep", "--dry-run", "--out", str(out), *args]), needle)
     assert not out.exists()
+
+
+def test_a_kill_between_the_weights_and_the_state_resumes_as_if_uninterrupted(tmp_path):
+    """The weights file of step 6 renamed in, its progress file not yet (a kill between the two renames):
+    training goes on from the step-3 state and its own weights, and ends where an uninterrupted one does."""
+    from safetensors.torch import save_file
+
+    from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig
+    from extrapolate.data.batches import BatchSource
+    from extrapolate.training import checkpoint as ckpt
+    from extrapolate.training.train import train
+
+    config = TrainConfig(
+        model=ModelConfig(**PRESETS["tiny"], encoding="rope", max_len=32),
+        corpus="test",
+        seq_len=32,
+        batch_size=4,
+        steps=6,
+        warmup_steps=2,
+        checkpoint_every=3,
+    )
+    source = BatchSource(torch.arange(5000) % 251, config.seq_len, config.batch_size, config.seed)
+    full = train(config, source, torch.device("cpu"), folder=tmp_path / "a")
+    train(config, source, torch.device("cpu"), folder=tmp_path / "b", stop_after=3)
+    later = {name: t + 1.0 for name, t in ckpt.weights_dict(full.model).items()}  # not step 3's weights
+    save_file(later, str(tmp_path / "b" / ckpt.WEIGHTS))
+    resumed = train(config, source, torch.device("cpu"), folder=tmp_path / "b")
+    assert resumed.summary["losses"] == full.summary["losses"]
+    for name, weight in ckpt.weights_dict(full.model).items():
+        assert torch.equal(weight, ckpt.weights_dict(resumed.model)[name]), name

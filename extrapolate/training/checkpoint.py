@@ -1,5 +1,7 @@
 """Checkpoints: weights as safetensors, the config as JSON, optimizer and progress as a torch file.
-Every file is written atomically, so a kill at any moment leaves the previous checkpoint intact."""
+Every file is written atomically, so a kill at any moment leaves the previous checkpoint intact. The progress
+file holds its own copy of the weights: a kill between the two files' renames would otherwise pair one step's
+weights with another step's optimizer, and the resumed training would go on from neither."""
 
 from __future__ import annotations
 
@@ -28,11 +30,12 @@ def weights_dict(model: TransformerLM) -> dict[str, torch.Tensor]:
 def save_checkpoint(folder: Path, config: TrainConfig, model: TransformerLM, state: dict | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     write_text(folder / CONFIG, json.dumps(json.loads(canonical_json(config)), indent=2))
+    weights = weights_dict(model)
     with atomic_path(folder / WEIGHTS) as tmp:
-        save_file(weights_dict(model), str(tmp), metadata={"config": canonical_json(config)})
-    if state is not None:
+        save_file(weights, str(tmp), metadata={"config": canonical_json(config)})
+    if state is not None:  # the resume point, whole in one file: its step's optimizer and weights
         with atomic_path(folder / STATE) as tmp:
-            torch.save(state, tmp)
+            torch.save({**state, "model": weights}, tmp)
 
 
 def read_config(folder: Path) -> TrainConfig:
@@ -59,11 +62,26 @@ def load_weights(folder: Path, model: TransformerLM, expected: TrainConfig | Non
             raise UserError(f"checkpoint {folder} was trained with a different config than its config.json")
     with reading(path, "checkpoint weights", RETRAIN):  # a tensor of the wrong shape: not this model's weights
         missing, unexpected = model.load_state_dict(tensors, strict=False)
+    check_loaded(folder, model, missing, unexpected)
+
+
+def check_loaded(folder: Path, model: TransformerLM, missing: list[str], unexpected: list[str]) -> None:
     missing = [k for k in missing if model.config.stored(k)]
     if missing or unexpected:
         raise UserError(
             f"checkpoint {folder} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
         )
+
+
+def restore_weights(folder: Path, model: TransformerLM, state: dict) -> None:
+    """The weights a resumed training goes on from: the progress file's own copy, saved with its optimizer;
+    the weights file for a progress file written before it kept one."""
+    if "model" not in state:
+        load_weights(folder, model)
+        return
+    with reading(folder / STATE, "training state", RESTART):
+        missing, unexpected = model.load_state_dict(state["model"], strict=False)
+    check_loaded(folder, model, missing, unexpected)
 
 
 STATE_FIELDS = ("optimizer", "step", "losses", "elapsed", "config_hash")
@@ -95,6 +113,9 @@ def load_state(folder: Path) -> dict | None:
             raise ValueError(f"not a training state: it needs {', '.join(STATE_FIELDS)}")
         if not isinstance(state["optimizer"], dict) or not {"state", "param_groups"} <= set(state["optimizer"]):
             raise ValueError("its optimizer entry is not an optimizer state")
+        weights = state.get("model", {})
+        if not isinstance(weights, dict) or not all(isinstance(t, torch.Tensor) for t in weights.values()):
+            raise ValueError("its model entry is not a set of weights")
     return state
 
 

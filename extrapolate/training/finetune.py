@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from extrapolate.core.atomic import write_text
+from extrapolate.core.atomic import atomic_path, write_text
 from extrapolate.core.config import AdapterConfig, TrainConfig, config_hash
 from extrapolate.core.defaults import FINETUNE_WARMUP_STEPS
 from extrapolate.core.errors import UserError
@@ -179,8 +179,10 @@ def continue_from(shorter: Path, folder: Path, config: FinetuneConfig) -> None:
     """Seed `folder` with a shorter fine-tune's weights and optimizer: its steps are this run's first steps."""
     state = ckpt.load_state(shorter)
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(shorter / ckpt.WEIGHTS, folder / ckpt.WEIGHTS)
-    torch.save({**state, "config_hash": config_hash(config.phase)}, folder / ckpt.STATE)
+    with atomic_path(folder / ckpt.WEIGHTS) as tmp:
+        shutil.copyfile(shorter / ckpt.WEIGHTS, tmp)
+    with atomic_path(folder / ckpt.STATE) as tmp:
+        torch.save({**state, "config_hash": config_hash(config.phase)}, tmp)
 
 
 def read_lineage(folder: Path) -> dict | None:

@@ -208,7 +208,7 @@ def train(
     if state is not None:
         if state.get("config_hash") != config_hash(config):
             raise UserError(f"checkpoint in {folder} belongs to another config; delete the folder to retrain")
-        ckpt.load_weights(folder, model)
+        ckpt.restore_weights(folder, model, state)
         optimizer.load_state_dict(state["optimizer"])
         step, losses, elapsed = state["step"], state["losses"], state["elapsed"]
         probes = state.get("probes", [])
