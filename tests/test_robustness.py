@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
 
-from .helpers import killed_at_step, make_corpus, tiny_options
+from .helpers import killed_at_step, make_corpus, tiny_options, wait_for
 
 cli = CliRunner()
 
@@ -212,6 +212,42 @@ def test_interrupt_inside_a_command_says_so(monkeypatch):
     assert result.exit_code == 130 and "interrupted" in result.output and "Traceback" not in result.output
 
 
+def test_sigterm_inside_a_command_cleans_up_and_says_so(monkeypatch):
+    """`kill`, a container's stop or a scheduler's time limit: as Ctrl-C, one line, and exit code 143; the
+    handler is the command's alone (the process's own is back afterwards)."""
+    import signal
+
+    import extrapolate.report.pages as report
+
+    def terminated(folder):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(report, "write_report", terminated)
+    result = cli.invoke(app, ["report", "anywhere"])
+    assert result.exit_code == 143 and "terminated (SIGTERM)" in result.output and "Traceback" not in result.output
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_sigterm_mid_run_is_one_line_and_leaves_no_lock_or_temporary_file(tmp_path, corpus):
+    import signal
+
+    out = tmp_path / "out"
+    args = [*tiny_options(steps=4000, eval_len=64, eval_tokens=128), "--corpus", str(corpus), "--out", str(out)]
+    env = {**os.environ, "EXTRAPOLATE_CACHE": str(tmp_path / "cache")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extrapolate", "run", *args], env=env, stderr=subprocess.PIPE, text=True
+    )
+    wait_for(lambda: (out / ".lock").exists() or process.poll() is not None, "the run to lock its folder")
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate()
+    assert process.returncode == 143, stderr
+    assert "terminated (SIGTERM)" in stderr.strip().splitlines()[-1] and "Traceback" not in stderr
+    assert not out.exists()  # a new folder with nothing finished in it is removed, its lock with it
+    leftovers = [p for p in (tmp_path / "cache").rglob(".tmp-*")]
+    assert leftovers == []
+
+
 def test_error_text_is_printed_as_written(monkeypatch):
     """A message quoting a library's text in brackets ("[enforce fail at …]") is not eaten as console markup."""
     import extrapolate.report.pages as report
@@ -225,14 +261,69 @@ def test_error_text_is_printed_as_written(monkeypatch):
     assert result.exit_code == 2 and "[enforce fail at alloc.cpp:1] [bold]x[/bold]" in result.output
 
 
+HOLD = """
+import sys, time
+from pathlib import Path
+from extrapolate.core.lock import folder_lock
+with folder_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
 def test_second_writer_is_refused(tmp_path, corpus):
     out = tmp_path / "locked"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"  # a live process holds the folder
+        assert_one_line_error(cli.invoke(app, base(corpus, out)), f"(pid {holder.pid}) is writing to")
+        assert not (tmp_path / "cache").exists()  # refused before the corpus, tokenizer or model is prepared
+    finally:
+        holder.kill()  # SIGKILL: no clean-up runs, its lock file (naming a dead pid) stays behind
+        holder.wait()
+    assert (out / ".lock").read_text() == str(holder.pid)
+    assert cli.invoke(app, base(corpus, out)).exit_code == 0  # the kernel released it with its holder
+
+
+def test_a_lock_file_naming_a_live_process_that_holds_nothing_refuses_nothing(tmp_path, corpus):
+    """A pid in a left-over lock file can be another live process's by now (pids are reused)."""
+    out = tmp_path / "left-over"
     out.mkdir()
-    (out / ".lock").write_text(str(os.getppid()))  # a live process holds the folder
-    assert_one_line_error(cli.invoke(app, base(corpus, out)), "is writing to")
-    assert not (tmp_path / "cache").exists()  # refused before the corpus, tokenizer or model is prepared
-    (out / ".lock").write_text("999999999")  # a stale lock from a dead process is taken over
+    (out / ".lock").write_text(str(os.getppid()))
     assert cli.invoke(app, base(corpus, out)).exit_code == 0
+
+
+def test_two_processes_starting_at_once_never_both_hold_the_folder(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for trial in range(100):
+        barrier, inside, both = context.Barrier(2), context.Value("i", 0), context.Value("i", 0)
+        workers = [context.Process(target=enter, args=(tmp_path / str(trial), barrier, inside, both)) for _ in "ab"]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(30)
+        assert both.value == 0, f"trial {trial}: both processes held the lock"
+
+
+def enter(folder, barrier, inside, both):
+    import time
+
+    from extrapolate.core.errors import UserError
+    from extrapolate.core.lock import folder_lock
+
+    barrier.wait()
+    try:
+        with folder_lock(folder):
+            with inside.get_lock():
+                inside.value += 1
+                both.value += inside.value > 1
+            time.sleep(0.02)
+            with inside.get_lock():
+                inside.value -= 1
+    except UserError:
+        pass
 
 
 def stable(path):

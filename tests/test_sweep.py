@@ -54,8 +54,13 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
     assert set(full.encoding) == set(encodings.split(","))
     assert (tmp_path / "full" / "report.md").exists() and (tmp_path / "full" / "ratio.svg").exists()
 
-    # an interrupted sweep: only part of the cells finished
+    # an interrupted sweep: only part of the cells finished, one stopped after writing its rows but before
+    # removing its depth logs
     assert cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", "alibi,rope")).exit_code == 0
+    alibi_id = pd.read_csv(tmp_path / "resumed" / "results.csv").query("encoding == 'alibi'").run_id.iloc[0]
+    left = tmp_path / "resumed" / ".partial" / f"{alibi_id}-passkey-64-rank0.json"
+    left.parent.mkdir()
+    left.write_text("{}")
 
     evaluated = []
     original = cell_module.evaluate
@@ -68,6 +73,7 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
     assert again.exit_code == 0, again.output
     assert sorted(evaluated) == ["ntk", "pi", "sinusoidal", "yarn"]  # finished cells are not recomputed
     assert "cell alibi · seed 0 · in the table already: skipped" in again.output  # and the user is told
+    assert not left.parent.exists()  # its depth logs are done with
     resumed = pd.read_csv(tmp_path / "resumed" / "results.csv")
     pd.testing.assert_frame_equal(stable(resumed), stable(full))
 

@@ -3,7 +3,10 @@ flag, list parsing."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import typer
@@ -47,7 +50,8 @@ class OneLineErrors(TyperGroup):
         kwargs["standalone_mode"] = False
         check_inputs(self)
         try:
-            code = super().main(*args, **kwargs)
+            with sigterm_as_interrupt():
+                code = super().main(*args, **kwargs)
         except click_exceptions.NoArgsIsHelpError as exc:
             stdout.print(exc.ctx.get_help() if exc.ctx else "")
             sys.exit(2)
@@ -75,9 +79,41 @@ class OneLineErrors(TyperGroup):
 
 
 INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+TERMINATED = 143  # 128 + SIGTERM: `kill`, a container's stop, a scheduler's end of the job's time
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised wherever the process is, as Ctrl-C's KeyboardInterrupt is: every clean-up runs (the
+    folder's lock, temporary files, the depth logs) before the one line."""
+
+
+_signals = threading.local()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While a command runs, SIGTERM stops it as Ctrl-C does (the default would end the process on the spot,
+    without a word and without its clean-up); a second SIGTERM during the clean-up is ignored."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    _signals.terminated = False
+
+    def terminate(signum, frame):
+        if not _signals.terminated:
+            _signals.terminated = True
+            raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def interrupted() -> None:
+    if getattr(_signals, "terminated", False):
+        fail("terminated (SIGTERM); finished work is kept, run the same command again to resume", TERMINATED)
     fail("interrupted; finished work is kept, run the same command again to resume", INTERRUPTED)
 
 

@@ -1,4 +1,4 @@
-"""A lock file per output folder, so two sweeps never interleave their writes to one results table."""
+"""A lock per output folder, so two runs never interleave their writes to one results table."""
 
 from __future__ import annotations
 
@@ -12,53 +12,76 @@ from extrapolate.core.errors import UserError, naming_path
 LOCK = ".lock"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def check_unlocked(folder: Path) -> None:
     """Refuse a folder another live process holds, before any preparation (corpus, tokenizer, model load)
     that `folder_lock` would only refuse afterwards."""
-    pid = _holder(folder / LOCK)
-    if pid and pid != os.getpid() and _alive(pid):
-        raise UserError(
-            f"another extrapolate process (pid {pid}) is writing to {folder}; wait for it or use another --out"
-        )
+    import fcntl
 
-
-def _holder(path: Path) -> int:
-    """The pid a lock file names (0: none, or unreadable)."""
+    path = folder / LOCK
     try:
-        return int(path.read_text().strip() or 0)
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # no lock file (or none readable): nothing holds the folder
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released at once below: only asking
+    except BlockingIOError:
+        pid = _holder(fd)
+        if pid != os.getpid():  # this process's own lock (a sweep's cell checking its folder) is no other writer
+            refuse(folder, pid)
+    finally:
+        os.close(fd)
+
+
+def refuse(folder: Path, pid: int) -> None:
+    named = f" (pid {pid})" if pid else ""
+    raise UserError(f"another extrapolate process{named} is writing to {folder}; wait for it or use another --out")
+
+
+def _holder(fd: int) -> int:
+    """The pid a lock file names (0: not written yet, or unreadable)."""
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip() or 0)
     except (OSError, ValueError):
         return 0
 
 
 @contextlib.contextmanager
 def folder_lock(folder: Path) -> Iterator[None]:
+    """Holds `folder` for this process: an advisory flock on its lock file, which names the holder's pid. The
+    kernel releases it when the holder dies however it dies, so a killed run leaves no lock that refuses the
+    next one, and two processes starting at once cannot both hold it (the file is locked before it is read)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # a data file's mode (less the umask)
-            break
-        except FileExistsError:
-            check_unlocked(folder)
-            path.unlink(missing_ok=True)  # a stale lock from a killed process
-    else:
-        raise UserError(f"could not lock {folder}")
-    with naming_path(path), os.fdopen(fd, "w") as handle:  # often the first write into a results folder
-        handle.write(str(os.getpid()))
+    with naming_path(path):  # often the first write into a results folder
+        fd = _locked(folder, path)
     try:
         yield
     finally:
-        path.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)  # before releasing it: a process waiting on this file finds it gone
+        os.close(fd)
+
+
+def _locked(folder: Path, path: Path) -> int:
+    import fcntl
+
+    for _ in range(8):
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)  # a data file's mode (less the umask)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _holder(fd)
+            os.close(fd)
+            refuse(folder, pid)
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            return fd
+        os.close(fd)  # the holder before removed this file as it finished: lock the one now at `path`
+    raise UserError(f"could not lock {folder}")
 
 
 TABLE_LOCK = ".table.lock"

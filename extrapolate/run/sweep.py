@@ -35,6 +35,7 @@ from extrapolate.run.cell import new_folder_guard
 from extrapolate.run.ignored import ignored_options
 from extrapolate.run.prepare import prepare
 from extrapolate.run.resolved import task_setup
+from extrapolate.tasks.depth_log import clear_logs
 from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import TrainingDiverged
@@ -175,6 +176,8 @@ def sweep(
             for cell in cells:
                 reporter.cell(cell)
                 if cell.done:
+                    if world.main:  # a run stopped between writing its rows and removing its depth logs
+                        clear_logs(folder, cell.resolved.run_id)
                     continue
                 try:
                     run_cell(cell.resolved, prepared, folder, reporter)
