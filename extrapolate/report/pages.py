@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from extrapolate.core.atomic import write_text
@@ -383,7 +384,8 @@ def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str,
     said = {encoding: across_seeds(seeds) for encoding, seeds in by_seed.items()}
     measured, table = table, counted_rows(table, by_seed)  # the set-up names every seed and model measured
     agg = aggregate(table)
-    figures = draw_figures(folder, table, agg, said)
+    with np.errstate(over="ignore"):  # matplotlib's log autoscale multiplies past 1e308 on such values
+        figures = draw_figures(folder, table, agg, said)
     try:
         shared = body(agg, figure_links(figures), load_training(folder), table, rule, said)
         shared += base_section(folder) + chat_section(folder) + samples_section(folder)
