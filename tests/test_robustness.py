@@ -448,3 +448,33 @@ def test_a_kill_between_the_weights_and_the_state_resumes_as_if_uninterrupted(tm
     assert resumed.summary["losses"] == full.summary["losses"]
     for name, weight in ckpt.weights_dict(full.model).items():
         assert torch.equal(weight, ckpt.weights_dict(resumed.model)[name]), name
+
+
+def test_perplexity_stopped_at_one_length_keeps_the_lengths_it_finished(tmp_path, corpus, monkeypatch):
+    """Interrupted at 64 tokens: 32 is logged, and the next run scores 64 only and writes what an
+    uninterrupted run writes; the log goes once the cell is in the table."""
+    import extrapolate.tasks.perplexity as perplexity
+
+    original, scored = perplexity.evaluate_perplexity, []
+
+    def stopped_at_64(model, docs, length, **kw):
+        if length == 64:
+            raise KeyboardInterrupt
+        return original(model, docs, length, **kw)
+
+    out = tmp_path / "stopped"
+    monkeypatch.setattr(perplexity, "evaluate_perplexity", stopped_at_64)
+    assert cli.invoke(app, base(corpus, out)).exit_code == 130
+    assert [p.name.split("-", 1)[1] for p in (out / ".partial").iterdir()] == ["perplexity-32-rank0.json"]
+    monkeypatch.setattr(perplexity, "evaluate_perplexity", original)
+    add = perplexity.PerplexityResult.add  # the real scoring from here, each scored batch's length counted
+    monkeypatch.setattr(
+        perplexity.PerplexityResult, "add", lambda self, *a: scored.append(self.length) or add(self, *a)
+    )
+    assert cli.invoke(app, base(corpus, out)).exit_code == 0
+    assert set(scored) == {64}
+    assert not (out / ".partial").exists()
+    assert cli.invoke(app, base(corpus, tmp_path / "whole")).exit_code == 0
+    pd.testing.assert_frame_equal(
+        stable(out / "results.csv"), stable(tmp_path / "whole" / "results.csv"), check_exact=True
+    )

@@ -60,6 +60,30 @@ class DepthLog:
         write_text(self.path, json.dumps(data))
 
 
+class LengthLog:
+    """A measurement finished whole at one length (perplexity's sums at a length), kept until its cell is in
+    the table: a stopped cell's next run reads it instead of scoring the length again. Keyed like DepthLog."""
+
+    def __init__(self, path: Path, identity: str):
+        self.path, self.identity = Path(path), identity
+
+    @classmethod
+    def for_cell(cls, folder: Path, run_id: str, kind: str, identity: str, length: int, rank: int, size: int):
+        key = f"{run_id}|{kind}|{identity}|{length}|rank {rank} of {size}"
+        return cls(Path(folder) / FOLDER / f"{run_id}-{kind}-{length}-rank{rank}.json", key)
+
+    def read(self) -> dict | None:
+        """What was recorded, None for a missing, damaged or foreign log (the length is then measured again)."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return data["value"] if data.get("identity") == self.identity and isinstance(data["value"], dict) else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def record(self, value: dict) -> None:
+        write_text(self.path, json.dumps({"identity": self.identity, "value": value}))
+
+
 def clear_logs(folder: Path, run_id: str) -> None:
     """Remove a written cell's logs (every rank's), and the log folder once empty."""
     logs = Path(folder) / FOLDER

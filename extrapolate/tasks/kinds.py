@@ -55,6 +55,16 @@ class MeasureContext:
         world = self.world
         return DepthLog.for_cell(self.log_folder, self.run_id, task_identity, length, world.rank, world.size)
 
+    def length_log(self, kind: str, identity: str, length: int):
+        """The log of a measurement finished whole at `length` (`identity`: what its value depends on beyond
+        the run id), or None where this measurement keeps no progress."""
+        if self.log_folder is None:
+            return None
+        from extrapolate.tasks.depth_log import LengthLog
+
+        world = self.world
+        return LengthLog.for_cell(self.log_folder, self.run_id, kind, identity, length, world.rank, world.size)
+
 
 def marked(label: str, bos: bool) -> str:
     """A protocol's name as the rows record it: "+bos" where every window or prompt starts with a BOS."""

@@ -128,11 +128,14 @@ def evaluate_perplexity(
     max_batch_tokens: int = 16384,
     world: World = SINGLE,
     bos: int | None = None,
+    log=None,
 ) -> PerplexityResult:
     """docs: 1-D int64 token tensors. `budget`: tokens per document scored (the same for every length).
     Under torchrun each rank scores every world.size-th window and the sums are added up. `bos`: a token each
     window starts with (the tokenizer's BOS): the window is then the BOS and n - 1 tokens of the document, and
-    its first token is scored given the BOS alone, as the field's evaluations feed a model."""
+    its first token is scored given the BOS alone, as the field's evaluations feed a model. `log` (a
+    depth_log.LengthLog): this process's sums are kept there once scored, and read from there by a run that
+    stopped after them."""
     result = PerplexityResult(length, bucket_width=bucket_width)
     model.eval()
     windows = []  # (window index, document index, document, start, end, first scored offset)
@@ -144,6 +147,11 @@ def evaluate_perplexity(
     per_window = torch.zeros(2, len(windows), dtype=torch.float64)  # (summed NLL, tokens) × window
     owner = torch.tensor([w[1] for w in windows], dtype=torch.long)  # (W,) the document of each window
     mine = [windows[i] for i in world.mine(len(windows))]
+    logged = log.read() if log is not None else None
+    if logged is not None and len(logged["per_window"][0]) == len(windows):
+        result = from_logged(logged, length, bucket_width)
+        per_window = torch.tensor(logged["per_window"], dtype=torch.float64)  # (2, W)
+        mine = []  # scored before the stop: only the sums over the ranks are left to do
     per_batch = max(1, max_batch_tokens // length)
     # group windows that share their first scored offset, so each batch is one rectangular tensor
     groups: dict[int, list] = {}
@@ -164,6 +172,8 @@ def evaluate_perplexity(
             index = torch.tensor([w[0] for w in chunk])
             per_window[0, index] = scored.double().sum(1).cpu()
             per_window[1, index] = float(scored.shape[1])
+    if log is not None and logged is None:
+        log.record(to_logged(result, per_window))
     result = result.summed(world)
     per_window = world.sum(per_window)
     per_document = torch.zeros(2, len(docs), dtype=torch.float64).index_add_(1, owner, per_window)  # (2, docs)
@@ -171,6 +181,28 @@ def evaluate_perplexity(
     units, result.unit = (scored_docs, "documents") if scored_docs.shape[1] > 1 else (per_window, "windows")
     result.unit_nll, result.unit_tokens = units[0].tolist(), [int(t) for t in units[1].tolist()]
     return result
+
+
+def to_logged(result: PerplexityResult, per_window: torch.Tensor) -> dict:
+    """One process's sums at a length, as JSON keeps them (Python floats round-trip exactly)."""
+    return {
+        "nll_sum": result.nll_sum,
+        "tokens": result.tokens,
+        "bucket_nll": {str(b): v for b, v in result.bucket_nll.items()},
+        "bucket_tokens": {str(b): v for b, v in result.bucket_tokens.items()},
+        "per_window": per_window.tolist(),  # (2, W): summed NLL and scored tokens of each window
+    }
+
+
+def from_logged(logged: dict, length: int, bucket_width: int) -> PerplexityResult:
+    return PerplexityResult(
+        length,
+        float(logged["nll_sum"]),
+        int(logged["tokens"]),
+        bucket_width,
+        {int(b): float(v) for b, v in logged["bucket_nll"].items()},
+        {int(b): int(v) for b, v in logged["bucket_tokens"].items()},
+    )
 
 
 def exp(nll: float) -> float:
@@ -220,7 +252,19 @@ class PerplexityKind(TaskKind):
             dtype=context.dtype,
             world=context.world,
             bos=setup.bos,
+            log=context.length_log(self.name, self.scored_text(setup), length),
         )
+
+    def scored_text(self, setup: TaskSetup) -> str:
+        """What a length's sums depend on beyond the run id: the protocol, the budget, the buckets and the
+        held-out documents themselves (a run id does not name the evaluation corpus or --eval-docs)."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for doc in setup.heldout:
+            digest.update(doc.to(torch.int64).numpy().tobytes())
+            digest.update(b"|")
+        return f"{self.protocol(setup)}|budget {setup.budget}|buckets {setup.bucket_width}|{digest.hexdigest()[:16]}"
 
     def non_finite(self, result: PerplexityResult) -> str:
         # NaN is no measurement (the model's numbers broke down, e.g. weights blown up by the learning rate): the
