@@ -116,6 +116,20 @@ def test_a_quantity_just_inside_passes_and_just_outside_fails(suite):
     assert list(outside.failing["metric"]) == ["nll"] and not outside.ok
 
 
+def test_a_committed_value_outside_the_rule_fails_though_the_fresh_run_is_inside(suite):
+    """The committed reference is checked too: a number edited by hand (or made by other code) is named."""
+    spread = spread_for(2.0, 0.02)
+    tolerance = Rule(suite.confidence, suite.nll_floor, len(spread)).tolerance(
+        spread[spread["metric"] == "nll"].iloc[0].to_dict()
+    )
+    fresh = table({("rope", L): 2.0}, {("rope", L): [0.5, 0.5, 0.5]})
+    edited = table({("rope", L): 2.0 + 1.01 * tolerance}, {("rope", L): [0.5, 0.5, 0.5]})
+    comparison = compare(edited, fresh, spread, suite)
+    assert list(comparison.failing["metric"]) == ["nll"] and not comparison.ok
+    assert comparison.failing["verdict"].iloc[0].startswith("committed value")
+    assert compare(fresh, fresh, spread, suite).failing.empty
+
+
 def test_accuracy_is_compared_as_the_mean_over_depths(suite):
     spread = spread_for(2.0, 0.02)
     reference = table({("rope", L): 2.0}, {("rope", L): [0.5, 0.5, 0.5]})
