@@ -55,6 +55,29 @@ def test_a_name_that_is_no_option_is_one_line(tmp_path):
     assert missing.exit_code == 2 and "does not exist" in missing.output
 
 
+@pytest.mark.parametrize(
+    "request_,needle",
+    [
+        ({"encoding": "self-extend", "encoding_options": ["window"]}, "[name, value] pairs"),
+        ({"encoding": "self-extend", "encoding_options": {"window": 64}}, "[name, value] pairs"),
+        ({"encoding": "self-extend", "encoding_options": 5}, "[name, value] pairs"),
+        ([1], "not a table of option values"),
+        ({"steps": True}, "steps must be a whole number, got True"),
+        ({"steps": 1e30}, "steps must be a whole number"),
+        ({"lr": "fast", "factor": [2]}, "factor must be a number"),
+        ({"compile": 1}, "compile must be true or false"),
+    ],
+)
+def test_a_run_record_with_values_of_the_wrong_kind_is_one_line(tmp_path, request_, needle):
+    """A run.json edited by hand: one line naming the field, exit 2, never a traceback or a silent reading."""
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps({"request": request_}))
+    result = invoke("run", "--config", str(record), "--out", str(tmp_path / "out"))
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], result.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_run_json_plans_the_same_cell_in_a_sweep(tmp_path, monkeypatch):
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     corpus = make_corpus(tmp_path / "corpus")

@@ -49,12 +49,19 @@ def from_record(request: dict) -> dict:
     (recorded as the checkpoint's own, which it always uses) left out, encoding options as NAME=VALUE items."""
     from extrapolate.run.checkpoint import is_pretrained
 
+    if not isinstance(request, dict):
+        raise UserError("the run record's request is not a table of option values")
     given = {n: v for n, v in request.items() if v is not None and v != [] and n not in DERIVED}
     values = {RECORD_NAMES.get(name, name): value for name, value in given.items()}
     if is_pretrained(str(values.get("model", ""))):
         values.pop("tokenizer", None)
     if "encoding_option" in values:
-        values["encoding_option"] = [f"{name}={as_text(value)}" for name, value in values["encoding_option"]]
+        pairs = values["encoding_option"]
+        if not isinstance(pairs, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) for pair in pairs
+        ):
+            raise UserError('the run record\'s encoding_options must be [name, value] pairs, e.g. [["window", 64]]')
+        values["encoding_option"] = [f"{name}={as_text(value)}" for name, value in pairs]
     return values
 
 
@@ -65,6 +72,23 @@ def as_text(value) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(as_text(item) for item in value)
     return str(value)
+
+
+def check_type(path: Path, name: str, value) -> None:
+    """A file's value of the kind its request field holds: a count a whole number, a yes/no option true or
+    false, a number a number. Click would read `true` as 1 step, or 1e30 as a count, without a word."""
+    import dataclasses
+
+    from extrapolate.run.request import RunRequest
+
+    kinds = {f.name: str(f.type).split(" |")[0] for f in dataclasses.fields(RunRequest)}
+    kind, text = kinds.get(name), isinstance(value, str)  # a string is parsed as the flag's would be
+    if kind == "int" and not text and (isinstance(value, bool) or not isinstance(value, int)):
+        raise UserError(f"--config {path}: {name} must be a whole number, got {value!r}")
+    if kind == "float" and not text and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise UserError(f"--config {path}: {name} must be a number, got {value!r}")
+    if kind == "bool" and not isinstance(value, bool):
+        raise UserError(f"--config {path}: {name} must be true or false, got {value!r}")
 
 
 def apply_config(ctx: click.Context, param: click.Parameter, path: Path | None) -> Path | None:
@@ -80,6 +104,7 @@ def apply_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
             name, value = SWEEP_NAMES[name], [value]
         if name not in names or name == "config":
             raise UserError(f"--config {path}: {name!r} is not an option of `{ctx.command.name}`")
+        check_type(path, name, value)
         defaults[name] = as_text(value) if name in LISTS and not isinstance(value, str) else value
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return path
