@@ -182,7 +182,7 @@ def table(folder):
     import pandas as pd
 
     rows = pd.read_csv(folder / "results.csv").sort_values(["task", "metric", "eval_len", "depth"])
-    return rows[["task", "metric", "eval_len", "depth", "value"]].reset_index(drop=True)
+    return rows[["task", "metric", "eval_len", "depth", "value", "run_id"]].reset_index(drop=True)
 
 
 @pytest.mark.slow
@@ -201,6 +201,8 @@ def test_torchrun_equals_one_process_and_resumes_after_a_rank_is_killed(tmp_path
     assert launch.wait() == 0, launch.stdout.read()
     one, two = table(tmp_path / "one"), table(tmp_path / "two")
     assert (one[["task", "metric", "eval_len"]] == two[["task", "metric", "eval_len"]]).all().all()
+    # a model trained by two processes adds its gradients in another order: another model, its own rows
+    assert set(one["run_id"]).isdisjoint(two["run_id"])
     assert two["value"].tolist() == pytest.approx(one["value"].tolist(), rel=2e-3, abs=1e-9)
     # each rank answered its share of the prompts: the samples file holds every prompt once, as one process's
     import json

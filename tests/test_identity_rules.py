@@ -51,6 +51,7 @@ def test_the_optional_fields_and_what_unset_means():
         "attention_softcap": None,
         "rotary_dim": None,
         "compile": False,
+        "processes": 1,
         "adapter": None,
     }
 

@@ -251,6 +251,23 @@ def test_sigterm_mid_run_is_one_line_and_leaves_no_lock_or_temporary_file(tmp_pa
     assert leftovers == []
 
 
+def test_a_collective_whose_peer_stopped_is_one_line_under_torchrun(monkeypatch):
+    """Rank 1 killed: rank 0's next collective fails in gloo. One line, not sixty lines of traceback; outside a
+    launch the same error is a bug and keeps its traceback."""
+    import extrapolate.report.pages as report
+
+    def collective(folder):
+        raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [::1]:5")
+
+    monkeypatch.setattr(report, "write_report", collective)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    result = cli.invoke(app, ["report", "anywhere"])
+    assert result.exit_code == 1 and "another process of this launch stopped" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert isinstance(cli.invoke(app, ["report", "anywhere"]).exception, RuntimeError)
+
+
 def test_error_text_is_printed_as_written(monkeypatch):
     """A message quoting a library's text in brackets ("[enforce fail at …]") is not eaten as console markup."""
     import extrapolate.report.pages as report

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from extrapolate.core.errors import UserError, exhaustion_line, is_out_of_memory, os_error_line
+from extrapolate.core.errors import UserError, exhaustion_line, is_out_of_memory, os_error_line, peer_lost_line
 from extrapolate.core.numbers import FLAG_BOUNDS, check_number, parse_float_list, parse_int_list, parse_name_list  # noqa: F401
 from extrapolate.encodings.options import flag_bounds
 
@@ -66,6 +66,8 @@ class OneLineErrors(TyperGroup):
         except (KeyboardInterrupt, typer.Abort):
             interrupted()
         except (MemoryError, RuntimeError) as exc:
+            if peer_lost_line(exc):  # the process that stopped says why; this one only that it stopped too
+                fail(peer_lost_line(exc), 1)
             if not is_out_of_memory(exc):
                 raise  # a bug: its traceback
             fail(exhaustion_line(exc))

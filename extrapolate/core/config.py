@@ -160,6 +160,7 @@ class TrainConfig:
     loss_weighting: str = "row"
     checkpoint_every: int = 200
     compile: bool | None = None  # True: the training forward ran through torch.compile (None: eager)
+    processes: int | None = None  # the torchrun processes that trained it (None: one)
     adapter: AdapterConfig | None = None  # None: every weight trains (identity.py: unset)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +73,23 @@ def memory_owner(exc: BaseException) -> str:
         if device in text:
             return f"the {device} device"
     return "the host"
+
+
+PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "[gloo]", "NCCL")
+
+
+def peer_lost_line(exc: BaseException) -> str:
+    """One line for a collective of a torchrun launch that failed because another of its processes stopped
+    (killed, out of memory, an error of its own, which that process reports): "" for any other error."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        return ""
+    text = " ".join(str(exc).split())
+    if type(exc).__name__ != "DistBackendError" and not any(mark in text for mark in PEER_LOST):
+        return ""
+    return (
+        f"another process of this launch stopped ({text[:160]}); finished work is kept, run the same command "
+        "again to resume"
+    )
 
 
 def exhaustion_line(exc: BaseException) -> str | None:

@@ -37,6 +37,7 @@ UNSET_MEANS: dict[str, Any] = {
     "attention_softcap": None,  # attention scores as q·k gives them
     "rotary_dim": None,  # RoPE rotates the whole head
     "compile": False,  # the training forward runs eagerly
+    "processes": 1,  # one process trains (under torchrun the gradients are averaged over ranks: other floats)
     "adapter": None,  # every weight trains (no low-rank adapters)
 }
 

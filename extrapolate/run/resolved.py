@@ -10,6 +10,7 @@ from pathlib import Path
 
 from extrapolate.core.config import TrainConfig, config_hash
 from extrapolate.core.device import training_dtype
+from extrapolate.core.distributed import current
 from extrapolate.core.identity import pretrained_identity, run_identity, stored
 from extrapolate.encodings import EncodingSpec, encoding_for
 from extrapolate.run.prepare import Prepared
@@ -193,6 +194,7 @@ def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:
         passkey_task=prepared.passkey_identity,
         checkpoint_every=max(1, min(200, steps // 4)),
         compile=stored("compile", bool(request.compile)),
+        processes=stored("processes", current().size),
     )
 
 
