@@ -126,6 +126,8 @@ def recover(folder: Path, run_id: str, cache: Path | None, under: Path, extra_en
     if not record_path.is_file():
         return f"{run_id}: no record in runs/ (made before each run's was kept); skipped"
     record = json.loads(record_path.read_text())
+    if record["git_sha"].endswith("+dirty"):  # made by code edited after its commit: no commit holds it
+        return f"{run_id}: made by code edited after {record['git_sha'][:12]}, which no commit holds; skipped"
     checkout = worktree(record["git_sha"], under)
     log, out = under / f"answers-{run_id}.jsonl", under / f"out-{run_id}"
     env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join([str(HOOK), str(checkout)])}

@@ -99,6 +99,8 @@ def retrain(folder: Path, run_id: str, cache: Path, under: Path, extra_env: dict
     done = model / "complete.json"
     if done.is_file() and fingerprint(json.loads(done.read_text())) == wanted:
         return f"{run_id}: {model.name} already in the cache, its fingerprint the record's"
+    if record["git_sha"].endswith("+dirty"):  # made by code edited after its commit: no commit holds it
+        return f"{run_id}: made by code edited after {record['git_sha'][:12]}, which no commit holds; skipped"
     checkout = worktree(record["git_sha"], under)
     env = {**os.environ, **extra_env, "EXTRAPOLATE_CACHE": str(cache), "PYTHONPATH": str(checkout)}
     options = run_options(trained_request(record), known_options(checkout, env), under / f"out-{run_id}")

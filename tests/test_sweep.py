@@ -356,10 +356,18 @@ def test_rows_record_the_commit_the_process_started_from(monkeypatch):
     CliRunner().invoke(app, ["tasks", "--json"])
     assert source.git_sha.cache_info().currsize == 1  # any command reads it when it starts
     started = source.git_sha()
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "ffffffffffff\n", ""))
+    edits = ""
+
+    def git(args, **kwargs):  # a commit made meanwhile, and then the package edited
+        return subprocess.CompletedProcess(args, 0, "ffffffffffff\n" if "rev-parse" in args else edits, "")
+
+    monkeypatch.setattr(subprocess, "run", git)
     assert source.git_sha() == started
     source.git_sha.cache_clear()
     assert source.git_sha() == "ffffffffffff"
+    source.git_sha.cache_clear()
+    edits = " M extrapolate/model.py\n"  # code that is not the commit's: the commit alone does not name it
+    assert source.git_sha() == "ffffffffffff+dirty"
     source.git_sha.cache_clear()
 
 
