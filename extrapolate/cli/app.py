@@ -163,10 +163,9 @@ def sweep(
         "--time-min": time_min != 1440,
     }
     if executor == "local" and any(slurm_only.values()):
-        warn(
-            f"{', '.join(k for k, given in slurm_only.items() if given)} configure SLURM jobs, and --executor is "
-            "local: ignored"
-        )
+        given = [k for k, was_given in slurm_only.items() if was_given]
+        verb = "configures" if len(given) == 1 else "configure"
+        warn(f"{', '.join(given)} {verb} SLURM jobs, and --executor is local: ignored")
     if executor == "slurm" and not dry_run:
         from extrapolate.run.cluster import SlurmOptions
 
