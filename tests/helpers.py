@@ -100,3 +100,12 @@ def load_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def six_steps(model):
+    """A training of `model` for 6 steps at L = 32 with a checkpoint every 3: stopped at 3, resumed to 6."""
+    from extrapolate.core.config import TrainConfig
+
+    return TrainConfig(
+        model=model, corpus="test", seq_len=32, batch_size=4, steps=6, warmup_steps=2, checkpoint_every=3
+    )

@@ -16,6 +16,8 @@ from extrapolate.run.request import RunRequest
 from extrapolate.run.resolution import architecture_for, resolve_request
 from extrapolate.training.train import build_model, learning_rate, make_optimizer, train
 
+from .helpers import six_steps
+
 
 def tiny(**table) -> ModelConfig:
     return ModelConfig(**PRESETS["tiny"], encoding="learned", max_len=32, **table)
@@ -76,15 +78,7 @@ def test_the_table_moves_at_its_share_of_the_rate(tmp_path):
 
 
 def test_training_with_the_recipe_resumes_bit_for_bit(tmp_path):
-    config = TrainConfig(
-        model=tiny(position_std=0.0, position_lr_scale=0.1),
-        corpus="test",
-        seq_len=32,
-        batch_size=4,
-        steps=6,
-        warmup_steps=2,
-        checkpoint_every=3,
-    )
+    config = six_steps(tiny(position_std=0.0, position_lr_scale=0.1))
     torch.manual_seed(0)
     source = BatchSource(torch.randint(0, 256, (5000,)), config.seq_len, config.batch_size, config.seed)
     full = train(config, source, torch.device("cpu"), folder=tmp_path / "a")

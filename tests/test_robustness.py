@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
 
-from .helpers import killed_at_step, make_corpus, tiny_options, wait_for
+from .helpers import killed_at_step, make_corpus, six_steps, tiny_options, wait_for
 
 cli = CliRunner()
 
@@ -442,20 +442,12 @@ def test_a_kill_between_the_weights_and_the_state_resumes_as_if_uninterrupted(tm
     training goes on from the step-3 state and its own weights, and ends where an uninterrupted one does."""
     from safetensors.torch import save_file
 
-    from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig
+    from extrapolate.core.config import PRESETS, ModelConfig
     from extrapolate.data.batches import BatchSource
     from extrapolate.training import checkpoint as ckpt
     from extrapolate.training.train import train
 
-    config = TrainConfig(
-        model=ModelConfig(**PRESETS["tiny"], encoding="rope", max_len=32),
-        corpus="test",
-        seq_len=32,
-        batch_size=4,
-        steps=6,
-        warmup_steps=2,
-        checkpoint_every=3,
-    )
+    config = six_steps(ModelConfig(**PRESETS["tiny"], encoding="rope", max_len=32))
     source = BatchSource(torch.arange(5000) % 251, config.seq_len, config.batch_size, config.seed)
     full = train(config, source, torch.device("cpu"), folder=tmp_path / "a")
     train(config, source, torch.device("cpu"), folder=tmp_path / "b", stop_after=3)
