@@ -294,6 +294,21 @@ def test_an_encoding_a_checkpoint_cannot_take_is_refused_before_its_weights_are_
     assert message in output and "Traceback" not in output and "weights were read" not in output
 
 
+def test_a_tokenizer_with_ids_past_the_embedding_is_one_line(tmp_path, monkeypatch):
+    """A tokenizer of another model in the folder: refused when loaded, not an index error at the first id."""
+    from extrapolate.data.tokenizers import load_tokenizer
+    from tests.test_tokenizers import small_corpus
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "small-vocab"
+    model = checkpoint("llama", NATIVE_FAMILIES["llama"])
+    model.resize_token_embeddings(200)
+    model.save_pretrained(folder)
+    load_tokenizer("bpe:300", small_corpus()).to_transformers().save_pretrained(folder)
+    output = run_cli(folder, make_corpus(tmp_path / "corpus"), tmp_path / "out", code=2)
+    assert "embedding 200 rows" in output and "Traceback" not in output
+
+
 def test_a_checkpoint_that_needs_its_own_code_is_refused_naming_the_flag(tmp_path, folders, monkeypatch):
     folder = tmp_path / "custom"
     folder.mkdir()
