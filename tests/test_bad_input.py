@@ -181,6 +181,23 @@ def test_damaged_gguf(tmp_path, kind):
     assert not out.exists()
 
 
+def test_a_gguf_holding_no_model_is_one_line(tmp_path):
+    """Metadata and a RoPE table only: refused, not loaded as transformers' default-sized model (7B, in memory)."""
+    from gguf import GGUFWriter
+
+    path = tmp_path / "meta-only.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_context_length(64)
+    writer.add_tensor("rope_freqs.weight", np.ones(4, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, ["run", "--model", str(path), "--out", str(out)]), "holds no model")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("spec", ["./my-checkpoint", "~/models/mine", "models/llama/8b"])
 def test_a_model_path_that_does_not_exist_is_named_as_one(tmp_path, monkeypatch, spec):
     """A path that is not there is no hub id (`owner/name`), online or not: one line, not the hub's id rules."""

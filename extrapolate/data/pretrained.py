@@ -192,7 +192,9 @@ def check_gguf(path: Path) -> None:
     from extrapolate.data.gguf_rope import gguf_reader
 
     with reading(path, "GGUF file"):
-        gguf_reader(path)
+        tensors = {tensor.name for tensor in gguf_reader(path).tensors}
+    if "token_embd.weight" not in tensors:  # transformers would build its default-sized model for the sizes
+        raise UserError(f"GGUF file {path} holds no model: no token embedding among its {len(tensors)} tensors")
 
 
 def check_model_folder(folder: Path) -> None:
