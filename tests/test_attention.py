@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from extrapolate.encodings import build_encoding
-from extrapolate.kernels.attention import causal_attention, kernel_for, toeplitz_bias
+from extrapolate.kernels.attention import causal_attention, kernel_for
+from extrapolate.kernels.blocked import toeplitz_bias
 
 
 def make(name, heads=4):
@@ -30,7 +31,7 @@ def test_blocked_equals_reference(name, length, rows):
 @pytest.mark.parametrize("length", [1, 17, 333, 1500])
 @pytest.mark.parametrize("rows", [16, 100, 1024])
 def test_fused_bias_kernel_equals_reference(name, length, rows):
-    from extrapolate.kernels.attention import fused_bias_attention
+    from extrapolate.kernels.fused_bias import fused_bias_attention
 
     torch.manual_seed(length)
     enc = make(name)
@@ -43,7 +44,7 @@ def test_fused_bias_kernel_equals_reference(name, length, rows):
 
 
 def test_fused_bias_kernel_with_a_cache_and_gqa():
-    from extrapolate.kernels.attention import fused_bias_attention
+    from extrapolate.kernels.fused_bias import fused_bias_attention
 
     for name in ("alibi", "t5"):
         enc = make(name)
@@ -150,7 +151,8 @@ def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
     alibi, rope = make("alibi"), make("rope")
     full = lambda n: [(n, n)]  # noqa: E731  a forward over n tokens without a cache
     assert recorded_kernel(alibi, "auto", cpu, f32, full(4096)) == "fused-bias"
-    assert recorded_kernel(alibi, "auto", cpu, bf16, full(4096)) == "blocked"
+    assert recorded_kernel(alibi, "auto", cpu, bf16, full(4096)) == "fused-bias"  # its bias a float32 mask
+    assert recorded_kernel(alibi, "auto", cpu, torch.float16, full(4096)) == "blocked"
     assert recorded_kernel(rope, "flex", cpu, f32, full(4096)) == "sdpa"  # no bias: nothing to flex
     assert recorded_kernel(alibi, "flex", cpu, f32, full(64)) == "blocked"  # too few queries to compile for
     assert recorded_kernel(rope, "auto", cpu, f32, [(4090, 4090), (1, 4091)]) == "sdpa+sdpa-cache"  # a cache continued
@@ -165,23 +167,23 @@ def test_recorded_kernel_names_what_each_length_runs(monkeypatch):
 
 def spy_kernels(monkeypatch) -> list[str]:
     """The kernels `causal_attention` runs from now on, in call order; flex is faked by the reference kernel."""
-    from extrapolate.kernels import attention
+    from extrapolate.kernels import attention, fused_bias
 
     ran: list[str] = []
 
-    def spy(name, attribute, fn=None, counts=lambda *args, **kwargs: True):
-        fn = fn or getattr(attention, attribute)
+    def spy(name, attribute, fn=None, counts=lambda *args, **kwargs: True, module=attention):
+        fn = fn or getattr(module, attribute)
 
         def wrapped(*args, **kwargs):
             if counts(*args, **kwargs):
                 ran.append(name)
             return fn(*args, **kwargs)
 
-        monkeypatch.setattr(attention, attribute, wrapped)
+        monkeypatch.setattr(module, attribute, wrapped)
 
     spy("sdpa", "sdpa", counts=lambda *args, **kwargs: kwargs.get("is_causal", False))  # not the blocked kernel's
     spy("sdpa-cache", "cached_sdpa")
-    spy("fused-bias", "fused_bias_attention")
+    spy("fused-bias", "fused_bias_attention", module=fused_bias)
     spy("blocked", "blocked_attention")
     reference = attention.reference_attention  # flex is faked by the reference kernel, not counted as one
     spy("flex", "_try_flex", fn=lambda q, k, v, encoding, backward=False: reference(q, k, v, encoding))

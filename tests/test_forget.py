@@ -1,4 +1,4 @@
-"""The forget gate's kernels (FoX): fused (CPU float32), blocked, flex and the few-query SDPA call all equal the
+"""The forget gate's kernels (FoX): fused (CPU float32 and bf16), blocked, flex and the few-query SDPA call all equal the
 one-block reference, whole and continuing a cache, with grouped-query heads; gradients reach the gate; the
 plan names its kernel on each device. (Equality with the authors' code: tests/test_reference_ports.py.)"""
 
@@ -36,6 +36,18 @@ def test_every_kernel_equals_the_reference(queries, keys):
     torch.testing.assert_close(causal_attention(q, k, v, encoding, "reference"), expected)
 
 
+@pytest.mark.parametrize("queries,keys", [(300, 300), (37, 1500), (1, 700)])
+def test_the_fused_kernel_keeps_the_decay_exact_in_bf16(queries, keys):
+    """bf16 inputs: the decay rides in a float32 mask, so only the op's bf16 rounding differs from the float32
+    reference of the same inputs (a decay of hundreds rounded to bf16 would move the logits by whole units)."""
+    q, k, v, encoding = call(queries, keys)
+    q, k, v = (t.bfloat16() for t in (q, k, v))
+    expected = forget.blocked_attention(q.float(), k.float(), v.float(), encoding.decay, None)
+    got = forget.fused_attention(q, k, v, encoding.decay, rows=256)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=0)
+
+
 def test_the_decay_is_the_gates_product_between_key_and_query():
     """One head, v one-hot per key: the weights are exp(q·k/√d) · Π_{l=j+1..i} f_l, normalised."""
     q, k, v, encoding = call(6, 6)
@@ -63,7 +75,8 @@ def test_gradients_reach_the_gate_through_the_blocked_kernel():
 def test_the_plan_names_its_kernel_on_each_device():
     fox = build_encoding("fox", d_model=64, n_heads=4, head_dim=16, max_len=64)
     assert attention_plan(fox, "auto", "cpu", torch.float32, 512, 512).name == "fused-forget"
-    assert attention_plan(fox, "auto", "cpu", torch.bfloat16, 512, 512).name == "blocked"  # too coarse to fold
+    assert attention_plan(fox, "auto", "cpu", torch.bfloat16, 512, 512).name == "fused-forget"  # a float32 mask
+    assert attention_plan(fox, "auto", "cpu", torch.float16, 512, 512).name == "blocked"
     assert attention_plan(fox, "auto", "cpu", torch.float32, 512, 512, backward=True).name == "blocked"
     assert attention_plan(fox, "auto", "cuda", torch.bfloat16, 4096, 4096, backward=True).name == "flex"
     assert attention_plan(fox, "auto", "cuda", torch.bfloat16, 1, 4097).name == "sdpa-rows"

@@ -8,7 +8,8 @@ import torch
 
 from extrapolate.encodings import build_encoding
 from extrapolate.kernels import tuning
-from extrapolate.kernels.attention import causal_attention, fused_bias_attention, fused_variant, fused_variants
+from extrapolate.kernels.attention import causal_attention
+from extrapolate.kernels.fused_bias import fused_bias_attention, fused_variant, fused_variants
 
 
 def make(name: str, dim: int = 32):
@@ -21,24 +22,41 @@ def make(name: str, dim: int = 32):
 
 @pytest.mark.parametrize("dim", [16, 32, 64])
 @pytest.mark.parametrize("name", ["alibi", "t5"])
-def test_every_variant_equals_the_reference(name, dim):
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 5e-5), (torch.bfloat16, 2e-2)])
+def test_every_variant_equals_the_reference(name, dim, dtype, tolerance):
+    """In bf16 too: the reference is the float32 attention of the same bf16 inputs, so only the kernel's own
+    rounding counts (a bias rounded to bf16 in q·k moves a logit by up to m·rows/256 and fails this)."""
     encoding = make(name, dim)
-    q = torch.randn(1, 4, 300, dim)
-    k, v = torch.randn(2, 1, 2, 400, dim).unbind(0)  # grouped-query, 100 cached keys before the queries
-    variants = fused_variants(encoding, dim)
-    assert len(set(variants.values())) == len(variants) >= 3
+    q = torch.randn(1, 4, 300, dim).to(dtype)
+    k, v = torch.randn(2, 1, 2, 400, dim).to(dtype).unbind(0)  # grouped-query, 100 cached keys before the queries
+    variants = fused_variants(encoding, dim, dtype)
+    assert len(set(variants.values())) == len(variants) >= (3 if dtype == torch.float32 or name == "t5" else 2)
     with torch.no_grad():  # the fused kernels evaluate
-        want = causal_attention(q, k, v, encoding, "reference")
+        want = causal_attention(q.float(), k.float(), v.float(), encoding, "reference")
         for rows, extra in variants.values():
             # small rows so a 300-query call crosses several blocks, as the chosen rows do at 16k
             got = fused_bias_attention(q, k, v, encoding, rows // 16, extra)
-            torch.testing.assert_close(got, want, atol=5e-5, rtol=0)
+            assert got.dtype == dtype
+            torch.testing.assert_close(got.float(), want, atol=tolerance, rtol=0)
 
 
-def test_alibi_widths_are_the_default_then_multiples_of_16_and_32():
-    widths = {extra + 32 for _, extra in fused_variants(make("alibi"), 32).values()}
-    assert widths == {40, 48, 64}
-    assert next(iter(fused_variants(make("alibi"), 32).values())) == (1024, 8)  # the default comes first
+def test_bf16_alibi_keeps_its_bias_in_float32_far_into_a_block():
+    """Rows 1500 past a block's start: the key-bias form's logits stay exact where a bf16 q·k column would
+    round j - q0 to a multiple of 8 (m = 1/4: two logits)."""
+    encoding = make("alibi")
+    q, k, v = torch.randn(3, 1, 4, 1600, 32).to(torch.bfloat16).unbind(0)
+    with torch.no_grad():
+        want = causal_attention(q.float(), k.float(), v.float(), encoding, "reference")
+        got = fused_bias_attention(q, k, v, encoding, 2048, 0)
+    torch.testing.assert_close(got.float(), want, atol=2e-2, rtol=0)
+
+
+def test_alibi_key_bias_is_the_default_then_widths_of_16_and_32_in_float32():
+    alibi = make("alibi")
+    variants = fused_variants(alibi, 32)
+    assert list(variants.values())[:2] == [(1024, 0), (2048, 0)]  # the key bias first, the default first of all
+    assert {extra + 32 for _, extra in list(variants.values())[2:]} == {40, 48, 64}
+    assert set(fused_variants(alibi, 32, torch.bfloat16).values()) == {(1024, 0), (2048, 0)}  # no bf16 column
 
 
 @pytest.fixture
@@ -60,13 +78,13 @@ def test_the_fastest_variant_is_chosen_and_remembered_on_disk(tuned, monkeypatch
     encoding = make("alibi")
     q = torch.randn(1, 4, 2048, 32)
     chosen = fused_variant(q, q, encoding)
-    assert chosen == list(fused_variants(encoding, 32).values())[-1] and len(timed) == 6
+    assert chosen == list(fused_variants(encoding, 32).values())[-1] and len(timed) == 8
     stored = json.loads((tuned / tuning.CHOICES_FILE).read_text())
     (key,) = stored
     assert "fused-bias|alibi float32 h4 d32" in key and tuning.machine_key() in key
     # another process on the machine reads the file and times nothing
     monkeypatch.setattr(tuning, "_CHOSEN", {})
-    assert fused_variant(q, q, encoding) == chosen and len(timed) == 6
+    assert fused_variant(q, q, encoding) == chosen and len(timed) == 8
 
 
 def test_small_calls_and_tuning_off_run_the_default_untimed(tuned, monkeypatch):
@@ -97,3 +115,25 @@ def test_bench_names_the_variants_this_machine_chose(tuned, monkeypatch):
     assert variant_lines() == [
         "- kernel variants timed on this machine: fused-bias alibi float32 h4 d32: rows 1024, head 40"
     ]
+
+
+@pytest.mark.parametrize("buckets,max_distance", [(32, 128), (8, 16), (2, 4)])  # saturation 113, 12, 1
+@pytest.mark.parametrize(
+    "queries,keys",
+    # no cache; a cache shorter and longer than S; one decoding query before, at and past S; fewer keys than S
+    [(300, 300), (150, 160), (40, 1000), (1, 500), (1, 113), (1, 114), (5, 5), (3, 2000)],
+)
+def test_t5_far_keys_are_exact_wherever_the_queries_start(buckets, max_distance, queries, keys):
+    """T5's keys at least S back run as causal calls with the queries shifted S positions: where the first
+    query sits before S, at it or past it (a cache), the kernel is the reference, the band split into blocks
+    of a row count that divides nothing evenly."""
+    from extrapolate.encodings.bias import T5Bias
+
+    torch.manual_seed(queries + keys)
+    encoding = T5Bias(4, buckets, max_distance)
+    torch.nn.init.normal_(encoding.table.weight)
+    q = torch.randn(1, 4, queries, 16)
+    k, v = torch.randn(2, 1, 2, keys, 16).unbind(0)
+    with torch.no_grad():
+        want = causal_attention(q, k, v, encoding, "reference")
+        torch.testing.assert_close(fused_bias_attention(q, k, v, encoding, 7, 0), want, atol=5e-5, rtol=0)

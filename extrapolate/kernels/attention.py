@@ -6,9 +6,10 @@ and a result records that value's name (`recorded_kernel`), so the record cannot
 On CUDA every encoding runs a fused kernel, forward and backward: SDPA without a bias (a cache continued with
 the lower-right causal alignment; one decoding query without a mask), flex_attention for bias and two-part
 encodings (`flex.py`), and for a few queries (decoding, a short pass) one SDPA call with those rows' bias or
-mask. On the CPU: fused SDPA, the fused bias kernels (float32 evaluation), the two-part kernel, and the blocked
-kernel — queries in blocks, keys past the block's end skipped (causal), the bias of each block built from the
-(H, n) distance table as a Toeplitz view, never an n×n tensor — which is also the portable fallback.
+mask. On the CPU: fused SDPA, the fused bias kernels (float32 and bf16 evaluation, `fused_bias.py`), the
+two-part kernel, and the blocked kernel — queries in blocks, keys past the block's end skipped (causal), the
+bias of each block built from the (H, n) distance table as a Toeplitz view, never an n×n tensor — which is
+also the portable fallback.
 
 Soft-capped scores (an encoding with `score_cap`, Gemma 2) enter no fused causal or bias kernel, as the cap is
 a function of the scores themselves: flex_attention caps them in its score modification where flex would run,
@@ -17,7 +18,6 @@ and elsewhere the capped blocked kernel computes each query block's scores expli
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,27 +25,20 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from extrapolate.encodings.base import Decayed, LinearBias, PositionalEncoding
-from extrapolate.kernels import dual_chunk, flex, forget, shifted_sparse, two_part
+from extrapolate.encodings.base import Decayed, PositionalEncoding
+from extrapolate.kernels import dual_chunk, flex, forget, fused_bias, shifted_sparse, two_part
 from extrapolate.kernels.blocked import (
     BLOCK_ELEMENTS,
     bias_rows,
     blocked_attention,
     capped_blocked_attention,
     reference_attention,
-    toeplitz_bias,
 )
-from extrapolate.kernels.flash import attend, attend_band, attend_grouped, merge
+from extrapolate.kernels.flash import attend, attend_grouped, merge
 from extrapolate.kernels.heads import expand_kv_heads
 from extrapolate.kernels.sdpa import compute_dtype, sdpa
 
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")  # what a request may ask for
-FUSED_ROWS = 1024  # query rows per ALiBi block (measured at 16k: 512 rows is 1.8× slower)
-FUSED_EXTRA = 8  # zero columns ALiBi's block adds to each head by default, one carrying the bias
-TUNED_SCORES = 2048 * 2048  # calls scoring fewer query-key pairs run the default variant, untimed
-BAND_ROWS = (
-    256  # query rows per T5 block; its band is rows × (rows + 113) keys (attention alone at 16k: 512 rows 4% slower)
-)
 FLEX_MIN_QUERIES = 128  # fewer queries (decoding from a cache) skip flex: each new shape would recompile
 
 
@@ -60,12 +53,12 @@ SDPA = AttentionPlan("sdpa")  # fused causal SDPA over queries and keys of one l
 SDPA_CACHE = AttentionPlan("sdpa-cache")  # CPU, queries continuing a cache: two fused calls merged (`cached_sdpa`)
 SDPA_LOWER_RIGHT = AttentionPlan("sdpa-lower-right")  # CUDA, queries continuing a cache (`lower_right_sdpa`)
 SDPA_ROWS = AttentionPlan("sdpa-rows")  # CUDA, a few queries with a bias or two parts (`rows_attention`)
-FUSED_BIAS = AttentionPlan("fused-bias")  # CPU float32 evaluation of ALiBi and T5 (`fused_bias_attention`)
+FUSED_BIAS = AttentionPlan("fused-bias")  # CPU evaluation of ALiBi and T5 (`fused_bias.fused_bias_attention`)
 FLEX = AttentionPlan("flex")  # flex_attention (`flex_attention_of`); blocked where it fails to compile
 TWO_PART = AttentionPlan("two-part")  # CPU evaluation of Self-Extend and ReRoPE (`two_part.fused_attention`)
 DUAL_CHUNK = AttentionPlan("dual-chunk")  # CPU evaluation of dual chunk attention (`dual_chunk.fused_attention`)
 SHIFTED_SPARSE = AttentionPlan("shifted-sparse")  # LongLoRA's training attention in shifted groups
-FORGET = AttentionPlan("fused-forget")  # CPU float32 evaluation with a forget gate (`forget.fused_attention`)
+FORGET = AttentionPlan("fused-forget")  # CPU evaluation with a forget gate (`forget.fused_attention`)
 BLOCKED = AttentionPlan("blocked")  # query blocks against the keys up to theirs: any device, any encoding
 REFERENCE = AttentionPlan("reference")  # the full score matrix: the slow ground truth for tests
 FLEX_CAPPED = AttentionPlan("flex-capped")  # flex_attention capping each score (`flex_attention_of`)
@@ -167,10 +160,10 @@ def attention_plan(
         return _capped_plan(family, requested, device_type, queries, backward, flex_usable)
     if family == SHIFTED_SPARSE:
         return SHIFTED_SPARSE
-    if family == FORGET:  # CUDA: flex (a few queries: one SDPA call); CPU float32 evaluation: the fused kernel
+    if family == FORGET:  # CUDA: flex (a few queries: one SDPA call); CPU evaluation: the fused kernel
         if device_type == "cuda":
             return SDPA_ROWS if queries < FLEX_MIN_QUERIES else FLEX if flex_usable else BLOCKED
-        return FORGET if device_type == "cpu" and not backward and dtype == torch.float32 else BLOCKED
+        return FORGET if device_type == "cpu" and not backward and dtype in fused_bias.DTYPES else BLOCKED
     if family == DUAL_CHUNK:  # CUDA: flex (a few queries: one SDPA call); CPU evaluation: the flash op's parts
         if device_type == "cuda":
             return SDPA_ROWS if queries < FLEX_MIN_QUERIES else FLEX if flex_usable else BLOCKED
@@ -196,8 +189,8 @@ def attention_plan(
         return SDPA_CACHE if cpu_inference else BLOCKED
     if family == REFERENCE:
         return REFERENCE
-    if family == FUSED_BIAS and cpu_inference and dtype == torch.float32:
-        return FUSED_BIAS  # bf16 is too coarse for a bias folded into q·k
+    if family == FUSED_BIAS and cpu_inference and dtype in fused_bias.DTYPES:
+        return FUSED_BIAS
     # flex only when asked for, never for a few queries (each new shape would recompile), and not for CPU
     # training (the CPU build has no flex backward)
     cpu_training = device_type == "cpu" and backward
@@ -301,7 +294,7 @@ KERNEL_FUNCTIONS: dict[AttentionPlan, KernelFunction] = {
     SDPA_CACHE: lambda q, k, v, *_: cached_sdpa(q, k, v),
     SDPA_LOWER_RIGHT: lambda q, k, v, *_: lower_right_sdpa(q, k, v),
     SDPA_ROWS: lambda q, k, v, encoding, *_: rows_attention(q, k, v, encoding),
-    FUSED_BIAS: lambda q, k, v, encoding, *_: fused_bias_attention(q, k, v, encoding),
+    FUSED_BIAS: lambda q, k, v, encoding, *_: fused_bias.fused_bias_attention(q, k, v, encoding),
     FLEX: _flex_or_blocked,
     TWO_PART: lambda q, k, v, encoding, *_: two_part.fused_attention(q, k, v, encoding.two_part_form()),
     DUAL_CHUNK: lambda q, k, v, encoding, *_: dual_chunk.fused_attention(q, k, v, encoding.chunk_form()),
@@ -434,54 +427,6 @@ def lower_right_sdpa(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(queries, keys))
 
 
-# ---- fused bias kernels ----------------------------------------------------------------------------------
-# Each query block is split into the keys before it and the keys near it; every part goes through the fused
-# flash kernel, and the partial softmaxes are merged through their log-sum-exp. The bias enters without an n×n
-# (or even block×n) tensor:
-# - ALiBi: -m·(i - j) = m·(j - q0) - m·(i - q0); the last term is constant per row and cancels in the softmax,
-#   the first is one extra q·k dimension (q gets m·√d, k gets j - q0); the keys before the block and the
-#   diagonal square (causal) need no mask at all;
-# - T5: past its saturation distance S every key gets the same bias per head, so the far keys take it as a
-#   constant added to their log-sum-exp, mask-free, and only the band of S keys before each block and the
-#   block itself carry an explicit (rows × (rows + S)) bias, passed to the same kernel as its additive mask.
-
-
-def fused_variants(encoding, dim: int) -> dict[str, tuple[int, int]]:
-    """The exact variants of the fused bias kernel for a head of `dim` features, name -> (rows, extra): for
-    ALiBi the head widened to dim + 8 or to the next multiples of 16 and 32 (the fused op's speed depends on
-    its head size, differently per CPU), each in blocks of 1024 or 2048 rows; for T5 blocks of 128, 256 or 512
-    rows (its band grows with them). The first is the default."""
-    if isinstance(encoding.fused_form(), LinearBias):
-        widths = dict.fromkeys([dim + FUSED_EXTRA, -(-(dim + 1) // 16) * 16, -(-(dim + 1) // 32) * 32])
-        return {f"rows {r}, head {w}": (r, w - dim) for w in widths for r in (FUSED_ROWS, 2 * FUSED_ROWS)}
-    return {f"rows {r}": (r, 0) for r in (BAND_ROWS, BAND_ROWS // 2, 2 * BAND_ROWS)}
-
-
-def fused_variant(q, k, encoding) -> tuple[int, int]:
-    """(rows, extra) of the fused bias kernel for this call: the variant `tuning.choose` found fastest on this
-    machine for this kind of bias, dtype, head count and head size, timed once on a probe of 4096 tokens. Small
-    calls, where the variants differ by little, run the default."""
-    from extrapolate.kernels import tuning
-
-    heads, dim = q.shape[1], q.shape[-1]
-    variants = fused_variants(encoding, dim)
-    default = next(iter(variants))
-    if q.shape[2] * k.shape[2] < TUNED_SCORES or not tuning.tuning_enabled():
-        return variants[default]
-    kind = "alibi" if isinstance(encoding.fused_form(), LinearBias) else "saturating"
-
-    @functools.cache
-    def probe():  # made only when the variants are timed: a remembered choice costs nothing here
-        return torch.randn(3, 1, heads, 4096, dim, dtype=q.dtype, generator=torch.Generator().manual_seed(0))
-
-    def call(rows, extra):
-        return lambda: fused_bias_attention(*probe(), encoding, rows, extra)
-
-    problem = f"{kind} {str(q.dtype).removeprefix('torch.')} h{heads} d{dim}"
-    chosen = tuning.choose("fused-bias", problem, {name: call(*v) for name, v in variants.items()}, default)
-    return variants[chosen]
-
-
 def cached_sdpa(q, k, v):
     """Attention without a bias for queries continuing a cache: q (B, H, Tq, Dh) are the last Tq of the
     Tk positions of k, v (B, Hkv, Tk, Dh), H a multiple of Hkv. Every cached key is visible to every query:
@@ -495,49 +440,3 @@ def cached_sdpa(q, k, v):
     cached = attend_grouped(q, k[:, :, :past], v[:, :, :past], None, scale)  # (B, H, Tq, Dh), (B, H, Tq)
     k_new, v_new = expand_kv_heads(k[:, :, past:], heads), expand_kv_heads(v[:, :, past:], heads)  # (B, H, Tq, Dh)
     return merge([cached, attend(q, k_new, v_new, True, scale)])
-
-
-def fused_bias_attention(q, k, v, encoding, rows: int | None = None, extra: int | None = None):
-    """Bias attention through the fused kernel, exact up to float rounding; see the section comment. `rows`
-    (query rows per block) and `extra` (ALiBi: zero columns added to each head, one carrying the bias): a
-    variant; None: the one `fused_variant` chose for this machine."""
-    if rows is None and extra is None:
-        rows, extra = fused_variant(q, k, encoding)
-    batch, heads, length, dim = q.shape
-    keys = k.shape[2]
-    offset = keys - length  # absolute position of the first query (earlier keys come from a cache)
-    # the private fused op has no grouped-query path: expand once per call
-    k, v = expand_kv_heads(k, heads), expand_kv_heads(v, heads)  # (B, H, Tk, Dh)
-    scale = dim**-0.5
-    out = torch.empty_like(q)
-    form = encoding.fused_form()
-    if isinstance(form, LinearBias):
-        rows = rows or FUSED_ROWS
-        extra = extra or FUSED_EXTRA  # one column carries the bias, the rest are zeros
-        q_ext = torch.cat([q, q.new_zeros(batch, heads, length, extra)], -1)
-        q_ext[..., dim] = (form.slopes.to(q.device) / scale).to(q.dtype)[None, :, None]
-        k_ext = torch.cat([k, k.new_zeros(batch, heads, keys, extra)], -1)
-        v = torch.cat([v, v.new_zeros(batch, heads, keys, extra)], -1)  # the fused op wants one head size
-        positions = torch.arange(keys, device=q.device, dtype=torch.float32)
-        for q0 in range(0, length, rows):
-            q1, a0 = min(length, q0 + rows), offset + q0
-            k_ext[..., : offset + q1, dim] = (positions[: offset + q1] - a0).to(k.dtype)
-            parts = [attend(q_ext[:, :, q0:q1], k_ext[:, :, a0 : offset + q1], v[:, :, a0 : offset + q1], True, scale)]
-            if a0 > 0:
-                parts.append(attend(q_ext[:, :, q0:q1], k_ext[:, :, :a0], v[:, :, :a0], False, scale))
-            out[:, :, q0:q1] = merge(parts)[..., :dim]
-        return out
-    rows = rows or BAND_ROWS
-    saturation = form.saturation  # keys at least this far back all get the bias of the last bucket
-    table = encoding.bias_table(keys, device=q.device)  # (H, Tk)
-    far_bias = table[:, -1] if keys > saturation else table[:, 0]  # (H,)
-    for q0 in range(0, length, rows):
-        q1, a0 = min(length, q0 + rows), offset + q0
-        near = max(0, a0 - saturation)  # keys [near, a0 + rows) form the explicit band
-        band = toeplitz_bias(table, a0, offset + q1, q.dtype, k0=near)  # (H, rows, keys in the band)
-        parts = [attend_band(q[:, :, q0:q1], k[:, :, near : offset + q1], v[:, :, near : offset + q1], band, scale)]
-        if near > 0:
-            far_out, far_lse = attend(q[:, :, q0:q1], k[:, :, :near], v[:, :, :near], False, scale)
-            parts.append((far_out, far_lse + far_bias[None, :, None]))
-        out[:, :, q0:q1] = merge(parts)
-    return out

@@ -17,8 +17,11 @@ from extrapolate.kernels.sdpa import compute_dtype, sdpa
 BLOCK_ELEMENTS = 1 << 23  # bias + scores per block: B·H·Bq·K elements (32 MiB in float32)
 
 
-def toeplitz_bias(table: torch.Tensor, q0: int, q1: int, dtype: torch.dtype, k0: int = 0) -> torch.Tensor:
-    """(H, q1-q0, q1-k0) bias for queries q0 … q1-1 against keys k0 … q1-1, with -inf above the diagonal.
+def toeplitz_bias(
+    table: torch.Tensor, q0: int, q1: int, dtype: torch.dtype, k0: int = 0, below: int | None = None
+) -> torch.Tensor:
+    """(H, q1-q0, q1-k0) bias for queries q0 … q1-1 against keys k0 … q1-1, with -inf above the diagonal
+    (and, given `below`, wherever the key is `below` or more tokens back).
 
     Entry (r, c) is table[:, (q0 + r) - (k0 + c)]: a Toeplitz block, cut as a strided view of one
     (H, rows + keys - 1) strip of distances instead of gathering through an index matrix.
@@ -27,7 +30,8 @@ def toeplitz_bias(table: torch.Tensor, q0: int, q1: int, dtype: torch.dtype, k0:
     # strip[t] holds the bias at distance (q0 + rows - 1 - k0) - t, for t = 0 … rows + keys - 2
     top = q0 + rows - 1 - k0
     distances = torch.arange(top, top - (rows + keys - 1), -1, device=table.device)  # (rows + keys - 1,)
-    strip = table[:, distances.clamp(min=0)].masked_fill(distances < 0, float("-inf"))  # (H, rows + keys - 1)
+    hidden = distances < 0 if below is None else (distances < 0) | (distances >= below)
+    strip = table[:, distances.clamp(min=0)].masked_fill(hidden, float("-inf"))  # (H, rows + keys - 1)
     # unfold: window t = strip[t : t + keys]; row r of the block is window rows - 1 - r
     return strip.to(dtype).unfold(-1, keys, 1).flip(-2)  # (H, rows, keys)
 

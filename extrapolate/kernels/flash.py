@@ -10,9 +10,11 @@ import torch
 _FLASH_WITH_LSE = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
 
-def attend(q, k, v, causal: bool, scale: float):
-    """(out (B, H, Tq, D), lse (B, H, Tq) float32) of fused attention; q, k and v share one head size."""
-    out, lse = _FLASH_WITH_LSE(q, k, v, 0.0, causal, scale=scale)
+def attend(q, k, v, causal: bool, scale: float, mask: torch.Tensor | None = None):
+    """(out (B, H, Tq, D), lse (B, H, Tq) float32) of fused attention; q, k and v share one head size.
+    `mask`: None, or an additive mask broadcastable to (B, H, Tq, Tk) (the op reads a dimension of size 1
+    with stride 0, never expanding it), float32 or q's dtype; with `causal`, Tq = Tk."""
+    out, lse = _FLASH_WITH_LSE(q, k, v, 0.0, causal, attn_mask=mask, scale=scale)
     return out, lse.float()
 
 

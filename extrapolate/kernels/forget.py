@@ -3,9 +3,9 @@ and key j is q·k/√d + c_i - c_j, c the cumulative log forget gate of each hea
 (B, H, Tk) float32, the queries the last Tq positions). The row's c_i cancels in its softmax; what stays is a
 bias per key, -c_j, which every kernel takes without an n × n tensor:
 
-- fused (CPU evaluation, float32): query blocks [a0, a1) through the CPU flash op, the bias carried as one
-  extra q·k dimension (q gets 1/scale, k gets c_{a0} - c_j): anchored at the block's first row, the values
-  that carry weight stay small (exact in float32; bf16 evaluation runs the blocked kernel);
+- fused (CPU evaluation, float32 and bf16): query blocks [a0, a1) through the CPU flash op, the bias
+  c_{a0} - c_j a float32 mask of one row per head (`fused_bias.key_bias_attention`, ALiBi's form): anchored
+  at the block's first row, the values that carry weight stay small;
 - flex (CUDA): the bias as a score modification reading `decay`, which gradients flow into;
 - rows (CUDA, a few queries): one SDPA call with those rows' (B, H, Tq, Tk) bias, linear in the keys;
 - blocked (CPU training, any device): explicit score blocks with c_i - c_j added, differentiable.
@@ -15,35 +15,22 @@ from __future__ import annotations
 
 import torch
 
-from extrapolate.kernels import flash as fused
 from extrapolate.kernels.blocked import block_rows
+from extrapolate.kernels.fused_bias import key_bias_attention
 from extrapolate.kernels.heads import expand_kv_heads
 
 ROWS = 1024  # query rows per block of the fused kernel (as ALiBi's, whose bias it shares the form of)
-EXTRA = 8  # one column carries the bias; seven zeros keep the head size a multiple of 8
 
 
 def fused_attention(q, k, v, decay: torch.Tensor, rows: int = ROWS) -> torch.Tensor:
     """q: (B, H, Tq, Dh); k, v: (B, Hkv, Tk, Dh); decay (B, H, Tk) -> (B, H, Tq, Dh)."""
-    batch, heads, length, dim = q.shape
-    keys = k.shape[2]
-    offset = keys - length
+    heads = q.shape[1]
     k, v = expand_kv_heads(k, heads), expand_kv_heads(v, heads)  # (B, H, Tk, Dh)
-    scale = dim**-0.5
-    q_ext = torch.cat([q, q.new_zeros(batch, heads, length, EXTRA)], -1)
-    q_ext[..., dim] = 1 / scale
-    k_ext = torch.cat([k, k.new_zeros(batch, heads, keys, EXTRA)], -1)
-    v = torch.cat([v, v.new_zeros(batch, heads, keys, EXTRA)], -1)  # the fused op wants one head size
-    out = torch.empty_like(q)
-    for q0 in range(0, length, rows):
-        q1, a0 = min(length, q0 + rows), offset + q0
-        end = offset + q1
-        k_ext[..., :end, dim] = (decay[..., a0 : a0 + 1] - decay[..., :end]).to(k.dtype)  # c_{a0} - c_j
-        parts = [fused.attend(q_ext[:, :, q0:q1], k_ext[:, :, a0:end], v[:, :, a0:end], True, scale)]
-        if a0 > 0:
-            parts.append(fused.attend(q_ext[:, :, q0:q1], k_ext[:, :, :a0], v[:, :, :a0], False, scale))
-        out[:, :, q0:q1] = fused.merge(parts)[..., :dim]
-    return out
+
+    def block_bias(a0: int, end: int) -> torch.Tensor:  # c_{a0} - c_j: (B, H, 1, end) float32
+        return (decay[..., a0 : a0 + 1] - decay[..., :end]).float()[:, :, None]
+
+    return key_bias_attention(q, k, v, block_bias, rows)
 
 
 def row_bias(decay: torch.Tensor, q0: int, q1: int, end: int, dtype) -> torch.Tensor:
