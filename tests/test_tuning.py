@@ -98,6 +98,17 @@ def test_small_calls_and_tuning_off_run_the_default_untimed(tuned, monkeypatch):
     assert not (tuned / tuning.CHOICES_FILE).exists()
 
 
+def test_a_choice_made_among_other_candidates_is_timed_again(tuned, monkeypatch):
+    """A release that adds a variant times the kernel again: a choice kept from fewer candidates could never
+    be the new one."""
+    monkeypatch.setattr(tuning, "best_of", lambda run, repeats=3: {"a": 2.0, "b": 1.0, "c": 0.5}[run])
+    assert tuning.choose("k", "p", {"a": "a", "b": "b"}, "a") == "b"
+    monkeypatch.setattr(tuning, "_CHOSEN", {})  # another process, a later release
+    assert tuning.choose("k", "p", {"a": "a", "b": "b", "c": "c"}, "a") == "c"
+    assert tuning.choose("k", "p", {"a": "a", "b": "b"}, "a") == "b"  # each set of candidates keeps its own
+    assert len(json.loads((tuned / tuning.CHOICES_FILE).read_text())) == 2
+
+
 def test_an_unwritable_cache_keeps_the_choice_in_the_process(tuned, monkeypatch):
     monkeypatch.setattr(tuning, "best_of", lambda run, repeats=3: 1.0)
     monkeypatch.setattr(tuning, "_path", lambda: tuned / "file-not-a-folder" / tuning.CHOICES_FILE)

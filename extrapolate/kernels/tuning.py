@@ -5,7 +5,7 @@ which head width and row count that op is fastest at depends on the CPU: the sam
 time on one CPU and 2× on another. Every variant computes the same attention (the tests hold each to the
 reference kernel), so the first call of a kernel at a head size times them on a small probe, keeps the fastest,
 and writes it to `kernel-choices.json` in the cache folder, keyed by the CPU, its instruction sets, the thread
-count and the torch version: later processes on that machine read it and time nothing.
+count, the torch version and the candidates: later processes on that machine read it and time nothing.
 
 `EXTRAPOLATE_KERNEL_TUNING=off` skips the timing and runs each kernel's default variant (the choice then does
 not depend on timing noise: results that must match bit for bit across runs of one machine can ask for it).
@@ -14,6 +14,7 @@ not depend on timing noise: results that must match bit for bit across runs of o
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import time
@@ -48,8 +49,11 @@ def _cpu() -> str:
     return f"{cpu_model()}|" + "+".join([torch.backends.cpu.get_cpu_capability(), *cpu_flags()])
 
 
-def choice_key(kernel: str, problem: str) -> str:
-    return f"{machine_key()}|{kernel}|{problem}"
+def choice_key(kernel: str, problem: str, candidates) -> str:
+    """Where a choice is kept: this machine, the kernel, the problem, and the candidates it was made among (a
+    release that adds a variant times them all again, rather than keep a choice made without it)."""
+    among = hashlib.sha256("\n".join(sorted(candidates)).encode()).hexdigest()[:10]
+    return f"{machine_key()}|{kernel}|{problem}|among {among}"
 
 
 def best_of(run: Callable[[], object], repeats: int = 3) -> float:
@@ -68,7 +72,7 @@ def choose(kernel: str, problem: str, variants: dict[str, Callable[[], object]],
     (e.g. "float32 h4 d32") on this machine: timed once, then remembered here and in the cache folder."""
     if not tuning_enabled() or len(variants) == 1:
         return default
-    key = choice_key(kernel, problem)
+    key = choice_key(kernel, problem, variants)
     if key in _CHOSEN:
         return _CHOSEN[key]
     stored = _read_choices()
@@ -86,7 +90,7 @@ def choices_here() -> dict[str, str]:
     """This machine's stored choices, "kernel problem" -> the variant (what `bench` reports)."""
     prefix = machine_key() + "|"
     return {
-        key.removeprefix(prefix).replace("|", " "): name
+        key.removeprefix(prefix).rsplit("|among ", 1)[0].replace("|", " "): name
         for key, name in _read_choices().items()
         if key.startswith(prefix)
     }
