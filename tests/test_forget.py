@@ -1,6 +1,6 @@
-"""The forget gate's kernels (FoX): fused (CPU float32 and bf16), blocked, flex and the few-query SDPA call all equal the
-one-block reference, whole and continuing a cache, with grouped-query heads; gradients reach the gate; the
-plan names its kernel on each device. (Equality with the authors' code: tests/test_reference_ports.py.)"""
+"""The forget gate's kernels (FoX): fused (CPU float32 and bf16), blocked, flex and the few-query SDPA call all
+equal the one-block reference, whole and continuing a cache, with grouped-query heads; gradients reach the gate;
+the plan names its kernel on each device. (Equality with the authors' code: tests/test_reference_ports.py.)"""
 
 import warnings
 
