@@ -830,7 +830,11 @@ def test_the_performance_doc_quotes_the_fused_variants_it_measured():
 
     alibi = t[t.encoding == "alibi"]
     at = {w: span(alibi[alibi.variant.str.endswith(f"head {w}")].vs_rope) for w in (40, 48, 64)}
-    assert f"ALiBi takes {at[40]}× RoPE's time at head 40, {at[48]}× at 48 and {at[64]}× at 64" in text
+    by_key = span(alibi[alibi.variant.str.endswith("key bias")].vs_rope)
+    assert (
+        f"ALiBi takes {by_key}× RoPE's time with its bias per key, {at[40]}× at head 40, {at[48]}× at 48 and "
+        f"{at[64]}× at 64" in text
+    )
     assert f"T5 {span(t[t.encoding == 't5'].vs_rope)}× by its rows" in text
 
 

@@ -27,7 +27,8 @@ from torch import nn
 
 @dataclass(frozen=True)
 class LinearBias:
-    """A bias -m_h·d (ALiBi's form): the fused kernels fold it into q·k as one extra dimension."""
+    """A bias -m_h·d (ALiBi's form): within a block of query rows one value per key, which the fused kernels
+    carry as a mask of one row per head."""
 
     slopes: torch.Tensor  # (H,) float32
 

@@ -10,7 +10,7 @@ parameter after every step, here r = softplus(raw) (and the power's r2 = 2·sigm
 in range with gradients everywhere.
 
 Kernels: the bias is a function of d alone, so the (H, n) distance table and the blocked kernel serve it in
-linear memory. The fused kernels do not: it is neither linear in d (ALiBi's extra q·k dimension) nor constant
+linear memory. The fused kernels do not: it is neither linear in d (ALiBi's bias per key) nor constant
 past a distance (T5's log-sum-exp constant); the log kernel keeps changing at every distance.
 """
 
