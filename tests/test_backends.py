@@ -1,8 +1,8 @@
 """The transformers backend: any causal LM transformers loads runs through transformers' own model behind the
 project's interface. Tiny random checkpoints of families the native model does not compute (GPT-2, BLOOM,
-GPT-NeoX, mixtures of experts, a RoPE/NoPE hybrid, OLMo 2, DeepSeek-V3's latent attention, gpt-oss's sinks)
-give transformers' own logits through it, from a cache too; where both backends apply they agree; scalings
-apply as transformers computes them."""
+GPT-NeoX, GPT-J's RoPE table, mixtures of experts, a RoPE/NoPE hybrid, OLMo 2, DeepSeek-V3's latent attention,
+gpt-oss's sinks) give transformers' own logits through it, from a cache too; where both backends apply they
+agree; scalings apply as transformers computes them."""
 
 import json
 
@@ -33,6 +33,7 @@ NEW_FAMILIES = {
     "qwen3_moe": dict(**SIZES, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16),
     "smollm3": dict(**SIZES, num_key_value_heads=2, no_rope_layers=[1, 0], **IDS),  # a NoPE layer, a RoPE layer
     "olmo2": dict(**SIZES, **IDS),
+    "gptj": dict(n_embd=32, n_layer=2, n_head=4, n_positions=CONTEXT, rotary_dim=4, **IDS),  # RoPE as a table
     # multi-head latent attention (DeepSeek-V3's shapes: low-rank keys and values, a rotary part of each head)
     "deepseek_v3": dict(
         **SIZES,
@@ -114,6 +115,39 @@ def test_a_family_the_native_model_lacks_gives_transformers_logits_whole_and_fro
     for row in continued:
         assert torch.allclose(row.float(), expected[0, 30:], atol=1e-4, rtol=0)
     assert torch.allclose(again[0].float(), expected[0, 30:31], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "family,fields",
+    [
+        ("gptj", NEW_FAMILIES["gptj"]),
+        ("codegen", dict(n_embd=32, n_layer=2, n_head=4, n_positions=CONTEXT, n_ctx=CONTEXT, rotary_dim=4, **IDS)),
+    ],
+)
+def test_a_rope_table_of_the_context_is_continued_past_it(family, fields):
+    """GPT-J and CodeGen hold RoPE as a table of n_positions rows, indexed by position in transformers' model,
+    which fails past it. The adapter builds the table again with more rows, so 200 tokens (whole, and 150 then
+    50 from a cache) give the logits of the same weights in a model whose table has 512 rows."""
+    theirs = checkpoint(family, fields)
+    config = transformers.AutoConfig.for_model(family, vocab_size=VOCAB, **{**fields, "n_positions": 512})
+    wider = transformers.AutoModelForCausalLM.from_config(config).eval()
+    wider.load_state_dict(theirs.state_dict())  # the table is a buffer outside the weights
+    ours, released = transformers_model(theirs)
+    assert released.encoding == "rope" and ours.config.rotated_dim == 4  # GPT-J rotates 4 of each head's 8
+    tokens = torch.randint(3, VOCAB, (1, 200))
+    expected = their_logits(wider, tokens)
+    with torch.no_grad():
+        whole = ours(tokens).float()
+        cache = ours.new_cache()
+        ours.hidden_states(tokens[:, :150], cache=cache)
+        continued = ours.lm_head(ours.hidden_states(tokens[:, 150:], cache=cache)).float()
+    torch.testing.assert_close(whole, expected, atol=1e-4, rtol=0)
+    torch.testing.assert_close(continued, expected[:, 150:], atol=1e-4, rtol=0)
+    ours.set_encoding(encoding_for(ours.config, "rope"))  # plain RoPE at its base is the release
+    with pytest.raises(UserError, match=f"{family} builds its RoPE without rope_parameters .* not yarn"):
+        ours.set_encoding(encoding_for(ours.config, "yarn", factor=2.0, original_len=CONTEXT))
+    with pytest.raises(UserError, match="not logn"):
+        ours.set_encoding(encoding_for(ours.config, "logn", original_len=CONTEXT))
 
 
 @pytest.mark.parametrize("family", NATIVE_FAMILIES)
@@ -260,6 +294,7 @@ def test_the_backend_enters_a_run_id_only_when_it_is_transformers(tmp_path, fold
         ("llama", ("--encoding", "ssmax"), "ssmax learns parameters of its own in training"),
         ("gpt_neox", ("--backend", "native"), "--backend transformers"),
         ("gpt_neox", ("--finetune-steps", "2"), "transformers backend evaluates only"),
+        ("gptj", ("--encoding", "yarn", "--factor", "2"), "gptj builds its RoPE without rope_parameters"),
     ],
 )
 def test_what_a_backend_cannot_do_is_one_line(tmp_path, folders, family, extra, message, monkeypatch):

@@ -71,7 +71,7 @@ def as_released(hf_model):
         released = released_rope(config)
         params = rope_parameters(config)
         base = float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
-        rotated = int(head_dim * float(params.get("partial_rotary_factor", 1.0)))
+        rotated = getattr(config, "rotary_dim", None) or int(head_dim * float(params.get("partial_rotary_factor", 1.0)))
         encoding = AsReleased(released.encoding, "rotary", released.original_len)
     else:
         context = stated_context(config)

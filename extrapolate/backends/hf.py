@@ -32,6 +32,11 @@ class AsReleased(PositionalEncoding):
         return {"as_released": True, **({"context": self.context} if self.context else {})}
 
 
+def describe_rotary(rotary) -> str:
+    """How a RoPE encoding differs from plain RoPE, for a refusal: its scaling's name, or its base."""
+    return rotary.name if rotary.scaling != "rope" else f"RoPE at base {rotary.base:g}"
+
+
 def unwrapped(encoding: PositionalEncoding) -> PositionalEncoding:
     """The encoding under its wrappers (a partial rotation, a window, a soft cap)."""
     while hasattr(encoding, "inner"):
@@ -122,8 +127,15 @@ class TransformersLM(nn.Module):
         rotary = unwrapped(encoding)
         if getattr(rotary, "kind", None) != "rotary" or not hasattr(rotary, "scaling"):
             raise UserError(f"the transformers backend applies RoPE scalings only, not {encoding.name}")
-        if self._released_rope is None:
-            raise UserError(f"{rotary.name} scales RoPE; this checkpoint's encoding is {self.released.name}")
+        if self._released_rope is None:  # RoPE transformers builds without rope_parameters: only as released
+            if not self._is_released_rope(rotary):
+                raise UserError(
+                    f"{self.hf.config.model_type} builds its RoPE without rope_parameters (a table at base "
+                    f"{self.config.rope_base:g}), so the transformers backend evaluates it as released "
+                    f"(--encoding rope and no options), not {describe_rotary(rotary)}"
+                )
+            self.encoding = encoding
+            return
         options = {k: v for k, v in rotary.options.items() if v is not None}
         if getattr(rotary, "logn", False):
             options["logn"] = True  # refused by name below: transformers has no such RoPE type
@@ -133,6 +145,30 @@ class TransformersLM(nn.Module):
         replace_rope(self.hf.config, params)
         self._rebuild_rope()
         self.encoding = encoding
+
+    def _is_released_rope(self, rotary) -> bool:
+        """Plain RoPE at the checkpoint's own base: what a checkpoint computes as released."""
+        plain = rotary.scaling == "rope" and not getattr(rotary, "logn", False)
+        return plain and rotary.base == self.config.rope_base and rotary.head_dim == self.config.rotated_dim
+
+    def _cover_positions(self, positions: int) -> None:
+        """RoPE held as a table of `max_positions` rows, which transformers' model indexes by position (GPT-J,
+        CodeGen), built again with rows for `positions`: the rows it has are the same formula's, continued as
+        any RoPE model computes a position past its context. One table serves every layer, doubled in rows at
+        least, so a growing cache rebuilds it rarely."""
+        modules = rotary_modules(self.hf)
+        tabled = [(p, n, m) for p, n, m in modules if isinstance(getattr(m, "max_positions", None), int)]
+        if not tabled or positions <= min(m.max_positions for _, _, m in tabled):
+            return
+        config = copy.copy(self.hf.config)
+        config.max_position_embeddings = max(positions, 2 * max(m.max_positions for _, _, m in tabled))
+        device = next(self.hf.parameters()).device
+        rebuilt = {}
+        for parent, name, module in tabled:
+            kind = type(module)
+            if kind not in rebuilt:
+                rebuilt[kind] = kind(config).to(device)
+            setattr(parent, name, rebuilt[kind])
 
     def _rebuild_rope(self) -> None:
         """Every RoPE module of transformers' model built again from the config's `rope_parameters`."""
@@ -161,6 +197,7 @@ class TransformersLM(nn.Module):
         batch, length = tokens.shape
         if self.position_limit is not None and offset + length > self.position_limit:
             raise PositionOutOfRange(offset + length - 1, self.position_limit)
+        self._cover_positions(offset + length)
         if cache is None:
             return self.decoder(input_ids=tokens, use_cache=False).last_hidden_state
         layers = [
