@@ -1,3 +1,3 @@
-from extrapolate.cli.app import main
+from extrapolate.cli import main
 
 main()

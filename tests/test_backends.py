@@ -272,6 +272,22 @@ def test_run_measures_perplexity_passkey_and_a_ruler_task_on_a_released_family(t
     assert set(table[table.eval_len == 1024].status) == {"unsupported" if family == "gpt2" else "ok"}
 
 
+def test_quiet_silences_transformers_loading_bars(tmp_path, folders):
+    """`--quiet` leaves warnings and errors alone: transformers' bar over a checkpoint's weights goes too."""
+    import os
+    import subprocess
+    import sys
+
+    corpus = make_corpus(tmp_path / "corpus")
+    env = {**os.environ, "EXTRAPOLATE_CACHE": str(tmp_path / "cache")}
+    args = [sys.executable, "-m", "extrapolate", "run", "--model", str(folders["gpt2"]), "--corpus", str(corpus)]
+    args += ["--eval-lens", "128", "--eval-tokens", "256", "--tasks", "perplexity"]
+    loud = subprocess.run([*args, "--out", str(tmp_path / "a")], env=env, capture_output=True, text=True)
+    quiet = subprocess.run([*args, "--out", str(tmp_path / "b"), "--quiet"], env=env, capture_output=True, text=True)
+    assert loud.returncode == quiet.returncode == 0, quiet.stderr
+    assert "Loading weights" in loud.stderr and "Loading weights" not in quiet.stderr + quiet.stdout
+
+
 def test_the_backend_enters_a_run_id_only_when_it_is_transformers(tmp_path, folders, monkeypatch):
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     corpus = make_corpus(tmp_path / "corpus")

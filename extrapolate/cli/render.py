@@ -6,6 +6,7 @@ import time
 
 from rich.table import Table
 
+from extrapolate.cli import silence_library_bars
 from extrapolate.cli.util import stderr, stdout, warn
 from extrapolate.run.reporter import Reporter
 
@@ -110,6 +111,8 @@ class QuietReporter(Reporter):
 
 def reporter_for(quiet: bool):
     """The progress sink of `run` and `sweep`: rich progress, or warnings alone with --quiet."""
+    if quiet:
+        silence_library_bars()
     return QuietReporter() if quiet else RichReporter()
 
 
