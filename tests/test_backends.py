@@ -373,6 +373,22 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused_naming_the_flag(tmp_pat
     assert "--trust-remote-code" in output and "code ran" not in output
 
 
+def test_a_config_missing_its_sizes_is_one_line_that_says_so(tmp_path, folders, monkeypatch):
+    """Without hidden_size transformers builds its default width, and its error points to a report the run
+    does not show: the line says what is wrong instead."""
+    import shutil
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "model"
+    shutil.copytree(folders["gpt_neox"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["hidden_size"]
+    (folder / "config.json").write_text(json.dumps(config))
+    output = run_cli(folder, make_corpus(tmp_path / "corpus"), tmp_path / "out", code=2)
+    assert "its weights have other shapes than its config gives" in output
+    assert "above report" not in output and "Traceback" not in output
+
+
 def test_a_report_keeps_one_encoding_on_two_models_or_backends_apart():
     """Rows of one encoding from two checkpoints, or one checkpoint through both backends, are not seeds of one
     cell: each gets its own label, so no table averages them."""

@@ -145,6 +145,11 @@ def loading(spec: str, trust_remote_code: bool) -> Iterator[None]:
             raise UserError(
                 f"model {spec!r} needs code from its own folder to load; pass --trust-remote-code to run that code"
             ) from None
+        if "ignore_mismatched_sizes" in str(exc):  # its words point to a report it logged, not shown here
+            raise UserError(
+                f"could not load model {spec!r}: its weights have other shapes than its config gives (a config of "
+                "another model, or one missing sizes, which transformers fills with its defaults)"
+            ) from None
         raise UserError(f"could not load model {spec!r}: {first_line(exc)}") from None
 
 
