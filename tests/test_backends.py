@@ -192,6 +192,24 @@ def test_a_scaling_on_the_transformers_backend_computes_what_the_native_model_co
         assert torch.allclose(adapter(tokens), plain, atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("encoding", ["yarn", "longrope", "llama3"])
+def test_a_scaling_reads_the_same_original_length_on_both_backends_where_phi3_keeps_its_own(encoding):
+    """Phi-3 keeps `original_max_position_embeddings` outside its RoPE parameters (4096 by default), and
+    transformers gives that copy priority for the scalings that read L: the backend writes its L there too, so
+    both backends scale from the same L (here the context, 64), and as released again the copy is the file's."""
+    theirs = checkpoint("phi3", dict(**SIZES, num_key_value_heads=2, partial_rotary_factor=0.5, **IDS))
+    assert theirs.config.original_max_position_embeddings == 4096  # the class default, not this model's L
+    native, (adapter, _) = from_hf_model(theirs), transformers_model(theirs)
+    scaled = encoding_for(native.config, encoding, factor=4.0, original_len=CONTEXT)
+    native.set_encoding(scaled)
+    adapter.set_encoding(scaled)
+    tokens = torch.randint(3, VOCAB, (1, 3 * CONTEXT))
+    with torch.no_grad():
+        torch.testing.assert_close(adapter(tokens).float(), native(tokens).float(), atol=1e-4, rtol=0)
+    adapter.set_encoding(adapter.released)
+    assert adapter.hf.config.original_max_position_embeddings == 4096
+
+
 def test_a_partial_rotation_is_scaled_as_transformers_scales_it():
     """GPT-NeoX rotates a quarter of each head: PI on the backend equals transformers' own linear scaling."""
     fields = NEW_FAMILIES["gpt_neox"]

@@ -89,6 +89,7 @@ class TransformersLM(nn.Module):
         self.released = encoding
         self.position_limit = position_limit  # a learned table's rows: positions past them are unsupported
         self._released_rope = copy.deepcopy(getattr(hf_model.config, "rope_parameters", None))
+        self._released_original = getattr(hf_model.config, "original_max_position_embeddings", None)  # Phi-3's
         parameters = inspect.signature(hf_model.base_model.forward).parameters
         self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"  # renamed in transformers 5.x
         self._kernel = "auto"
@@ -121,6 +122,8 @@ class TransformersLM(nn.Module):
         if isinstance(encoding, AsReleased):
             if self._released_rope is not None:
                 self.hf.config.rope_parameters = copy.deepcopy(self._released_rope)
+                if self._released_original is not None:
+                    self.hf.config.original_max_position_embeddings = self._released_original
                 self._rebuild_rope()
             self.encoding = encoding
             return

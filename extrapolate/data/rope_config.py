@@ -94,6 +94,10 @@ def replace_rope(hf, params: dict) -> None:
         hf.rope_parameters = {**current, "full_attention": params}
     else:
         hf.rope_parameters = params
+    # Phi-3 keeps a copy of L outside its RoPE parameters, which transformers reads first for the scalings that
+    # take L (yarn, longrope, llama3): it must say the same L
+    if "original_max_position_embeddings" in params and hasattr(hf, "original_max_position_embeddings"):
+        hf.original_max_position_embeddings = int(params["original_max_position_embeddings"])
 
 
 def hf_rope_parameters(
