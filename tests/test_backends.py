@@ -13,6 +13,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from extrapolate.backends.choice import chosen_backend, transformers_model  # noqa: E402
+from extrapolate.backends.hf import rotary_modules  # noqa: E402
 from extrapolate.core.errors import PositionOutOfRange, UserError  # noqa: E402
 from extrapolate.data.pretrained import from_hf_model  # noqa: E402
 from extrapolate.encodings import encoding_for  # noqa: E402
@@ -143,6 +144,11 @@ def test_a_rope_table_of_the_context_is_continued_past_it(family, fields):
         continued = ours.lm_head(ours.hidden_states(tokens[:, 150:], cache=cache)).float()
     torch.testing.assert_close(whole, expected, atol=1e-4, rtol=0)
     torch.testing.assert_close(continued, expected[:, 150:], atol=1e-4, rtol=0)
+    ours.hf.to(torch.bfloat16)  # a model cast to bf16 keeps its table in bf16 as it grows (CodeGen rotates in it)
+    with torch.no_grad():
+        ours.hidden_states(torch.randint(3, VOCAB, (1, 450)))  # past the 200 rows the table has now
+    assert {m.embed_positions.dtype for _, _, m in rotary_modules(ours.hf)} == {torch.bfloat16}
+    ours.hf.float()
     ours.set_encoding(encoding_for(ours.config, "rope"))  # plain RoPE at its base is the release
     with pytest.raises(UserError, match=f"{family} builds its RoPE without rope_parameters .* not yarn"):
         ours.set_encoding(encoding_for(ours.config, "yarn", factor=2.0, original_len=CONTEXT))

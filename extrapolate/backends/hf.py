@@ -165,12 +165,12 @@ class TransformersLM(nn.Module):
             return
         config = copy.copy(self.hf.config)
         config.max_position_embeddings = max(positions, 2 * max(m.max_positions for _, _, m in tabled))
-        device = next(self.hf.parameters()).device
         rebuilt = {}
         for parent, name, module in tabled:
             kind = type(module)
-            if kind not in rebuilt:
-                rebuilt[kind] = kind(config).to(device)
+            if kind not in rebuilt:  # on the table's device, in its dtype (CodeGen rotates in the table's)
+                table = module.embed_positions
+                rebuilt[kind] = kind(config).to(device=table.device, dtype=table.dtype)
             setattr(parent, name, rebuilt[kind])
 
     def _rebuild_rope(self) -> None:
