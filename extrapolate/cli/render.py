@@ -6,7 +6,7 @@ import time
 
 from rich.table import Table
 
-from extrapolate.cli import silence_library_bars
+from extrapolate.cli.quiet import silence_library_bars
 from extrapolate.cli.util import stderr, stdout, warn
 from extrapolate.run.reporter import Reporter
 
