@@ -148,3 +148,18 @@ def test_t5_far_keys_are_exact_wherever_the_queries_start(buckets, max_distance,
     with torch.no_grad():
         want = causal_attention(q, k, v, encoding, "reference")
         torch.testing.assert_close(fused_bias_attention(q, k, v, encoding, 7, 0), want, atol=5e-5, rtol=0)
+
+
+@pytest.mark.parametrize("queries,keys", [(300, 300), (250, 400), (129, 129)])
+def test_t5_in_chunks_of_queries_is_the_reference(monkeypatch, queries, keys):
+    """Long calls run T5's far keys a chunk of queries at a time, each chunk continuing the keys before it:
+    chunks of 64 (a last one short or of one row) give the reference."""
+    from extrapolate.kernels import fused_bias
+
+    monkeypatch.setattr(fused_bias, "FAR_CHUNK", 64)
+    encoding = make("t5", 16)
+    q = torch.randn(1, 4, queries, 16)
+    k, v = torch.randn(2, 1, 2, keys, 16).unbind(0)
+    with torch.no_grad():
+        want = causal_attention(q, k, v, encoding, "reference")
+        torch.testing.assert_close(fused_bias_attention(q, k, v, encoding, 32, 0), want, atol=5e-5, rtol=0)
