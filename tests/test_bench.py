@@ -217,6 +217,25 @@ def test_the_per_cpu_ratios_docs_performance_states_come_from_the_committed_benc
         assert row.endswith(f"| {alibi:.2f}× | {t5:.2f}× |"), (row, line)
 
 
+def test_the_earlier_kernels_figures_docs_performance_states_are_the_bench_cpus_notes():
+    """The figures of the kernels before the key bias are in results/bench-cpus/NOTES.md (their bench files
+    were measured again since): the spans the doc gives are that table's."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    notes = (root / "results" / "bench-cpus" / "NOTES.md").read_text()
+    earlier = notes.split("## ")[1]  # the first entry: the kernels before
+    rows = re.findall(r"\| [^|]+ \(`[\w-]+`\) \| ([\d.]+)× \| ([\d.]+)× \|", earlier)
+    assert len(rows) == 3
+    alibi, t5 = ([float(row[i]) for row in rows] for i in (0, 1))
+    text = " ".join((root / "docs" / "performance.md").read_text().split())
+    assert f"took {min(alibi):.2f}–{max(alibi):.2f}× (ALiBi) and {min(t5):.2f}–{max(t5):.2f}× (T5)" in text
+    bf16 = re.search(r"ALiBi ([\d.]+)× and T5 ([\d.]+)× RoPE's time, on the blocked kernel", " ".join(notes.split()))
+    low, high = sorted(float(x) for x in bf16.groups())
+    assert f"bf16 ran the blocked kernel at {low:.1f}–{high:.1f}×" in text
+
+
 def test_decoding_rows_time_every_encoding_from_its_cache_in_one_process():
     rows = bench._decode_worker(("tiny", ("rope", "string", "dual-chunk"), 96, "cpu", "float32", 3, 1, 32, 96))
     assert [(r["what"], r["encoding"], r["length"]) for r in rows] == [
