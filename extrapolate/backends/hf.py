@@ -54,6 +54,12 @@ def rotary_modules(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module]]:
     return found
 
 
+def rope_tables(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module]]:
+    """The RoPE modules that hold their angles as a table of `max_positions` rows indexed by position (GPT-J,
+    CodeGen), as `rotary_modules` gives them."""
+    return [found for found in rotary_modules(model) if isinstance(getattr(found[2], "max_positions", None), int)]
+
+
 def model_config(hf_config, encoding: str, context: int | None, rope_base: float, rotary_dim: int | None):
     """The project's description of the checkpoint's sizes (what batch sizes and records read); transformers'
     model computes from its own config, never from this."""
@@ -90,6 +96,7 @@ class TransformersLM(nn.Module):
         self.position_limit = position_limit  # a learned table's rows: positions past them are unsupported
         self._released_rope = copy.deepcopy(getattr(hf_model.config, "rope_parameters", None))
         self._released_original = getattr(hf_model.config, "original_max_position_embeddings", None)  # Phi-3's
+        self._table_rows = min((m.max_positions for *_, m in rope_tables(hf_model)), default=None)  # None: none
         parameters = inspect.signature(hf_model.base_model.forward).parameters
         self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"  # renamed in transformers 5.x
         self._kernel = "auto"
@@ -159,10 +166,11 @@ class TransformersLM(nn.Module):
         CodeGen), built again with rows for `positions`: the rows it has are the same formula's, continued as
         any RoPE model computes a position past its context. One table serves every layer, doubled in rows at
         least, so a growing cache rebuilds it rarely."""
-        modules = rotary_modules(self.hf)
-        tabled = [(p, n, m) for p, n, m in modules if isinstance(getattr(m, "max_positions", None), int)]
-        if not tabled or positions <= min(m.max_positions for _, _, m in tabled):
+        if self._table_rows is None or positions <= self._table_rows:
             return
+        tabled = [
+            (p, n, m) for p, n, m in rotary_modules(self.hf) if isinstance(getattr(m, "max_positions", None), int)
+        ]
         config = copy.copy(self.hf.config)
         config.max_position_embeddings = max(positions, 2 * max(m.max_positions for _, _, m in tabled))
         rebuilt = {}
@@ -172,6 +180,7 @@ class TransformersLM(nn.Module):
                 table = module.embed_positions
                 rebuilt[kind] = kind(config).to(device=table.device, dtype=table.dtype)
             setattr(parent, name, rebuilt[kind])
+        self._table_rows = config.max_position_embeddings
 
     def _rebuild_rope(self) -> None:
         """Every RoPE module of transformers' model built again from the config's `rope_parameters`."""
