@@ -168,9 +168,7 @@ class TransformersLM(nn.Module):
         least, so a growing cache rebuilds it rarely."""
         if self._table_rows is None or positions <= self._table_rows:
             return
-        tabled = [
-            (p, n, m) for p, n, m in rotary_modules(self.hf) if isinstance(getattr(m, "max_positions", None), int)
-        ]
+        tabled = rope_tables(self.hf)
         config = copy.copy(self.hf.config)
         config.max_position_embeddings = max(positions, 2 * max(m.max_positions for _, _, m in tabled))
         rebuilt = {}
