@@ -38,8 +38,8 @@ def main() -> None:
         encoding = build_encoding(
             name, d_model=args.heads * args.head_dim, n_heads=args.heads, head_dim=args.head_dim, max_len=256
         )
-        for label, (rows, extra) in fused_variants(encoding, args.head_dim, dtype).items():
-            contenders[(name, label)] = lambda e=encoding, r=rows, x=extra: fused_bias_attention(q, k, v, e, r, x)
+        for label, (rows, skip) in fused_variants(encoding).items():
+            contenders[(name, label)] = lambda e=encoding, r=rows, s=skip: fused_bias_attention(q, k, v, e, r, s)
     with torch.no_grad():
         best = alternating_best(contenders, args.rounds, CPU)
     rope = best[("rope", "sdpa")]

@@ -56,6 +56,49 @@ def test_fused_bias_kernel_with_a_cache_and_gqa():
             )
 
 
+def test_the_bias_floor_keeps_a_far_key_that_outscores_its_distance():
+    """The floor under the key bias (`fused_bias._floor`) moves only keys no score can lift to a weight: a
+    key 1900 positions back whose q·k makes up for ALiBi's steepest slope (0.25·1900 = 475) keeps its weight,
+    and keys it floors weigh nothing in the reference either. Measured against the reference at full weight."""
+    from extrapolate.kernels.fused_bias import fused_bias_attention
+
+    torch.manual_seed(0)
+    enc = make("alibi")
+    q, k, v = torch.randn(3, 1, 4, 2000, 16).unbind(0)
+    direction = torch.randn(16)
+    q[:, 0, -50:] = 3 * direction / direction.norm()  # the last rows of the steepest head look for one key
+    k[:, 0, 60] = 650 * direction / direction.norm()  # score 3·650/4 = 487.5 against a bias of -472.5 … -484.75
+    with torch.no_grad():
+        reference = causal_attention(q, k, v, enc, "reference")
+        fused = fused_bias_attention(q, k, v, enc, rows=256)
+    assert torch.allclose(fused, reference, atol=5e-5, rtol=0)
+    weight_of_far_key = torch.softmax(  # the far key still carries weight in the last row: the case is real
+        q[0, 0, -1] @ k[0, 0].T / 4 + enc.bias(torch.tensor([1999]), torch.arange(2000))[0, 0], -1
+    )[60]
+    assert weight_of_far_key > 0.5
+
+
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 5e-5), (torch.bfloat16, 2e-2)])
+def test_alibi_per_head_skips_the_keys_that_weigh_nothing_and_is_the_reference(monkeypatch, dtype, tolerance):
+    """The per-head variant starts each head's keys before a block at its first key the floor lets weigh
+    anything: the steep heads skip most keys (checked: the case is real), and the output is the reference's."""
+    from extrapolate.kernels import fused_bias
+
+    starts = []
+    first_reaching = fused_bias._first_reaching
+    monkeypatch.setattr(fused_bias, "_first_reaching", lambda *a: starts.append(first_reaching(*a)) or starts[-1])
+    torch.manual_seed(0)
+    enc = make("alibi")
+    q = torch.randn(2, 4, 1800, 16).to(dtype)
+    k, v = torch.randn(2, 2, 2, 3000, 16).to(dtype).unbind(0)  # grouped-query, 1200 cached keys
+    with torch.no_grad():
+        reference = causal_attention(q.float(), k.float(), v.float(), enc, "reference")
+        fused = fused_bias.fused_bias_attention(q, k, v, enc, rows=256, skip=True)
+    torch.testing.assert_close(fused.float(), reference, atol=tolerance, rtol=0)
+    assert max(heads[0] for heads in starts) > 2000  # the steepest head skipped thousands of keys
+    assert min(heads[-1] for heads in starts) == 0  # the flattest sees every key
+
+
 @pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
 def test_cached_sdpa_continues_a_cache_exactly(dtype, tolerance):
     """Queries after cached keys (grouped-query): the two fused calls merged equal causal attention."""

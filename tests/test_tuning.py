@@ -25,38 +25,35 @@ def make(name: str, dim: int = 32):
 @pytest.mark.parametrize("dtype,tolerance", [(torch.float32, 5e-5), (torch.bfloat16, 2e-2)])
 def test_every_variant_equals_the_reference(name, dim, dtype, tolerance):
     """In bf16 too: the reference is the float32 attention of the same bf16 inputs, so only the kernel's own
-    rounding counts (a bias rounded to bf16 in q·k moves a logit by up to m·rows/256 and fails this)."""
+    rounding counts (a bias rounded to bf16 moves a logit by up to m·rows/256 and fails this)."""
     encoding = make(name, dim)
     q = torch.randn(1, 4, 300, dim).to(dtype)
     k, v = torch.randn(2, 1, 2, 400, dim).to(dtype).unbind(0)  # grouped-query, 100 cached keys before the queries
-    variants = fused_variants(encoding, dim, dtype)
-    assert len(set(variants.values())) == len(variants) >= (3 if dtype == torch.float32 or name == "t5" else 2)
+    variants = fused_variants(encoding)
+    assert len(set(variants.values())) == len(variants) >= 2
     with torch.no_grad():  # the fused kernels evaluate
         want = causal_attention(q.float(), k.float(), v.float(), encoding, "reference")
-        for rows, extra in variants.values():
+        for rows, skip in variants.values():
             # small rows so a 300-query call crosses several blocks, as the chosen rows do at 16k
-            got = fused_bias_attention(q, k, v, encoding, rows // 16, extra)
+            got = fused_bias_attention(q, k, v, encoding, rows // 16, skip)
             assert got.dtype == dtype
             torch.testing.assert_close(got.float(), want, atol=tolerance, rtol=0)
 
 
 def test_bf16_alibi_keeps_its_bias_in_float32_far_into_a_block():
-    """Rows 1500 past a block's start: the key-bias form's logits stay exact where a bf16 q·k column would
+    """Rows 1500 past a block's start: the float32 key bias keeps the logits exact where a bias in bf16 would
     round j - q0 to a multiple of 8 (m = 1/4: two logits)."""
     encoding = make("alibi")
     q, k, v = torch.randn(3, 1, 4, 1600, 32).to(torch.bfloat16).unbind(0)
     with torch.no_grad():
         want = causal_attention(q.float(), k.float(), v.float(), encoding, "reference")
-        got = fused_bias_attention(q, k, v, encoding, 2048, 0)
+        got = fused_bias_attention(q, k, v, encoding, 2048)
     torch.testing.assert_close(got.float(), want, atol=2e-2, rtol=0)
 
 
-def test_alibi_key_bias_is_the_default_then_widths_of_16_and_32_in_float32():
-    alibi = make("alibi")
-    variants = fused_variants(alibi, 32)
-    assert list(variants.values())[:2] == [(1024, 0), (2048, 0)]  # the key bias first, the default first of all
-    assert {extra + 32 for _, extra in list(variants.values())[2:]} == {40, 48, 64}
-    assert set(fused_variants(alibi, 32, torch.bfloat16).values()) == {(1024, 0), (2048, 0)}  # no bf16 column
+def test_the_default_variants_come_first():
+    assert list(fused_variants(make("alibi")).values()) == [(1024, False), (2048, False), (1024, True), (2048, True)]
+    assert [rows for rows, _ in fused_variants(make("t5")).values()] == [256, 128, 64, 512]
 
 
 @pytest.fixture
@@ -78,23 +75,23 @@ def test_the_fastest_variant_is_chosen_and_remembered_on_disk(tuned, monkeypatch
     encoding = make("alibi")
     q = torch.randn(1, 4, 2048, 32)
     chosen = fused_variant(q, q, encoding)
-    assert chosen == list(fused_variants(encoding, 32).values())[-1] and len(timed) == 8
+    assert chosen == list(fused_variants(encoding).values())[-1] and len(timed) == 4
     stored = json.loads((tuned / tuning.CHOICES_FILE).read_text())
     (key,) = stored
     assert "fused-bias|alibi float32 h4 d32" in key and tuning.machine_key() in key
     # another process on the machine reads the file and times nothing
     monkeypatch.setattr(tuning, "_CHOSEN", {})
-    assert fused_variant(q, q, encoding) == chosen and len(timed) == 8
+    assert fused_variant(q, q, encoding) == chosen and len(timed) == 4
 
 
 def test_small_calls_and_tuning_off_run_the_default_untimed(tuned, monkeypatch):
     monkeypatch.setattr(tuning, "best_of", lambda run, repeats=3: pytest.fail("timed"))
     encoding = make("t5")
     small = torch.randn(1, 4, 512, 32)
-    assert fused_variant(small, small, encoding) == (256, 0)
+    assert fused_variant(small, small, encoding) == (256, False)
     monkeypatch.setenv("EXTRAPOLATE_KERNEL_TUNING", "off")
     large = torch.randn(1, 4, 4096, 32)
-    assert fused_variant(large, large, encoding) == (256, 0)
+    assert fused_variant(large, large, encoding) == (256, False)
     assert not (tuned / tuning.CHOICES_FILE).exists()
 
 
@@ -122,9 +119,9 @@ def test_bench_names_the_variants_this_machine_chose(tuned, monkeypatch):
 
     assert variant_lines() == []
     monkeypatch.setattr(tuning, "best_of", lambda run, repeats=3: 1.0)
-    tuning.choose("fused-bias", "alibi float32 h4 d32", {"rows 1024, head 40": None, "rows 2048, head 40": None}, "x")
+    tuning.choose("fused-bias", "alibi float32 h4 d32", {"rows 1024, key bias": None, "rows 2048, key bias": None}, "x")
     assert variant_lines() == [
-        "- kernel variants timed on this machine: fused-bias alibi float32 h4 d32: rows 1024, head 40"
+        "- kernel variants timed on this machine: fused-bias alibi float32 h4 d32: rows 1024, key bias"
     ]
 
 
@@ -147,7 +144,7 @@ def test_t5_far_keys_are_exact_wherever_the_queries_start(buckets, max_distance,
     k, v = torch.randn(2, 1, 2, keys, 16).unbind(0)
     with torch.no_grad():
         want = causal_attention(q, k, v, encoding, "reference")
-        torch.testing.assert_close(fused_bias_attention(q, k, v, encoding, 7, 0), want, atol=5e-5, rtol=0)
+        torch.testing.assert_close(fused_bias_attention(q, k, v, encoding, 7), want, atol=5e-5, rtol=0)
 
 
 @pytest.mark.parametrize("queries,keys", [(300, 300), (250, 400), (129, 129)])
@@ -162,4 +159,4 @@ def test_t5_in_chunks_of_queries_is_the_reference(monkeypatch, queries, keys):
     k, v = torch.randn(2, 1, 2, keys, 16).unbind(0)
     with torch.no_grad():
         want = causal_attention(q, k, v, encoding, "reference")
-        torch.testing.assert_close(fused_bias_attention(q, k, v, encoding, 32, 0), want, atol=5e-5, rtol=0)
+        torch.testing.assert_close(fused_bias_attention(q, k, v, encoding, 32), want, atol=5e-5, rtol=0)

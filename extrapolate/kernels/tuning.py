@@ -1,11 +1,11 @@
 """A choice among equivalent exact variants of a CPU kernel, made once per machine by timing them.
 
-The fused bias kernels (ALiBi's extra q·k column, T5's band) run the CPU's fused flash op in row blocks, and
-which head width and row count that op is fastest at depends on the CPU: the same code measured 1.15× RoPE's
-time on one CPU and 2× on another. Every variant computes the same attention (the tests hold each to the
-reference kernel), so the first call of a kernel at a head size times them on a small probe, keeps the fastest,
-and writes it to `kernel-choices.json` in the cache folder, keyed by the CPU, its instruction sets, the thread
-count, the torch version and the candidates: later processes on that machine read it and time nothing.
+The fused bias kernels (ALiBi's key bias, T5's band) run the CPU's fused flash op in row blocks, and which
+row count and split of the calls that op is fastest at depends on the CPU and the shapes. Every variant
+computes the same attention (the tests hold each to the reference kernel), so the first call of a kernel at a
+head size times them on a small probe, keeps the fastest, and writes it to `kernel-choices.json` in the cache
+folder, keyed by the CPU, its instruction sets, the thread count, the torch version and the candidates: later
+processes on that machine read it and time nothing.
 
 `EXTRAPOLATE_KERNEL_TUNING=off` skips the timing and runs each kernel's default variant (the choice then does
 not depend on timing noise: results that must match bit for bit across runs of one machine can ask for it).
