@@ -820,22 +820,62 @@ def test_the_performance_doc_quotes_the_uncompiled_flex_peak():
     assert f"({peak:.0f} GiB at 16384 tokens on the card)" in (ROOT / "docs" / "performance.md").read_text()
 
 
+def _span(values) -> str:
+    low, high = f"{values.min():.2f}", f"{values.max():.2f}"
+    return low if low == high else f"{low}–{high}"
+
+
 def test_the_performance_doc_quotes_the_fused_variants_it_measured():
-    t = pd.read_csv(ROOT / "results" / "bench-cpus" / "epyc" / "variants.csv")
     text = " ".join((ROOT / "docs" / "performance.md").read_text().split())
-
-    def span(values) -> str:
-        low, high = f"{values.min():.2f}", f"{values.max():.2f}"
-        return low if low == high else f"{low}–{high}"
-
-    alibi = t[t.encoding == "alibi"]
-    at = {w: span(alibi[alibi.variant.str.endswith(f"head {w}")].vs_rope) for w in (40, 48, 64)}
-    by_key = span(alibi[alibi.variant.str.endswith("key bias")].vs_rope)
+    epyc = pd.read_csv(ROOT / "results" / "bench-cpus" / "epyc" / "variants.csv")
+    alibi = epyc[epyc.encoding == "alibi"]
+    at = {w: _span(alibi[alibi.variant.str.endswith(f"head {w}")].vs_rope) for w in (40, 48, 64)}
+    by_key = _span(alibi[alibi.variant.str.endswith("key bias")].vs_rope)
     assert (
-        f"ALiBi takes {by_key}× RoPE's time with its bias per key, {at[40]}× at head 40, {at[48]}× at 48 and "
+        f"ALiBi took {by_key}× RoPE's time with its bias per key, {at[40]}× at head 40, {at[48]}× at 48 and "
         f"{at[64]}× at 64" in text
     )
-    assert f"T5 {span(t[t.encoding == 't5'].vs_rope)}× by its rows" in text
+    assert f"and T5 {_span(epyc[epyc.encoding == 't5'].vs_rope)}× by its rows. `EXTRAPOLATE" in text
+    xeon = pd.read_csv(ROOT / "results" / "bench-cpus" / "xeon-amx" / "variants.csv")
+    alibi = xeon[xeon.encoding == "alibi"]
+    one_call, per_head = (_span(alibi[alibi.variant.str.endswith(form)].vs_rope) for form in ("key bias", "per head"))
+    t5 = _span(xeon[xeon.encoding == "t5"].vs_rope)
+    assert (
+        f"ALiBi takes {one_call}× RoPE's time with its keys in one call and {per_head}× per head, and T5 {t5}×" in text
+    )
+
+
+def test_the_performance_doc_quotes_what_the_floor_saves_and_costs():
+    """The floor's figures are floor.csv's and floor-ftz.csv's; "bit for bit" is their max_difference of 0."""
+    text = " ".join((ROOT / "docs" / "performance.md").read_text().split())
+    folder = ROOT / "results" / "bench-cpus" / "xeon-amx"
+    kept, flushed = (
+        pd.read_csv(folder / name).set_index(["encoding", "variant"]) for name in ("floor.csv", "floor-ftz.csv")
+    )
+    assert (kept.max_difference == 0).all() and (flushed.max_difference == 0).all()
+    assert (flushed.subnormals == "flushed").all() and (kept.subnormals == "kept").all()
+
+    def ratio(frame, name, variant):
+        return f"{frame.vs_rope[(name, variant)]:.2f}×"
+
+    assert (
+        f"ALiBi takes {ratio(kept, 'alibi', 'no floor')} RoPE's time without the floor and "
+        f"{ratio(kept, 'alibi', 'floor')} with it, FoX {ratio(kept, 'fox', 'no floor')} and "
+        f"{ratio(kept, 'fox', 'floor')}, the outputs bit for bit the same" in text
+    )
+    assert (
+        f"{ratio(flushed, 'alibi', 'no floor')} and {ratio(flushed, 'alibi', 'floor')} (ALiBi), "
+        f"{ratio(flushed, 'fox', 'no floor')} and {ratio(flushed, 'fox', 'floor')} (FoX)" in text
+    )
+
+
+def test_the_performance_doc_quotes_the_xeon_before_the_floor_from_the_notes():
+    import re
+
+    notes = " ".join((ROOT / "results" / "bench-cpus" / "NOTES.md").read_text().split())
+    before = re.search(r"the first bench of the sitting .*? gave ALiBi ([\d.]+)× and T5", notes).group(1)
+    text = " ".join((ROOT / "docs" / "performance.md").read_text().split())
+    assert f"On the Xeon the kernels of the EPYC rows took ALiBi to {before}× RoPE's time" in text
 
 
 def test_the_seeds_readme_quotes_t5s_three_seeds():
