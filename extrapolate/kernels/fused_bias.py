@@ -116,9 +116,9 @@ def key_bias_attention(q, k, v, block_bias, rows: int, floor: bool = True, skip:
     is the op's causal call on its diagonal square and one call on the keys before it, the mask one row per
     head that the op broadcasts; anchored at the block, the values that carry weight stay small.
     `skip`: the keys before the block in one call per head, from the head's first key above the floor, as
-    the keys before weigh nothing (ALiBi's steep heads see a few hundred keys); fewer calls' worth of parallel
-    work, so a variant the tuner weighs. `floor=False` leaves the bias of the keys that weigh nothing as it is
-    (`_floor`), for measuring what the floor saves."""
+    the keys before weigh nothing (ALiBi's steep heads see a few hundred keys): less work, but each call hands
+    the op one head, less to share among many cores, so a variant the tuner weighs. `floor=False` leaves the
+    bias of the keys that weigh nothing as it is (`_floor`), for measuring what the floor saves."""
     length, keys, dim = q.shape[2], k.shape[2], q.shape[3]
     offset = keys - length  # absolute position of the first query (earlier keys come from a cache)
     scale = dim**-0.5
