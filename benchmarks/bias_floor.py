@@ -9,34 +9,20 @@ from the repository root:
     python benchmarks/bias_floor.py --length 16384 --flush-subnormals --out results/bench-cpus/xeon-amx/floor-ftz.csv
 """
 
-import argparse
-from pathlib import Path
-
-import pandas as pd
 import torch
+from attention_shapes import random_qkv, shape_parser, timed_rows, write_rows
 
-from extrapolate.bench.measure import alternating_best
-from extrapolate.core.machine import machine
 from extrapolate.encodings.bias import alibi_slopes
 from extrapolate.kernels.fused_bias import FUSED_ROWS, key_bias_attention
-from extrapolate.kernels.sdpa import sdpa
-
-CPU = torch.device("cpu")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--length", type=int, default=16384)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--head-dim", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = shape_parser(__doc__)
     parser.add_argument("--flush-subnormals", action="store_true")
-    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.flush_subnormals and not torch.set_flush_denormal(True):
         parser.error("this CPU cannot flush subnormals to zero")
-    generator = torch.Generator().manual_seed(0)
-    q, k, v = torch.randn(3, 1, args.heads, args.length, args.head_dim, generator=generator)
+    q, k, v, generator = random_qkv(args)
     slope = torch.tensor(alibi_slopes(args.heads))[None, :, None, None]  # (1, H, 1, 1)
     positions = torch.arange(args.length, dtype=torch.float32)
     # FoX's cumulative log forget gate, gates drawn around sigmoid(2) ≈ 0.88 as a trained model's often are
@@ -46,13 +32,14 @@ def main() -> None:
         "alibi": lambda a0, end: slope * (positions[:end] - a0),  # (1, H, 1, end)
         "fox": lambda a0, end: (decay[..., a0 : a0 + 1] - decay[..., :end])[:, :, None],  # (1, H, 1, end)
     }
-    contenders = {("rope", "sdpa"): lambda: sdpa(q, k, v, is_causal=True)}
+    contenders = {}
     for name, bias in biases.items():
         for floor in (True, False):
             label = "floor" if floor else "no floor"
             contenders[(name, label)] = lambda b=bias, f=floor: key_bias_attention(q, k, v, b, FUSED_ROWS, f)
+    subnormals = "flushed" if args.flush_subnormals else "kept"
+    rows = timed_rows(args, q, k, v, contenders, subnormals=subnormals)
     with torch.no_grad():
-        best = alternating_best(contenders, args.rounds, CPU)
         differ = {
             name: (key_bias_attention(q, k, v, b, FUSED_ROWS) - key_bias_attention(q, k, v, b, FUSED_ROWS, False))
             .abs()
@@ -60,24 +47,9 @@ def main() -> None:
             .item()
             for name, b in biases.items()
         }
-    rope = best[("rope", "sdpa")]
-    rows = [
-        {
-            "encoding": name,
-            "variant": label,
-            "length": args.length,
-            "heads": args.heads,
-            "head_dim": args.head_dim,
-            "subnormals": "flushed" if args.flush_subnormals else "kept",
-            "seconds": seconds,
-            "vs_rope": seconds / rope,
-            "max_difference": differ.get(name, 0.0),
-            **machine(CPU),
-        }
-        for (name, label), seconds in best.items()
-    ]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(args.out, index=False)
+    for row in rows:
+        row["max_difference"] = differ.get(row["encoding"], 0.0)
+    write_rows(rows, args.out)
     for row in rows:
         print(
             f"{row['encoding']:6} {row['variant']:9} {row['seconds']:.3f} s  {row['vs_rope']:.2f}× RoPE"
