@@ -130,3 +130,15 @@ def test_the_readme_shows_the_headline_findings_and_the_results_doc_all_of_them(
         assert f"| {finding.statement} |" in results_doc
         assert (f"| {finding.statement} |" in readme) == (finding.name in findings.HEADLINE)
     assert f"All {len(names)} findings" in readme
+
+
+def test_the_partial_credit_verdicts_hold_with_wilsons_interval_at_the_mean_too():
+    """vt-learned reads the bootstrap's upper bound at 2L ("lost"): Wilson's interval at the same mean and n,
+    the widest a score in [0, 1] allows, gives the same verdict, so the finding does not rest on the
+    bootstrap's narrowness near 0."""
+    from extrapolate.core.intervals import wilson
+
+    for encoding in ("rope", "alibi"):
+        cell = findings.scored("showcase-vt-learned", encoding, "vt-compact", 512)
+        low, high = wilson(cell.mean * cell.n, cell.n)
+        assert cell.high < findings.RULER_BAR and high < findings.RULER_BAR and low <= cell.mean <= high

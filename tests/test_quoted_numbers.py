@@ -1006,16 +1006,23 @@ def test_the_vt_table_is_quoted_row_by_row_with_its_intervals():
         assert f"| {label} | {cells} |" in text, encoding
 
 
-def test_the_smollm2_ruler_table_is_quoted_row_by_row_with_its_intervals():
+@pytest.mark.parametrize("doc", ["results/smollm2-ruler/README.md", "docs/results.md"])
+def test_the_smollm2_ruler_table_is_quoted_row_by_row_with_its_intervals(doc):
     folder = "smollm2-ruler"
     table = rows(folder)
     table = table[(table.encoding == "rope") & (table.task == "ruler") & (table.metric == "score")]
-    text = (ROOT / "results" / folder / "README.md").read_text()
+    text = (ROOT / doc).read_text()
     lengths = [1024, 2048, 4096, 8192]
     for task, cells in table.groupby(table.protocol.str.split("-v2-").str[0]):
         r = cells.set_index("eval_len").loc[lengths, ["value", "ci_low", "ci_high"]] * 100
         quoted = " | ".join(f"{v:.1f} [{lo:.0f}–{hi:.0f}]" for v, lo, hi in r.itertuples(index=False))
         assert f"| `{task}` | {quoted} |" in text, task
+    # docs/results.md's example of the bootstrap at 5 prompts, beside an all-zero cell's Wilson interval
+    cwe = table[table.protocol.str.startswith("cwe-")].set_index("eval_len")
+    assert cwe.loc[2048, "value"] == 0 and cwe.loc[1024, "ci_method"] == "bootstrap-prompts"
+    value, low, high = cwe.loc[1024, ["value", "ci_low", "ci_high"]] * 100
+    quote = f"`cwe` {value:.1f} [{low:.0f}–{high:.0f}]"
+    assert doc != "docs/results.md" or f"({quote} beside an all-zero cell's 0.0 [0–43])" in " ".join(text.split())
     # "every cell from 60 to 100 has an interval across that bar"
     inside = table[(table.eval_len <= 8192) & (table.value >= 0.6)]
     assert ((inside.ci_low < 0.856) & (inside.ci_high >= 0.856)).all()

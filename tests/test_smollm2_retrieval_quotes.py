@@ -1,0 +1,95 @@
+"""The tables and claims results/smollm2-retrieval/README.md and docs/results.md quote of SmolLM2's passkey
+grid, each recomputed from the folder's results.csv: the greedy cell of a length pools its five depths'
+prompts, with Wilson's interval over them."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from extrapolate.core.intervals import wilson
+from extrapolate.report.table import label_variants
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "results" / "smollm2-retrieval"
+LENGTHS, L, BAR = (4096, 8192, 16384, 32768), 8192, 0.8
+SCALINGS = [
+    "rope",
+    "pi s=2",
+    "pi s=4",
+    "ntk s=2",
+    "ntk s=4",
+    "dynamic-ntk s=2",
+    "dynamic-ntk s=4",
+    "yarn s=2",
+    "yarn s=4",
+]
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return label_variants(pd.read_csv(FOLDER / "results.csv"))
+
+
+def pooled(table: pd.DataFrame, label: str, length: int, metric: str = "accuracy") -> tuple[int, int]:
+    """(hits, prompts) of a length's cell, its depths pooled."""
+    cell = table[(table.encoding == label) & (table.eval_len == length) & (table.metric == metric)]
+    return round(float((cell.value * cell.n).sum())), int(cell.n.sum())
+
+
+def interval(table: pd.DataFrame, label: str, length: int) -> tuple[float, float, float]:
+    hits, n = pooled(table, label, length)
+    return (hits / n, *wilson(hits, n))
+
+
+def effective(table: pd.DataFrame, label: str) -> str:
+    """The report's effective retrieval length: the largest length with a greedy mean ≥ 80%, every length from
+    L on included."""
+    reached = None
+    for length in (n for n in LENGTHS if n >= L):
+        if interval(table, label, length)[0] < BAR - 1e-9:
+            break
+        reached = length
+    return str(reached) if reached else "below L"
+
+
+def table_row(table: pd.DataFrame, label: str, with_rank: bool) -> str:
+    cells = []
+    for length in LENGTHS:
+        mean, low, high = interval(table, label, length)
+        text = f"{100 * mean:.0f}% [{100 * low:.0f}–{100 * high:.0f}]"
+        if with_rank:
+            hits, n = pooled(table, label, length, "rank_accuracy")
+            text += f" ({100 * hits / n:.0f}%)"
+        cells.append(text)
+    return f"| {label} | {' | '.join(cells)} | {effective(table, label)} |"
+
+
+@pytest.mark.parametrize(
+    ("document", "with_rank"), [("results/smollm2-retrieval/README.md", False), ("docs/results.md", True)]
+)
+def test_the_grid_is_quoted_row_by_row_with_its_intervals(table, document, with_rank):
+    text = (ROOT / document).read_text()
+    for label in SCALINGS:
+        assert table_row(table, label, with_rank) in text, label
+
+
+def test_no_cell_past_the_context_is_held_and_every_scaling_but_pi_is_above_rope_at_2l(table):
+    """The README's and the doc's reading of the grid: at 20 prompts no cell past L clears the bar with its
+    lower bound, RoPE's own cell at L straddles it, and at 16384 every scaling but PI's is above RoPE's cell
+    (disjoint intervals), NTK at s = 2 lost by the rule."""
+    past = [interval(table, label, n) for label in SCALINGS for n in LENGTHS if n > L]
+    assert all(low < BAR for _, low, _ in past)
+    _, low, high = interval(table, "rope", L)
+    assert low < BAR <= high
+    rope_high = interval(table, "rope", 2 * L)[2]
+    for label in SCALINGS[1:]:
+        above = interval(table, label, 2 * L)[1] > rope_high
+        assert above != label.startswith("pi"), label
+    assert interval(table, "ntk s=2", 2 * L)[2] < BAR
+    text = " ".join((FOLDER / "README.md").read_text().split())
+    ntk = interval(table, "ntk s=2", 2 * L)
+    assert (
+        f"NTK at s = 2 the least ({100 * ntk[0]:.0f}% [{100 * ntk[1]:.0f}–{100 * ntk[2]:.0f}], lost by the rule)"
+        in text
+    )
