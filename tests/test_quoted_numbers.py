@@ -295,7 +295,50 @@ def above_full(encoding: str) -> str:
     return percents([adapter_ppl(encoding, 100, a) / full - 1 for a in ("lora", "longlora")])
 
 
+def seed_cell(folder: str, encoding: str, length: int, seed: int) -> str:
+    """ "71% [61–79]": a seed's greedy cell at a length, its depths pooled, with Wilson's interval."""
+    t = rows(folder)
+    cell = t[(t.encoding == encoding) & (t.eval_len == length) & (t.metric == "accuracy") & (t.seed == seed)]
+    hits, n = round(float((cell.value * cell.n).sum())), int(cell.n.sum())
+    low, high = wilson(hits, n)
+    return f"{100 * hits / n:.0f}% [{100 * low:.0f}–{100 * high:.0f}]"
+
+
+def showcase_cell(encoding: str, length: int) -> str:
+    return seed_cell("showcase", encoding, length, 0)
+
+
+def showcase_scalings_at_8l() -> str:
+    """The one-seed showcase's zero-shot scalings at 8L, as docs/results.md reads them."""
+    if showcase_cell("yarn", 2048) != showcase_cell("dynamic-yarn", 2048):
+        return "YaRN's two cells differ"
+    cell = {e: showcase_cell(e, 2048) for e in ("dynamic-yarn", "dynamic-ntk", "rope", "ntk")}
+    return (
+        f"dynamic YaRN and zero-shot YaRN keep it to 8L ({cell['dynamic-yarn']} each); dynamic NTK falls to "
+        f"{cell['dynamic-ntk']} at 8L,\n  lost by the rule though far above RoPE's {cell['rope']}, and static NTK "
+        f"loses it at 8L ({cell['ntk']})"
+    )
+
+
 QUOTED = [
+    (
+        "docs/results.md",
+        "seed 0 holds it (100% [96–100]), seed 1 loses it\n  (71% [61–79]) and seed 2 straddles the bar (84% [76–90])",
+        lambda: "seed 0 holds it ({}), seed 1 loses it\n  ({}) and seed 2 straddles the bar ({})".format(
+            *(seed_cell("showcase-seeds", "xpos", 512, s) for s in (0, 1, 2))
+        ),
+    ),
+    (
+        "docs/results.md",
+        "(100% [93–100]), then loses it (12% [6–24] at 4L)",
+        lambda: f"({showcase_cell('xpos', 512)}), then loses it ({showcase_cell('xpos', 1024)} at 4L)",
+    ),
+    (
+        "docs/results.md",
+        "dynamic YaRN and zero-shot YaRN keep it to 8L (98% [90–100] each); dynamic NTK falls to 64% [50–76] at 8L,\n"
+        "  lost by the rule though far above RoPE's 0% [0–7], and static NTK loses it at 8L (0% [0–7])",
+        showcase_scalings_at_8l,
+    ),
     (
         "docs/results.md",
         "the highest are 84 [65–94] (`niah_single_3`) and 84 [75–92] (`niah_multivalue`), both at 1024",
