@@ -37,6 +37,21 @@ def code_blocks(text: str) -> tuple[list[list[str]], list[int]]:
     return blocks, ([opened[1]] if current is not None else [])
 
 
+def anchors(doc: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: lower case, punctuation but `-` and `_` dropped,
+    spaces made `-`, a repeated heading numbered `-1`, `-2`, …"""
+    blocks_removed = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", blocks_removed, flags=re.M):
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a linked heading anchors its text
+        slug = re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        if count:
+            seen[f"{slug}-{count}"] = 1
+    return set(seen)
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
 def test_fences_close_and_relative_links_resolve(doc):
     text = doc.read_text(encoding="utf-8")
@@ -44,10 +59,19 @@ def test_fences_close_and_relative_links_resolve(doc):
     assert not unclosed, f"{doc.name}: the code fence opened at line {unclosed[0]} never closes"
     outside = re.sub(r"```.*?```", "", text, flags=re.S)  # links inside code are code, not links
     for target in LINK.findall(outside):
-        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+        if re.match(r"^[a-z]+:", target):
             continue
-        path = (doc.parent / target.split("#")[0]).resolve()
+        file, _, anchor = target.partition("#")
+        path = (doc.parent / file).resolve() if file else doc
         assert path.exists(), f"{doc.relative_to(ROOT)}: {target} does not exist"
+        if anchor and path.suffix == ".md":
+            assert anchor in anchors(path), f"{doc.relative_to(ROOT)}: {target}: no such heading"
+
+
+def test_an_anchor_is_the_slug_github_gives_its_heading(tmp_path):
+    doc = tmp_path / "page.md"
+    doc.write_text("# Retrieval past the context (`results/x/`)\n\n## Notes\n\n## Notes\n\n```\n# not a heading\n```\n")
+    assert anchors(doc) == {"retrieval-past-the-context-resultsx", "notes", "notes-1"}
 
 
 def commands(doc: Path) -> list[str]:

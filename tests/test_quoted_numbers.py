@@ -1296,3 +1296,19 @@ def test_the_finetune_notes_say_where_yarn_and_ntk_part():
     assert f"{t.run_id.nunique()} runs, every one with its answers" in " ".join(
         (ROOT / "results" / "finetune-seeds" / "README.md").read_text().split()
     )
+
+
+def test_the_readme_quotes_the_training_speed_of_the_run_records_it_links():
+    """The quick start's training times: each figure is its linked run record's."""
+    import json
+    import re
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    quotes = re.findall(
+        r"(?:(\d+) s at )?([\d,]+) tokens/s[^(]*\(\[run record\]\((results/showcase/runs/\w+\.json)\)", text
+    )
+    assert len(quotes) == 2
+    for seconds, speed, record in quotes:
+        training = json.loads((ROOT / record).read_text())["training"]
+        assert speed == f"{training['tokens_per_second']:,.0f}", record
+        assert not seconds or seconds == f"{training['train_seconds']:.0f}", record
