@@ -1,5 +1,5 @@
 """Every committed results folder keeps what its models answered (`samples/<run id>.jsonl`) for each run with
-retrieval or RULER rows, or its README says how many runs lack them and names the command that recovers them;
+retrieval or RULER rows, or its README says how many and which runs lack them and names the command that recovers them;
 and every samples file gives back its rows: a cell's mean score is the value the table holds."""
 
 import re
@@ -30,6 +30,8 @@ def test_a_folder_keeps_its_predictions_or_says_which_it_lacks(folder):
     said = re.search(rf"(?<![\d.]){len(missing)} of {len(runs)} runs", readme)
     assert said, f"{folder.name}: its README should say {len(missing)} of {len(runs)} runs lack predictions"
     assert "scripts/recover_samples.py" in readme or "scripts/answers_at_commit.py" in readme
+    unnamed = [run for run in missing if run not in readme]
+    assert not unnamed, f"{folder.name}: its README should name the runs without predictions: {unnamed}"
 
 
 @pytest.mark.parametrize("folder", [f for f in FOLDERS if (f / "samples").is_dir()], ids=lambda path: path.name)
