@@ -117,3 +117,18 @@ def test_the_aggregate_gives_the_seed_interval_over_several_seeds_and_the_rows_o
 def test_one_unit_has_no_interval_rather_than_a_zero_wide_one():
     assert all(math.isnan(x) for x in bootstrap_ratio([12.0], [4]))
     assert not any(math.isnan(x) for x in bootstrap_ratio([12.0, 10.0], [4, 4]))
+
+
+def test_a_table_header_says_why_some_one_seed_cells_have_no_interval():
+    from extrapolate.report.pages import seeds_note
+
+    def agg(*cells):  # (interval, n) per one-seed cell
+        return pd.DataFrame([{"status": "ok", "n_seeds": 1, "interval": interval, "n": n} for interval, n in cells])
+
+    unit = "held-out documents"
+    assert seeds_note(agg(("within", 12.0)), unit) == "one seed; [95% interval over held-out documents]"
+    one_window = seeds_note(agg(("within", 12.0), ("none", 1.0)), unit)
+    assert one_window.endswith("; a bare value: one document or window scored, nothing to resample")
+    both = seeds_note(agg(("within", 12.0), ("none", 1.0), ("none", float("nan"))), unit)
+    assert both.endswith("nothing to resample or a row written before rows recorded their interval")
+    assert seeds_note(agg(("none", float("nan"))), unit) == "one seed; no interval recorded"

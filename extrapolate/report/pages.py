@@ -62,10 +62,22 @@ def seeds_note(agg: pd.DataFrame, unit: str) -> str:
     if not counts or counts == [1]:
         if not (agg["interval"] == "within").any():
             return "one seed; no interval recorded"
-        return f"one seed; [95% interval over {unit}]"
+        return f"one seed; [95% interval over {unit}]{bare_cells(agg)}"
     seeds = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else str(counts[0])
-    one = f"; a cell of one seed: [95% interval over {unit}]" if 1 in counts else ""
+    one = f"; a cell of one seed: [95% interval over {unit}]{bare_cells(agg)}" if 1 in counts else ""
     return f"mean ± 95% interval over {seeds} seeds{one}"
+
+
+def bare_cells(agg: pd.DataFrame) -> str:
+    """Why some one-seed cells of a table that has intervals show a bare value: one unit scored (nothing to
+    resample), or a row written before rows recorded their interval."""
+    bare = agg[(agg["status"] == "ok") & (agg["interval"] == "none")]
+    reasons = []
+    if (bare["n"] == 1).any():
+        reasons.append("one document or window scored, nothing to resample")
+    if bare["n"].isna().any():
+        reasons.append("a row written before rows recorded their interval")
+    return f"; a bare value: {' or '.join(reasons)}" if reasons else ""
 
 
 def _matrix(frame: pd.DataFrame, cell) -> str:
