@@ -1037,10 +1037,11 @@ def test_the_vt_learned_table_is_quoted_row_by_row(doc):
         assert f"| {encoding} | {cells} | {grown:.2f}× |" in text
 
 
-def test_the_vt_table_is_quoted_row_by_row_with_its_intervals():
+@pytest.mark.parametrize("doc", ["results/showcase-vt/README.md", "docs/results.md"])
+def test_the_vt_table_is_quoted_row_by_row_with_its_intervals(doc):
     folder = "showcase-vt"
     table = rows(folder)
-    text = (ROOT / "results" / folder / "README.md").read_text()
+    text = (ROOT / doc).read_text()
     for encoding in ("rope", "alibi", "yarn", "dynamic-yarn", "self-extend"):
         label = "yarn (s = 8)" if encoding == "yarn" else encoding
         ruler = table[(table.encoding == encoding) & (table.task == "ruler")].set_index("eval_len")
@@ -1312,3 +1313,15 @@ def test_the_readme_quotes_the_training_speed_of_the_run_records_it_links():
         training = json.loads((ROOT / record).read_text())["training"]
         assert speed == f"{training['tokens_per_second']:,.0f}", record
         assert not seconds or seconds == f"{training['train_seconds']:.0f}", record
+
+
+def test_the_first_finetune_table_is_quoted_row_by_row_with_its_intervals():
+    """docs/results.md's one-seed fine-tune table: perplexity at L' with its bootstrap over documents."""
+    table = rows("finetune")
+    table = table[(table.metric == "ppl") & (table.eval_len == 1024)]
+    text = (ROOT / "docs" / "results.md").read_text()
+    for encoding, label in (("rope", "rope (no scaling)"), ("pi", "pi"), ("ntk", "ntk"), ("yarn", "yarn")):
+        cells = table[table.encoding == encoding].set_index("finetune_steps").loc[[0, 25, 100, 400]]
+        quoted = " | ".join(f"{r.value:.3f} [{r.ci_low:.1f}–{r.ci_high:.1f}]" for r in cells.itertuples())
+        assert f"| {label} | {quoted} |" in text, encoding
+    assert cells.n.nunique() == 1 and f"bootstrap over the {int(cells.n.iloc[0])} held-out documents" in text
