@@ -220,3 +220,15 @@ def test_the_report_opens_with_the_findings_and_ends_with_the_setup(tmp_path):
         assert heading in sections
     setup = text.split("## Setup")[1]
     assert "- model: `tiny`" in setup and "extrapolate 0.1.0" in setup and "device `cpu`" in setup
+
+
+def test_a_perplexity_figure_says_what_its_error_bars_are_over():
+    from extrapolate.report.plots import bars_note
+
+    def agg(*cells):  # (interval, n_seeds) per cell
+        return pd.DataFrame([{"interval": interval, "n_seeds": n} for interval, n in cells])
+
+    assert bars_note(agg(("seeds", 3), ("within", 1))) == "bars: mean and 95% interval over 3 seeds"
+    assert bars_note(agg(("seeds", 2), ("seeds", 3))) == "bars: mean and 95% interval over 2–3 seeds"
+    assert bars_note(agg(("within", 1), ("none", 1))) == "bars: 95% interval over held-out documents (one seed)"
+    assert bars_note(agg(("none", 1))) == ""

@@ -218,6 +218,19 @@ def interval_distances(group):
     return np.nan_to_num(np.stack([low, high]).clip(min=0))
 
 
+def bars_note(agg) -> str:
+    """What a perplexity figure's error bars are over, in words, as the tables' headers say it."""
+    if "interval" not in agg or "n_seeds" not in agg:
+        return ""
+    seeds = sorted({int(n) for n in agg.loc[agg["interval"] == "seeds", "n_seeds"]})
+    if seeds:
+        count = f"{seeds[0]}–{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+        return f"bars: mean and 95% interval over {count} seeds"
+    if (agg["interval"] == "within").any():
+        return "bars: 95% interval over held-out documents (one seed)"
+    return ""
+
+
 def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str | None = None):
     """Perplexity vs evaluation length, one panel per family of encodings (`report.panels`) with plain RoPE in
     each as the reference line; with `reference` (encoding -> perplexity at L of its base model) the ratio to
@@ -244,9 +257,11 @@ def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str
         curves[str(encoding)] = (x, y, err, float(at_L[0] if len(at_L) else y[0]))
     grouped = figure_panels(curves)
     title = title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length")
+    notes = [f"shaded: within ±{PPL_TOLERANCE:.0%} of the base model at L"] if ratio else []
+    notes += [bars] if (bars := bars_note(ok)) else []
     fig, axes = panel_axes(
         len(grouped),
-        title + (f"\nshaded: within ±{PPL_TOLERANCE:.0%} of the base model at L" if ratio else ""),
+        title + "".join(f"\n{note}" for note in notes),
         "perplexity ÷ base model's perplexity at L (log scale)" if ratio else "perplexity (log scale)",
         "evaluation length (tokens, log₂ scale)",
     )
