@@ -93,3 +93,16 @@ def test_no_cell_past_the_context_is_held_and_every_scaling_but_pi_is_above_rope
         f"NTK at s = 2 the least ({100 * ntk[0]:.0f}% [{100 * ntk[1]:.0f}–{100 * ntk[2]:.0f}], lost by the rule)"
         in text
     )
+
+
+def test_the_results_doc_lists_the_grid_past_l_as_unresolved_but_above_rope(table):
+    """docs/results.md's "Not resolved": SmolLM2 at L straddles the bar, and no method's cell past L (the
+    scalings and the training-free methods at 16384) has its lower bound at the bar."""
+    text = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    mean, low, high = interval(table, "rope", L)
+    assert f"its L = 8192 ({100 * mean:.0f}% [{100 * low:.0f}–{100 * high:.0f}] at 20 prompts" in text
+    past = table[(table.eval_len > L) & (table.metric == "accuracy")]
+    labels = past.encoding.unique()
+    assert len(labels) == 14 and all(
+        interval(table, label, n)[1] < BAR for label in labels for n in set(past[past.encoding == label].eval_len)
+    )
