@@ -138,3 +138,38 @@ def test_the_results_table_columns_are_documented_in_order():
     text = " ".join((ROOT / "docs" / "measured.md").read_text().split())
     listed = text.split("has the columns `", 1)[1].split("`", 1)[0]
     assert listed.split(", ") == COLUMNS
+
+
+CELL = re.compile(r"(\d+(?:\.\d+)?)% \[(\d+(?:\.\d+)?)–(\d+(?:\.\d+)?)\]")  # "80% [58–92]": a greedy cell
+
+
+def wilson_cells(most_prompts: int = 400) -> set[tuple[float, float, float]]:
+    """Every (score, low, high) × 100 a proportion of up to `most_prompts` prompts can show, unrounded."""
+    from extrapolate.core.intervals import wilson
+
+    return {(100 * k / n, *(100 * b for b in wilson(k, n))) for n in range(1, most_prompts + 1) for k in range(n + 1)}
+
+
+def shown_as(value: float, text: str) -> bool:
+    decimals = len(text.partition(".")[2])
+    return f"{value:.{decimals}f}" == text
+
+
+def test_every_hand_written_retrieval_cell_is_a_wilson_interval():
+    """A cell typed into a README, doc or NOTES as "p% [low–high]" is a proportion of some number of prompts
+    with its Wilson interval, as the tables give it (the generated summary.md and report.md pages, whose
+    cells over seeds are Student's t, are checked against their tables by tests/test_committed_pages.py)."""
+    cells = wilson_cells()
+    typed = [
+        (doc, match.groups())
+        for doc in DOCS
+        if doc.name not in ("summary.md", "report.md")
+        for match in CELL.finditer(doc.read_text(encoding="utf-8"))
+    ]
+    assert len(typed) > 100
+    wrong = [
+        f"{doc.relative_to(ROOT)}: {p}% [{lo}–{hi}]"
+        for doc, (p, lo, hi) in typed
+        if not any(shown_as(a, p) and shown_as(b, lo) and shown_as(c, hi) for a, b, c in cells)
+    ]
+    assert not wrong, wrong[:10]
