@@ -178,6 +178,12 @@ def test_named_task_question_may_use_only_name(tmp_path):
     assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(path)]), "'question' has placeholder {key}")
 
 
+def test_an_empty_word_key_list_is_named_as_such(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text((TASKS_DIR / "passkey.toml").read_text().replace("key_digits = 5", "keys = []"))
+    assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(path)]), "field 'keys' must list at least one")
+
+
 def test_a_task_file_or_results_folder_that_is_not_there_is_named_as_such(tmp_path):
     """A path is not a task name: "does not exist", not a list of the shipped tasks; a results table named
     instead of its folder is a file, not a folder without a table."""
@@ -187,6 +193,7 @@ def test_a_task_file_or_results_folder_that_is_not_there_is_named_as_such(tmp_pa
     table = tmp_path / "results.csv"
     table.write_text("run_id\n")
     assert_one_line_error(cli.invoke(app, ["report", str(table)]), "is a file; name the results folder")
+    assert_one_line_error(cli.invoke(app, ["report", str(tmp_path / "nowhere")]), "nowhere does not exist")
 
 
 def test_shipped_task_files_still_validate():

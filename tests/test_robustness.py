@@ -429,6 +429,8 @@ def test_other_commands_check_their_outputs_before_any_work(tmp_path, args, need
         (["--seeds", "0,,1"], "--seeds: an empty item in '0,,1'"),  # a seed left out, not a sweep of two
         (["--seeds", str(2**63)], "--seeds must be ≤"),
         (["--eval-lens", "256,,1k"], "--eval-lens: an empty item"),
+        (["--tasks", "perplexity,"], "--tasks: an empty item in 'perplexity,'"),  # the same rule as for numbers
+        (["--encodings", "rope,,alibi"], "--encodings: an empty item"),
     ],
 )
 def test_sweep_lists_refused_in_one_line(tmp_path, args, needle):

@@ -294,7 +294,7 @@ def bench(
     request = BenchRequest(
         model,
         tuple(parse_int_list(renamed(eval_lens, lengths, "--lengths", "--eval-lens"), "--eval-lens", 16)),
-        tuple(parse_name_list(encodings)),
+        tuple(parse_name_list(encodings, "--encodings")),
         device,
         dtype,
         transformers_row,

@@ -284,12 +284,12 @@ def to_request(values: dict) -> RunRequest:
     options = parse_encoding_options(values.pop("encoding_option"))
     train_tasks = values.pop("train_tasks")
     return RunRequest(
-        tasks=tuple(parse_name_list(tasks)) if tasks is not None else default_tasks(),
+        tasks=tuple(parse_name_list(tasks, "--tasks")) if tasks is not None else default_tasks(),
         # not given (run): both axes, the retrieval left out with a warning where no prompt fits
         optional_tasks=()
         if tasks is not None
         else tuple(t for t in default_tasks() if TASK_KINDS.get(t).reads_task_file),
-        train_tasks=tuple(parse_name_list(train_tasks)) if train_tasks else (),
+        train_tasks=tuple(parse_name_list(train_tasks, "--train-tasks")) if train_tasks else (),
         encoding_options=options,
         eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens is not None else (),
         **values,

@@ -57,8 +57,12 @@ def parse_float_list(text: str, what: str) -> list[float]:
     return values
 
 
-def parse_name_list(text: str) -> list[str]:
-    return [part.strip().lower() for part in text.split(",") if part.strip()]
+def parse_name_list(text: str, what: str) -> list[str]:
+    """Comma-separated names, lower-cased; an empty item is refused as in a list of numbers."""
+    parts = [part.strip().lower() for part in text.split(",")]
+    if text.strip() and not all(parts):  # "perplexity,": a name left out (an empty shell variable) unseen
+        raise UserError(f"{what}: an empty item in {text.strip()!r}; give names separated by commas")
+    return [part for part in parts if part]
 
 
 @dataclass(frozen=True)

@@ -513,6 +513,8 @@ def write_report(folder: Path) -> Path:
     folder = Path(folder)
     if folder.is_file():
         raise UserError(f"{folder} is a file; name the results folder that holds it")
+    if not folder.exists():
+        raise UserError(f"{folder} does not exist; name a results folder (one `run` or `sweep` wrote)")
     if not (folder / RESULTS_FILE).exists():
         raise UserError(f"{folder} has no {RESULTS_FILE}; run `extrapolate run` or `extrapolate sweep` first")
     check_output_names(folder)

@@ -16,6 +16,7 @@ import torch
 from extrapolate.core.distributed import main_first, process_group
 from extrapolate.core.errors import UserError
 from extrapolate.core.lock import folder_lock
+from extrapolate.core.numbers import parse_name_list
 from extrapolate.core.registry import unknown_name_message
 from extrapolate.encodings import encoding_groups, get_spec, sweep_order
 from extrapolate.encodings.options import check_used
@@ -42,7 +43,7 @@ from extrapolate.training.train import TrainingDiverged
 
 
 def resolve_encodings(spec: str) -> list[str]:
-    names = [n.strip().lower() for n in spec.split(",") if n.strip()]
+    names = parse_name_list(spec, "--encodings")
     if not names:
         raise UserError("--encodings: name at least one encoding, a group (classic, newer), or all")
     groups = encoding_groups() | {"all": sweep_order()}

@@ -125,6 +125,7 @@ def check_passkey_task(data: dict, path: str) -> PasskeyTask:
     used = {field: placeholders(data[field], path, field, allowed) for field, allowed in templates.items()}
     need("key" in used["key_line"], "key_line", "must contain {key}")
     need("key" in used["answer"], "answer", "must contain {key}")
+    need("keys" not in data or bool(data["keys"]), "keys", "must list at least one word (or give key_digits)")
     need(("key_digits" in data) != bool(data.get("keys")), "key_digits", "or 'keys' must be given, not both")
     words("keys")
     words("names")
