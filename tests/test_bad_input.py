@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
 from extrapolate.cli.util import OPTION_BOUNDS
+from extrapolate.core.errors import UserError
 from extrapolate.tasks.files import TASKS_DIR
 
 from .helpers import make_corpus, tiny_options
@@ -575,3 +576,25 @@ def test_every_numeric_option_has_a_bound():
     options = numeric_options()
     assert ("run", "--lr") in options and ("encodings show", "--base") in options
     assert [(command, flag) for command, flag in options if flag not in OPTION_BOUNDS] == []
+
+
+def test_the_hub_clients_retry_warnings_are_silenced_while_it_fetches(monkeypatch, capsys):
+    """Where the hub cannot be reached its client logs a warning per retry before it raises; the user sees
+    only the one-line error, and the client's logging is as it was afterwards."""
+    from huggingface_hub.utils import logging as hub_logging
+
+    from extrapolate.data import corpora
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    before = hub_logging.get_verbosity()
+
+    def unreachable(name, split):
+        hub_logging.get_logger("huggingface_hub.utils._http").warning("Retrying in 8s [Retry 4/5].")
+        raise ConnectionError(f"Couldn't reach {name} on the hub\n(a second line)")
+
+    monkeypatch.setattr(corpora.quiet_datasets(), "load_dataset", unreachable)
+    with pytest.raises(UserError, match=r"hub dataset 'someone/data' could not be loaded: Couldn't reach") as error:
+        corpora.hub_corpus("someone/data")
+    assert "\n" not in str(error.value) and "Retrying" not in capsys.readouterr().err
+    assert hub_logging.get_verbosity() == before

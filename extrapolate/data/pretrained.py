@@ -17,7 +17,7 @@ import torch
 from extrapolate.core.errors import UserError
 from extrapolate.core.readers import first_line, read_json, reading
 from extrapolate.data.families import config_from_hf, rope_parameters
-from extrapolate.data.hf_extra import require_transformers
+from extrapolate.data.hf_extra import quiet_hub, require_transformers
 from extrapolate.data.known_models import KNOWN, fetch_known
 from extrapolate.data.rope_config import ReleasedRope, released_rope, replace_rope
 from extrapolate.data.weight_names import split_fused, to_project_names
@@ -137,9 +137,11 @@ def checkpoint_files(spec: str, trust_remote_code: bool = False) -> tuple[str, s
 
 @contextlib.contextmanager
 def loading(spec: str, trust_remote_code: bool) -> Iterator[None]:
-    """transformers' many error types for a checkpoint it cannot use, as one line (none is a bug of ours)."""
+    """transformers' many error types for a checkpoint it cannot use, as one line (none is a bug of ours), the
+    hub client's retry warnings silenced meanwhile."""
     try:
-        yield
+        with quiet_hub():
+            yield
     except Exception as exc:
         if "trust_remote_code" in str(exc) and not trust_remote_code:
             raise UserError(
