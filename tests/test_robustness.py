@@ -431,6 +431,7 @@ def test_other_commands_check_their_outputs_before_any_work(tmp_path, args, need
         (["--eval-lens", "256,,1k"], "--eval-lens: an empty item"),
         (["--tasks", "perplexity,"], "--tasks: an empty item in 'perplexity,'"),  # the same rule as for numbers
         (["--encodings", "rope,,alibi"], "--encodings: an empty item"),
+        (["--train-tasks", ","], "--train-tasks names no task"),  # not the default task file, silently
     ],
 )
 def test_sweep_lists_refused_in_one_line(tmp_path, args, needle):

@@ -283,13 +283,16 @@ def to_request(values: dict) -> RunRequest:
     tasks, eval_lens = values.pop("tasks"), values.pop("eval_lens")
     options = parse_encoding_options(values.pop("encoding_option"))
     train_tasks = values.pop("train_tasks")
+    train_task_names = tuple(parse_name_list(train_tasks, "--train-tasks")) if train_tasks else ()
+    if train_tasks and train_tasks.strip() and not train_task_names:  # ",": a list that names nothing
+        raise UserError("--train-tasks names no task: give task files separated by commas (e.g. passkey,vt)")
     return RunRequest(
         tasks=tuple(parse_name_list(tasks, "--tasks")) if tasks is not None else default_tasks(),
         # not given (run): both axes, the retrieval left out with a warning where no prompt fits
         optional_tasks=()
         if tasks is not None
         else tuple(t for t in default_tasks() if TASK_KINDS.get(t).reads_task_file),
-        train_tasks=tuple(parse_name_list(train_tasks, "--train-tasks")) if train_tasks else (),
+        train_tasks=train_task_names,
         encoding_options=options,
         eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens is not None else (),
         **values,

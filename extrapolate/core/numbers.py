@@ -58,9 +58,12 @@ def parse_float_list(text: str, what: str) -> list[float]:
 
 
 def parse_name_list(text: str, what: str) -> list[str]:
-    """Comma-separated names, lower-cased; an empty item is refused as in a list of numbers."""
+    """Comma-separated names, lower-cased; an empty item among names is refused as in a list of numbers.
+
+    A list of no names at all ("" or ",") comes back empty, for the caller to say what it needed.
+    """
     parts = [part.strip().lower() for part in text.split(",")]
-    if text.strip() and not all(parts):  # "perplexity,": a name left out (an empty shell variable) unseen
+    if any(parts) and not all(parts):  # "perplexity,": a name left out (an empty shell variable) unseen
         raise UserError(f"{what}: an empty item in {text.strip()!r}; give names separated by commas")
     return [part for part in parts if part]
 
