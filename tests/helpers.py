@@ -109,3 +109,16 @@ def six_steps(model):
     return TrainConfig(
         model=model, corpus="test", seq_len=32, batch_size=4, steps=6, warmup_steps=2, checkpoint_every=3
     )
+
+
+def pooled_hits(cells) -> tuple[int, int]:
+    """(hits, prompts) of retrieval rows pooled (a length's depths, or a seed's cells): each row's share × n."""
+    return int(sum(round(v * k) for v, k in zip(cells.value, cells.n))), int(cells.n.sum())
+
+
+def wilson_cell(hits: int, n: int) -> str:
+    """A pooled proportion as the tables print it, with Wilson's 95% interval: "71% [61–79]"."""
+    from extrapolate.core.intervals import wilson
+
+    low, high = wilson(hits, n)
+    return f"{100 * hits / n:.0f}% [{100 * low:.0f}–{100 * high:.0f}]"

@@ -55,6 +55,18 @@ def test_a_name_that_is_no_option_is_one_line(tmp_path):
     assert missing.exit_code == 2 and "does not exist" in missing.output
 
 
+def test_a_repeatable_option_takes_one_item_as_a_string(tmp_path):
+    """`encoding-option = "beta_fast=16"` is a list of one, as the flag given once (click alone would answer
+    "Value must be an iterable")."""
+    config = tmp_path / "one.toml"
+    config.write_text('encoding = "yarn"\nfactor = 2\nencoding-option = "beta_fast=16"\n')
+    taken = invoke("run", "--config", str(config), "--dry-run", "--out", str(tmp_path / "out"))
+    assert taken.exit_code == 0, taken.output
+    config.write_text('encoding = "yarn"\nfactor = 2\nencoding-option = "wndow=16"\n')
+    refused = invoke("run", "--config", str(config), "--dry-run", "--out", str(tmp_path / "out"))
+    assert refused.exit_code == 2 and "unknown option 'wndow'" in refused.output, refused.output
+
+
 @pytest.mark.parametrize(
     "request_,needle",
     [

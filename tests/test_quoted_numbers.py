@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from extrapolate.core.intervals import wilson
 from extrapolate.report.table import label_variants
+from tests.helpers import pooled_hits, wilson_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -230,9 +230,7 @@ def greedy(folder: str, run: str, length: int) -> str:
     """A run's greedy retrieval at a length, its depths' prompts pooled: "94% [88–97]"."""
     t = rows(folder)
     t = t[t.run_id.str.startswith(run) & (t.eval_len == length) & (t.metric == "accuracy")]
-    hits, n = int(sum(round(v * k) for v, k in zip(t.value, t.n))), int(t.n.sum())
-    low, high = wilson(hits, n)
-    return f"{hits / n:.0%} [{low * 100:.0f}–{high * 100:.0f}]"
+    return wilson_cell(*pooled_hits(t))
 
 
 def run_of(folder: str, encoding: str) -> str:
@@ -299,9 +297,7 @@ def seed_cell(folder: str, encoding: str, length: int, seed: int) -> str:
     """ "71% [61–79]": a seed's greedy cell at a length, its depths pooled, with Wilson's interval."""
     t = rows(folder)
     cell = t[(t.encoding == encoding) & (t.eval_len == length) & (t.metric == "accuracy") & (t.seed == seed)]
-    hits, n = round(float((cell.value * cell.n).sum())), int(cell.n.sum())
-    low, high = wilson(hits, n)
-    return f"{100 * hits / n:.0f}% [{100 * low:.0f}–{100 * high:.0f}]"
+    return wilson_cell(*pooled_hits(cell))
 
 
 def showcase_cell(encoding: str, length: int) -> str:

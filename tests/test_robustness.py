@@ -440,6 +440,22 @@ def test_sweep_lists_refused_in_one_line(tmp_path, args, needle):
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--encoding", "rope", "--encoding-option", "window=64"], "no encoding asked for (rope) has this option"),
+        (["--encoding", "alibi", "--encoding-option", "window=64"], "no encoding asked for (alibi)"),
+        (["--encoding", "yarn", "--encoding-option", "wndow=64"], "unknown option 'wndow'"),
+    ],
+)
+def test_a_dry_run_refuses_what_the_run_refuses(tmp_path, args, needle):
+    """The plan checks the encoding options before resolution keeps only the encoding's own (which would
+    leave an option no encoding has out of the plan without a word)."""
+    out = tmp_path / "out"
+    assert_one_line_error(cli.invoke(app, ["run", "--dry-run", "--out", str(out), *args]), needle)
+    assert not out.exists()
+
+
 def test_a_kill_between_the_weights_and_the_state_resumes_as_if_uninterrupted(tmp_path):
     """The weights file of step 6 renamed in, its progress file not yet (a kill between the two renames):
     training goes on from the step-3 state and its own weights, and ends where an uninterrupted one does."""

@@ -9,6 +9,7 @@ import pytest
 
 from extrapolate.core.intervals import wilson
 from extrapolate.report.table import label_variants
+from tests.helpers import pooled_hits, wilson_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "results" / "smollm2-retrieval"
@@ -33,8 +34,7 @@ def table() -> pd.DataFrame:
 
 def pooled(table: pd.DataFrame, label: str, length: int, metric: str = "accuracy") -> tuple[int, int]:
     """(hits, prompts) of a length's cell, its depths pooled."""
-    cell = table[(table.encoding == label) & (table.eval_len == length) & (table.metric == metric)]
-    return round(float((cell.value * cell.n).sum())), int(cell.n.sum())
+    return pooled_hits(table[(table.encoding == label) & (table.eval_len == length) & (table.metric == metric)])
 
 
 def interval(table: pd.DataFrame, label: str, length: int) -> tuple[float, float, float]:
@@ -56,8 +56,7 @@ def effective(table: pd.DataFrame, label: str) -> str:
 def table_row(table: pd.DataFrame, label: str, with_rank: bool) -> str:
     cells = []
     for length in LENGTHS:
-        mean, low, high = interval(table, label, length)
-        text = f"{100 * mean:.0f}% [{100 * low:.0f}–{100 * high:.0f}]"
+        text = wilson_cell(*pooled(table, label, length))
         if with_rank:
             hits, n = pooled(table, label, length, "rank_accuracy")
             text += f" ({100 * hits / n:.0f}%)"

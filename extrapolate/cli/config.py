@@ -97,7 +97,8 @@ def apply_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
     if path is None:
         return path
     values = read_config(Path(path))
-    names = {p.name for p in ctx.command.params}
+    params = {p.name: p for p in ctx.command.params}
+    names = set(params)
     defaults = {}
     for name, value in values.items():
         if name not in names and SWEEP_NAMES.get(name) in names:  # a run's record given to sweep
@@ -105,6 +106,8 @@ def apply_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
         if name not in names or name == "config":
             raise UserError(f"--config {path}: {name!r} is not an option of `{ctx.command.name}`")
         check_type(path, name, value)
+        if getattr(params[name], "multiple", False) and not isinstance(value, list):  # one item of a repeatable
+            value = [value]
         defaults[name] = as_text(value) if name in LISTS and not isinstance(value, str) else value
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return path

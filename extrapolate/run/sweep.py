@@ -221,7 +221,9 @@ def plan_run(request: RunRequest, reporter: Reporter | None = None) -> tuple[Pat
     from extrapolate.run.checkpoint import with_encoding
     from extrapolate.run.resolution import output_folder, resolve_request
 
-    request = resolve_request(with_encoding(request))
+    request = with_encoding(request)
+    check_used([get_spec(request.encoding)], request.encoding_options)  # as `run` does: resolution drops them
+    request = resolve_request(request)
     steps = [request.finetune_steps] if request.finetune_steps else None
     template = dataclasses.replace(request, out=output_folder(request))
     return sweep_job(template, request.encoding, [request.seed], reporter, dry_run=True, finetune_steps=steps)
