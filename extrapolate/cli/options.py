@@ -253,7 +253,8 @@ SHARED = {
         str,
         DEFAULT.chat_template,
         "retrieval prompts in the tokenizer's chat template, the question as the user turn and the answer "
-        "scored after the assistant's start: none | auto (where the tokenizer has one, e.g. an instruct checkpoint)",
+        "scored after the assistant's start: none | auto (where the tokenizer has one, e.g. an instruct checkpoint) | "
+        "template (the same, refused where the tokenizer has none)",
     ),
     "encoding_option": shared(
         Optional[list[str]],
