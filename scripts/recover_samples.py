@@ -15,6 +15,10 @@ as it is: the id does not hold the list of kinds). Then:
   log-likelihood against its distractors') do not, the answers are the run's, and they are written with the
   rank fields of those cells left empty, the line naming each cell with its prompts' margins as measured now
   (a rank at a near tie can turn on another CPU's bf16 path, or another order of the same sums).
+  With `--replace`, a run whose greedy rows did not all come back is measured anew instead: its retrieval
+  rows in FOLDER are replaced by the measurement's (their provenance, commit and time, the measurement's), its
+  samples written, and the line names every value that changed. That is a new measurement, not a recovery:
+  for rows no CPU at hand gives back (made on another CPU's bf16 path), decided by the user, said in NOTES.
   The scratch folder is FOLDER/.recover/<run id>/, kept until the run is decided: a stopped run resumes from
   its finished depths (their answers kept in its depth logs), which at SmolLM2's 32768 tokens on a CPU is the
   difference between an hour lost and none. A refused run keeps it too, to read its answers, and to be
@@ -33,6 +37,7 @@ with, so the id check and the row comparison above both say whether it is the fi
 
     python scripts/recover_samples.py results/smollm2-retrieval --dry-run    # which runs can be measured again
     python scripts/recover_samples.py results/smollm2-retrieval
+    python scripts/recover_samples.py results/smollm2-retrieval --runs 8b6e406a33 --replace
     python scripts/recover_samples.py results/showcase \
         --task-file passkey-word=results/showcase/tasks/passkey-word-v1.toml --perplexity
 """
@@ -154,7 +159,13 @@ def protocols_now(resolved, prepared) -> dict[str, str]:
 
 
 def recover_run(
-    folder: Path, run_id: str, rows: pd.DataFrame, kinds: list[str], task_files: dict[str, str], dry_run: bool
+    folder: Path,
+    run_id: str,
+    rows: pd.DataFrame,
+    kinds: list[str],
+    task_files: dict[str, str],
+    dry_run: bool,
+    replace: bool = False,
 ) -> str:
     """Measure one run's cells in `rows` again (retrieval rows without samples; perplexity rows without an
     interval); copy its samples in when every retrieval row is given back, and give the perplexity rows their
@@ -165,7 +176,7 @@ def recover_run(
         return f"{run_id}: no record in {RUNS_FOLDER}/ (made before each run's was kept); skipped"
     record = json.loads(record_path.read_text())
     scratch = folder / SCRATCH_FOLDER / run_id
-    said = measure_again(folder, scratch, run_id, record, rows, kinds, task_files, dry_run)
+    said = measure_again(folder, scratch, run_id, record, rows, kinds, task_files, dry_run, replace)
     if REFUSED in said:  # its measurement stays, to read and to decide again from without measuring
         return f"{said}; its measurement kept in {scratch} (delete it to measure again)"
     if not dry_run:  # decided (written or skipped): the scratch goes; a stopped run keeps it
@@ -192,6 +203,7 @@ def measure_again(
     kinds: list[str],
     task_files: dict[str, str],
     dry_run: bool,
+    replace: bool = False,
 ) -> str:
     """recover_run's work in its scratch folder, which resumes a stopped measurement (its depth logs) or
     finds the rows a stopped process measured whole but did not compare."""
@@ -230,19 +242,24 @@ def measure_again(
     said = []
     retrieval = rows[rows["task"] != PERPLEXITY]
     if not retrieval.empty:
-        said.append(write_samples_back(folder, scratch, run_id, retrieval, fresh))
+        said.append(write_samples_back(folder, scratch, run_id, retrieval, fresh, replace))
     perplexity = rows[rows["task"] == PERPLEXITY]
     if not perplexity.empty:
         said.append(write_intervals_back(folder, run_id, perplexity, fresh))
     return f"{run_id}: " + "; ".join(said)
 
 
-def write_samples_back(folder: Path, scratch: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
+def write_samples_back(
+    folder: Path, scratch: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame, replace: bool = False
+) -> str:
     """The samples file copied in when every retrieval row came back. Where only rank rows did not (every
     greedy row came back, so every answer is the run's), the answers are written with those cells' rank
-    fields empty (unknown: the rank near a tie turned), and the line says which, with their margins now."""
+    fields empty (unknown: the rank near a tie turned), and the line says which, with their margins now.
+    With `replace`, a run whose greedy rows differ has its retrieval rows replaced by the measurement's."""
     differ = differences(rows, fresh)
     rank_only = {key: line for key, line in differ.items() if key[-1] == RANK_METRIC}
+    if len(rank_only) < len(differ) and replace:
+        return replace_rows(folder, scratch, run_id, rows, fresh, differ)
     if len(rank_only) < len(differ):
         first = next(line for key, line in differ.items() if key not in rank_only)
         return f"{len(differ)} of {len(rows)} retrieval rows {REFUSED}, no samples written ({first})"
@@ -264,6 +281,28 @@ def write_samples_back(folder: Path, scratch: Path, run_id: str, rows: pd.DataFr
         f"every greedy row given back, {len(turned)} rank rows otherwise; samples written without those "
         f"cells' rank ({'; '.join(turned)})"
     )
+
+
+def replace_rows(
+    folder: Path, scratch: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame, differ: dict[tuple, str]
+) -> str:
+    """The run's retrieval rows in FOLDER replaced, each in its place, by the measurement's (value, n, interval
+    and provenance), and the measurement's samples copied in: a new measurement of the run, said as such."""
+    missing = [line for line in differ.values() if line.endswith("not measured again")]
+    if missing:  # a replacement must cover every row it replaces
+        return f"{len(differ)} of {len(rows)} retrieval rows {REFUSED}, nothing replaced ({missing[0]})"
+    again = keyed(fresh)
+    with table_lock(folder):  # a sweep still writing to the folder appends under the same lock
+        table = read_table(folder / RESULTS_FILE, COLUMNS)
+        for index, row in table.iterrows():
+            if str(row["run_id"]) == run_id and row["task"] != PERPLEXITY and key_of(row) in again.index:
+                measured = again.loc[key_of(row)]
+                table.loc[index, [c for c in COLUMNS if c not in KEY]] = [measured[c] for c in COLUMNS if c not in KEY]
+        write_table(folder / RESULTS_FILE, table)
+    target = samples_path(folder, run_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(samples_path(scratch, run_id), target)
+    return f"{len(rows)} retrieval rows replaced by the measurement, samples written ({'; '.join(differ.values())})"
 
 
 def write_intervals_back(folder: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
@@ -299,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--perplexity", action="store_true", help="also give perplexity rows without an interval theirs"
     )
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="a run whose greedy rows do not come back gets its retrieval rows replaced by the measurement",
+    )
     parser.add_argument("--dry-run", action="store_true", help="only say which runs resolve to their own id")
     args = parser.parse_args(argv)
     if any("=" not in pair for pair in args.task_file):
@@ -319,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         kinds = list(dict.fromkeys(rows["task"].astype(str)))
         try:
-            said = recover_run(args.folder, run_id, pd.concat([retrieval, perplexity]), kinds, task_files, args.dry_run)
+            said = recover_run(
+                args.folder, run_id, pd.concat([retrieval, perplexity]), kinds, task_files, args.dry_run, args.replace
+            )
         except Exception as error:  # one run that cannot be made again does not stop the others
             said = f"{run_id}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
         print(said, flush=True)

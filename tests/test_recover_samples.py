@@ -112,6 +112,26 @@ def test_a_refused_run_keeps_its_measurement_and_is_decided_again_without_measur
     assert "no samples written" in capsys.readouterr().out and not target.exists()
 
 
+def test_replace_puts_the_measurement_in_place_of_rows_that_did_not_come_back(made, tmp_path, monkeypatch, capsys):
+    root, samples = made
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
+    folder, target = without_samples(made, tmp_path)
+    changed_row(folder, "accuracy")
+    stale = pd.read_csv(folder / "results.csv")
+    stale.loc[stale["task"] != "perplexity", "git_sha"] = "0123456"  # made at another commit
+    stale.to_csv(folder / "results.csv", index=False)
+    load_script("recover_samples").main([str(folder), "--replace"])
+    out = capsys.readouterr().out
+    assert "retrieval rows replaced by the measurement, samples written" in out and "committed" in out
+    assert target.read_bytes() == samples.read_bytes()
+    now, made_rows = pd.read_csv(folder / "results.csv"), pd.read_csv(root / "out" / "results.csv")
+    assert now["value"].tolist() == made_rows["value"].tolist()  # each row in its place, the value measured
+    retrieval = now["task"] != "perplexity"
+    assert "0123456" not in set(now.loc[retrieval, "git_sha"].astype(str))  # the measurement's provenance
+    assert set(now.loc[~retrieval, "git_sha"].astype(str)) == set(made_rows.loc[~retrieval, "git_sha"].astype(str))
+    assert not (folder / ".recover").exists()  # decided
+
+
 def test_only_rank_rows_that_turned_write_the_answers_without_those_cells_rank(made, tmp_path, monkeypatch, capsys):
     root, samples = made
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(root / "cache"))
