@@ -294,10 +294,11 @@ def replace_rows(
     again = keyed(fresh)
     with table_lock(folder):  # a sweep still writing to the folder appends under the same lock
         table = read_table(folder / RESULTS_FILE, COLUMNS)
+        columns = [c for c in COLUMNS if c not in KEY]
+        table[columns] = table[columns].astype(object)  # a column older rows leave empty reads as floats
         for index, row in table.iterrows():
             if str(row["run_id"]) == run_id and row["task"] != PERPLEXITY and key_of(row) in again.index:
-                measured = again.loc[key_of(row)]
-                table.loc[index, [c for c in COLUMNS if c not in KEY]] = [measured[c] for c in COLUMNS if c not in KEY]
+                table.loc[index, columns] = again.loc[key_of(row), columns].tolist()
         write_table(folder / RESULTS_FILE, table)
     target = samples_path(folder, run_id)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,6 @@
 """Every committed results folder keeps what its models answered (`samples/<run id>.jsonl`) for each run with
-retrieval or RULER rows, or its README says how many and which runs lack them and names the command that recovers them;
-and every samples file gives back its rows: a cell's mean score is the value the table holds."""
+retrieval or RULER rows, and every samples file gives back its rows: a cell's mean score is the value the table holds."""
 
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -21,17 +19,10 @@ def retrieval_rows(folder: Path) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda path: path.name)
-def test_a_folder_keeps_its_predictions_or_says_which_it_lacks(folder):
+def test_a_folder_keeps_the_predictions_of_every_run(folder):
     runs = list(dict.fromkeys(retrieval_rows(folder)["run_id"]))
     missing = [run for run in runs if not (folder / "samples" / f"{run}.jsonl").exists()]
-    if not missing:
-        return
-    readme = " ".join((folder / "README.md").read_text(encoding="utf-8").split())
-    said = re.search(rf"(?<![\d.]){len(missing)} of {len(runs)} runs", readme)
-    assert said, f"{folder.name}: its README should say {len(missing)} of {len(runs)} runs lack predictions"
-    assert "scripts/recover_samples.py" in readme or "scripts/answers_at_commit.py" in readme
-    unnamed = [run for run in missing if run not in readme]
-    assert not unnamed, f"{folder.name}: its README should name the runs without predictions: {unnamed}"
+    assert not missing, f"{folder.name}: runs without samples/<run id>.jsonl: {missing}"
 
 
 @pytest.mark.parametrize("folder", [f for f in FOLDERS if (f / "samples").is_dir()], ids=lambda path: path.name)
