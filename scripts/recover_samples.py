@@ -51,6 +51,7 @@ import math
 import shutil
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -158,15 +159,15 @@ def protocols_now(resolved, prepared) -> dict[str, str]:
     return {kind.name: kind.protocol(setup) for kind in asked_kinds(resolved.request.tasks)}
 
 
-def recover_run(
-    folder: Path,
-    run_id: str,
-    rows: pd.DataFrame,
-    kinds: list[str],
-    task_files: dict[str, str],
-    dry_run: bool,
-    replace: bool = False,
-) -> str:
+class Asked(NamedTuple):  # not a dataclass: loaded by path (tests), the script is no module dataclasses can find
+    """What the command line asked of every run: task files read from elsewhere, only planning, replacing."""
+
+    task_files: dict[str, str]
+    dry_run: bool = False
+    replace: bool = False
+
+
+def recover_run(folder: Path, run_id: str, rows: pd.DataFrame, kinds: list[str], asked: Asked) -> str:
     """Measure one run's cells in `rows` again (retrieval rows without samples; perplexity rows without an
     interval); copy its samples in when every retrieval row is given back, and give the perplexity rows their
     interval when every one of them is. `kinds`: the task kinds of all the run's rows. Returns what happened,
@@ -176,10 +177,10 @@ def recover_run(
         return f"{run_id}: no record in {RUNS_FOLDER}/ (made before each run's was kept); skipped"
     record = json.loads(record_path.read_text())
     scratch = folder / SCRATCH_FOLDER / run_id
-    said = measure_again(folder, scratch, run_id, record, rows, kinds, task_files, dry_run, replace)
+    said = measure_again(folder, scratch, run_id, record, rows, kinds, asked)
     if REFUSED in said:  # its measurement stays, to read and to decide again from without measuring
         return f"{said}; its measurement kept in {scratch} (delete it to measure again)"
-    if not dry_run:  # decided (written or skipped): the scratch goes; a stopped run keeps it
+    if not asked.dry_run:  # decided (written or skipped): the scratch goes; a stopped run keeps it
         shutil.rmtree(scratch, ignore_errors=True)
         if (folder / SCRATCH_FOLDER).is_dir() and not any((folder / SCRATCH_FOLDER).iterdir()):
             (folder / SCRATCH_FOLDER).rmdir()
@@ -195,15 +196,7 @@ def measured_rows(scratch: Path, run_id: str) -> pd.DataFrame:
 
 
 def measure_again(
-    folder: Path,
-    scratch: Path,
-    run_id: str,
-    record: dict,
-    rows: pd.DataFrame,
-    kinds: list[str],
-    task_files: dict[str, str],
-    dry_run: bool,
-    replace: bool = False,
+    folder: Path, scratch: Path, run_id: str, record: dict, rows: pd.DataFrame, kinds: list[str], asked: Asked
 ) -> str:
     """recover_run's work in its scratch folder, which resumes a stopped measurement (its depth logs) or
     finds the rows a stopped process measured whole but did not compare."""
@@ -214,7 +207,7 @@ def measure_again(
     from extrapolate.run.resolved import resolve_run
     from extrapolate.run.resolved import run_id as run_id_of
 
-    request = remeasure_request(folder, record, rows, scratch, task_files)
+    request = remeasure_request(folder, record, rows, scratch, asked.task_files)
     resolved_request = resolve(request)
     prepared = prepare(resolved_request)
     resolved = resolve_run(resolved_request, prepared)
@@ -232,7 +225,7 @@ def measure_again(
     if changed:
         task, was = next(iter(changed.items()))
         return f"{run_id}: {task} was measured as {was}, now {now.get(task)} (give --task-file); skipped"
-    if dry_run:
+    if asked.dry_run:
         return f"{run_id}: resolves to its id; {len(rows)} rows to measure again"
     fresh = measured_rows(scratch, run_id)
     if fresh.empty:
@@ -242,7 +235,7 @@ def measure_again(
     said = []
     retrieval = rows[rows["task"] != PERPLEXITY]
     if not retrieval.empty:
-        said.append(write_samples_back(folder, scratch, run_id, retrieval, fresh, replace))
+        said.append(write_samples_back(folder, scratch, run_id, retrieval, fresh, asked.replace))
     perplexity = rows[rows["task"] == PERPLEXITY]
     if not perplexity.empty:
         said.append(write_intervals_back(folder, run_id, perplexity, fresh))
@@ -348,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any("=" not in pair for pair in args.task_file):
         parser.error("--task-file takes NAME=FILE, e.g. passkey-word=results/showcase/tasks/passkey-word-v1.toml")
-    task_files = dict(pair.split("=", 1) for pair in args.task_file)
+    asked = Asked(dict(pair.split("=", 1) for pair in args.task_file), args.dry_run, args.replace)
     table = load_results(args.folder)
     table = table[table["status"].fillna("ok") == "ok"]
     wanted = set(args.runs.split(",")) if args.runs else None
@@ -364,9 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         kinds = list(dict.fromkeys(rows["task"].astype(str)))
         try:
-            said = recover_run(
-                args.folder, run_id, pd.concat([retrieval, perplexity]), kinds, task_files, args.dry_run, args.replace
-            )
+            said = recover_run(args.folder, run_id, pd.concat([retrieval, perplexity]), kinds, asked)
         except Exception as error:  # one run that cannot be made again does not stop the others
             said = f"{run_id}: failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
         print(said, flush=True)

@@ -1,5 +1,6 @@
 """Every committed results folder keeps what its models answered (`samples/<run id>.jsonl`) for each run with
-retrieval or RULER rows, and every samples file gives back its rows: a cell's mean score is the value the table holds."""
+retrieval or RULER rows, and every samples file gives back its rows: a cell's mean score is the value the table
+holds."""
 
 from pathlib import Path
 
