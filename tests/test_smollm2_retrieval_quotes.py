@@ -110,3 +110,44 @@ def test_the_results_doc_lists_the_grid_past_l_as_unresolved_but_above_rope(tabl
     assert len(labels) == 14 and all(
         interval(table, label, n)[1] < BAR for label in labels for n in set(past[past.encoding == label].eval_len)
     )
+
+
+def percent(table: pd.DataFrame, label: str, length: int) -> str:
+    hits, n = pooled(table, label, length)
+    return f"{100 * hits / n:.0f}%"
+
+
+def keys_at(table: pd.DataFrame, label: str, length: int, depth: float) -> int:
+    """Greedy hits of one depth's prompts."""
+    cell = table[
+        (table.encoding == label) & (table.eval_len == length) & (table.depth == depth) & (table.metric == "accuracy")
+    ]
+    return pooled_hits(cell)[0]
+
+
+def test_the_prose_on_yarn_reads_its_rows(table):
+    """What the README and docs/results.md say of YaRN's cells in words, from its (re-measured) rows."""
+    readme = " ".join((FOLDER / "README.md").read_text().split())
+    doc = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    at_2l, at_l = percent(table, "yarn s=4", 2 * L), percent(table, "yarn s=4", L)
+    assert f"although it scores {at_2l} at 16384: its static compression costs it at L itself ({at_l})" in readme
+    assert f"although it scores {at_2l} at 16384: its static compression costs it at L itself ({at_l})" in doc
+    assert f"YaRN {percent(table, 'yarn s=2', 2 * L)} at s = 2 and {at_2l} at s = 4" in doc
+    assert f"inside the context ({percent(table, 'yarn s=4', 4096)} / {at_l})" in doc
+    assert (
+        f"1.0: {keys_at(table, 'yarn s=2', 4096, 1.0)}/4 at 4096, {keys_at(table, 'yarn s=2', L, 1.0)}/4 at 8192" in doc
+    )
+    moved = (
+        f"s = 2 at depth 1: 1 → {keys_at(table, 'yarn s=2', L, 1.0)} keys; "
+        f"s = 4 at depth 0: 2 → {keys_at(table, 'yarn s=4', L, 0.0)}), and s = 4 one at 16384 "
+        f"(depth 1: 3 → {keys_at(table, 'yarn s=4', 2 * L, 1.0)})"
+    )
+    assert moved in readme
+
+
+def test_the_machine_section_names_the_rows_commits_and_dates(table):
+    readme = " ".join((FOLDER / "README.md").read_text().split())
+    first, last = table.created_at.min()[:10], table.created_at.max()[:10]
+    assert f"The rows come from {table.git_sha.nunique()} commits (`git_sha`), made {first} to {last}" in readme
+    machines = table.loc[table.encoding.isin(["yarn s=2", "yarn s=4"]), "machine"].unique()
+    assert len(machines) == 1 and "amx_bf16" in machines[0]  # "a 2-core Xeon with AVX-512 BF16 and AMX for YaRN's"
