@@ -396,7 +396,8 @@ def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str,
     said = {encoding: across_seeds(seeds) for encoding, seeds in by_seed.items()}
     measured, table = table, counted_rows(table, by_seed)  # the set-up names every seed and model measured
     agg = aggregate(table)
-    with np.errstate(over="ignore"):  # matplotlib's log autoscale multiplies past 1e308 on such values
+    # matplotlib's log autoscale multiplies past 1e308 on such values (and before 3.9 subtracts inf from inf)
+    with np.errstate(over="ignore", invalid="ignore"):
         figures = draw_figures(folder, table, agg, said)
     try:
         shared = body(agg, figure_links(figures), load_training(folder), table, rule, said)
