@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.core.intervals import score_interval, wilson
+from extrapolate.core.intervals import PROPORTION, proportion_interval, score_interval
 from extrapolate.core.lock import table_lock
 from extrapolate.report.table import write_table
 from extrapolate.tasks.passkey import CHAT_MARK
@@ -70,7 +70,7 @@ def passkey_counts(table: pd.DataFrame) -> int:
         hits = float(table.at[i, "value"]) * prompts
         if abs(prompts - round(prompts)) > 1e-9 or abs(hits - round(hits)) > 1e-6:  # not a count of prompts
             continue
-        low, high = wilson(round(hits), round(prompts))
+        low, high = proportion_interval(round(hits), round(prompts))
         table.loc[i, ["n", "ci_low", "ci_high", "ci_method"]] = [round(prompts), low, high, "wilson"]
         filled += 1
     return filled
@@ -110,7 +110,7 @@ def ruler_counts(folder: Path, table: pd.DataFrame) -> int:
         identity = str(table.at[i, "protocol"]).removesuffix("+bos").removesuffix(CHAT_MARK)  # the marks it may carry
         scored_0_or_1 = identity in binary or hits in (0.0, prompts)
         if scored_0_or_1 and abs(hits - round(hits)) <= 1e-6:
-            low, high = wilson(round(hits), round(prompts))
+            low, high = proportion_interval(round(hits), round(prompts))
             table.loc[i, ["ci_low", "ci_high", "ci_method"]] = [low, high, "wilson"]
         filled += 1
     return filled

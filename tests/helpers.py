@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from extrapolate.core.faults import KILL_AT_STEP
-from extrapolate.core.intervals import wilson
+from extrapolate.core.intervals import proportion_interval
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 
@@ -119,5 +119,5 @@ def pooled_hits(cells) -> tuple[int, int]:
 
 def wilson_cell(hits: int, n: int) -> str:
     """A pooled proportion as the tables print it, with Wilson's 95% interval: "71% [61–79]"."""
-    low, high = wilson(hits, n)
+    low, high = proportion_interval(hits, n)
     return f"{100 * hits / n:.0f}% [{100 * low:.0f}–{100 * high:.0f}]"

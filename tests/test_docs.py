@@ -145,9 +145,9 @@ CELL = re.compile(r"(\d+(?:\.\d+)?)% \[(\d+(?:\.\d+)?)–(\d+(?:\.\d+)?)\]")  # 
 
 def wilson_cells(most_prompts: int = 400) -> set[tuple[float, float, float]]:
     """Every (score, low, high) × 100 a proportion of up to `most_prompts` prompts can show, unrounded."""
-    from extrapolate.core.intervals import wilson
+    from extrapolate.core.intervals import proportion_interval
 
-    return {(100 * k / n, *(100 * b for b in wilson(k, n))) for n in range(1, most_prompts + 1) for k in range(n + 1)}
+    return {(100 * k / n, *(100 * b for b in proportion_interval(k, n))) for n in range(1, most_prompts + 1) for k in range(n + 1)}
 
 
 def shown_as(value: float, text: str) -> bool:

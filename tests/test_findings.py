@@ -69,12 +69,12 @@ def test_the_report_marks_a_length_whose_interval_straddles_the_threshold():
 
 def test_the_resolution_numbers_docs_results_states_are_computed():
     """docs/results.md's "what the tables can and cannot resolve": each interval width and cell it quotes."""
-    from extrapolate.core.intervals import wilson
+    from extrapolate.core.intervals import proportion_interval
 
     text = " ".join((findings.ROOT / "docs" / "results.md").read_text().split())
 
     def half(n: int) -> int:  # the widest interval of n binary prompts (at 50%), in points
-        low, high = wilson(n / 2, n)
+        low, high = proportion_interval(n / 2, n)
         return round((high - low) * 50)
 
     assert f"interval is ±{half(50)} points at 50 prompts (the showcase's `passkey-word` version 1)" in text
@@ -136,9 +136,9 @@ def test_the_partial_credit_verdicts_hold_with_wilsons_interval_at_the_mean_too(
     """vt-learned reads the bootstrap's upper bound at 2L ("lost"): Wilson's interval at the same mean and n,
     the widest a score in [0, 1] allows, gives the same verdict, so the finding does not rest on the
     bootstrap's narrowness near 0."""
-    from extrapolate.core.intervals import wilson
+    from extrapolate.core.intervals import proportion_interval
 
     for encoding in ("rope", "alibi"):
         cell = findings.scored("showcase-vt-learned", encoding, "vt-compact", 512)
-        low, high = wilson(cell.mean * cell.n, cell.n)
+        low, high = proportion_interval(cell.mean * cell.n, cell.n)
         assert cell.high < findings.RULER_BAR and high < findings.RULER_BAR and low <= cell.mean <= high

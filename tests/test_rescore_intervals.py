@@ -49,14 +49,14 @@ def test_partial_credit_rows_get_the_current_interval_and_nothing_else_moves(tmp
 
 
 def test_a_passkey_row_without_n_gets_its_prompts_and_wilsons_interval(tmp_path):
-    from extrapolate.core.intervals import wilson
+    from extrapolate.core.intervals import proportion_interval
 
     row = {"run_id": "abc", "task": "passkey", "metric": "accuracy", "eval_len": 256, "n_tokens": 10 * 256}
     rows = [{**row, "value": 0.7, "status": "ok"}, {**row, "value": 0.75, "status": "ok"}]  # 7.5 of 10: no count
     pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
     load_script("rescore_intervals").rescore(tmp_path)
     table = pd.read_csv(tmp_path / "results.csv")
-    assert table.n[0] == 10 and (table.ci_low[0], table.ci_high[0]) == pytest.approx(wilson(7, 10), abs=1e-6)
+    assert table.n[0] == 10 and (table.ci_low[0], table.ci_high[0]) == pytest.approx(proportion_interval(7, 10), abs=1e-6)
     assert table.ci_method[0] == "wilson" and pd.isna(table.n[1])  # not a whole number of prompts: left as it is
 
 
@@ -85,7 +85,7 @@ def test_a_mean_the_table_rounds_to_six_digits_still_matches_its_samples(tmp_pat
 def test_a_ruler_row_without_n_gets_its_prompts_and_an_interval_only_where_scored_0_or_1(tmp_path):
     import shutil
 
-    from extrapolate.core.intervals import wilson
+    from extrapolate.core.intervals import proportion_interval
     from extrapolate.tasks.files import load_task
 
     (tmp_path / "tasks").mkdir()
@@ -104,11 +104,11 @@ def test_a_ruler_row_without_n_gets_its_prompts_and_an_interval_only_where_score
     assert load_script("rescore_intervals").rescore(tmp_path) == 4
     table = pd.read_csv(tmp_path / "results.csv")
     assert table.n.tolist() == [5, 5, 5, 5]
-    assert (table.ci_low[0], table.ci_high[0]) == pytest.approx(wilson(3, 5), abs=1e-6)
-    assert (table.ci_low[1], table.ci_high[1]) == pytest.approx(wilson(4, 5), abs=1e-6)
+    assert (table.ci_low[0], table.ci_high[0]) == pytest.approx(proportion_interval(3, 5), abs=1e-6)
+    assert (table.ci_low[1], table.ci_high[1]) == pytest.approx(proportion_interval(4, 5), abs=1e-6)
     assert table.ci_method.tolist()[:2] == ["wilson", "wilson"]
     assert pd.isna(table.ci_low[2]) and pd.isna(table.ci_method[2])  # partial credit: no scores, no interval
-    assert (table.ci_low[3], table.ci_high[3]) == pytest.approx(wilson(0, 5), abs=1e-6)
+    assert (table.ci_low[3], table.ci_high[3]) == pytest.approx(proportion_interval(0, 5), abs=1e-6)
     assert table.ci_method[3] == "wilson"
     assert table.value.tolist() == pytest.approx([0.6, 0.8, 0.6, 0.0])
 

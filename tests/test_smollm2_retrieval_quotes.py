@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from extrapolate.core.intervals import wilson
+from extrapolate.core.intervals import proportion_interval
 from extrapolate.report.table import label_variants
 from tests.helpers import pooled_hits, wilson_cell
 
@@ -39,7 +39,7 @@ def pooled(table: pd.DataFrame, label: str, length: int, metric: str = "accuracy
 
 def interval(table: pd.DataFrame, label: str, length: int) -> tuple[float, float, float]:
     hits, n = pooled(table, label, length)
-    return (hits / n, *wilson(hits, n))
+    return (hits / n, *proportion_interval(hits, n))
 
 
 def effective(table: pd.DataFrame, label: str) -> str:

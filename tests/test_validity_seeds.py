@@ -114,23 +114,23 @@ def test_retrieval_formed_is_the_median_over_seeds_with_never_counted_last():
 
 
 def test_seeds_that_agree_still_carry_their_prompts_interval():
-    from extrapolate.core.intervals import wilson
+    from extrapolate.core.intervals import proportion_interval
 
     # two seeds of 100 prompts, both 21%: the t interval has zero width, Wilson's over 200 prompts has not
     mean, half, low, high = seeds_interval([0.21, 0.21], "accuracy", pooled=(42, 200))
-    assert half == 0 and (low, high) == pytest.approx(wilson(42, 200))
+    assert half == 0 and (low, high) == pytest.approx(proportion_interval(42, 200))
     table = pd.DataFrame(rows("rope", 0, {L: 0.21}) + rows("rope", 1, {L: 0.21}))
     cell = aggregate(table).iloc[0]
-    assert (cell["low"], cell["high"]) == pytest.approx(wilson(42, 200))
+    assert (cell["low"], cell["high"]) == pytest.approx(proportion_interval(42, 200))
 
 
 def test_a_binary_ruler_cell_over_seeds_keeps_its_prompts_interval():
-    from extrapolate.core.intervals import wilson
+    from extrapolate.core.intervals import proportion_interval
 
     ruler = {"encoding": "rope", "train_len": 8192, "eval_len": 4096, "task": "ruler", "metric": "score"}
     ruler |= {"depth": None, "status": "ok", "n": 25, "ci_low": 0.87, "ci_high": 1.0}
     both = pd.DataFrame([{**ruler, "seed": s, "value": 1.0, "ci_method": "wilson"} for s in (0, 1)])
     cell = aggregate(both).iloc[0]
-    assert (cell["low"], cell["high"]) == pytest.approx(wilson(50, 50))  # not [100–100]
+    assert (cell["low"], cell["high"]) == pytest.approx(proportion_interval(50, 50))  # not [100–100]
     partial = both.assign(ci_method="bootstrap-prompts")  # partial credit: no Wilson to pool
     assert aggregate(partial).iloc[0]["low"] == 1.0

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from extrapolate.core.atomic import atomic_path  # noqa: E402
-from extrapolate.core.intervals import wilson  # noqa: E402
+from extrapolate.core.intervals import proportion_interval  # noqa: E402
 from extrapolate.encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
 from extrapolate.report.table import PPL_TOLERANCE, encoding_of, variant_order  # noqa: E402
 from extrapolate.tasks.passkey import PASSKEY  # noqa: E402
@@ -409,7 +409,7 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] |
     prompts = sorted({int(n) for n in cells.get("n", pd.Series(dtype=float)).dropna()})
     spread = ""
     if prompts:  # a heatmap has no room for bars: the widest interval a cell of this size can have, in words
-        low, high = wilson(prompts[0] / 2, prompts[0])
+        low, high = proportion_interval(prompts[0] / 2, prompts[0])
         seeds = sorted({int(k) for k in cells.get("n_seeds", pd.Series(dtype=float)).dropna() if k > 0})
         count = str(seeds[-1]) if len(seeds) < 2 else f"{seeds[0]}–{seeds[-1]}"
         over = "" if seeds in ([], [1]) else f" and seed, {count} seeds"  # a cell pools its seeds' prompts

@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 
-from extrapolate.core.intervals import wilson
+from extrapolate.core.intervals import proportion_interval
 from extrapolate.report.table import aggregate
 from extrapolate.tasks.ruler.kind import RULER
 from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD
@@ -160,7 +160,7 @@ def interval_words(scores: pd.DataFrame) -> str:
     counts = ", ".join(map(str, prompts)) or "its"
     seeds = sorted({int(n) for n in scores["n_seeds"]})
     if scores["low"].isna().all():  # rows written before intervals were
-        low, high = wilson(prompts[0] / 2, prompts[0]) if prompts else (math.nan, math.nan)
+        low, high = proportion_interval(prompts[0] / 2, prompts[0]) if prompts else (math.nan, math.nan)
         wide = f", whose 95% interval can be ±{(high - low) * 50:.0f} points wide" if prompts else ""
         return f"no interval recorded; {counts} prompts a cell{wide}"
     if seeds == [1]:
@@ -206,7 +206,7 @@ def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD):
     prompts = sorted({int(n) for n in scores["n"].dropna()})
     spread = ""
     if prompts:  # a heatmap has no room for bars: the widest interval a cell of this size can have, in words
-        low, high = wilson(prompts[0] / 2, prompts[0])
+        low, high = proportion_interval(prompts[0] / 2, prompts[0])
         spread = f"\n{'/'.join(map(str, prompts))} prompts a cell: 95% interval up to ±{(high - low) * 50:.0f} points"
     fig.suptitle(f"RULER score × 100 (bold: ≥ {threshold * 100:g}, the effective-length bar){spread}", fontsize=10)
     fig.tight_layout()

@@ -1,7 +1,8 @@
 """What the model answered: one JSON line per prompt of every retrieval and RULER cell, in
 `samples/<run id>.jsonl` beside the results table (as RULER keeps its predictions and lm-evaluation-harness its
 `--log_samples`). A line holds the cell's task, protocol and length, the prompt's index (and depth), the
-reference, the model's greedy prediction and its score; a cell measured again replaces its lines."""
+reference, the model's greedy prediction and its score; a cell measured again replaces its lines. A perplexity
+cell keeps one line per document instead: its index, summed NLL and scored tokens (`load_documents`)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,24 @@ def read_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def load_samples(folder: Path) -> pd.DataFrame:
-    """Every samples file of an output folder as one frame, with a `run_id` column (empty without any)."""
-    frames = [
-        pd.DataFrame(read_lines(path)).assign(run_id=path.stem)
-        for path in sorted((Path(folder) / SAMPLES_FOLDER).glob("*.jsonl"))
-    ]
+def _load_lines(folder: Path, documents: bool) -> pd.DataFrame:
+    frames = []
+    for path in sorted((Path(folder) / SAMPLES_FOLDER).glob("*.jsonl")):
+        lines = [r for r in read_lines(path) if ("nll_sum" in r) == documents]
+        if lines:
+            frames.append(pd.DataFrame(lines).assign(run_id=path.stem))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", *CELL])
+
+
+def load_samples(folder: Path) -> pd.DataFrame:
+    """Every prompt's line of an output folder's samples files as one frame, with a `run_id` column (empty
+    without any)."""
+    return _load_lines(folder, documents=False)
+
+
+def load_documents(folder: Path) -> pd.DataFrame:
+    """Every perplexity cell's per-document lines (`index`, `nll_sum`, `tokens`), with a `run_id` column."""
+    return _load_lines(folder, documents=True)
 
 
 WORST = 3  # cells a report points into

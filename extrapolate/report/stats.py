@@ -1,40 +1,11 @@
-"""Small exact statistics the comparisons need, without a SciPy dependency."""
+"""Aggregation over seeds: the interval over several seeds' values of one cell."""
 
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
-
-def normal_quantile(p: float) -> float:
-    return NormalDist().inv_cdf(p)
-
-
-def student_t_cdf(x: float, df: float) -> float:
-    """P(T ≤ x) for Student's t with `df` degrees of freedom, through the regularised incomplete beta
-    function: P(|T| > |x|) = I_{df/(df+x²)}(df/2, 1/2)."""
-    if x == 0:
-        return 0.5
-    tail = 0.5 * _incomplete_beta(df / (df + x * x), df / 2, 0.5)
-    return 1 - tail if x > 0 else tail
-
-
-def student_t_quantile(p: float, df: float) -> float:
-    """The x with P(T ≤ x) = p (0 < p < 1), by bisection on the CDF (monotone, so exact to 1e-10)."""
-    if not 0 < p < 1:
-        raise ValueError(f"probability must be in (0, 1), got {p}")
-    if p < 0.5:
-        return -student_t_quantile(1 - p, df)
-    lo, hi = 0.0, 1.0
-    while student_t_cdf(hi, df) < p:
-        hi *= 2
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if student_t_cdf(mid, df) < p else (lo, mid)
-        if hi - lo < 1e-10:
-            break
-    return (lo + hi) / 2
-
+from extrapolate.core.distributions import student_t_quantile
+from extrapolate.core.intervals import proportion_interval
 
 # the values a metric can take: an interval over seeds (mean ± t·sd/√n, symmetric) is cut to them, as a score
 # of 99% ± 4 over seeds says "95–100", not "95–103"
@@ -52,7 +23,7 @@ def seeds_interval(
 ) -> tuple[float, float, float, float]:
     """Mean, half-width and 95% interval (low, high) of two or more seeds' values: the Student t interval,
     cut to the values `metric` can take (`METRIC_BOUNDS`). `pooled`: (successes, trials) of a proportion's
-    prompts over every seed; the interval is then at least Wilson's over them, as seeds that happen to agree
+    prompts over every seed; the interval is then at least the proportion's interval over them (core/intervals.py), as seeds that happen to agree
     (a t interval of zero width) are still each a sample of prompts."""
     values = [float(v) for v in values]
     n = len(values)
@@ -64,37 +35,6 @@ def seeds_interval(
     floor, ceiling = METRIC_BOUNDS.get(metric, (-math.inf, math.inf))
     low, high = max(mean - half, floor), min(mean + half, ceiling)
     if pooled is not None and pooled[1] > 0:
-        from extrapolate.core.intervals import wilson
-
-        within_low, within_high = wilson(round(pooled[0]), int(pooled[1]))
+        within_low, within_high = proportion_interval(pooled[0], pooled[1])
         low, high = min(low, within_low), max(high, within_high)
     return mean, half, low, high
-
-
-def _incomplete_beta(x: float, a: float, b: float) -> float:
-    """Regularised incomplete beta I_x(a, b) by its continued fraction (Lentz's method), using the symmetry
-    I_x(a, b) = 1 − I_{1−x}(b, a) where the fraction converges slowly."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    if x > (a + 1) / (a + b + 2):
-        return 1 - _incomplete_beta(1 - x, b, a)
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    tiny = 1e-300
-    c, d = 1.0, 1 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    fraction = d
-    for m in range(1, 500):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            fraction *= c * d
-        if abs(c * d - 1) < 1e-14:
-            break
-    return math.exp(log_front) * fraction / a

@@ -11,7 +11,7 @@ import pandas as pd
 
 from extrapolate import __version__
 from extrapolate.core.atomic import atomic_path
-from extrapolate.core.intervals import wilson
+from extrapolate.core.intervals import proportion_interval
 from extrapolate.core.readers import reading
 from extrapolate.core.source import git_sha
 from extrapolate.report.stats import seeds_interval
@@ -306,12 +306,9 @@ def load_results(folder: Path) -> pd.DataFrame:
 
 
 def pooled_prompts(group: pd.DataFrame, metric: str) -> tuple[float, float] | None:
-    """(successes, prompts) of a retrieval cell's seeds pooled, where every row recorded its prompts and every
-    prompt scored 0 or 1 (a passkey, or a RULER task whose rows' interval is Wilson's); None otherwise (a
-    partial-credit score has no Wilson interval)."""
+    """(summed score, prompts) of a retrieval cell's seeds, where every row recorded its prompts (the floor of
+    the interval over seeds, report/stats.py; a mean of partial credit sums its credit); None otherwise."""
     if metric not in ("accuracy", "rank_accuracy", "score") or group["n"].isna().any():
-        return None
-    if metric == "score" and not (group.get("ci_method", pd.Series(dtype=object)) == "wilson").all():
         return None
     n = group["n"].astype(float)
     return float((group["value"].astype(float) * n).sum()), float(n.sum())
@@ -406,7 +403,7 @@ def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
             _, _, low, high = seeds_interval(group["mean"], metric, pooled)
         else:
             total = float(group["n"].iloc[0])
-            low, high = wilson(round(float(group["hits"].iloc[0])), int(total)) if total > 0 else (math.nan, math.nan)
+            low, high = proportion_interval(float(group["hits"].iloc[0]), total) if total > 0 else (math.nan, math.nan)
         out.append([*cell, mean, low, high, float(group["n"].mean()), count])
     return pd.DataFrame(out, columns=columns)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.core.intervals import wilson
+from extrapolate.core.intervals import proportion_interval
 from extrapolate.report.ruler import ruler_scores
 from extrapolate.report.stats import seeds_interval
 from extrapolate.report.table import encoding_of, label_variants, length_means, load_results
@@ -131,7 +131,7 @@ def ruler(folder: str, task: str, length: int) -> Cell:
         raise LookupError(f"results/{folder}: no {task} at {length}")
     r = row.iloc[0]
     n = int(r["n"]) if r["n"] == r["n"] else samples(folder, task, length)
-    low, high = wilson(round(float(r["score"]) * n), n)
+    low, high = proportion_interval(round(float(r["score"]) * n), n)
     return Cell(float(r["score"]), low, high, n)
 
 
@@ -1023,7 +1023,7 @@ def ppl_of_seed(folder: str, encoding: str, length: int, seed: int) -> float:
 def pool(cells: list[Cell]) -> Cell:
     """Binary-scored cells as one sample of all their prompts."""
     hits, n = sum(round(c.mean * c.n) for c in cells), sum(c.n for c in cells)
-    low, high = wilson(hits, n)
+    low, high = proportion_interval(hits, n)
     return Cell(hits / n, low, high, n)
 
 

@@ -17,7 +17,7 @@ import torch
 from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
 from extrapolate.core.errors import UserError
-from extrapolate.core.intervals import wilson
+from extrapolate.core.intervals import PROPORTION, proportion_interval
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.files import PasskeyTask, check_passkey_task
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
@@ -265,11 +265,11 @@ def evaluate_passkey(
 
 
 def proportion(value: float, n: int) -> dict:
-    """The interval columns of a proportion measured over n prompts (Wilson's)."""
+    """The interval columns of a proportion measured over n prompts (core/intervals.py)."""
     if n <= 0 or math.isnan(value):
         return {"n": n, "ci_low": float("nan"), "ci_high": float("nan"), "ci_method": None}
-    low, high = wilson(round(value * n), n)
-    return {"n": n, "ci_low": low, "ci_high": high, "ci_method": "wilson"}
+    low, high = proportion_interval(round(value * n), n)
+    return {"n": n, "ci_low": low, "ci_high": high, "ci_method": PROPORTION}
 
 
 CHAT_MARK = "+chat"  # in a protocol: the prompts were wrapped in the chat template

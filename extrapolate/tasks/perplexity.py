@@ -21,7 +21,7 @@ import torch
 from extrapolate.core.device import autocast
 from extrapolate.core.distributed import SINGLE, World
 from extrapolate.core.errors import UserError
-from extrapolate.core.intervals import bootstrap_ratio
+from extrapolate.core.intervals import DOCUMENTS, nll_interval
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
 
 PROTOCOLS = ("full", "sliding")
@@ -35,15 +35,14 @@ class PerplexityResult:
     bucket_width: int = 1
     bucket_nll: dict[int, float] = field(default_factory=dict)  # bucket index -> summed NLL
     bucket_tokens: dict[int, int] = field(default_factory=dict)
-    # the units the interval resamples: per document (per window where one document is scored), summed NLL
-    # and scored tokens; `unit` names them
-    unit_nll: list[float] = field(default_factory=list)
-    unit_tokens: list[int] = field(default_factory=list)
-    unit: str = "documents"
+    # per scored document, in the held-out order: summed NLL and scored tokens (the interval's units, kept in
+    # the folder's documents table)
+    document_nll: list[float] = field(default_factory=list)
+    document_tokens: list[int] = field(default_factory=list)
 
     def interval(self) -> tuple[float, float]:
-        """95% bootstrap interval of the token-weighted mean NLL over the units."""
-        return bootstrap_ratio(self.unit_nll, self.unit_tokens)
+        """95% t interval of the token-weighted mean NLL over the documents (core/intervals.py)."""
+        return nll_interval(self.document_nll, self.document_tokens)
 
     @property
     def nll(self) -> float:
@@ -177,9 +176,8 @@ def evaluate_perplexity(
     result = result.summed(world)
     per_window = world.sum(per_window)
     per_document = torch.zeros(2, len(docs), dtype=torch.float64).index_add_(1, owner, per_window)  # (2, docs)
-    scored_docs = per_document[:, per_document[1] > 0]
-    units, result.unit = (scored_docs, "documents") if scored_docs.shape[1] > 1 else (per_window, "windows")
-    result.unit_nll, result.unit_tokens = units[0].tolist(), [int(t) for t in units[1].tolist()]
+    scored_docs = per_document[:, per_document[1] > 0]  # (2, scored docs)
+    result.document_nll, result.document_tokens = scored_docs[0].tolist(), [int(t) for t in scored_docs[1].tolist()]
     return result
 
 
@@ -281,8 +279,8 @@ class PerplexityKind(TaskKind):
         tokens = result.tokens if result else 0
         low, high = result.interval() if result else (float("nan"), float("nan"))
         spread = {
-            "n": len(result.unit_tokens) if result else 0,
-            "ci_method": f"bootstrap-{result.unit}" if result else None,  # its unit, with no interval of one
+            "n": len(result.document_tokens) if result else 0,
+            "ci_method": DOCUMENTS if result and len(result.document_tokens) > 1 else None,  # none of one document
         }
         return [
             {"metric": metric, "value": value, "depth": None, "n_tokens": tokens, "ci_low": lo, "ci_high": hi, **spread}
@@ -290,6 +288,16 @@ class PerplexityKind(TaskKind):
                 ("nll", nll, low, high),
                 ("ppl", exp(nll), exp(low), exp(high)),
             )
+        ]
+
+    def samples(self, result: PerplexityResult | None) -> list[dict]:
+        """One record per scored document (held-out order): its summed NLL and scored tokens, from which the
+        row's interval, and a ratio paired by document with another length's, are computed again."""
+        if not result:
+            return []
+        return [
+            {"index": i, "nll_sum": nll, "tokens": tokens}
+            for i, (nll, tokens) in enumerate(zip(result.document_nll, result.document_tokens))
         ]
 
     def position_rows(self, result: PerplexityResult | None, length: int) -> list[dict]:
