@@ -24,9 +24,11 @@ as it is: the id does not hold the list of kinds). Then:
   difference between an hour lost and none. A refused run keeps it too, to read its answers, and to be
   decided again without measuring (delete it to measure again).
 
-With `--perplexity`, a run's perplexity rows written before rows recorded an interval are measured too, and
-get the re-measured interval (n and the bounds of the bootstrap over documents) only where every one of them
-comes back with its value, to the six significant digits the table keeps; values stay as they are.
+With `--perplexity`, a run's perplexity rows whose documents' losses are not in its samples file (written before
+they were kept) are measured too; only where every one of them comes back with its value, to the six
+significant digits the table keeps, are the documents' lines merged into the samples file and the rows given
+the interval those documents give (n, and the t interval over them: core/intervals.py); values stay as they
+are.
 
 A run already holding its samples (and, with `--perplexity`, its intervals) is left alone, so the command
 resumes where it stopped, run by run and, within a run, depth by depth. `--task-file NAME=FILE` reads a task
@@ -58,7 +60,7 @@ import pandas as pd
 from extrapolate.core.atomic import write_text
 from extrapolate.core.lock import table_lock
 from extrapolate.core.paths import RUNS_FOLDER
-from extrapolate.report.samples import read_lines, samples_path
+from extrapolate.report.samples import read_lines, samples_path, write_samples
 from extrapolate.report.table import COLUMNS, RESULTS_FILE, load_results, read_table, write_table
 from extrapolate.run.request import RunRequest
 
@@ -238,7 +240,7 @@ def measure_again(
         said.append(write_samples_back(folder, scratch, run_id, retrieval, fresh, asked.replace))
     perplexity = rows[rows["task"] == PERPLEXITY]
     if not perplexity.empty:
-        said.append(write_intervals_back(folder, run_id, perplexity, fresh))
+        said.append(write_intervals_back(folder, scratch, run_id, perplexity, fresh))
     return f"{run_id}: " + "; ".join(said)
 
 
@@ -299,23 +301,31 @@ def replace_rows(
     return f"{len(rows)} retrieval rows replaced by the measurement, samples written ({'; '.join(differ.values())})"
 
 
-def write_intervals_back(folder: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
-    """A perplexity row without an interval gets the re-measured one (n and the bootstrap's bounds over its
-    documents), only when every such row of the run came back with its value; the values stay."""
+def write_intervals_back(folder: Path, scratch: Path, run_id: str, rows: pd.DataFrame, fresh: pd.DataFrame) -> str:
+    """The perplexity rows get the re-measured interval (n and the t interval over their documents) and the
+    samples file their documents' lines, only when every such row of the run came back with its value; the
+    values stay."""
     differ = differences(rows, fresh, last_digit=True)
     if differ:
         first = next(iter(differ.values()))
         return f"{len(differ)} of {len(rows)} perplexity rows {REFUSED}, no interval written ({first})"
+    documents = [r for r in read_lines(samples_path(scratch, run_id)) if r["task"] == PERPLEXITY]
+    write_samples(folder, run_id, documents)
     again = keyed(fresh)
     with table_lock(folder):  # a sweep still writing to the folder appends under the same lock
         table = read_table(folder / RESULTS_FILE, COLUMNS)
         table["ci_method"] = table["ci_method"].astype(object)  # all empty before: read as floats
         for index, row in table.iterrows():
             key = key_of(row)
-            if str(row["run_id"]) == run_id and row["task"] == PERPLEXITY and pd.isna(row["n"]) and key in again.index:
+            if str(row["run_id"]) == run_id and row["task"] == PERPLEXITY and key in again.index:
                 table.loc[index, INTERVAL_COLUMNS] = again.loc[key, INTERVAL_COLUMNS].tolist()
         write_table(folder / RESULTS_FILE, table)
-    return f"every one of {len(rows)} perplexity rows given back; intervals written"
+    return f"every one of {len(rows)} perplexity rows given back; intervals and documents' losses written"
+
+
+def has_documents(folder: Path, run_id: str) -> bool:
+    """Whether the run's samples file holds its perplexity documents' losses."""
+    return any(r["task"] == PERPLEXITY for r in read_lines(samples_path(folder, run_id)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runs", help="only these run ids (comma-separated)")
     parser.add_argument(
-        "--perplexity", action="store_true", help="also give perplexity rows without an interval theirs"
+        "--perplexity", action="store_true", help="also measure perplexity rows whose documents' losses are not kept"
     )
     parser.add_argument(
         "--replace",
@@ -349,9 +359,11 @@ def main(argv: list[str] | None = None) -> int:
         if wanted is not None and run_id not in wanted:
             continue
         retrieval = rows[rows["task"] != PERPLEXITY]
-        if samples_path(args.folder, run_id).exists():
+        if any(r["task"] != PERPLEXITY for r in read_lines(samples_path(args.folder, run_id))):
             retrieval = retrieval.iloc[0:0]
-        perplexity = rows[(rows["task"] == PERPLEXITY) & rows["n"].isna()] if args.perplexity else rows.iloc[0:0]
+        perplexity = rows[rows["task"] == PERPLEXITY] if args.perplexity else rows.iloc[0:0]
+        if has_documents(args.folder, run_id):
+            perplexity = perplexity.iloc[0:0]
         if retrieval.empty and perplexity.empty:
             print(f"{run_id}: nothing to recover")
             continue
