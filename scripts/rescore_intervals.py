@@ -1,79 +1,41 @@
-"""Give a results folder's rows the intervals of the current rules where they can be computed exactly from what
-the folder holds:
+"""Give a results folder's rows the intervals of the current rules (core/intervals.py), wherever the folder
+holds what they need:
 
-- a passkey row written before rows recorded `n` (every prompt scored 0 or 1): `n` is its prompts, n_tokens /
-  eval_len, and its interval Wilson's over them, as a new row would get;
-- a RULER row written before rows recorded `n`: `n` is its prompts, n_tokens / eval_len; where every prompt of
-  its task scores 0 or 1 (one reference a prompt under `string_match_all`, or `string_match_part`; the task
-  file found in the folder's `tasks/` by the row's protocol), or its mean is 0 or 1, Wilson's interval over them
-  as well. Any other partial-credit row of that time gets `n` alone: its interval needs the prompts' scores,
-  which it did not keep;
-- a partial-credit RULER row (`ci_method` bootstrap-prompts, or bootstrap-prompts-wilson, a rule tried and
-  left on 2026-11-28): recomputed from its prompts' scores in `samples/<run_id>.jsonl` by the current rule
-  (`core.intervals.score_interval`), which gives Wilson's at the mean where every prompt scored alike, as the
-  bootstrap alone is zero-wide there;
-- a RULER row without an interval (a partial-credit row of the time before samples were kept) whose run's
-  answers are now in `samples/` (`scripts/recover_samples.py` gives them back): the same, from those scores.
+- a retrieval row (passkey or RULER) with its `n` prompts: the proportion's interval at its mean, which needs
+  only the mean and n (`wilson-cc` where every prompt scores 0 or 1: a passkey, a RULER task scored 0 or 1 by
+  its file or by its samples; `wilson-cc-at-mean` where some are partial credit);
+- a retrieval row written before rows recorded `n`: `n` is its prompts, n_tokens / eval_len, then as above;
+- a perplexity row whose documents' losses are in `samples/<run_id>.jsonl` (kept since 2026-12-04, or given
+  back by `scripts/recover_samples.py --perplexity`): n documents and the t interval over them;
+- a perplexity row without them: its interval of an earlier rule (a bootstrap over documents, which does not
+  cover at a few) is cleared, `n` kept; the folder's README says its rows predate the documents' losses.
 
-- a perplexity row of one document or window (n = 1), whose bootstrap had nothing to resample and recorded a
-  zero-wide interval: no interval, as the rule now gives.
-
-Values and every other column stay; a row whose samples do not give back its value and n exactly is left as it
-is and named. Perplexity rows without an interval stay without one: it needs each document's loss, which
-such rows did not keep.
+Values and every other column stay; a row whose samples do not give back its value is left as it is and named.
 
     python scripts/rescore_intervals.py results/smollm2-ruler-25 results/showcase
 """
 
 from __future__ import annotations
 
-import json
+import math
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.core.intervals import PROPORTION, proportion_interval, score_interval
+from extrapolate.core.intervals import AT_MEAN, DOCUMENTS, PROPORTION, nll_interval, proportion_interval
 from extrapolate.core.lock import table_lock
-from extrapolate.report.table import write_table
+from extrapolate.report.samples import load_documents, load_samples
+from extrapolate.report.table import PROPORTIONS, write_table
 from extrapolate.tasks.passkey import CHAT_MARK
 
-PARTIAL_CREDIT = ("bootstrap-prompts", "bootstrap-prompts-wilson", "wilson-at-mean")
 INTERVAL_COLUMNS = ["n", "ci_low", "ci_high", "ci_method"]
-
-
-def prompt_scores(folder: Path, run_id: str) -> dict[tuple[str, int], list[float]]:
-    """(protocol, length) -> the scores of its prompts, in prompt order."""
-    scores: dict[tuple[str, int], list[tuple[int, float]]] = {}
-    path = folder / "samples" / f"{run_id}.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        scores.setdefault((record["protocol"], int(record["eval_len"])), []).append(
-            (int(record["index"]), float(record["score"]))
-        )
-    return {key: [s for _, s in sorted(values)] for key, values in scores.items()}
+CELL = ["run_id", "protocol", "eval_len"]
 
 
 def rescore(folder: Path) -> int:
     with table_lock(folder):  # a sweep still writing to the folder appends under the same lock
-        return _rescore(folder)
-
-
-def passkey_counts(table: pd.DataFrame) -> int:
-    """Fill `n` and Wilson's interval of the passkey rows that have none, in place; how many."""
-    if "n_tokens" not in table:
-        return 0
-    missing = (table["task"] == "passkey") & (table["status"] == "ok") & table["n"].isna() & table["n_tokens"].notna()
-    filled = 0
-    for i in table.index[missing]:
-        prompts = float(table.at[i, "n_tokens"]) / float(table.at[i, "eval_len"])
-        hits = float(table.at[i, "value"]) * prompts
-        if abs(prompts - round(prompts)) > 1e-9 or abs(hits - round(hits)) > 1e-6:  # not a count of prompts
-            continue
-        low, high = proportion_interval(round(hits), round(prompts))
-        table.loc[i, ["n", "ci_low", "ci_high", "ci_method"]] = [round(prompts), low, high, "wilson"]
-        filled += 1
-    return filled
+        return _rescore(Path(folder))
 
 
 def binary_protocols(folder: Path) -> set[str]:
@@ -91,65 +53,94 @@ def binary_protocols(folder: Path) -> set[str]:
     return binary
 
 
-def ruler_counts(folder: Path, table: pd.DataFrame) -> int:
-    """Fill `n` of the RULER rows that have none, and Wilson's interval where their task is scored 0 or 1, in
-    place; how many."""
+def fill_prompts(table: pd.DataFrame) -> None:
+    """`n` of the retrieval rows written before rows recorded it: their prompts, n_tokens / eval_len."""
     if "n_tokens" not in table:
-        return 0
-    missing = (table["task"] == "ruler") & (table["status"] == "ok") & table["n"].isna() & table["n_tokens"].notna()
-    if not missing.any():
-        return 0
-    binary, filled = binary_protocols(folder), 0
-    for i in table.index[missing]:
+        return
+    missing = table["metric"].isin(PROPORTIONS) & (table["status"] == "ok") & table["n"].isna()
+    for i in table.index[missing & table["n_tokens"].notna()]:
         prompts = float(table.at[i, "n_tokens"]) / float(table.at[i, "eval_len"])
-        if abs(prompts - round(prompts)) > 1e-9:
+        if abs(prompts - round(prompts)) <= 1e-9:
+            table.at[i, "n"] = round(prompts)
+
+
+def scored_0_or_1(folder: Path, table: pd.DataFrame) -> pd.Series:
+    """Per row: whether every prompt of its cell scores 0 or 1: a passkey; a RULER task by its file, else by
+    the cell's kept answers, else by the interval it recorded (Wilson's was given to 0-or-1 cells only)."""
+    binary = binary_protocols(folder)
+    samples = load_samples(folder)
+    answers: dict[tuple, bool] = {}
+    if not samples.empty and "score" in samples:
+        zero_one = samples["score"].isin([0.0, 1.0])
+        for key, group in zero_one.groupby([samples[c].astype(str) for c in ("run_id", "protocol", "eval_len")]):
+            answers[key] = bool(group.all())
+    out = []
+    for row in table.itertuples():
+        identity = str(row.protocol).removesuffix("+bos").removesuffix(CHAT_MARK)
+        cell = (str(row.run_id), str(row.protocol), str(int(row.eval_len)))
+        if row.task == "passkey" or identity in binary:
+            out.append(True)
+        elif cell in answers:
+            out.append(answers[cell])
+        else:
+            out.append(str(row.ci_method) in ("wilson", PROPORTION))
+    return pd.Series(out, index=table.index, dtype=bool)
+
+
+def retrieval_intervals(folder: Path, table: pd.DataFrame) -> int:
+    rows = table["metric"].isin(PROPORTIONS) & (table["status"] == "ok") & table["n"].notna()
+    rows &= pd.to_numeric(table["value"], errors="coerce").notna()
+    binary = scored_0_or_1(folder, table[rows])
+    for i in table.index[rows]:
+        n, value = float(table.at[i, "n"]), float(table.at[i, "value"])
+        low, high = proportion_interval(value * n, n)
+        table.loc[i, ["ci_low", "ci_high", "ci_method"]] = [low, high, PROPORTION if binary[i] else AT_MEAN]
+    return int(rows.sum())
+
+
+def perplexity_intervals(folder: Path, table: pd.DataFrame, kept: list[str]) -> int:
+    documents = load_documents(folder)
+    cells = {}
+    if not documents.empty:
+        for key, group in documents.groupby(CELL):
+            group = group.sort_values("index")
+            cells[(str(key[0]), str(key[1]), int(key[2]))] = (group["nll_sum"].tolist(), group["tokens"].tolist())
+    rows = (table["task"] == "perplexity") & table["metric"].isin(["nll", "ppl"])
+    changed = 0
+    for i in table.index[rows]:
+        cell = (str(table.at[i, "run_id"]), str(table.at[i, "protocol"]), int(table.at[i, "eval_len"]))
+        if cell not in cells:
+            if pd.notna(table.at[i, "ci_low"]) or pd.notna(table.at[i, "ci_method"]):
+                table.loc[i, ["ci_low", "ci_high", "ci_method"]] = [math.nan, math.nan, None]  # an earlier rule's
+                changed += 1
             continue
-        table.loc[i, "n"] = round(prompts)
-        hits = float(table.at[i, "value"]) * prompts
-        # a mean of 0 or 1 is every prompt scoring it, partial credit or not
-        identity = str(table.at[i, "protocol"]).removesuffix("+bos").removesuffix(CHAT_MARK)  # the marks it may carry
-        scored_0_or_1 = identity in binary or hits in (0.0, prompts)
-        if scored_0_or_1 and abs(hits - round(hits)) <= 1e-6:
-            low, high = proportion_interval(round(hits), round(prompts))
-            table.loc[i, ["ci_low", "ci_high", "ci_method"]] = [low, high, "wilson"]
-        filled += 1
-    return filled
-
-
-def single_units(table: pd.DataFrame) -> int:
-    """Clear the zero-wide interval of the perplexity rows over one unit, in place; how many."""
-    one = (table["task"] == "perplexity") & (table["n"] == 1) & table["ci_low"].notna()
-    table.loc[one, ["ci_low", "ci_high"]] = float("nan")  # ci_method kept: it names the unit
-    return int(one.sum())
+        nll, tokens = cells[cell]
+        mean = sum(nll) / sum(tokens)
+        low, high = nll_interval(nll, tokens)
+        value = float(table.at[i, "value"])
+        exp = table.at[i, "metric"] == "ppl"
+        if abs((math.exp(mean) if exp else mean) - value) > 2e-5 * max(1.0, abs(value)):
+            kept.append(f"{cell[0]} at {cell[2]}: documents give {mean:g}, the row {value:g}")
+            continue
+        if exp:
+            low, high = math.exp(low), math.exp(high)
+        method = DOCUMENTS if len(nll) > 1 else None
+        table.loc[i, INTERVAL_COLUMNS] = [len(nll), low, high, method]
+        changed += 1
+    return changed
 
 
 def _rescore(folder: Path) -> int:
     table = pd.read_csv(folder / "results.csv")
-    added = [column for column in INTERVAL_COLUMNS if column not in table]
     for offset, column in enumerate(INTERVAL_COLUMNS):  # a table written before them: added after n_tokens
-        if column in added:
+        if column not in table:
             after = table.columns.get_loc("n_tokens") + 1 + offset if "n_tokens" in table else len(table.columns)
             table.insert(min(after, len(table.columns)), column, float("nan"))
     table["ci_method"] = table["ci_method"].astype(object)
-    changed, kept = passkey_counts(table) + ruler_counts(folder, table) + single_units(table), []
-    # partial-credit rows, and RULER rows without an interval whose answers were kept (or recovered) since
-    unscored = (table["task"] == "ruler") & table["ci_low"].isna()
-    unscored &= table["run_id"].astype(str).map(lambda run: (folder / "samples" / f"{run}.jsonl").exists())
-    for i, row in table[table["ci_method"].isin(PARTIAL_CREDIT) | unscored].iterrows():
-        try:
-            scores = prompt_scores(folder, str(row["run_id"]))[(row["protocol"], int(row["eval_len"]))]
-        except (OSError, KeyError):
-            kept.append(f"{row['run_id']} at {row['eval_len']}: no samples")
-            continue
-        mean = sum(scores) / len(scores)  # the table keeps 6 significant digits
-        if len(scores) != int(row["n"]) or abs(mean - float(row["value"])) > 1e-6 * max(1.0, abs(mean)):
-            kept.append(f"{row['run_id']} at {row['eval_len']}: samples differ from the row")
-            continue
-        low, high, method = score_interval(scores)
-        table.loc[i, ["ci_low", "ci_high", "ci_method"]] = [low, high, method]
-        changed += 1
-    if changed or added:
-        write_table(folder / "results.csv", table)
+    kept: list[str] = []
+    fill_prompts(table)
+    changed = retrieval_intervals(folder, table) + perplexity_intervals(folder, table, kept)
+    write_table(folder / "results.csv", table)
     for line in kept:
         print(f"left as it is: {line}", file=sys.stderr)
     return changed
@@ -160,6 +151,8 @@ def main(argv: list[str]) -> int:
 
     try:
         for name in argv:
+            if not (Path(name) / "results.csv").is_file():
+                raise UserError(f"{name} holds no results.csv")
             print(f"{name}: {rescore(Path(name))} rows given their interval")
     except (UserError, OSError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)

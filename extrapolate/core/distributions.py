@@ -64,3 +64,19 @@ def _incomplete_beta(x: float, a: float, b: float) -> float:
         if abs(c * d - 1) < 1e-14:
             break
     return math.exp(log_front) * fraction / a
+
+
+def beta_cdf(x: float, a: float, b: float) -> float:
+    """P(X ≤ x) for X ~ Beta(a, b): the regularised incomplete beta function."""
+    return _incomplete_beta(x, a, b)
+
+
+def beta_quantile(p: float, a: float, b: float) -> float:
+    """The x with P(X ≤ x) = p for X ~ Beta(a, b), by bisection on the CDF (monotone; to 1e-12)."""
+    if not 0 < p < 1:
+        raise ValueError(f"probability must be in (0, 1), got {p}")
+    lo, hi = 0.0, 1.0
+    while hi - lo > 1e-12:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if beta_cdf(mid, a, b) < p else (lo, mid)
+    return (lo + hi) / 2
