@@ -625,17 +625,23 @@ def smollm2_chat_template() -> Outcome:
     return outcome(checks, numbers)
 
 
-def at_depth(folder: str, encoding: str, length: int, depth: float, seeds: list[int]) -> tuple[Cell, int]:
-    """(the greedy retrieval cell at one depth, the seeds in it): the prompts of `seeds` pooled into one sample,
-    with Wilson's interval over them."""
+def depth_cells(folder: str, encoding: str, length: int, seed: int) -> dict[float, Cell]:
+    """One seed's greedy retrieval at a length, depth by depth, each cell with its own interval over its prompts
+    (prompts of different models, or of different depths, are never pooled into one)."""
     rows = table(folder)
     rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "accuracy")]
-    rows = rows[(rows["task"] == PASSKEY.name) & (rows["status"] == "ok") & (rows["depth"] == depth)]
-    rows = rows[rows["seed"].isin(seeds)]
+    rows = rows[(rows["task"] == PASSKEY.name) & (rows["status"] == "ok") & (rows["seed"] == seed)]
     if rows.empty:
-        raise LookupError(f"results/{folder}: no greedy cell of {encoding} at {length}, depth {depth}")
-    cells = [Cell(float(v), 0.0, 0.0, int(n)) for v, n in zip(rows["value"], rows["n"])]
-    return pool(cells), len(cells)
+        raise LookupError(f"results/{folder}: no greedy cell of {encoding} at {length}, seed {seed}")
+    return {
+        float(r.depth): Cell(float(r.value), float(r.ci_low), float(r.ci_high), int(r.n))
+        for r in rows.sort_values("depth").itertuples()
+    }
+
+
+def by_depth(cells: dict[float, Cell]) -> str:
+    """A seed's cells at every depth, in one line."""
+    return " / ".join(str(c) for c in cells.values())
 
 
 def seed_rises(folder: str, encoding: str, seeds: list[int]) -> list[float]:
@@ -650,67 +656,66 @@ def ratios(values: list[float]) -> str:
 def sinks() -> Outcome:
     """StreamingLLM and LM-Infinite: flat perplexity in every seed, and a passkey found only where they attend past
     L: the recent window (depth 1), and for LM-Infinite its global first tokens (depth 0), which StreamingLLM's
-    four sinks are too few to hold; never the middle of the context."""
+    four sinks are too few to hold; never in the middle of the context (depths 0.25, 0.5 and 0.75), each depth of
+    each seed whose RoPE model retrieves at L a cell of its own."""
     folder, methods = "showcase-training-free", (("streaming-llm", "StreamingLLM"), ("lm-infinite", "LM-Infinite"))
     # the validity rule: cells past L count only for the seeds whose RoPE model retrieves at L
     rows = table(folder)
     every = sorted(int(s) for s in rows[rows["encoding"] == "rope"]["seed"].unique())  # seeds with their RoPE in
     learned = [s for s in every if retrieves(seed_cell(folder, "rope", 256, s))]
     parts, checks = [], {"a RoPE model retrieves at L": bool(learned)}
+    middle = (0.25, 0.5, 0.75)
     for encoding, name in methods:
         rises = seed_rises(folder, encoding, every)
-        near, seeds = at_depth(folder, encoding, 2048, 1.0, learned)
-        middle, _ = at_depth(folder, encoding, 2048, 0.5, learned)
-        start, _ = at_depth(folder, encoding, 2048, 0.0, learned)
-        parts.append(
-            f"{name} perplexity {ratios(rises)}, greedy at depth 1 (in the window) {near}, at depth 0.5 {middle}, "
-            f"at depth 0 {start}"
-        )
-        checks |= {
-            f"{name} flat in every seed": all(flat(r) for r in rises),
-            f"{name} holds in the window": held(near),
-            f"{name} lost in the middle": lost(middle),
-        }
-    checks |= {
-        "LM-Infinite's global tokens hold depth 0": held(at_depth(folder, "lm-infinite", 2048, 0.0, learned)[0]),
-        "StreamingLLM's sinks lose it": lost(at_depth(folder, "streaming-llm", 2048, 0.0, learned)[0]),
-    }
-    pooled = f"{seeds} seeds' prompts pooled" if seeds > 1 else "one seed"
+        cells = {s: depth_cells(folder, encoding, 2048, s) for s in learned}
+        per_seed = "; ".join(f"seed {s} {by_depth(cells[s])}" for s in learned)
+        parts.append(f"{name} perplexity {ratios(rises)}, greedy at depths 0 / 0.25 / 0.5 / 0.75 / 1: {per_seed}")
+        checks |= {f"{name} flat in every seed": all(flat(r) for r in rises)}
+        for s in learned:
+            checks |= {
+                f"{name} holds in the window, seed {s}": held(cells[s][1.0]),
+                f"{name} lost at every middle depth, seed {s}": all(lost(cells[s][d]) for d in middle),
+                f"{name} at depth 0 as its first tokens say, seed {s}": (
+                    held(cells[s][0.0]) if encoding == "lm-infinite" else lost(cells[s][0.0])
+                ),
+            }
     out = [str(s) for s in every if s not in learned]
     left = f"; seed {', '.join(out)} left out: its RoPE model does not retrieve at L" if out else ""
+    n = depth_cells(folder, "lm-infinite", 2048, learned[0])[1.0].n if learned else 0
     numbers = (
-        f"at 8L against L, perplexity seeds {', '.join(map(str, every))}: {'; '.join(parts)} "
-        f"(n = {near.n} a depth, {pooled}{left})"
+        f"at 8L against L, perplexity seeds {', '.join(map(str, every))}: {'; '.join(parts)} (n = {n} a depth and "
+        f"seed{left})"
     )
     return outcome(checks, numbers)
 
 
 def dual_chunk() -> Outcome:
-    """Dual chunk attention keeps both axes where the sinks keep one: flat perplexity, and the passkey at every
-    depth at 8L, on every seed whose RoPE model retrieves at L (the validity rule)."""
+    """Dual chunk attention keeps both axes where the sinks keep one: flat perplexity, and the passkey held at each
+    depth at 8L, on every seed whose RoPE model retrieves at L (the validity rule), where RoPE loses it."""
     folder = "showcase-training-free"
     rows = table(folder)
     every = sorted(int(s) for s in rows[rows["encoding"] == "rope"]["seed"].unique())
     learned = [s for s in every if retrieves(seed_cell(folder, "rope", 256, s))]
     rises = seed_rises(folder, "dual-chunk", every)
-    cells = {s: seed_cell(folder, "dual-chunk", 2048, s) for s in learned}
+    cells = {s: depth_cells(folder, "dual-chunk", 2048, s) for s in learned}
     rope = {s: seed_cell(folder, "rope", 2048, s) for s in learned}
     out = [str(s) for s in every if s not in learned]
     left = f"; seed {', '.join(out)} left out: its RoPE model does not retrieve at L" if out else ""
     numbers = (
-        f"at 8L: perplexity {ratios(rises)} its value at L (seeds {', '.join(map(str, every))}); greedy over every "
-        "depth "
-        + " / ".join(str(cells[s]) for s in learned)
-        + " against RoPE's "
+        f"at 8L: perplexity {ratios(rises)} its value at L (seeds {', '.join(map(str, every))}); greedy at depths "
+        "0 / 0.25 / 0.5 / 0.75 / 1: "
+        + "; ".join(f"seed {s} {by_depth(cells[s])}" for s in learned)
+        + "; RoPE's over every depth "
         + " / ".join(str(rope[s]) for s in learned)
-        + f" (seeds {', '.join(map(str, learned))}, n = {cells[learned[0]].n} each{left})"
+        + f" (seeds {', '.join(map(str, learned))}; n = {next(iter(cells[learned[0]].values())).n} a depth, "
+        f"{rope[learned[0]].n} over the depths{left})"
         if learned
         else "no RoPE model retrieves at L"
     )
     checks = {
         "a RoPE model retrieves at L": bool(learned),
         "flat in every seed": all(flat(r) for r in rises),
-        "held in every seed that retrieves at L": all(held(c) for c in cells.values()),
+        **{f"held at depth {d:g}, seed {s}": held(c) for s in learned for d, c in cells[s].items()},
         "RoPE lost there": all(lost(c) for c in rope.values()),
     }
     return outcome(checks, numbers)
@@ -1152,13 +1157,14 @@ FINDINGS = (
     Finding(
         "sinks",
         "StreamingLLM and LM-Infinite, training-free: perplexity flat to 8L, but a passkey is found only where "
-        "they attend, inside their window (and LM-Infinite's first tokens), never in the middle of the context",
+        "they attend, inside their window (and LM-Infinite's first tokens), never in the middle of the context "
+        "(depths 0.25, 0.5 and 0.75), in each seed",
         "showcase-training-free",
         sinks,
     ),
     Finding(
         "dual-chunk",
-        "Dual chunk attention, training-free: perplexity flat to 8L and the passkey found at every depth at 8L, "
+        "Dual chunk attention, training-free: perplexity flat to 8L and the passkey held at each depth at 8L, "
         "where plain RoPE loses it",
         "showcase-training-free",
         dual_chunk,
