@@ -95,10 +95,31 @@ def test_a_flat_series_spans_at_least_ten_percent_around_its_value_at_L():
     assert len([t for t in ticks if low <= t <= high]) >= 3  # labelled, not one lone tick
 
 
+def test_the_ratio_figures_bars_are_the_ratios_interval_over_seeds():
+    """At L every seed's ratio of a model to itself is 1: no bar there, however far the seeds' perplexities
+    at L lie apart; past L the bar is the t interval of the seeds' ratios, not the perplexity's spread."""
+    from extrapolate.report.ratios import ratio_aggregate
+    from extrapolate.report.stats import seeds_interval
+
+    rows = [
+        {"encoding": "rope", "seed": s, "train_len": 256, "eval_len": n, "task": "perplexity", "metric": "ppl",
+         "value": v, "status": "ok", "run_id": f"r{s}", "protocol": "full-window"}
+        for s, (at_l, at_2l) in enumerate([(40.0, 80.0), (50.0, 105.0), (60.0, 114.0)])
+        for n, v in ((256, at_l), (512, at_2l))
+    ]
+    agg = ratio_aggregate(pd.DataFrame(rows), {"rope": "rope"}).set_index("eval_len")
+    assert (agg.loc[256, "mean"], agg.loc[256, "low"], agg.loc[256, "high"]) == (1.0, 1.0, 1.0)
+    _, _, low, high = seeds_interval([2.0, 2.1, 1.9])
+    assert agg.loc[512, "mean"] == pytest.approx(2.0) and (agg.loc[512, "low"], agg.loc[512, "high"]) == (
+        pytest.approx(low),
+        pytest.approx(high),
+    )
+
+
 def test_the_ratio_figure_shades_the_ten_percent_band_and_spans_it():
     from extrapolate.report.plots import perplexity_figure
 
-    figure = perplexity_figure(ppl_agg({"alibi": FLAT}), reference={"alibi": 51.281})
+    figure = perplexity_figure(ppl_agg({"alibi": {n: v / 51.281 for n, v in FLAT.items()}}), ratio=True)
     ax = figure.axes[0]
     # the band's vertical extent in data units, whether matplotlib draws it as a Rectangle (3.9+) or a Polygon
     spans = [p.get_path().transformed(p.get_patch_transform()).vertices[:, 1] for p in ax.patches]
@@ -167,7 +188,7 @@ def test_no_two_lines_of_a_panel_look_alike_and_every_encoding_is_drawn(ratio):
 
     labels = [*sweep_order(), "yarn s=4", "yarn+ft100", "pi+ft25", "mystery-encoding"]
     agg = ppl_agg({label: {256: 40.0 + i, 512: 41.0 + i} for i, label in enumerate(labels)})
-    figure = perplexity_figure(agg, reference={label: 40.0 for label in labels} if ratio else None)
+    figure = perplexity_figure(agg, ratio=ratio)
     panels = [panel for panel in drawn_lines(figure) if panel]
     plt.close(figure)
     own = [label for panel in panels for label, *_ in panel if label != "rope (reference)"]

@@ -240,6 +240,8 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
     `said`: whether each model retrieves at L (`report.retrieval.verdicts`)."""
     from extrapolate.report.finetune import finetune_figure, finetune_section
     from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
+    from extrapolate.report.ratios import ratio_aggregate
+    from extrapolate.report.samples import load_documents
     from extrapolate.report.retrieval import base_encodings
     from extrapolate.report.ruler import ruler_figure
 
@@ -254,8 +256,9 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
         reference = perplexity_at_L(agg, base_encodings(table))
         if not ppl.empty:  # each kind's figure is named after it
             figures[PERPLEXITY.name] = perplexity_figure(ppl)
-        if not ppl[ppl["encoding"].isin(list(reference))].empty:  # no value at L to divide by: an empty frame
-            figures["ratio"] = perplexity_figure(ppl, reference=reference)
+        ratios = ratio_aggregate(table, base_encodings(table), load_documents(folder))
+        if not ratios.empty:  # no value at L to divide by: no figure
+            figures["ratio"] = perplexity_figure(ratios, ratio=True)
         if finetune_section(table, {}):
             figures["finetune"] = finetune_figure(table, reference)
         if len(positions):

@@ -218,30 +218,31 @@ def interval_distances(group):
     return np.nan_to_num(np.stack([low, high]).clip(min=0))
 
 
-def bars_note(agg) -> str:
-    """What a perplexity figure's error bars are over, in words, as the tables' headers say it."""
+def bars_note(agg, of: str = "") -> str:
+    """What a perplexity figure's error bars are over, in words, as the tables' headers say it (`of`: the
+    quantity, where it is not the value drawn itself, e.g. "the ratio")."""
     if "interval" not in agg or "n_seeds" not in agg:
         return ""
+    of = f" of {of}" if of else ""
     seeds = sorted({int(n) for n in agg.loc[agg["interval"] == "seeds", "n_seeds"]})
     if seeds:
         count = f"{seeds[0]}–{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
-        return f"bars: mean and 95% interval over {count} seeds"
+        return f"bars: mean and 95% interval{of} over {count} seeds"
     if (agg["interval"] == "within").any():
-        return "bars: 95% interval over held-out documents (one seed)"
+        return f"bars: 95% interval{of} over held-out documents (one seed)"
     return ""
 
 
-def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str | None = None):
+def perplexity_figure(agg, ratio: bool = False, title: str | None = None):
     """Perplexity vs evaluation length, one panel per family of encodings (`report.panels`) with plain RoPE in
-    each as the reference line; with `reference` (encoding -> perplexity at L of its base model) the ratio to
-    it, the band within ±10% of it shaded. The panels share the y axis, which spans at least ±10% around each
+    each as the reference line; with `ratio`, `agg` holds each cell's ratio to its base model at L and the
+    ratio's own interval (`report.ratios.ratio_aggregate`), the band within ±10% of 1 shaded. The panels share the y axis, which spans at least ±10% around each
     line's value at L (`panels.span_floor`), so that a change of a percent or two never fills a frame.
-    `agg`: results.aggregate restricted to task == perplexity, metric == ppl."""
+    `agg`: results.aggregate restricted to task == perplexity, metric == ppl (or the ratios' aggregate)."""
     import numpy as np
 
     from extrapolate.report.panels import figure_panels, looks, span_floor, with_reference
 
-    ratio = reference is not None
     # a log axis takes neither inf (a perplexity that overflowed) nor NaN: those cells stay in the tables only
     ok = agg[(agg["status"] == "ok") & (agg["mean"] > 0) & (agg["mean"] < float("inf"))]
     curves = {}  # label -> (lengths, values, 95% interval as (2, n) distances below and above, value at L or first)
@@ -249,16 +250,12 @@ def perplexity_figure(agg, reference: dict[str, float] | None = None, title: str
         group = group.sort_values("eval_len")
         x, y = group["eval_len"].to_numpy(), group["mean"].to_numpy()
         err = interval_distances(group)  # (2, n)
-        if ratio:
-            if not 0 < reference.get(encoding, float("nan")) < float("inf"):
-                continue
-            y, err = y / reference[encoding], err / reference[encoding]
         at_L = y[x == group["train_len"].to_numpy()]
         curves[str(encoding)] = (x, y, err, float(at_L[0] if len(at_L) else y[0]))
     grouped = figure_panels(curves)
     title = title or ("perplexity relative to the base model at L" if ratio else "perplexity vs evaluation length")
     notes = [f"shaded: within ±{PPL_TOLERANCE:.0%} of the base model at L"] if ratio else []
-    notes += [bars] if (bars := bars_note(ok)) else []
+    notes += [bars] if (bars := bars_note(ok, "the ratio" if ratio else "")) else []
     fig, axes = panel_axes(
         len(grouped),
         title + "".join(f"\n{note}" for note in notes),
