@@ -78,7 +78,7 @@ def test_held_out_documents_too_short_for_the_longest_length_are_named_not_dropp
     assert result.exit_code == 0, result.output
     assert "1 of 3 held-out documents" in " ".join(result.output.split()) and "left out" in result.output
     rows = pd.read_csv(tmp_path / "out" / "results.csv")
-    assert set(rows["n"]) == {2} and set(rows["ci_method"]) == {"bootstrap-documents"}  # the two long ones
+    assert set(rows["n"]) == {2} and set(rows["ci_method"]) == {"t-documents"}  # the two long ones
     assert "perplexity scored" in (tmp_path / "out" / "summary.md").read_text()
 
 

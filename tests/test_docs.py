@@ -176,5 +176,9 @@ def test_every_hand_written_retrieval_cell_is_an_interval_of_prompts():
         for match in CELL.finditer(doc.read_text(encoding="utf-8"))
     ]
     assert len(typed) > 100
-    wrong = [f"{doc.relative_to(ROOT)}: {p}% [{lo}–{hi}]" for doc, (p, lo, hi) in typed if not is_interval_of_prompts(p, lo, hi)]
+    wrong = [
+        f"{doc.relative_to(ROOT)}: {p}% [{lo}–{hi}]"
+        for doc, (p, lo, hi) in typed
+        if not is_interval_of_prompts(p, lo, hi)
+    ]
     assert not wrong, wrong[:10]

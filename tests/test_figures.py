@@ -102,8 +102,18 @@ def test_the_ratio_figures_bars_are_the_ratios_interval_over_seeds():
     from extrapolate.report.stats import seeds_interval
 
     rows = [
-        {"encoding": "rope", "seed": s, "train_len": 256, "eval_len": n, "task": "perplexity", "metric": "ppl",
-         "value": v, "status": "ok", "run_id": f"r{s}", "protocol": "full-window"}
+        {
+            "encoding": "rope",
+            "seed": s,
+            "train_len": 256,
+            "eval_len": n,
+            "task": "perplexity",
+            "metric": "ppl",
+            "value": v,
+            "status": "ok",
+            "run_id": f"r{s}",
+            "protocol": "full-window",
+        }
         for s, (at_l, at_2l) in enumerate([(40.0, 80.0), (50.0, 105.0), (60.0, 114.0)])
         for n, v in ((256, at_l), (512, at_2l))
     ]

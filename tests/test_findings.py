@@ -23,7 +23,7 @@ def test_every_finding_names_its_intervals_and_a_failing_one_says_why():
 
 
 def test_one_depth_of_every_depth_flips_the_finding_to_not_held(monkeypatch):
-    """"Held at each depth": dual chunk attention losing the passkey at one depth of one seed is not held, and
+    """ "Held at each depth": dual chunk attention losing the passkey at one depth of one seed is not held, and
     the page says so rather than dropping the finding."""
     from extrapolate.core.intervals import proportion_interval
 
@@ -176,5 +176,3 @@ def test_a_partial_credit_cell_reads_the_interval_at_its_mean():
         low, high = proportion_interval(cell.mean * cell.n, cell.n)
         assert (cell.low, cell.high) == (pytest.approx(low, abs=1e-6), pytest.approx(high, abs=1e-6))
         assert cell.high < findings.RULER_BAR
-
-

@@ -11,10 +11,16 @@ from extrapolate.core.significance import sign_flip_p
 from extrapolate.report.paired import chat_differences, chat_section
 
 
-def test_a_difference_every_prompt_shares_has_no_spread_and_none_is_exactly_none():
-    assert paired_difference([0.0, 0.0, 1.0], [1.0, 1.0, 2.0]) == (1.0, 1.0, 1.0)
-    same = paired_difference([0.2, 0.6, 0.4], [0.2, 0.6, 0.4])
-    assert same == (0.0, 0.0, 0.0) and all(math.copysign(1, x) == 1 for x in same)  # never "-0.0"
+def test_a_difference_is_never_zero_wide_and_none_is_exactly_none():
+    # every prompt up by one: the shares' exact intervals at 3 of 3 and 0 of 3, combined (square-and-add)
+    from extrapolate.core.intervals import proportion_interval
+
+    mean, low, high = paired_difference([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    up_low, _ = proportion_interval(3, 3)
+    _, down_high = proportion_interval(0, 3)
+    assert (mean, high) == (1.0, 1.0) and low == pytest.approx(1 - math.hypot(1 - up_low, down_high))
+    same = paired_difference([0.2, 0.6, 0.4], [0.2, 0.6, 0.4])  # nothing moved: a few still might
+    assert same[0] == 0.0 and math.copysign(1, same[0]) == 1 and same[1] < 0 < same[2]  # never "-0.0"
     assert all(math.isnan(x) for x in paired_difference([1.0], [0.0]))
     with pytest.raises(ValueError, match="differ in number"):
         paired_difference([1.0, 0.0], [1.0])
@@ -25,7 +31,7 @@ def test_the_paired_interval_is_narrower_than_the_two_cells_overlap_where_prompt
     chat = [min(1.0, s + 0.2) for s in plain]  # every prompt a little better
     mean, low, high = paired_difference(plain, chat)
     assert mean == pytest.approx(sum(chat) / len(chat) - sum(plain) / len(plain))
-    assert 0 < low <= mean <= high < 0.2  # the two means' own intervals (about ±0.13 each) overlap widely
+    assert 0 < low <= mean <= high < 0.2  # the two means' own intervals (about ±0.2 each) overlap widely
 
 
 def write_samples(folder, run, protocol, scores, references=None):
@@ -80,4 +86,6 @@ def test_every_cell_of_the_folder_is_one_family_for_holm(tmp_path):
     assert frame.loc["cwe-v3", "p"] == 1.0 == frame.loc["cwe-v3", "p_holm"]
     section = "\n".join(chat_section(tmp_path))
     assert section.count("‡") == 2  # the legend, and vt's row
-    assert "| `vt-v3` | 1024 | 8 | 0.0 | 100.0 | +100.0 [+100.0, +100.0] † ‡ | 0.008 | 0.016 |" in section
+    _, low, high = paired_difference([0.0] * 8, [1.0] * 8)
+    row = f"| `vt-v3` | 1024 | 8 | 0.0 | 100.0 | +100.0 [{low * 100:+.1f}, {high * 100:+.1f}] † ‡ | 0.008 | 0.016 |"
+    assert row in section

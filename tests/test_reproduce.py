@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
-from extrapolate.core.errors import UserError
 from extrapolate.core.distributions import student_t_cdf, student_t_quantile
+from extrapolate.core.errors import UserError
 from extrapolate.report.table import COLUMNS
 from extrapolate.reproduce import Rule, claims_over_seeds, compare, load_suite, measure_spread, quantities, read_spread
 from extrapolate.reproduce.quantities import write_spread

@@ -24,19 +24,34 @@ def write(tmp_path, rows, samples=()):
 
 def test_retrieval_rows_get_the_proportions_interval_at_their_mean(tmp_path):
     rows = [
-        {**BASE, "task": "ruler", "metric": "score", "eval_len": 1024, "value": 0.4375, "n": 4, "ci_method": "bootstrap-prompts"},
+        {
+            **BASE,
+            "task": "ruler",
+            "metric": "score",
+            "eval_len": 1024,
+            "value": 0.4375,
+            "n": 4,
+            "ci_method": "bootstrap-prompts",
+        },
         {**BASE, "task": "ruler", "metric": "score", "eval_len": 2048, "value": 0.5, "n": 4, "ci_method": "wilson"},
         {**BASE, "task": "passkey", "metric": "accuracy", "eval_len": 512, "value": 0.7, "n": None, "n_tokens": 5120},
     ]
-    samples = [{"task": "ruler", "protocol": "p", "eval_len": 1024, "index": i, "score": s} for i, s in enumerate([0.25, 0.5, 0.25, 0.75])]
-    samples += [{"task": "ruler", "protocol": "p", "eval_len": 2048, "index": i, "score": s} for i, s in enumerate([0, 1, 1, 0])]
+    samples = [
+        {"task": "ruler", "protocol": "p", "eval_len": 1024, "index": i, "score": s}
+        for i, s in enumerate([0.25, 0.5, 0.25, 0.75])
+    ]
+    samples += [
+        {"task": "ruler", "protocol": "p", "eval_len": 2048, "index": i, "score": s} for i, s in enumerate([0, 1, 1, 0])
+    ]
     write(tmp_path, rows, samples)
     assert load_script("rescore_intervals").rescore(tmp_path) == 3
     table = pd.read_csv(tmp_path / "results.csv")
     assert table.ci_method.tolist() == [AT_MEAN, PROPORTION, PROPORTION]
     assert (table.ci_low[0], table.ci_high[0]) == pytest.approx(proportion_interval(1.75, 4), abs=1e-6)
     assert (table.ci_low[1], table.ci_high[1]) == pytest.approx(proportion_interval(2, 4), abs=1e-6)
-    assert table.n[2] == 10 and (table.ci_low[2], table.ci_high[2]) == pytest.approx(proportion_interval(7, 10), abs=1e-6)
+    assert table.n[2] == 10 and (table.ci_low[2], table.ci_high[2]) == pytest.approx(
+        proportion_interval(7, 10), abs=1e-6
+    )
     assert table.value.tolist() == [0.4375, 0.5, 0.7]  # values stay
 
 
@@ -51,14 +66,24 @@ def test_perplexity_rows_get_the_t_interval_of_their_documents_or_none(tmp_path)
     ]
     for row in rows:
         row.update(ci_low=1.0, ci_high=9.0, ci_method="bootstrap-documents")
-    samples = [{"task": "perplexity", "protocol": "p", "eval_len": length, "index": i, "nll_sum": v, "tokens": t}
-               for length in (256, 1024) for i, (v, t) in enumerate(zip(nll, tokens))]
+    samples = [
+        {"task": "perplexity", "protocol": "p", "eval_len": length, "index": i, "nll_sum": v, "tokens": t}
+        for length in (256, 1024)
+        for i, (v, t) in enumerate(zip(nll, tokens))
+    ]
     write(tmp_path, rows, samples)
     load_script("rescore_intervals").rescore(tmp_path)
     table = pd.read_csv(tmp_path / "results.csv")
     low, high = nll_interval(nll, tokens)
-    assert (table.ci_low[0], table.ci_high[0], table.ci_method[0]) == (pytest.approx(low), pytest.approx(high), DOCUMENTS)
-    assert (table.ci_low[1], table.ci_high[1]) == (pytest.approx(math.exp(low), rel=1e-5), pytest.approx(math.exp(high), rel=1e-5))
+    assert (table.ci_low[0], table.ci_high[0], table.ci_method[0]) == (
+        pytest.approx(low),
+        pytest.approx(high),
+        DOCUMENTS,
+    )
+    assert (table.ci_low[1], table.ci_high[1]) == (
+        pytest.approx(math.exp(low), rel=1e-5),
+        pytest.approx(math.exp(high), rel=1e-5),
+    )
     assert pd.isna(table.ci_low[2]) and pd.isna(table.ci_method[2]) and table.n[2] == 3  # an earlier rule's: cleared
     assert table.ci_method[3] == "bootstrap-documents"  # its documents do not give back its value: left, named
 

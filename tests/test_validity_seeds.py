@@ -124,7 +124,7 @@ def test_seeds_that_agree_still_carry_their_prompts_interval():
     assert (cell["low"], cell["high"]) == pytest.approx(proportion_interval(42, 200))
 
 
-def test_a_binary_ruler_cell_over_seeds_keeps_its_prompts_interval():
+def test_a_ruler_cell_over_seeds_keeps_its_prompts_interval():
     from extrapolate.core.intervals import proportion_interval
 
     ruler = {"encoding": "rope", "train_len": 8192, "eval_len": 4096, "task": "ruler", "metric": "score"}
@@ -132,5 +132,7 @@ def test_a_binary_ruler_cell_over_seeds_keeps_its_prompts_interval():
     both = pd.DataFrame([{**ruler, "seed": s, "value": 1.0, "ci_method": "wilson"} for s in (0, 1)])
     cell = aggregate(both).iloc[0]
     assert (cell["low"], cell["high"]) == pytest.approx(proportion_interval(50, 50))  # not [100–100]
-    partial = both.assign(ci_method="bootstrap-prompts")  # partial credit: no Wilson to pool
-    assert aggregate(partial).iloc[0]["low"] == 1.0
+    partial = both.assign(value=0.9, ci_method="clopper-pearson-at-mean")  # partial credit: its summed credit
+    assert (aggregate(partial).iloc[0]["low"], aggregate(partial).iloc[0]["high"]) == pytest.approx(
+        proportion_interval(45, 50)
+    )

@@ -111,10 +111,12 @@ def paired_difference(first: Sequence[float], second: Sequence[float]) -> tuple[
     """(mean, low, high) of second - first, prompt by prompt (the two lists in the same prompt order), each
     score in [0, 1]; (nan, nan, nan) for fewer than two prompts.
 
-    A difference of scores in [0, 1] lies in [−1, 1] and varies by at most the share of prompts that moved, so
-    the interval is the proportion's (exact) of each direction's moves, combined by
-    Newcombe's square-and-add (his method 10 for paired proportions, partial credit read as fractional moves): it is not zero-wide where no prompt moved (20 prompts alike still allow a few to move), and keeps
-    the pairing, far narrower than two cells' own intervals where the prompts' scores move together."""
+    Each prompt moves up, down or not at all; the mean difference is the share moving up less the share moving
+    down, in units of the largest move seen (1 for 0-or-1 scores, 1/4 where partial credit moves by quarters).
+    Each share gets the exact interval and the two are combined by Newcombe's square-and-add (his method 10 for
+    paired proportions), with the covariance two shares of one sample have. It keeps the pairing, so it is far
+    narrower than the two cells' own intervals where the prompts move together, and it is not zero-wide where no
+    prompt moved (then in whole units: 20 prompts alike still allow a few to move)."""
     a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError(f"paired scores differ in number: {a.size} and {b.size}")
@@ -122,16 +124,15 @@ def paired_difference(first: Sequence[float], second: Sequence[float]) -> tuple[
     if n < 2:
         return math.nan, *NO_INTERVAL
     difference = b - a  # (prompts,)
-    up, down = float(difference.clip(min=0).sum()), float((-difference).clip(min=0).sum())
-    mean = (up - down) / n
+    unit = float(np.abs(difference).max()) or 1.0
+    up, down = float(difference.clip(min=0).sum()) / unit, float((-difference).clip(min=0).sum()) / unit
+    p_up, p_down = up / n, down / n
     up_low, up_high = proportion_interval(up, n)
     down_low, down_high = proportion_interval(down, n)
-    p_up, p_down = up / n, down / n
-    # square-and-add of the two directions' distances (Newcombe's method 10), plus the covariance of two shares
-    # of one sample (each prompt moves one way at most: cov = −p_up·p_down / n, which widens a difference)
-    covariance = 2 * p_up * p_down / n
+    covariance = 2 * p_up * p_down / n  # cov(p_up, p_down) = −p_up·p_down / n widens their difference
     below = math.sqrt((p_up - up_low) ** 2 + (down_high - p_down) ** 2 + covariance)
     above = math.sqrt((up_high - p_up) ** 2 + (p_down - down_low) ** 2 + covariance)
-    low, high = max(mean - below, -1.0), min(mean + above, 1.0)
+    mean = float(difference.mean())
+    low, high = max(mean - unit * below, -1.0), min(mean + unit * above, 1.0)
     # rounded past float noise (0.2 - 0.2 + … need not sum to 0 exactly), so "excludes 0" means it
     return tuple(round(x, 12) + 0.0 for x in (mean, low, high))

@@ -84,7 +84,9 @@ def _paired_documents(n: int) -> Callable:
         tokens = _tokens(rng, n)
         level = 3.9 + 0.15 * rng.standard_normal(n)  # (docs,)
         rise = 0.3 + _level(rng, n, 0.1)  # (docs,)
-        return nll_difference(((level + rise) * tokens).tolist(), tokens.tolist(), (level * tokens).tolist(), tokens.tolist())[1:]
+        return nll_difference(
+            ((level + rise) * tokens).tolist(), tokens.tolist(), (level * tokens).tolist(), tokens.tolist()
+        )[1:]
 
     return draw
 
@@ -104,6 +106,21 @@ def _paired_prompts(up: float, down: float, n: int) -> Callable:
     return draw
 
 
+def _paired_credit(n: int) -> Callable:
+    """Partial credit asked two ways: a prompt rises by a quarter with probability 0.3, falls by a quarter with
+    0.1, and rarely (0.02) rises by a whole point."""
+
+    def draw(rng):
+        first = rng.choice([0.25, 0.5, 0.75], size=n)  # (prompts,)
+        move = rng.random(n)
+        second = np.where(move < 0.3, first + 0.25, np.where(move < 0.4, first - 0.25, first))
+        whole = move > 0.98
+        first[whole], second[whole] = 0.0, 1.0
+        return paired_difference(first.tolist(), second.tolist())[1:]
+
+    return draw
+
+
 def _seeds(n: int) -> Callable:
     return lambda rng: seeds_interval((50.0 + 6.0 * rng.standard_normal(n)).tolist())[2:]
 
@@ -118,8 +135,10 @@ def cases() -> list[Case]:
             grid.append(Case("partial credit", name, n, float(QUARTERS @ probabilities), _scores(probabilities, n)))
         for up, down in ((0.05, 0.0), (0.1, 0.1), (0.3, 0.05)):
             grid.append(Case("paired prompts", f"+{up:g} / −{down:g}", n, up - down, _paired_prompts(up, down, n)))
+        credit_mean = 0.3 * 0.25 - 0.1 * 0.25 + 0.02 * 1.0  # the moves' mean, exactly
+        grid.append(Case("paired prompts", "quarters, rarely a whole point", n, credit_mean, _paired_credit(n)))
     for n in DOCUMENTS:
-        grid.append(Case("perplexity", "skewed documents", n, 3.9, _documents(n)))
+        grid.append(Case("a perplexity", "skewed documents", n, 3.9, _documents(n)))
         grid.append(Case("paired documents", "a rise of 0.3 nats", n, 0.3, _paired_documents(n)))
     grid.append(Case("over seeds", "normal", 3, 50.0, _seeds(3)))
     return grid

@@ -241,9 +241,9 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
     from extrapolate.report.finetune import finetune_figure, finetune_section
     from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from extrapolate.report.ratios import ratio_aggregate
-    from extrapolate.report.samples import load_documents
     from extrapolate.report.retrieval import base_encodings
     from extrapolate.report.ruler import ruler_figure
+    from extrapolate.report.samples import load_documents
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure

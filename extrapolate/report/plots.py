@@ -236,8 +236,9 @@ def bars_note(agg, of: str = "") -> str:
 def perplexity_figure(agg, ratio: bool = False, title: str | None = None):
     """Perplexity vs evaluation length, one panel per family of encodings (`report.panels`) with plain RoPE in
     each as the reference line; with `ratio`, `agg` holds each cell's ratio to its base model at L and the
-    ratio's own interval (`report.ratios.ratio_aggregate`), the band within ±10% of 1 shaded. The panels share the y axis, which spans at least ±10% around each
-    line's value at L (`panels.span_floor`), so that a change of a percent or two never fills a frame.
+    ratio's own interval (`report.ratios.ratio_aggregate`), the band within ±10% of 1 shaded. The panels share
+    the y axis, which spans at least ±10% around each line's value at L (`panels.span_floor`), so that a change
+    of a percent or two never fills a frame.
     `agg`: results.aggregate restricted to task == perplexity, metric == ppl (or the ratios' aggregate)."""
     import numpy as np
 

@@ -28,7 +28,10 @@ def seed_ratios(table: pd.DataFrame, bases: dict[str, str], documents: pd.DataFr
     ppl = table[(table["task"] == PERPLEXITY.name) & (table["metric"] == "ppl") & (table["status"] == "ok")]
     ppl = ppl[ppl["value"].astype(float).between(0, math.inf, inclusive="neither")]
     at_l = ppl[ppl["eval_len"] == ppl["train_len"]]
-    base_value = {(e, int(s)): (float(v), r, p) for e, s, v, r, p in zip(at_l["encoding"], at_l["seed"], at_l["value"], at_l["run_id"], at_l["protocol"])}
+    base_value = {
+        (e, int(s)): (float(v), r, p)
+        for e, s, v, r, p in zip(at_l["encoding"], at_l["seed"], at_l["value"], at_l["run_id"], at_l["protocol"])
+    }
     units = _document_units(documents)
     rows = []
     for r in ppl.itertuples():
@@ -38,7 +41,10 @@ def seed_ratios(table: pd.DataFrame, bases: dict[str, str], documents: pd.DataFr
             continue
         value, base_run, base_protocol = base_value[(base, int(r.seed))]
         low = high = math.nan
-        mine, theirs = units.get((r.run_id, r.protocol, int(r.eval_len))), units.get((base_run, base_protocol, int(r.train_len)))
+        mine, theirs = (
+            units.get((r.run_id, r.protocol, int(r.eval_len))),
+            units.get((base_run, base_protocol, int(r.train_len))),
+        )
         if mine and theirs and len(mine[0]) == len(theirs[0]) and len(mine[0]) > 1:
             _, d_low, d_high = nll_difference(*mine, *theirs)
             low, high = math.exp(d_low), math.exp(d_high)

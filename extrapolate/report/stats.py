@@ -23,8 +23,9 @@ def seeds_interval(
 ) -> tuple[float, float, float, float]:
     """Mean, half-width and 95% interval (low, high) of two or more seeds' values: the Student t interval,
     cut to the values `metric` can take (`METRIC_BOUNDS`). `pooled`: (successes, trials) of a proportion's
-    prompts over every seed; the interval is then at least the proportion's interval over them (core/intervals.py), as seeds that happen to agree
-    (a t interval of zero width) are still each a sample of prompts."""
+    prompts over every seed; the interval is then at least the proportion's interval over them
+    (core/intervals.py), as seeds that happen to agree (a t interval of zero width) are still each a sample of
+    prompts."""
     values = [float(v) for v in values]
     n = len(values)
     if n < 2:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from extrapolate.report.shapes import claim_holds, perplexity_means
 from extrapolate.core.distributions import normal_quantile, student_t_quantile
+from extrapolate.report.shapes import claim_holds, perplexity_means
 from extrapolate.report.table import KEY
 from extrapolate.reproduce.quantities import QUANTITY_KEY, quantities
 from extrapolate.reproduce.suite import Suite

@@ -42,7 +42,8 @@ TARGETS = ("README.md", "docs/results.md")  # each holds one generated block bet
 # of at most 200 characters that names its scale; docs/results.md has every finding in full
 SCALE = "1 M parameters, L = 256, Shakespeare"
 HEADLINES = {
-    "perplexity-shapes": f"Past L, sinusoidal's and RoPE's perplexity degrade and ALiBi's stays flat ({SCALE}, 3 seeds)",
+    "perplexity-shapes": "Past L, sinusoidal's and RoPE's perplexity degrade and ALiBi's stays flat "
+    f"({SCALE}, 3 seeds)",
     "two-axes": "Perplexity and retrieval disagree: ALiBi's perplexity stays flat to 8L yet it loses the passkey, "
     f"T5's rises yet it keeps it ({SCALE}, 3 seeds)",
     "scalings-across-seeds": "Zero-shot, YaRN keeps RoPE's passkey to 8L; static and dynamic NTK each keep it on "
