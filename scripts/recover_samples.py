@@ -57,7 +57,6 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from extrapolate.core.atomic import write_text
 from extrapolate.core.lock import table_lock
 from extrapolate.core.paths import RUNS_FOLDER
 from extrapolate.report.samples import read_lines, samples_path, write_samples
@@ -260,8 +259,8 @@ def write_samples_back(
         return f"{len(differ)} of {len(rows)} retrieval rows {REFUSED}, no samples written ({first})"
     target = samples_path(folder, run_id)
     target.parent.mkdir(parents=True, exist_ok=True)
-    if not differ:
-        shutil.copyfile(samples_path(scratch, run_id), target)
+    if not differ:  # merged by cell: a perplexity cell's documents already kept stay
+        write_samples(folder, run_id, read_lines(samples_path(scratch, run_id)))
         return f"every one of {len(rows)} retrieval rows given back; samples written"
     records = read_lines(samples_path(scratch, run_id))
     turned = []
@@ -271,7 +270,7 @@ def write_samples_back(
         turned.append(f"{line}, its prompts' margins now {margins}")
         for record in cell:
             record.update(ranked_first=None, rank_margin=None)
-    write_text(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    write_samples(folder, run_id, records)
     return (
         f"every greedy row given back, {len(turned)} rank rows otherwise; samples written without those "
         f"cells' rank ({'; '.join(turned)})"
@@ -295,9 +294,7 @@ def replace_rows(
             if str(row["run_id"]) == run_id and row["task"] != PERPLEXITY and key_of(row) in again.index:
                 table.loc[index, columns] = again.loc[key_of(row), columns].tolist()
         write_table(folder / RESULTS_FILE, table)
-    target = samples_path(folder, run_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(samples_path(scratch, run_id), target)
+    write_samples(folder, run_id, read_lines(samples_path(scratch, run_id)))
     return f"{len(rows)} retrieval rows replaced by the measurement, samples written ({'; '.join(differ.values())})"
 
 
@@ -320,7 +317,7 @@ def write_intervals_back(folder: Path, scratch: Path, run_id: str, rows: pd.Data
             if str(row["run_id"]) == run_id and row["task"] == PERPLEXITY and key in again.index:
                 table.loc[index, INTERVAL_COLUMNS] = again.loc[key, INTERVAL_COLUMNS].tolist()
         write_table(folder / RESULTS_FILE, table)
-    return f"every one of {len(rows)} perplexity rows given back; intervals and documents' losses written"
+    return f"every one of {len(rows)} perplexity rows given back; documents' losses and intervals written"
 
 
 def has_documents(folder: Path, run_id: str) -> bool:
