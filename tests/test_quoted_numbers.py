@@ -54,7 +54,7 @@ def chat_summary() -> str:
     if len(family) != 1:
         return f"{len(family)} cells over the family"
     (r,) = family
-    words = {6: "six", 7: "seven", 8: "eight"}
+    words = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
     return (
         f"one change holds over the {len(cells)} cells, `{r['protocol'].split('-v')[0]}` at {r['eval_len']} rising "
         f"from\n{100 * r['plain']:.0f} to {100 * r['chat']:.0f} under the template; "
@@ -227,7 +227,7 @@ def accuracy(folder: str, run: str, length: int) -> float:
 
 
 def greedy(folder: str, run: str, length: int) -> str:
-    """A run's greedy retrieval at a length, its depths' prompts pooled: "94% [88–97]"."""
+    """A run's greedy retrieval at a length, its depths' prompts pooled: "94% [87–98]"."""
     t = rows(folder)
     t = t[t.run_id.str.startswith(run) & (t.eval_len == length) & (t.metric == "accuracy")]
     return wilson_cell(*pooled_hits(t))
@@ -294,7 +294,7 @@ def above_full(encoding: str) -> str:
 
 
 def seed_cell(folder: str, encoding: str, length: int, seed: int) -> str:
-    """ "71% [61–79]": a seed's greedy cell at a length, its depths pooled, with Wilson's interval."""
+    """ "71% [61–80]": a seed's greedy cell at a length, its depths pooled, with Wilson's interval."""
     t = rows(folder)
     cell = t[(t.encoding == encoding) & (t.eval_len == length) & (t.metric == "accuracy") & (t.seed == seed)]
     return wilson_cell(*pooled_hits(cell))
@@ -319,30 +319,30 @@ def showcase_scalings_at_8l() -> str:
 QUOTED = [
     (
         "docs/results.md",
-        "seed 0 holds it (100% [96–100]), seed 1 loses it\n  (71% [61–79]) and seed 2 straddles the bar (84% [76–90])",
+        "seed 0 holds it (100% [96–100]), seed 1 loses it\n  (71% [61–80]) and seed 2 straddles the bar (84% [75–91])",
         lambda: "seed 0 holds it ({}), seed 1 loses it\n  ({}) and seed 2 straddles the bar ({})".format(
             *(seed_cell("showcase-seeds", "xpos", 512, s) for s in (0, 1, 2))
         ),
     ),
     (
         "docs/results.md",
-        "(100% [93–100]), then loses it (12% [6–24] at 4L)",
+        "(100% [93–100]), then loses it (12% [5–24] at 4L)",
         lambda: f"({showcase_cell('xpos', 512)}), then loses it ({showcase_cell('xpos', 1024)} at 4L)",
     ),
     (
         "docs/results.md",
-        "dynamic YaRN and zero-shot YaRN keep it to 8L (98% [90–100] each); dynamic NTK falls to 64% [50–76] at 8L,\n"
+        "dynamic YaRN and zero-shot YaRN keep it to 8L (98% [89–100] each); dynamic NTK falls to 64% [49–77] at 8L,\n"
         "  lost by the rule though far above RoPE's 0% [0–7], and static NTK loses it at 8L (0% [0–7])",
         showcase_scalings_at_8l,
     ),
     (
         "docs/results.md",
-        "the highest are 84 [65–94] (`niah_single_3`) and 84 [75–92] (`niah_multivalue`), both at 1024",
+        "the highest are 84 [64–95] (`niah_single_3`) and 84 [64–95] (`niah_multivalue`), both at 1024",
         lambda: highest_chat_cells(),
     ),
     (
         "results/smollm2-ruler-25/README.md",
-        "one change holds over the 44 cells, `niah_multivalue` at 1024 rising from\n53 to 84 under the template; seven "
+        "one change holds over the 44 cells, `niah_multivalue` at 1024 rising from\n53 to 84 under the template; four "
         "more cells' paired intervals exclude 0 on their own",
         lambda: chat_summary(),
     ),
@@ -363,7 +363,7 @@ QUOTED = [
         "results/showcase-training-free/README.md",
         "ReRoPE keeps perplexity within 1.11–1.13× at 8L and the passkey at 8L at 100% [96–100] on\n  seed 1; "
         "seed 0's 80% [71–87] straddles the bar of 80, neither held nor lost; "
-        "LongRoPE's perplexity rises 1.23–1.26× while it keeps 97% [92–99] and 100% [96–100]",
+        "LongRoPE's perplexity rises 1.23–1.26× while it keeps 97% [91–99] and 100% [96–100]",
         lambda: (
             "ReRoPE keeps perplexity within {}–{} at 8L and the passkey at 8L at {} on\n  seed 1; "
             "seed 0's {} straddles the bar of 80, neither held nor lost; "
@@ -398,7 +398,7 @@ QUOTED = [
     ("results/smollm2-ruler-25/README.md", "(14, 6, 2 and 0)", lambda: f"({ruler_cells('436f340035')})"),
     (
         "results/smollm2-ruler-25/README.md",
-        "23 of 25 at 8192: 92 [75–98]",
+        "23 of 25 at 8192: 92 [74–99]",
         lambda: "{:.0f} of {:.0f} at 8192: {:.0f} [{:.0f}–{:.0f}]".format(
             *rows("smollm2-ruler-25")
             .query("run_id == '8983bfa603' and eval_len == 8192")
@@ -435,7 +435,7 @@ QUOTED = [
     ),
     (
         "results/smollm2-ruler-25/NOTES.md",
-        "at 4096, 4 [1–20] against 32 [17–52], just",
+        "at 4096, 4 [0–20] against 32 [15–54], just",
         lambda: "at 4096, {} against {}, just".format(
             *(
                 "{:.0f} [{:.0f}–{:.0f}]".format(*(r[["value", "ci_low", "ci_high"]].iloc[0] * 100))
@@ -448,7 +448,7 @@ QUOTED = [
     ),
     (
         "results/smollm2-ruler-25/NOTES.md",
-        "26.4 [17–36], 4.0, 4.8, 0.8 at 1024, 2048, 4096 and 8192 (plain: 14.4 [8–22], 5.6, 2.4, 0.0)",
+        "26.4 [11–48], 4.0, 4.8, 0.8 at 1024, 2048, 4096 and 8192 (plain: 14.4 [4–34], 5.6, 2.4, 0.0)",
         lambda: f"{ruler_tenths('5960f39e4a')} at 1024, 2048, 4096 and 8192 (plain: {ruler_tenths('436f340035')})",
     ),
     (
@@ -553,7 +553,7 @@ QUOTED = [
     ),
     (
         "results/showcase-training-free/README.md",
-        "94% [88–97] against 62% [52–71]",
+        "94% [87–98] against 62% [52–72]",
         lambda: (
             greedy("showcase-training-free", "ed67ee", 2048)
             + " against "
@@ -567,12 +567,10 @@ QUOTED = [
     ),
     (
         "results/longrope-search/README.md",
-        "58.28 [51.0–67.2] found",
-        lambda: "{:.2f} [{:.1f}–{:.1f}] found".format(
-            *rows("longrope-search")
-            .query("run_id.str.startswith('458e77') and eval_len == 2048 and metric == 'ppl'", engine="python")[
-                ["value", "ci_low", "ci_high"]
-            ]
+        "58.28 found",
+        lambda: "{:.2f} found".format(
+            rows("longrope-search")
+            .query("run_id.str.startswith('458e77') and eval_len == 2048 and metric == 'ppl'", engine="python")["value"]
             .iloc[0]
         ),
     ),
@@ -610,7 +608,7 @@ QUOTED = [
     ),
     (
         "results/showcase-training-free/README.md",
-        "retrieval at 2L 47% [38–57] and 99% [95–100] against 36% [27–46] and 97% [92–99]",
+        "retrieval at 2L 47% [37–57] and 99% [95–100] against 36% [27–46] and 97% [91–99]",
         lambda: "retrieval at 2L {} and {} against {} and {}".format(
             *(
                 greedy("showcase-training-free", run, 512)
@@ -627,34 +625,6 @@ QUOTED = [
         "results/finetune-adapters/README.md",
         "| yarn | 57.11 | 48.27 / 46.26 | 52.20 / 47.66 | 52.89 / 48.65 |",
         lambda: adapters_row("yarn"),
-    ),
-    (
-        "docs/encodings.md",
-        "(ssmax 2.01×\nits value at L at 8L, RoPE 2.14×), and its retrieval at 2L (100% [96–100])",
-        lambda: "(ssmax {:.2f}×\nits value at L at 8L, RoPE {:.2f}×), and its retrieval at 2L ({})".format(
-            *(ppl("showcase", e, 2048) / ppl("showcase", e, 256) for e in ("ssmax", "rope")),
-            greedy("showcase", run_of("showcase", "ssmax"), 512),
-        ),
-    ),
-    (
-        "docs/encodings.md",
-        "(0.99× and 0.99× their value at L; the gate holds a RoPE\nmodel's flat where plain RoPE's is 2.14×), but "
-        "neither learned retrieval at L in 1200 steps (greedy at L 1% [0–5]\nand 1% [0–5];",
-        lambda: (
-            "({:.2f}× and {:.2f}× their value at L; the gate holds a RoPE\nmodel's flat where plain RoPE's is "
-            "{:.2f}×), but neither learned retrieval at L in 1200 steps (greedy at L {}\nand {};".format(
-                *(ppl("showcase", e, 2048) / ppl("showcase", e, 256) for e in ("fox", "fox-rope", "rope")),
-                *(greedy("showcase", run_of("showcase", e), 256) for e in ("fox", "fox-rope")),
-            )
-        ),
-    ),
-    (
-        "docs/encodings.md",
-        "(rope-nope 2.32× its value at L at 8L)",
-        lambda: (
-            f"(rope-nope {ppl('showcase', 'rope-nope', 2048) / ppl('showcase', 'rope-nope', 256):.2f}× its value "
-            "at L at 8L)"
-        ),
     ),
     (
         "results/showcase/README.md",
@@ -681,7 +651,7 @@ QUOTED = [
     ),
     (
         "results/showcase/README.md",
-        "It retrieves 100% [96–100] at L and at 2L and\n  6% [3–12] at 4L",
+        "It retrieves 100% [96–100] at L and at 2L and\n  6% [2–13] at 4L",
         lambda: (
             "It retrieves {} at L and at 2L and\n  {} at 4L".format(
                 *(greedy("showcase", "cf42c2ef21", n) for n in (256, 1024))
@@ -705,7 +675,7 @@ QUOTED = [
     ),
     (
         "docs/results.md",
-        "the model of seed 1 keeps 97% [92–99] at 2L,\n  its perplexity there 1.25× (seed 0: 36% [27–46] at 1.18×)",
+        "the model of seed 1 keeps 97% [91–99] at 2L,\n  its perplexity there 1.25× (seed 0: 36% [27–46] at 1.18×)",
         lambda: "the model of seed 1 keeps {} at 2L,\n  its perplexity there {:.2f}× (seed 0: {} at {:.2f}×)".format(
             greedy("showcase-seeds", "bcf17ad376", 512),
             ppl("showcase-seeds", "rope", 512, 1) / ppl("showcase-seeds", "rope", 256, 1),
@@ -715,15 +685,15 @@ QUOTED = [
     ),
     (
         "results/showcase/README.md",
-        "RoPE's own seeds give 36% [27–46] and 97% [92–99] at 2L",
+        "RoPE's own seeds give 36% [27–46] and 97% [91–99] at 2L",
         lambda: "RoPE's own seeds give {} and {} at 2L".format(
             greedy("showcase-seeds", "751a7ec808", 512), greedy("showcase-seeds", "bcf17ad376", 512)
         ),
     ),
     (
         "results/showcase/README.md",
-        "greedy retrieval at 2L of 25% [18–34] (version 2;\n  RoPE's own seeds at version 2 give 36% [27–46] and "
-        "97% [92–99]",
+        "greedy retrieval at 2L of 25% [17–35] (version 2;\n  RoPE's own seeds at version 2 give 36% [27–46] and "
+        "97% [91–99]",
         lambda: "greedy retrieval at 2L of {} (version 2;\n  RoPE's own seeds at version 2 give {} and {}".format(
             greedy("showcase", "e5f0f79fdf", 512),
             greedy("showcase-seeds", "751a7ec808", 512),
@@ -1057,12 +1027,8 @@ def test_the_smollm2_ruler_table_is_quoted_row_by_row_with_its_intervals(doc):
         r = cells.set_index("eval_len").loc[lengths, ["value", "ci_low", "ci_high"]] * 100
         quoted = " | ".join(f"{v:.1f} [{lo:.0f}–{hi:.0f}]" for v, lo, hi in r.itertuples(index=False))
         assert f"| `{task}` | {quoted} |" in text, task
-    # docs/results.md's example of the bootstrap at 5 prompts, beside an all-zero cell's Wilson interval
-    cwe = table[table.protocol.str.startswith("cwe-")].set_index("eval_len")
-    assert cwe.loc[2048, "value"] == 0 and cwe.loc[1024, "ci_method"] == "bootstrap-prompts"
-    value, low, high = cwe.loc[1024, ["value", "ci_low", "ci_high"]] * 100
-    quote = f"`cwe` {value:.1f} [{low:.0f}–{high:.0f}]"
-    assert doc != "docs/results.md" or f"({quote} beside an all-zero cell's 0.0 [0–43])" in " ".join(text.split())
+    cwe = table[table.protocol.str.startswith("cwe-")].set_index("eval_len")  # partial credit: at its mean
+    assert cwe.loc[1024, "ci_method"] == "clopper-pearson-at-mean"
     # "every cell from 60 to 100 has an interval across that bar"
     inside = table[(table.eval_len <= 8192) & (table.value >= 0.6)]
     assert ((inside.ci_low < 0.856) & (inside.ci_high >= 0.856)).all()
@@ -1312,12 +1278,16 @@ def test_the_readme_quotes_the_training_speed_of_the_run_records_it_links():
 
 
 def test_the_first_finetune_table_is_quoted_row_by_row_with_its_intervals():
-    """docs/results.md's one-seed fine-tune table: perplexity at L' with its bootstrap over documents."""
+    """docs/results.md's one-seed fine-tune table: perplexity at L' (its interval over documents where the
+    documents' losses are kept; these rows' are to be measured again, so the table gives none yet)."""
     table = rows("finetune")
     table = table[(table.metric == "ppl") & (table.eval_len == 1024)]
     text = (ROOT / "docs" / "results.md").read_text()
     for encoding, label in (("rope", "rope (no scaling)"), ("pi", "pi"), ("ntk", "ntk"), ("yarn", "yarn")):
         cells = table[table.encoding == encoding].set_index("finetune_steps").loc[[0, 25, 100, 400]]
-        quoted = " | ".join(f"{r.value:.3f} [{r.ci_low:.1f}–{r.ci_high:.1f}]" for r in cells.itertuples())
+        quoted = " | ".join(
+            f"{r.value:.3f}" + ("" if pd.isna(r.ci_low) else f" [{r.ci_low:.1f}–{r.ci_high:.1f}]")
+            for r in cells.itertuples()
+        )
         assert f"| {label} | {quoted} |" in text, encoding
-    assert cells.n.nunique() == 1 and f"bootstrap over the {int(cells.n.iloc[0])} held-out documents" in text
+    assert cells.n.nunique() == 1 and f"the {int(cells.n.iloc[0])} held-out documents" in text
