@@ -31,3 +31,28 @@ def test_a_committed_report_is_what_the_report_command_writes(name, tmp_path):
             assert (folder / page).read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
                 f"results/{name}/{page} is not what the report code writes: run `extrapolate report results/{name}`"
             )
+
+
+def test_every_folder_says_which_rows_predate_the_machine_column():
+    """A committed row names the machine it ran on, or its folder's README counts the rows that predate it."""
+    import pandas as pd
+
+    for table in sorted((ROOT / "results").glob("*/results.csv")):
+        rows = pd.read_csv(table)
+        missing = len(rows) if "machine" not in rows else int(rows["machine"].isna().sum())
+        readme = " ".join((table.parent / "README.md").read_text(encoding="utf-8").split())
+        said = f"{missing} of {len(rows)} rows predate the `machine` column"
+        assert (said in readme) == (missing > 0), f"{table.parent.name}: {said}"
+
+
+def test_every_run_has_its_record_or_its_folder_names_it():
+    import pandas as pd
+
+    for table in sorted((ROOT / "results").glob("*/results.csv")):
+        runs = sorted(pd.read_csv(table)["run_id"].astype(str).unique())
+        recorded = {path.stem for path in (table.parent / "runs").glob("*.json")}
+        missing = [run for run in runs if run not in recorded]
+        readme = " ".join((table.parent / "README.md").read_text(encoding="utf-8").split())
+        if missing:
+            assert f"{len(missing)} of the folder's {len(runs)} runs have no record" in readme, table.parent.name
+            assert all(f"`{run}`" in readme for run in missing), table.parent.name

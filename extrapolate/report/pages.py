@@ -14,7 +14,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.paths import check_output_names
 from extrapolate.report.against_base import base_section
 from extrapolate.report.paired import chat_section
-from extrapolate.report.samples import samples_section
+from extrapolate.report.samples import load_documents, samples_section
 from extrapolate.report.table import (
     POSITION_COLUMNS,
     POSITIONS_FILE,
@@ -243,7 +243,6 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
     from extrapolate.report.ratios import ratio_aggregate
     from extrapolate.report.retrieval import base_encodings
     from extrapolate.report.ruler import ruler_figure
-    from extrapolate.report.samples import load_documents
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
@@ -403,7 +402,7 @@ def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str,
     with np.errstate(over="ignore", invalid="ignore"):
         figures = draw_figures(folder, table, agg, said)
     try:
-        shared = body(agg, figure_links(figures), load_training(folder), table, rule, said)
+        shared = body(agg, figure_links(figures), load_training(folder), table, rule, said, load_documents(folder))
         shared += base_section(folder) + chat_section(folder) + samples_section(folder)
         provenance = setup_lines(measured)
         texts = {path: [title, "", *shared, SETUP, "", *setup, *provenance, ""] for path, title, setup in pages}
@@ -425,15 +424,19 @@ def body(
     table: pd.DataFrame,
     rule: Rule,
     said: dict[str, Verdict],
+    documents: pd.DataFrame | None = None,
 ) -> list[str]:
     """What the page says between its title and its set-up: the findings (effective lengths, the published
     shapes that hold or fail), the figures, then the measurements they come from. `rule`: the retrieval task's
     "retrieves at this length" (`report.retrieval.task_rule`); `said`: what it says of each model at L
     (`report.retrieval.verdicts`)."""
-    return findings(agg, table, rule, said) + figure_lines(figures) + measurements(agg, training, table, rule, said)
+    found = findings(agg, table, rule, said, documents)
+    return found + figure_lines(figures) + measurements(agg, training, table, rule, said)
 
 
-def findings(agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str, Verdict]) -> list[str]:
+def findings(
+    agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str, Verdict], documents: pd.DataFrame | None = None
+) -> list[str]:
     from extrapolate.report.retrieval import base_encodings, retrieval_length
     from extrapolate.report.ruler import ruler_findings
     from extrapolate.report.shapes import shapes_section
@@ -442,7 +445,7 @@ def findings(agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str,
     eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, said, rule)
     lines = [FINDINGS, ""]
     if not eff and not keys:  # no perplexity and no retrieval rows (a RULER-only table): no empty table
-        return lines + ruler_findings(table) + shapes_section(table)
+        return lines + ruler_findings(table) + shapes_section(table, documents)
     lines += [
         "### Effective length",
         "",
@@ -456,7 +459,7 @@ def findings(agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str,
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
     lines.append("")
-    return lines + ruler_findings(table) + shapes_section(table)
+    return lines + ruler_findings(table) + shapes_section(table, documents)
 
 
 CAPTIONS = {

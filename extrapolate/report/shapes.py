@@ -30,8 +30,8 @@ class Claim:
 # What the papers show for models trained at L and evaluated past it, zero-shot: the sinusoidal Transformer
 # and RoPE degrade and ALiBi and T5's bias stay flat (Press et al. 2022, fig. 1 and table 2); NTK-aware and
 # YaRN scalings of RoPE beat plain RoPE past L, while PI's compression costs perplexity at L itself (Chen et
-# al. 2023, Peng et al. 2023). The bounds are this tool's reading of "degrades" and "flat": a 10% band for
-# flat, at least 1.2× (1.5× for RoPE, which falls apart) for degrades.
+# al. 2023, Peng et al. 2023). The bounds of the reports' shapes are the findings' (DEGRADES, FLAT below); the
+# values here are what a reproduce suite's claims read.
 PUBLISHED_SHAPES = (
     Claim("sinusoidal degrades past L", "ratio_at_least", "sinusoidal", 0, value=1.2),
     Claim("RoPE degrades past L", "ratio_at_least", "rope", 0, value=1.5),
@@ -69,10 +69,18 @@ def claim_holds(claim: Claim, means: pd.Series, L: int, length: int | None = Non
         return claim.text, False, f"no ok perplexity cell for {claim.encoding} at {length}"
 
 
-def published_shapes(table: pd.DataFrame) -> list[tuple[str, bool, str]]:
-    """Each published shape whose encodings this table measured at one training length L, checked at the
-    longest length past L where they all have a perplexity (the PI claim: at L). Shapes it cannot check (an
-    encoding absent, nothing measured past L) are left out, not failed."""
+DEGRADES = 1.5  # "degrades": at least 1.5× its value at L, the findings' bar (reproduce/findings.py)
+FLAT = 1.1  # "flat": within 10% of it
+HELD, NOT_HELD, OPEN = "held", "not held", "not resolved"
+
+
+def published_shapes(table: pd.DataFrame, documents: pd.DataFrame | None = None) -> list[tuple[str, str, str]]:
+    """(shape, verdict, detail) of each published shape whose encodings this table measured at one training
+    length L, at the longest length past L where they all have a perplexity (the PI claim: at L). The verdict
+    comes from the interval of the compared quantity, never from its point value: over seeds, Student's t of
+    the seeds' ratios; over one seed, the ratio paired by document where `documents` (the folder's kept
+    per-document losses) has both cells; otherwise, and wherever the interval straddles the bound, "not
+    resolved". Shapes it cannot check (an encoding absent, nothing measured past L) are left out."""
     lengths = table["train_len"].dropna().unique()
     if len(lengths) != 1:  # a table mixing training lengths has no single L to read the shapes at
         return []
@@ -94,24 +102,62 @@ def published_shapes(table: pd.DataFrame) -> list[tuple[str, bool, str]]:
             if not past or (claim.kind != "lower_than" and L not in common):
                 continue
             length = max(past)
-        out.append(claim_holds(claim, means, L, length))
+        out.append(shape_verdict(claim, table, documents, L, length))
     return out
 
 
-def shapes_section(table: pd.DataFrame) -> list[str]:
+def shape_verdict(claim: Claim, table: pd.DataFrame, documents, L: int, length: int) -> tuple[str, str, str]:
+    """One shape's verdict from the interval of its ratio: the encoding at `length` over itself at L (a ratio
+    claim), or over the other encoding at `length` on the same seed (lower_than: below 1 means lower)."""
+    from extrapolate.report.ratios import ratio_aggregate
+
+    if claim.kind == "lower_than":
+        pair = table[table["encoding"].isin([claim.encoding, claim.other]) & (table["eval_len"] == length)]
+        # the other encoding's cell at this length plays "the value at L" that the ratio divides by
+        pair = pair.assign(train_len=length)
+        base = {claim.encoding: claim.other, claim.other: claim.other}
+        bound, sign = 1.0, "<"
+    else:
+        pair = table[table["encoding"] == claim.encoding]
+        base = {claim.encoding: claim.encoding}
+        bound, sign = (DEGRADES, "≥") if claim.kind == "ratio_at_least" else (FLAT, "≤")
+    cells = ratio_aggregate(pair, base, documents)
+    cell = cells[(cells["encoding"] == claim.encoding) & (cells["eval_len"] == length)]
+    if cell.empty:
+        return claim.text, OPEN, f"no ok perplexity cell for {claim.encoding} at {length}"
+    r = cell.iloc[0]
+    versus = f" / {claim.other}" if claim.kind == "lower_than" else f" / itself at {L}"
+    seeds = f"{int(r['n_seeds'])} seeds" if r["interval"] == "seeds" else "one seed"
+    if r["interval"] == "none":
+        return claim.text, OPEN, f"{claim.encoding}{versus} {r['mean']:.3f} at {length} (one seed, no interval)"
+    low, high = float(r["low"]), float(r["high"])
+    held, not_held = {
+        "≥": (low >= bound, high < bound),
+        "≤": (high <= bound, low > bound),
+        "<": (high < bound, low > bound),
+    }[sign]
+    verdict = HELD if held else NOT_HELD if not_held else OPEN
+    detail = f"{claim.encoding}{versus} {r['mean']:.3f} [{low:.3f}–{high:.3f}] at {length} ({sign} {bound:g}; {seeds})"
+    return claim.text, verdict, detail
+
+
+def shapes_section(table: pd.DataFrame, documents: pd.DataFrame | None = None) -> list[str]:
     """The report's lines on the published shapes, a subsection of its findings (none when the table can check
     none of them)."""
-    checked = published_shapes(table)
+    checked = published_shapes(table, documents)
     if not checked:
         return []
     lines = [
         "### The published shapes",
         "",
-        "What the literature reports for these encodings, checked at the longest length measured past L "
-        '(zero-shot; "flat": within 10% of the value at L; "degrades": at least 1.2×, RoPE 1.5×).',
+        "What the literature reports for these encodings, checked at the longest length measured past L, each "
+        f'from the 95% interval of its ratio (zero-shot; "flat": at most {FLAT:g}× the value at L; "degrades": at '
+        f'least {DEGRADES:g}×; "beats": below the other on the same seeds and documents; "not resolved": the '
+        "interval straddles the bound, or one seed without its documents' losses).",
         "",
-        "| shape | holds | measured |",
+        "| shape | verdict | measured (95% interval) |",
         "|---|---|---|",
     ]
-    lines += [f"| {text} | {'yes' if holds else '**no**'} | {detail} |" for text, holds, detail in checked]
+    shown = {HELD: "held", NOT_HELD: "**not held**", OPEN: "not resolved"}
+    lines += [f"| {text} | {shown[verdict]} | {detail} |" for text, verdict, detail in checked]
     return lines + [""]
