@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from extrapolate.bench.measure import alternating_best
+from extrapolate.bench.timing import alternating_best
 from extrapolate.core.machine import machine
 from extrapolate.kernels.sdpa import sdpa
 

@@ -71,7 +71,7 @@ def test_rope_scalings_are_measured_scaled_as_run_scales_them(name):
 def test_bench_plot_takes_speeds_from_the_same_process_rows():
     import pandas as pd
 
-    from extrapolate.report.plots import bench_figure
+    from extrapolate.report.bench_plot import bench_figure
 
     def row(what, implementation, encoding, length, speed, memory):
         return dict(

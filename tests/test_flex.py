@@ -159,7 +159,7 @@ def test_the_block_mask_of_a_long_sequence_takes_no_quadratic_memory():
     code = """
 import torch
 from extrapolate.kernels import flex
-from extrapolate.bench.measure import peak_rss_mb
+from extrapolate.bench.timing import peak_rss_mb
 torch.zeros(1)
 before = peak_rss_mb()
 n = 65536

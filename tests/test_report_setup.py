@@ -5,7 +5,7 @@ import pandas as pd
 
 
 def test_the_setup_says_what_each_length_scored_and_how_prompts_were_given():
-    from extrapolate.report.pages import prompt_format, scored_lines
+    from extrapolate.report.setup import prompt_format, scored_lines
 
     ppl = {"task": "perplexity", "metric": "ppl", "status": "ok", "protocol": "full-window"}
     table = pd.DataFrame(

@@ -215,7 +215,7 @@ def test_report_of_a_table_without_later_columns_names_them_unrecorded(tmp_path)
 
 def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():
     """A table grown by calls at two commits on two devices: the setup lines name both, not the first row's."""
-    from extrapolate.report.pages import setup_lines
+    from extrapolate.report.setup import setup_lines
 
     row = dict(
         model="small",

@@ -37,7 +37,7 @@ def test_a_long_training_step_does_not_hold_every_logit():
     code = """
 import sys, torch
 from extrapolate import model as m
-from extrapolate.bench.measure import peak_rss_mb
+from extrapolate.bench.timing import peak_rss_mb
 from extrapolate.core.config import ModelConfig
 if sys.argv[1] == "whole":
     m.TRAIN_LOGITS = 1 << 40

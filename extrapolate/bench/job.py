@@ -46,7 +46,8 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     from extrapolate.core.registry import require_known
     from extrapolate.encodings import get_spec
     from extrapolate.kernels.attention import KERNELS
-    from extrapolate.report.plots import bench_figure, save_figure
+    from extrapolate.report.bench_plot import bench_figure
+    from extrapolate.report.plots import save_figure
     from extrapolate.report.table import provenance, write_table
 
     require_known("model", request.model, PRESETS)
