@@ -56,3 +56,16 @@ def test_every_run_has_its_record_or_its_folder_names_it():
         if missing:
             assert f"{len(missing)} of the folder's {len(runs)} runs have no record" in readme, table.parent.name
             assert all(f"`{run}`" in readme for run in missing), table.parent.name
+
+
+def test_the_remeasured_folder_says_why_with_the_numbers_of_both():
+    """showcase-seeds-v2's README: seed 0's RoPE at L as trained again here, against the first folder's row."""
+    import pandas as pd
+
+    def at_l(folder: str) -> float:
+        rows = pd.read_csv(ROOT / "results" / folder / "results.csv")
+        rope = rows[(rows.encoding == "rope") & (rows.seed == 0) & (rows.eval_len == 256) & (rows.metric == "nll")]
+        return float(rope["value"].iloc[0])
+
+    readme = " ".join((ROOT / "results" / "showcase-seeds-v2" / "README.md").read_text(encoding="utf-8").split())
+    assert f"scores {at_l('showcase-seeds-v2'):.3f} at L where the row says {at_l('showcase-seeds'):.3f}" in readme
