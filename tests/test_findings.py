@@ -176,3 +176,12 @@ def test_a_partial_credit_cell_reads_the_interval_at_its_mean():
         low, high = proportion_interval(cell.mean * cell.n, cell.n)
         assert (cell.low, cell.high) == (pytest.approx(low, abs=1e-6), pytest.approx(high, abs=1e-6))
         assert cell.high < findings.RULER_BAR
+
+
+def test_the_flat_rule_is_quoted_with_the_interval_it_reads():
+    """docs/results.md's example of a point inside the margin whose interval over the seeds is not."""
+    nope = findings.AcrossSeeds.of("nope")
+    low, high = findings.over_seeds(nope.rise.values())
+    text = " ".join((findings.ROOT / "docs" / "results.md").read_text().split())
+    assert f"NoPE at 8L over three seeds, {findings.ratios(nope.rise.values())}, reaches past 1.1" in text
+    assert high > 1 + findings.PPL_MARGIN and not findings.flat_over(nope.rise.values())
