@@ -49,7 +49,7 @@ def test_the_readme_front_page_fits_one_screen():
         assert len(line) <= 200, name
         assert "seed" in line or "checkpoint" in line, f"{name}: its scale"
         assert f"docs/results.md#{name}" in section
-    for term in ("*held*", "*flat*", "training length L", "*passkey*"):
+    for term in ("*held*", "*flat*", "*family-wise*", "training length L", "*passkey*"):
         assert term in section, term
 
 
@@ -76,12 +76,16 @@ def test_a_stale_block_is_found_and_rewritten(tmp_path, monkeypatch):
         shutil.copy(findings.ROOT / path, tmp_path / path)
     shutil.copytree(findings.ROOT / "results", tmp_path / "results", ignore=shutil.ignore_patterns("*.png", "*.svg"))
     readme, results_doc = tmp_path / "README.md", tmp_path / "docs" / "results.md"
-    assert "- **Held**: Past L, sinusoidal's" in readme.read_text()  # a headline finding's verdict
-    readme.write_text(readme.read_text().replace("- **Held**: Past L, sinusoidal's", "- **Held**: Past L, RoPE's"))
+    assert "- **Held (not family-wise)**: Past L, sinusoidal's" in readme.read_text()  # a headline finding's verdict
+    readme.write_text(
+        readme.read_text().replace("- **Held (not family-wise)**: Past L, sinusoidal's", "- **Held**: Past L, RoPE's")
+    )
     results_doc.write_text(results_doc.read_text().replace("RoPE 2.14×", "RoPE 1.14×"))
     monkeypatch.setattr(findings, "ROOT", tmp_path)
     assert findings.main(["--check"]) == 1
-    assert findings.main(["--write"]) == 0 and "- **Held**: Past L, sinusoidal's" in readme.read_text()
+    assert (
+        findings.main(["--write"]) == 0 and "- **Held (not family-wise)**: Past L, sinusoidal's" in readme.read_text()
+    )
     assert "RoPE 2.14×" in results_doc.read_text()
     assert findings.main(["--check"]) == 0
     assert isinstance(findings.table("showcase"), pd.DataFrame)
@@ -185,3 +189,28 @@ def test_the_flat_rule_is_quoted_with_the_interval_it_reads():
     text = " ".join((findings.ROOT / "docs" / "results.md").read_text().split())
     assert f"NoPE at 8L over three seeds, {findings.ratios(nope.rise.values())}, reaches past 1.1" in text
     assert high > 1 + findings.PPL_MARGIN and not findings.flat_over(nope.rise.values())
+
+
+def test_a_findings_p_value_is_the_level_where_its_intervals_stop_holding():
+    """20 of 20 prompts against a bar of 80%: the exact interval's lower bound is (α/2)^(1/20), at the bar where
+    α = 2 · 0.8^20; a count with no interval reads nothing that could fail; a finding not held is never
+    adjusted into holding."""
+    from extrapolate.reproduce.family import family_wise, p_value
+
+    def all_right():
+        return findings.Outcome(findings.held(findings.prompts_cell(1.0, 20)), "")
+
+    assert p_value(all_right) == pytest.approx(2 * 0.8**20, rel=0.25)
+    assert p_value(lambda: findings.Outcome(True, "a count")) is None
+    assert p_value(lambda: findings.Outcome(findings.held(findings.prompts_cell(0.5, 20)), "")) == 1.0
+    family = family_wise({"a": all_right, "b": all_right, "c": lambda: findings.Outcome(True, "")})
+    assert family["a"].adjusted == pytest.approx(2 * family["a"].p) and family["c"].p is None
+    assert family["a"].survives and not family["c"].survives
+
+
+def test_every_findings_family_wise_line_is_on_its_page():
+    text = (findings.ROOT / "docs" / "results.md").read_text()
+    results = findings.evaluated()
+    for finding, outcome in results:
+        line = findings.family_line(outcome, len(results))
+        assert f"### `{finding.name}`" in text and f"- Family-wise: {line}" in text, finding.name

@@ -26,29 +26,59 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from extrapolate.core.distributions import beta_quantile, student_t_quantile
 
-Z95 = 1.959963984540054  # the standard normal's 0.975 quantile
 PROPORTION, AT_MEAN, DOCUMENTS = "clopper-pearson", "clopper-pearson-at-mean", "t-documents"  # the rows' `ci_method`
 NO_INTERVAL = (math.nan, math.nan)
+# the confidence level every method here and the interval over seeds (report/stats.py) compute at: 95% unless a
+# caller asks for another (a family-wise correction reads a finding at the level where it stops holding)
+LEVEL = contextvars.ContextVar("interval_level", default=0.95)
 
 
-@functools.lru_cache(maxsize=65536)
+@contextlib.contextmanager
+def confidence(level: float) -> Iterator[None]:
+    """Every interval computed inside the block at `level` (0 < level ≤ 1) instead of 95%; at 1 every interval
+    is the whole range a quantity can take (what a statement still says with no certainty about any cell)."""
+    if not 0 < level <= 1:
+        raise ValueError(f"a confidence level is in (0, 1], got {level}")
+    token = LEVEL.set(level)
+    try:
+        yield
+    finally:
+        LEVEL.reset(token)
+
+
+def t_quantile(df: float) -> float:
+    """Student's t quantile of the two-sided interval at the current level (at 95%: its 0.975 quantile);
+    infinite at level 1."""
+    level = LEVEL.get()
+    return math.inf if level >= 1 else student_t_quantile((1 + level) / 2, df)
+
+
 def proportion_interval(successes: float, n: float) -> tuple[float, float]:
     """The exact (Clopper–Pearson) 95% interval of successes / n, through the beta quantiles
     B⁻¹(0.025; x, n − x + 1) and B⁻¹(0.975; x + 1, n − x), which are defined at a fractional x too (a sum of
     partial credit) and grow with it; (nan, nan) for n = 0. Exactly 0 (1) at no (every) success."""
+    return _exact(float(successes), float(n), LEVEL.get())
+
+
+@functools.lru_cache(maxsize=65536)
+def _exact(successes: float, n: float, level: float) -> tuple[float, float]:
     if n <= 0:
         return NO_INTERVAL
-    x = min(max(float(successes), 0.0), float(n))
-    low = 0.0 if x <= 0 else beta_quantile(0.025, x, n - x + 1)
-    high = 1.0 if x >= n else beta_quantile(0.975, x + 1, n - x)
+    if level >= 1:
+        return 0.0, 1.0
+    x, tail = min(max(successes, 0.0), n), (1 - level) / 2
+    low = 0.0 if x <= 0 else beta_quantile(tail, x, n - x + 1)
+    high = 1.0 if x >= n else beta_quantile(1 - tail, x + 1, n - x)
     return low, high
 
 
@@ -77,7 +107,7 @@ def _t_half_width(values: np.ndarray) -> float:
     """The 95% Student-t half-width of the mean of `values` (one value a unit), with units − 1 degrees of freedom."""
     n = values.size
     sd = float(np.sqrt(((values - values.mean()) ** 2).sum() / (n - 1)))
-    return student_t_quantile(0.975, n - 1) * sd / math.sqrt(n)
+    return t_quantile(n - 1) * sd / math.sqrt(n)
 
 
 def nll_interval(nll_sums: Sequence[float], tokens: Sequence[float]) -> tuple[float, float]:

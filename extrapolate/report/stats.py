@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from extrapolate.core.distributions import student_t_quantile
-from extrapolate.core.intervals import proportion_interval
+from extrapolate.core.intervals import proportion_interval, t_quantile
 
 # the values a metric can take: an interval over seeds (mean ± t·sd/√n, symmetric) is cut to them, as a score
 # of 99% ± 4 over seeds says "95–100", not "95–103"
@@ -32,7 +31,7 @@ def seeds_interval(
         raise ValueError("an interval over seeds needs at least two seeds")
     mean = math.fsum(values) / n
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = student_t_quantile(0.975, n - 1) * sd / math.sqrt(n)
+    half = t_quantile(n - 1) * sd / math.sqrt(n) if sd > 0 else 0.0
     floor, ceiling = METRIC_BOUNDS.get(metric, (-math.inf, math.inf))
     low, high = max(mean - half, floor), min(mean + half, ceiling)
     if pooled is not None and pooled[1] > 0:

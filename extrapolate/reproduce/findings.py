@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from extrapolate.core.intervals import proportion_interval
 from extrapolate.report.ruler import ruler_scores
 from extrapolate.report.stats import seeds_interval
 from extrapolate.report.table import encoding_of, label_variants, length_means, load_results
+from extrapolate.reproduce.family import SMALLEST, FamilyWise, family_wise
 from extrapolate.tasks.passkey import CHAT_MARK, PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
 from extrapolate.tasks.ruler.kind import RULER
@@ -66,6 +67,7 @@ class Outcome:
     holds: bool
     numbers: str
     why: str = ""  # where it fails: which bound or margin
+    family: FamilyWise | None = None  # its p-value and Holm's adjustment over every finding (reproduce/family.py)
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,12 @@ class Cell:
 
     def __str__(self) -> str:
         return f"{self.mean:.0%} [{self.low * 100:.0f}–{self.high * 100:.0f}]"
+
+
+def prompts_cell(mean: float, n: int) -> Cell:
+    """One model's cell over its n prompts, its interval computed at the level in force (core/intervals.py):
+    the rows' stored bounds are the 95% ones, and a family-wise reading asks for others."""
+    return Cell(mean, *proportion_interval(mean * n, n), n)
 
 
 def greedy(folder: str, encoding: str, length: int) -> Cell:
@@ -310,7 +318,7 @@ def scored(folder: str, encoding: str, task: str, length: int) -> Cell:
     if len(row) != 1:
         raise LookupError(f"results/{folder}: {len(row)} {task} rows with an interval of {encoding} at {length}")
     r = row.iloc[0]
-    return Cell(float(r["value"]), float(r["ci_low"]), float(r["ci_high"]), int(r["n"]))
+    return prompts_cell(float(r["value"]), int(r["n"]))
 
 
 def vt_learned() -> Outcome:
@@ -566,7 +574,7 @@ def smollm2_ruler_tasks() -> Outcome:
     scores = ruler_scores(plain_prompts(table("smollm2-ruler-25")))
     scores = scores[(scores["label"] == "rope") & scores["task"].isin(RULER_TASKS)]
     lengths, tasks = (1024, 2048, 4096, 8192), sorted(RULER_TASKS - QA_TASKS)
-    cells = {(r.task, int(r.eval_len)): r for r in scores.itertuples()}
+    cells = {(r.task, int(r.eval_len)): prompts_cell(float(r.score), int(r.n)) for r in scores.itertuples()}
     complete = all((t, n) in cells for t in tasks for n in lengths)
     if not complete:
         return outcome({"every task at every length": False}, "not every task measured yet")
@@ -581,7 +589,7 @@ def smollm2_ruler_tasks() -> Outcome:
 
     def cell(task: str, n: int) -> str:
         r = cells[task, n]
-        return f"`{task}` {r.score * 100:.0f} [{r.low * 100:.0f}–{r.high * 100:.0f}]"
+        return f"`{task}` {r.mean * 100:.0f} [{r.low * 100:.0f}–{r.high * 100:.0f}]"
 
     numbers = (
         f"above the bar with confidence at every length: {', '.join(f'`{t}`' for t in above[8192])}; below it at "
@@ -654,10 +662,7 @@ def depth_cells(folder: str, encoding: str, length: int, seed: int) -> dict[floa
     rows = rows[(rows["task"] == PASSKEY.name) & (rows["status"] == "ok") & (rows["seed"] == seed)]
     if rows.empty:
         raise LookupError(f"results/{folder}: no greedy cell of {encoding} at {length}, seed {seed}")
-    return {
-        float(r.depth): Cell(float(r.value), float(r.ci_low), float(r.ci_high), int(r.n))
-        for r in rows.sort_values("depth").itertuples()
-    }
+    return {float(r.depth): prompts_cell(float(r.value), int(r.n)) for r in rows.sort_values("depth").itertuples()}
 
 
 def by_depth(cells: dict[float, Cell]) -> str:
@@ -1285,8 +1290,34 @@ FINDINGS = (
 )
 
 
-def evaluated() -> list[tuple[Finding, Outcome]]:
-    return [(finding, finding.check()) for finding in FINDINGS]
+def evaluated(family: bool = True) -> list[tuple[Finding, Outcome]]:
+    """Every finding's outcome at 95%, with (`family`) its p-value and Holm's adjustment over all of them."""
+    outcomes = [(finding, finding.check()) for finding in FINDINGS]
+    if not family:
+        return outcomes
+    judged = family_of(str(ROOT))
+    return [(finding, replace(outcome, family=judged[finding.name])) for finding, outcome in outcomes]
+
+
+@cache
+def family_of(root: str) -> dict[str, FamilyWise]:
+    """Holm over the findings of the results under `root` (about half a minute: each finding's p-value is a
+    bisection over levels), computed once a process."""
+    return family_wise({finding.name: finding.check for finding in FINDINGS})
+
+
+def family_line(result: Outcome, total: int) -> str:
+    """What Holm's correction over the family says of one finding."""
+    fw = result.family
+    if fw is None:
+        return ""
+    if fw.p is None:
+        return "decided on values with no interval that could fail (point values, one window): outside the correction"
+    if not result.holds:
+        return f"not held at 95%: counted in the family of {total}, never surviving it"
+    p = "< 1e-12" if fw.p <= SMALLEST else f"{fw.p:.2g}"
+    word = "survives" if fw.survives else "**does not survive**"
+    return f"p {p}, Holm-adjusted over the family {fw.adjusted:.2g}: {word}"
 
 
 def block(results: list[tuple[Finding, Outcome]], prefix: str, headline_only: bool = False) -> str:
@@ -1300,7 +1331,11 @@ def block(results: list[tuple[Finding, Outcome]], prefix: str, headline_only: bo
                 link = f"{prefix}docs/results.md#{finding.name}"
                 lines.append(f"- **{verdict(result, short=True)}**: {HEADLINES[finding.name]}. [Numbers]({link})")
         held = sum(r.holds for _, r in results)
-        lines.append(f"\n{held} of {len(results)} findings held: [docs/results.md]({prefix}docs/results.md#findings).")
+        surviving = sum(bool(r.family and r.family.survives) for _, r in results)
+        lines.append(
+            f"\n{held} of {len(results)} findings held, {surviving} of them also over the whole family (Holm): "
+            f"[docs/results.md]({prefix}docs/results.md#findings)."
+        )
         return "\n".join(lines + [END])
     lines = [START]
     for finding, result in results:
@@ -1311,6 +1346,7 @@ def block(results: list[tuple[Finding, Outcome]], prefix: str, headline_only: bo
             f"{finding.statement}.",
             "",
             f"- Verdict: {verdict(result)}",
+            *([f"- Family-wise: {line}"] if (line := family_line(result, len(results))) else []),
             f"- Numbers (95% intervals; n): {result.numbers}",
             f"- Source: {finding.source(prefix)}",
         ]
@@ -1319,8 +1355,10 @@ def block(results: list[tuple[Finding, Outcome]], prefix: str, headline_only: bo
 
 def verdict(result: Outcome, short: bool = False) -> str:
     """A finding's verdict: held, or not held with the parts of its test that failed."""
+    if result.holds and short:
+        return "Held, also family-wise" if result.family and result.family.survives else "Held (not family-wise)"
     if result.holds:
-        return "Held" if short else "held"
+        return "held"
     return "Not held" if short else f"**not held** ({result.why})"
 
 
