@@ -69,3 +69,15 @@ def test_the_remeasured_folder_says_why_with_the_numbers_of_both():
 
     readme = " ".join((ROOT / "results" / "showcase-seeds-v2" / "README.md").read_text(encoding="utf-8").split())
     assert f"scores {at_l('showcase-seeds-v2'):.3f} at L where the row says {at_l('showcase-seeds'):.3f}" in readme
+
+
+def test_every_folder_the_results_index_lists_is_committed():
+    """results/README.md's list of committed folders against the tree (a folder the ignore file leaves out is
+    on the machine that made it and nowhere else)."""
+    import re
+
+    index = (ROOT / "results" / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^- `([\w.-]+)/`:", index, flags=re.M)
+    assert len(listed) > 10
+    missing = [name for name in listed if not (ROOT / "results" / name / "README.md").is_file()]
+    assert not missing, missing
