@@ -1,4 +1,4 @@
-"""The README's findings are computed from the committed results (extrapolate/reproduce/findings.py): the
+"""The README's findings are computed from the committed results (extrapolate/reproduce/findings/): the
 generated blocks must equal what the results say, every finding must hold under its intervals, and a check
 must fail when its numbers say otherwise."""
 
@@ -33,7 +33,7 @@ def test_one_depth_of_every_depth_flips_the_finding_to_not_held(monkeypatch):
     one &= (table["depth"] == 0.5) & (table["metric"] == "accuracy")
     assert one.sum() == 1
     table.loc[one, ["value", "ci_low", "ci_high"]] = [0.5, *proportion_interval(10, 20)]
-    monkeypatch.setattr(findings, "table", lambda f: table if f == "showcase-training-free" else original(f))
+    monkeypatch.setattr(findings.cells, "table", lambda f: table if f == "showcase-training-free" else original(f))
     outcome = findings.dual_chunk()
     assert not outcome.holds and outcome.why == "held at depth 0.5, seed 1"
     page = findings.block([(f, f.check()) for f in findings.FINDINGS if f.name == "dual-chunk"], "")
@@ -59,7 +59,9 @@ def test_a_finding_its_numbers_contradict_fails(monkeypatch):
     pi_at_zero = (table["encoding"] == "pi") & (table["eval_len"] == 1024) & (table["metric"] == "ppl")
     table.loc[pi_at_zero & (table["seed"] == 1), "value"] = 60.0
     original = findings.table
-    monkeypatch.setattr(findings, "table", lambda folder: table if folder == "finetune-seeds" else original(folder))
+    monkeypatch.setattr(
+        findings.cells, "table", lambda folder: table if folder == "finetune-seeds" else original(folder)
+    )
     outcome = findings.finetune_across_seeds()
     assert not outcome.holds and "PI starts above RoPE, seed 1" in outcome.why and "seed 0" not in outcome.why
 
@@ -81,7 +83,7 @@ def test_a_stale_block_is_found_and_rewritten(tmp_path, monkeypatch):
         readme.read_text().replace("- **Held (not family-wise)**: Past L, sinusoidal's", "- **Held**: Past L, RoPE's")
     )
     results_doc.write_text(results_doc.read_text().replace("RoPE 2.14×", "RoPE 1.14×"))
-    monkeypatch.setattr(findings, "ROOT", tmp_path)
+    monkeypatch.setattr(findings.cells, "ROOT", tmp_path)
     assert findings.main(["--check"]) == 1
     assert (
         findings.main(["--write"]) == 0 and "- **Held (not family-wise)**: Past L, sinusoidal's" in readme.read_text()
@@ -154,9 +156,9 @@ def test_a_perplexity_is_found_when_its_label_grew_and_never_averaged_over_two_r
             ]
         )
 
-    monkeypatch.setattr(findings, "table", lambda folder: rows(("x s=2", "a", 16, 3.0), ("x s=4", "b", 32, 5.0)))
+    monkeypatch.setattr(findings.cells, "table", lambda folder: rows(("x s=2", "a", 16, 3.0), ("x s=4", "b", 32, 5.0)))
     assert findings.ppl("f", "x", 16) == 3.0 and findings.ppl("f", "x s=4", 32) == 5.0
-    monkeypatch.setattr(findings, "table", lambda folder: rows(("x s=2", "a", 16, 3.0), ("x s=4", "b", 16, 5.0)))
+    monkeypatch.setattr(findings.cells, "table", lambda folder: rows(("x s=2", "a", 16, 3.0), ("x s=4", "b", 16, 5.0)))
     with pytest.raises(LookupError, match="x s=2, x s=4"):
         findings.ppl("f", "x", 16)
 

@@ -69,7 +69,7 @@ def claim_holds(claim: Claim, means: pd.Series, L: int, length: int | None = Non
         return claim.text, False, f"no ok perplexity cell for {claim.encoding} at {length}"
 
 
-DEGRADES = 1.5  # "degrades": at least 1.5× its value at L, the findings' bar (reproduce/findings.py)
+DEGRADES = 1.5  # "degrades": at least 1.5× its value at L, the findings' bar (reproduce/findings/cells.py)
 FLAT = 1.1  # "flat": within 10% of it
 HELD, NOT_HELD, OPEN = "held", "not held", "not resolved"
 

@@ -1,0 +1,5 @@
+import sys
+
+from extrapolate.reproduce.findings.pages import main
+
+sys.exit(main())
