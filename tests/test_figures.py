@@ -245,7 +245,7 @@ def test_the_report_opens_with_the_findings_and_ends_with_the_setup(tmp_path):
     for heading in (
         "## Perplexity (one seed; no interval recorded)",
         "## Perplexity relative to the base model at L",
-        "## Retrieval (greedy exact match, mean over depths; one seed: [95% Wilson interval over the 50 prompts "
+        "## Retrieval (greedy exact match, mean over depths; one seed: [exact 95% interval over the 50 prompts "
         "of a length])",
     ):
         assert heading in sections

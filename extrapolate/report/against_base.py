@@ -1,7 +1,7 @@
 """Each method against its base model, prompt by prompt: a scaling or training-free method (its `base_encoding`
 another encoding, "yarn" on "rope") asked the same prompts as the plain base encoding on the same trained model
 (same seed, model, corpus, length and fine-tune), so a retrieval or RULER cell's change is measured on each
-prompt: the mean per-prompt difference with its paired bootstrap interval, its exact sign-flip p-value, and that
+prompt: the mean per-prompt difference with its paired interval, its exact sign-flip p-value, and that
 p-value adjusted by Holm's method over every such cell of the folder (`core.significance`). Two cells whose own
 intervals overlap can still differ this way, where the prompts that one method gets right the other gets wrong
 in one direction only."""
@@ -100,7 +100,8 @@ def base_section(folder: Path) -> list[str]:
         "",
         "Each method asked the same prompts as its base encoding on the same trained model (same seed): method − "
         "base, score × 100 over a length's prompts (depths pooled), with the 95% interval of the mean per-prompt "
-        "difference (a bootstrap over the prompts, paired; † where it excludes 0), the exact sign-flip p-value "
+        "difference (paired, each direction's moves by the exact interval; † where it excludes 0), the exact "
+        "sign-flip p-value "
         f"(McNemar's test where every score is 0 or 1) and that p-value adjusted by Holm's method over the "
         f"{len(frame)} cells of this table (‡ below {FAMILY_LEVEL:g}: a change the table supports as a whole). "
         "Past L, a cell counts as a finding only where the base model retrieves at L.",

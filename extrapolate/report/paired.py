@@ -102,9 +102,10 @@ def chat_section(folder: Path) -> list[str]:
         "## The chat template, prompt by prompt",
         "",
         f"Cells measured both plain and under the chat template (`{CHAT_MARK}`) on the same prompts: +chat − "
-        "plain, score × 100, with the 95% interval of the mean per-prompt difference (a bootstrap over the "
-        "prompts, paired); † marks an interval that excludes 0. With many cells at 95%, about one in twenty "
-        "would by chance alone, so each cell also has the exact sign-flip p-value of its difference (McNemar's "
+        "plain, score × 100, with the 95% interval of the mean per-prompt difference (paired: each direction's "
+        "moves by the exact interval, combined by square-and-add); † marks an interval that excludes 0. With "
+        "many cells at 95%, about one in twenty would by chance alone, so each cell also has the exact "
+        "sign-flip p-value of its difference (McNemar's "
         f"test where every score is 0 or 1) adjusted by Holm's method over the {len(frame)} cells: ‡ marks a "
         f"cell below {FAMILY_LEVEL:g} there, a change the family of cells supports as a whole.",
         "",

@@ -368,10 +368,10 @@ def retrieval_section(
         counts = ", ".join(map(str, prompts))
         span = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
         over = (
-            f"; one seed: [95% Wilson interval over the {counts} prompts of a length]"
+            f"; one seed: [exact 95% interval over the {counts} prompts of a length]"
             if seeds == [1]
-            else f"; [95% interval over {span} seeds' means, at least Wilson's over their prompts, or Wilson's "
-            "where one seed]; the seeds whose model retrieves at L"
+            else f"; [95% interval over {span} seeds' means, at least the exact one over their prompts, or the "
+            "exact one where one seed]; the seeds whose model retrieves at L"
         )
     lines = [
         f"## Retrieval (greedy exact match, mean over depths{over})",

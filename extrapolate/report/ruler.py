@@ -155,7 +155,8 @@ def score_text(cell, threshold: float) -> str:
 
 
 def interval_words(scores: pd.DataFrame) -> str:
-    """What the intervals are over: "Wilson's or a bootstrap over the 25 prompts of a cell" for one seed."""
+    """What the intervals are over: "the exact interval at the cell's mean over the 25 prompts of a cell" for one
+    seed."""
     prompts = sorted({int(n) for n in scores["n"].dropna()})
     counts = ", ".join(map(str, prompts)) or "its"
     seeds = sorted({int(n) for n in scores["n_seeds"]})
@@ -164,7 +165,7 @@ def interval_words(scores: pd.DataFrame) -> str:
         wide = f", whose 95% interval can be ±{(high - low) * 50:.0f} points wide" if prompts else ""
         return f"no interval recorded; {counts} prompts a cell{wide}"
     if seeds == [1]:
-        return f"one seed: Wilson's, or a bootstrap over partial credit, over the {counts} prompts of a cell"
+        return f"one seed: the exact interval at the cell's mean over the {counts} prompts of a cell"
     return f"over {'–'.join(map(str, seeds))} seeds: Student's t over the seeds' scores; one seed: over its prompts"
 
 

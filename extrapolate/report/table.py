@@ -375,7 +375,7 @@ AGGREGATE_COLUMNS = ["mean", "ci95", "low", "high", "interval", "n", "n_seeds", 
 
 def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
     """A retrieval metric per (encoding, train_len, eval_len), averaged over depths: each seed's mean over its
-    depths, then over one seed Wilson's interval of every prompt of the length pooled (`n` of them), over
+    depths, then over one seed the exact interval of every prompt of the length pooled (`n` of them), over
     several the Student t interval of the seeds' means. Columns: encoding, train_len, eval_len, mean, low,
     high, n, n_seeds; ok rows only."""
     rows = table[(table["task"] == task) & (table["metric"] == metric) & (table["status"] == "ok")].copy()

@@ -96,7 +96,7 @@ def plain_prompts(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def ruler(folder: str, task: str, length: int) -> Cell:
-    """A RULER cell of a binary-scored task (every prompt 0 or 1) with plain prompts, with Wilson's interval over
+    """A RULER cell of a binary-scored task (every prompt 0 or 1) with plain prompts, with the exact interval over
     its prompts."""
     scores = ruler_scores(plain_prompts(table(folder)))
     row = scores[(scores["task"] == task) & (scores["eval_len"] == length) & (scores["label"] == "rope")]
@@ -166,7 +166,7 @@ def outcome(checks: dict[str, bool], numbers: str) -> Outcome:
 
 def scored(folder: str, encoding: str, task: str, length: int) -> Cell:
     """A one-seed RULER cell (plain prompts) as its row records it: the score over its prompts with the row's
-    own 95% interval (Wilson's, or the bootstrap of partial credit)."""
+    own 95% interval (the exact one at its mean)."""
     rows = plain_prompts(table(folder))
     rows = rows[(rows["task"] == RULER.name) & (rows["metric"] == "score") & (rows["status"] == "ok")]
     rows = rows[rows["protocol"].astype(str).str.startswith(f"{task}-v")]
@@ -209,7 +209,7 @@ def ratios(values) -> str:
 
 
 def seed_cell(folder: str, encoding: str, length: int, seed: int) -> Cell:
-    """One seed's greedy retrieval at a length: its depths' prompts pooled, Wilson's interval over them."""
+    """One seed's greedy retrieval at a length: its depths' prompts pooled, the exact interval over them."""
     rows = table(folder)
     rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "accuracy")]
     rows = rows[(rows["task"] == PASSKEY.name) & (rows["status"] == "ok") & (rows["seed"] == seed)]

@@ -154,7 +154,7 @@ def smollm2_single_needle() -> Outcome:
 
 def smollm2_ruler_tasks() -> Outcome:
     """RULER's 11 offline tasks at 25 prompts a cell: which are above RULER's bar with confidence, which below,
-    which straddle it, per length (each cell's own 95% interval: Wilson's, or the bootstrap of partial credit)."""
+    which straddle it, per length (each cell's own exact 95% interval, at its mean)."""
     from extrapolate.report.ruler import QA_TASKS, RULER_TASKS, average_name, with_average
 
     scores = ruler_scores(plain_prompts(shared.table("smollm2-ruler-25")))
