@@ -18,7 +18,6 @@ from extrapolate.reproduce.findings.cells import (
     plain_prompts,
     ppl,
     prompts_cell,
-    ratio,
     retrieves,
     ruler,
 )
@@ -58,19 +57,23 @@ def smollm2_training_free() -> Outcome:
 
 
 def smollm2_four_times() -> Outcome:
-    """The training-free methods on SmolLM2 at four times its context (s = 4), against RoPE inside it."""
-    flat_ones = {"streaming-llm": "StreamingLLM", "lm-infinite": "LM-Infinite", "dual-chunk": "dual chunk"}
+    """The training-free methods on SmolLM2 at four times its context (s = 4), against each other on the same
+    32768-token window (RoPE's 8192 value was measured on another span of text, so no ratio is taken to it)."""
+    window_ones = {"streaming-llm": "StreamingLLM", "lm-infinite": "LM-Infinite", "dual-chunk": "dual chunk"}
     broken = {"string": "STRING", "logn": "log-n", "rope": "RoPE"}
-    named = {**flat_ones, "yarn s=4": "YaRN", **broken}  # YaRN's run at the factor built for 32768
-    inside = ppl("smollm2", "rope", 8192)
-    grown = {e: ppl("smollm2", e, 32768) / inside for e in named}
+    named = {**window_ones, "yarn s=4": "YaRN", **broken}  # YaRN's run at the factor built for 32768
+    at = {e: ppl("smollm2", e, 32768) for e in named}
+    best = min(at[e] for e in window_ones)
     numbers = (
-        f"perplexity at 32768 (one 32768-token window of one held-out document, deterministic) against RoPE's "
-        f"{inside:.1f} at 8192: " + ", ".join(f"{name} {ratio(grown[e])}" for e, name in named.items())
+        "perplexity at 32768 (one 32768-token window of one held-out document, the same for every method; "
+        "deterministic, no interval): " + ", ".join(f"{name} {at[e]:.1f}" for e, name in named.items())
     )
-    checks = {f"{name} within 10%": grown[e] <= 1 + PPL_MARGIN for e, name in flat_ones.items()}
-    checks["YaRN above 10%, below 1.5×"] = 1 + PPL_MARGIN < grown["yarn s=4"] < DEGRADES
-    checks |= {f"{name} breaks": grown[e] >= DEGRADES for e, name in broken.items()}
+    checks = {
+        f"{name} within 10% of the best window method": at[e] <= best * (1 + PPL_MARGIN)
+        for e, name in window_ones.items()
+    }
+    checks["YaRN above them by more than 10%, below 1.5×"] = best * (1 + PPL_MARGIN) < at["yarn s=4"] < best * DEGRADES
+    checks |= {f"{name} at least 1.5× them": at[e] >= best * DEGRADES for e, name in broken.items()}
     return outcome(checks, numbers)
 
 
