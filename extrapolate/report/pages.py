@@ -14,8 +14,9 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.paths import check_output_names
 from extrapolate.report.against_base import base_section
 from extrapolate.report.paired import chat_section
+from extrapolate.report.per_seed import per_seed_section
 from extrapolate.report.samples import load_documents, samples_section
-from extrapolate.report.setup import RECORDED_TEXT, UNRECORDED, setup_lines
+from extrapolate.report.setup import RECORDED_TEXT, UNRECORDED, checkpoint_lines, rotary_shape, setup_lines
 from extrapolate.report.table import (
     POSITION_COLUMNS,
     POSITIONS_FILE,
@@ -111,10 +112,14 @@ def perplexity_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None) -> d
     return {e: own[judged_on(e, own, bases)] for e in encodings if judged_on(e, own, bases) in own}
 
 
-def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False, bases: dict[str, str] | None = None) -> str:
+def perplexity_matrix(
+    agg: pd.DataFrame, ratio: bool = False, bases: dict[str, str] | None = None, ratios: pd.DataFrame | None = None
+) -> str:
     """Markdown table: encodings × lengths (mean ± 95% interval over seeds, or the ratio to the base model's
-    value at L, see `perplexity_at_L`)."""
+    value at L, see `perplexity_at_L`). `ratios` (report.ratios.ratio_aggregate): each ratio cell is the mean of
+    the seeds' ratios with its own interval (over seeds, or paired by document), not a ratio of means."""
     reference = perplexity_at_L(agg, bases)
+    own = {} if ratios is None else {(r.encoding, int(r.eval_len)): r for r in ratios.itertuples()}
 
     def cell(group, at_l):
         if group is None:
@@ -124,6 +129,10 @@ def perplexity_matrix(agg: pd.DataFrame, ratio: bool = False, bases: dict[str, s
             return fmt_cell(r)
         if r["status"] != "ok":
             return r["status"]
+        if (r["encoding"], int(r["eval_len"])) in own:
+            q = own[(r["encoding"], int(r["eval_len"]))]
+            bounds = f" [{q.low:.2f}–{q.high:.2f}]" if q.interval in ("seeds", "within") else ""
+            return f"{q.mean:.2f}×{bounds}"
         if r["encoding"] not in reference:
             return "–"
         return f"{float(r['mean']) / float(reference[r['encoding']]):.2f}×"  # inf / inf: nan, unwarned
@@ -228,19 +237,6 @@ def figure_links(figures: dict[str, object]) -> dict[str, str]:
     return {stem: f"{stem}.png" for stem in figures}
 
 
-def rotary_shape(folder: Path) -> tuple[int, float] | None:
-    """(head size, RoPE base) of the run's model, from the run.json the run wrote (never guessed from a name);
-    None when the folder has no readable run.json (the frequency figure is then left out)."""
-    import json
-
-    try:
-        config = json.loads((folder / "run.json").read_text())["model_config"]
-        head = config.get("head_size") or int(config["d_model"]) // int(config["n_heads"])
-        return int(head), float(config["rope_base"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
     table = label_variants(table)
@@ -251,19 +247,6 @@ def summary_page(folder: Path, table: pd.DataFrame) -> tuple[Path, str, tuple[st
     """summary.md's (path, title, set-up lines) for a labelled table (`label_variants`)."""
     title = f"# Run summary: {', '.join(table['encoding'].unique())}"
     return folder / "summary.md", title, tuple(checkpoint_lines(folder))
-
-
-def checkpoint_lines(folder: Path) -> list[str]:
-    """A pretrained model's original context (what a factor counts from) and the RoPE it is released with,
-    from the run.json the run wrote; nothing for a model trained here or a folder without that record."""
-    import json
-
-    try:
-        training = json.loads((folder / "run.json").read_text())["training"]
-        name, original, released = training["pretrained"], training["original_context"], training["released_rope"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    return [f"Checkpoint `{name}`: pretrained at L = {original}; released with {released}.", ""]
 
 
 def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
@@ -304,7 +287,8 @@ def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str,
         figures = draw_figures(folder, table, agg, said)
     try:
         shared = body(agg, figure_links(figures), load_training(folder), table, rule, said, load_documents(folder))
-        shared += base_section(folder) + chat_section(folder) + samples_section(folder)
+        # every seed's own cells, whether or not its model retrieves at L (the tables above count only those that do)
+        shared += per_seed_section(measured) + base_section(folder) + chat_section(folder) + samples_section(folder)
         provenance = setup_lines(measured)
         texts = {path: [title, "", *shared, SETUP, "", *setup, *provenance, ""] for path, title, setup in pages}
     except BaseException:
@@ -332,7 +316,7 @@ def body(
     "retrieves at this length" (`report.retrieval.task_rule`); `said`: what it says of each model at L
     (`report.retrieval.verdicts`)."""
     found = findings(agg, table, rule, said, documents)
-    return found + figure_lines(figures) + measurements(agg, training, table, rule, said)
+    return found + figure_lines(figures) + measurements(agg, training, table, rule, said, documents)
 
 
 def findings(
@@ -384,11 +368,17 @@ def figure_lines(figures: dict[str, str]) -> list[str]:
 
 
 def measurements(
-    agg: pd.DataFrame, training: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str, Verdict]
+    agg: pd.DataFrame,
+    training: pd.DataFrame,
+    table: pd.DataFrame,
+    rule: Rule,
+    said: dict[str, Verdict],
+    documents: pd.DataFrame | None = None,
 ) -> list[str]:
     """The tables the findings are read from: perplexity, its ratio to L, fine-tuning, retrieval, held-out
     perplexity during training."""
     from extrapolate.report.finetune import finetune_section
+    from extrapolate.report.ratios import ratio_aggregate
     from extrapolate.report.retrieval import base_encodings, retrieval_section
     from extrapolate.report.ruler import ruler_section
 
@@ -403,9 +393,10 @@ def measurements(
             "## Perplexity relative to the base model at L",
             "",
             "Each row divided by its base model's perplexity at L (a RoPE scaling or fine-tune: plain RoPE's), "
-            "so a scaling's cost at L shows.",
+            "so a scaling's cost at L shows: each seed's ratio, then their mean with its 95% interval over the seeds "
+            "(paired by document for one seed where the documents' losses are kept).",
             "",
-            perplexity_matrix(agg, ratio=True, bases=bases),
+            perplexity_matrix(agg, ratio=True, bases=bases, ratios=ratio_aggregate(table, bases, documents)),
             "",
         ]
     lines += finetune_section(table, perplexity_at_L(agg, bases))

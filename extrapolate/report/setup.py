@@ -3,6 +3,8 @@ protocols and kernels, device, machine and commit, the prompt format, and the te
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from extrapolate.tasks.passkey import CHAT_MARK
@@ -110,3 +112,29 @@ def prompt_format(table: pd.DataFrame) -> list[str]:
 
 
 # text columns a table written before they existed (or edited by hand) may leave empty
+
+
+def rotary_shape(folder: Path) -> tuple[int, float] | None:
+    """(head size, RoPE base) of the run's model, from the run.json the run wrote (never guessed from a name);
+    None when the folder has no readable run.json (the frequency figure is then left out)."""
+    import json
+
+    try:
+        config = json.loads((folder / "run.json").read_text())["model_config"]
+        head = config.get("head_size") or int(config["d_model"]) // int(config["n_heads"])
+        return int(head), float(config["rope_base"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def checkpoint_lines(folder: Path) -> list[str]:
+    """A pretrained model's original context (what a factor counts from) and the RoPE it is released with,
+    from the run.json the run wrote; nothing for a model trained here or a folder without that record."""
+    import json
+
+    try:
+        training = json.loads((folder / "run.json").read_text())["training"]
+        name, original, released = training["pretrained"], training["original_context"], training["released_rope"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [f"Checkpoint `{name}`: pretrained at L = {original}; released with {released}.", ""]
