@@ -23,7 +23,8 @@ KEY = ["protocol", "eval_len", "depth", "index"]
 
 def answers(folder: Path) -> pd.DataFrame:
     """Every prompt's record in a folder's samples/, one row each (depth -1 where the task has none)."""
-    rows = [json.loads(line) for path in sorted((folder / "samples").glob("*.jsonl")) for line in path.open()]
+    lines = [json.loads(line) for path in sorted((folder / "samples").glob("*.jsonl")) for line in path.open()]
+    rows = [r for r in lines if "nll_sum" not in r]  # a perplexity cell's documents are no prompts
     if not rows:
         raise SystemExit(f"error: {folder}/samples holds no predictions")
     table = pd.DataFrame(rows)
