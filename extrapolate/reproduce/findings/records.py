@@ -12,6 +12,7 @@ import tomllib
 
 from extrapolate.reproduce.findings import cells, seeds, smollm2, training_free
 from extrapolate.reproduce.findings.cells import Outcome
+from extrapolate.tasks.files import tomllib  # tomli before Python 3.11
 
 CHECK_MODULES = (seeds, training_free, smollm2)
 MOST_HEADLINES, HEADLINE_CHARACTERS = 6, 200  # the README's front page: one screen
