@@ -1,14 +1,13 @@
 """The findings as records (records.toml, package data): each one's statement, the folder it reads, the check
 that decides it (a function of seeds.py, training_free.py or smollm2.py, by name) and, for the README's front
-page, its headline. A record naming no check, or a check no record names, is refused at import."""
+page, its headline. A record naming no check, two records of one name, or a headline past the front page's
+bounds is refused at import."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-
-import tomllib
 
 from extrapolate.reproduce.findings import cells, seeds, smollm2, training_free
 from extrapolate.reproduce.findings.cells import Outcome
