@@ -93,18 +93,18 @@ def score_interval(scores: Sequence[float]) -> tuple[float, float, str]:
     return low, high, PROPORTION if all(s in (0.0, 1.0) for s in scores) else AT_MEAN
 
 
-def _ratio_and_residuals(nll_sums: Sequence[float], tokens: Sequence[float]) -> tuple[float, np.ndarray, float]:
-    """(R, residual per document divided by the mean tokens, n) of the token-weighted mean NLL."""
+def _ratio_and_residuals(nll_sums: Sequence[float], tokens: Sequence[float]) -> tuple[float, np.ndarray]:
+    """(R, residual per document divided by the mean tokens) of the token-weighted mean NLL."""
     y = np.asarray(nll_sums, dtype=np.float64)  # (docs,)
     x = np.asarray(tokens, dtype=np.float64)  # (docs,)
     if y.shape != x.shape:
         raise ValueError(f"{y.size} NLL sums and {x.size} token counts")
     ratio = float(y.sum() / x.sum())
-    return ratio, (y - ratio * x) / x.mean(), y.size
+    return ratio, (y - ratio * x) / x.mean()
 
 
 def _t_half_width(values: np.ndarray) -> float:
-    """The 95% Student-t half-width of the mean of `values` (one value a unit), with units − 1 degrees of freedom."""
+    """The Student-t half-width (at the current level) of the mean of `values`, one value a unit, units − 1 df."""
     n = values.size
     sd = float(np.sqrt(((values - values.mean()) ** 2).sum() / (n - 1)))
     return t_quantile(n - 1) * sd / math.sqrt(n)
@@ -115,7 +115,7 @@ def nll_interval(nll_sums: Sequence[float], tokens: Sequence[float]) -> tuple[fl
     docstring); (nan, nan) from fewer than two documents or none scored."""
     if len(nll_sums) < 2 or sum(tokens) <= 0:
         return NO_INTERVAL
-    ratio, residuals, _ = _ratio_and_residuals(nll_sums, tokens)
+    ratio, residuals = _ratio_and_residuals(nll_sums, tokens)
     half = _t_half_width(residuals)
     return ratio - half, ratio + half
 
@@ -131,8 +131,8 @@ def nll_difference(
         raise ValueError(f"paired documents differ in number: {len(nll_sums)} and {len(base_sums)}")
     if len(nll_sums) < 2:
         return math.nan, *NO_INTERVAL
-    ratio, residuals, _ = _ratio_and_residuals(nll_sums, tokens)
-    base, base_residuals, _ = _ratio_and_residuals(base_sums, base_tokens)
+    ratio, residuals = _ratio_and_residuals(nll_sums, tokens)
+    base, base_residuals = _ratio_and_residuals(base_sums, base_tokens)
     half = _t_half_width(residuals - base_residuals)
     return ratio - base, ratio - base - half, ratio - base + half
 
