@@ -13,7 +13,7 @@ import pytest
 
 from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig, config_hash, to_dict
 from extrapolate.core.defaults import DEFAULT_STEPS, SINUSOIDAL_STEPS
-from extrapolate.core.identity import UNSET_MEANS, finetune_folder_name, pretrained_identity, stored
+from extrapolate.core.identity import CHANGED_DEFAULTS, UNSET_MEANS, finetune_folder_name, pretrained_identity, stored
 from extrapolate.encodings import encoding_for
 from extrapolate.run import resolution as request_module
 from extrapolate.run.request import RunRequest
@@ -190,6 +190,24 @@ def test_encoding_options_count_only_when_given():
     assert run_id(given, MODEL, 2.0) == "1deaf32ac0"
     fields = measured_fields(encoding="self-extend", factor=2.0)
     assert run_id(extended, MODEL, 2.0) == config_hash(fields, 10)
+
+
+def test_a_changed_default_keeps_the_earlier_rows_ids_and_gives_the_new_default_its_own():
+    """STRING's attention factor: rows measured before it (factor 1) keep their ids, given as 1 or not given
+    before; a run at the new default (0.1·ln 2 + 1) is another cell, holding the factor it measures at."""
+    from extrapolate.encodings.string import ATTENTION_FACTOR
+
+    assert CHANGED_DEFAULTS[("string", "attention_factor")] == (1.0, ATTENTION_FACTOR)
+    string = dataclasses.replace(PERPLEXITY, encoding="string")
+    earlier = config_hash(measured_fields(encoding="string", factor=2.0), 10)
+    off = dataclasses.replace(string, encoding_options=(("attention_factor", 1.0),))
+    assert run_id(off, MODEL, 2.0) == earlier
+    now = config_hash(
+        measured_fields(encoding="string", factor=2.0, options={"attention_factor": ATTENTION_FACTOR}), 10
+    )
+    assert run_id(string, MODEL, 2.0) == now != earlier
+    given = dataclasses.replace(string, encoding_options=(("attention_factor", ATTENTION_FACTOR),))
+    assert run_id(given, MODEL, 2.0) == now
 
 
 def test_optional_task_fields_at_their_defaults_are_left_out_of_its_identity():

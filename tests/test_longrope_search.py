@@ -15,6 +15,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.run.longrope_search import Evolution, SearchLog, SearchSettings, monotone
 
 from .helpers import make_corpus
+from .test_longrope_reference import reference_first_candidate
 
 SCALE = 4.0
 START = np.array([1.0, 1.0, 1.0, 2.5, 4.0, 4.0, 4.0, 4.0])  # a YaRN-like ramp: fast pairs kept, slow ones ×s
@@ -117,6 +118,9 @@ def test_the_command_finds_factors_that_run_scores_as_the_search_did(tmp_path, m
     found = json.loads(out.read_text())
     assert len(found["long_factor"]) == 8 and found["factor"] == 4.0 and len(found["candidates"]) == 6
     assert found["ppl"] == min(c["ppl"] for c in found["candidates"])
+    # the search starts where the reference's does (the tiny model: head 16, base 10000), not at the default list
+    start = reference_first_candidate(16, 10000.0, 128, 32)
+    assert found["candidates"][0]["long_factor"] == pytest.approx(start.tolist(), abs=1e-6)
     assert not (tmp_path / "search.json.partial").exists()  # the log goes once the result is written
     option = next(line for line in result.stdout.splitlines() if line.startswith("--encoding longrope"))
     assert option.endswith(",".join(f"{f:g}" for f in found["long_factor"]))

@@ -174,12 +174,17 @@ def lm_infinite_reference(q, k, v, local_branch: int, global_branch: int, limit_
 # ---- STRING, ported (its decoding branch, token by token)
 
 
-def string_reference(q, k, v, diag_size: int, local_window: int):
+STRING_ATTENTION_FACTOR = 0.1 * math.log(2) + 1  # `replace_with_string`'s attention_factor
+
+
+def string_reference(q, k, v, diag_size: int, local_window: int, attention_factor: float = STRING_ATTENTION_FACTOR):
     """q, k, v (B, H, T, D) unrotated -> (B, H, T, D): each query as `forward` decodes it from the cache; a
-    query with fewer than diag_size + 1 keys before it sees them all at their distances (no shifted part)."""
+    query with fewer than diag_size + 1 keys before it sees them all at their distances (no shifted part). The
+    rotary cache's cos and sin are multiplied by the attention factor (`_set_cos_sin_cache`), so every rotated
+    query and key is."""
     q, k, v = q.double(), k.double(), v.double()
     length, dim = q.shape[2], q.shape[-1]
-    cos, sin = cos_sin(length, dim)
+    cos, sin = (attention_factor * table for table in cos_sin(length, dim))
     keys = rotate(k, cos, sin, torch.arange(length))  # key_states rotated at position_ids, then cached
     out = []
     for i in range(length):
@@ -370,17 +375,31 @@ def test_lm_infinite_gives_the_logits_of_the_reference_lambda_attention(monkeypa
 
 
 @pytest.mark.parametrize("shift,local", [(12, 3), (30, 8), (5, 5)])
-def test_string_gives_the_logits_of_the_reference_decoding(monkeypatch, shift, local):
-    model = with_encoding(tiny_model(), "string", shift=shift, local=local)
+@pytest.mark.parametrize("factor", [None, 1.0, 1.3])
+def test_string_gives_the_logits_of_the_reference_decoding(monkeypatch, shift, local, factor):
+    """By default with the reference's attention factor on cos and sin; `attention_factor` sets another (1: off).
+    The factor moves these logits by far more than 1e-4, so leaving it out fails."""
+    options = {} if factor is None else {"attention_factor": factor}
+    model = with_encoding(tiny_model(), "string", shift=shift, local=local, **options)
+    reference_factor = STRING_ATTENTION_FACTOR if factor is None else factor
     tokens = torch.randint(0, 64, (2, 48))
     with torch.no_grad():
         ours = model(tokens)
         monkeypatch.setattr(
-            model_module, "causal_attention", lambda q, k, v, *_: string_reference(q, k, v, shift, local).to(q.dtype)
+            model_module,
+            "causal_attention",
+            lambda q, k, v, *_: string_reference(q, k, v, shift, local, reference_factor).to(q.dtype),
         )
         theirs = model(tokens)
+        monkeypatch.setattr(
+            model_module,
+            "causal_attention",
+            lambda q, k, v, *_: string_reference(q, k, v, shift, local, 1.0 if factor != 1.0 else 1.2).to(q.dtype),
+        )
+        another_factor = model(tokens)
     assert theirs.abs().max() > 1
     assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
+    assert not torch.allclose(ours, another_factor, atol=1e-3, rtol=0)  # the factor is what the test pins
 
 
 @pytest.mark.parametrize("options", [{}, {"chunk_size": 10, "window": 3}, {"chunk_size": 9, "window": 5}])
@@ -438,7 +457,7 @@ def test_defaults_keep_every_relative_position_inside_L():
     assert streaming.relative_position(far, far - 100) != streaming.relative_position(far, far - 100)  # hidden
     assert infinite.relative_position(far, far) == 256 and infinite.relative_position(far, 255) == 255
     string = build_encoding("string", d_model=64, n_heads=4, head_dim=16, max_len=256)
-    assert string.describe() == {"base": BASE, "shift": 84, "local": 4}
+    assert string.describe() == {"base": BASE, "shift": 84, "local": 4, "attention_factor": STRING_ATTENTION_FACTOR}
     assert string.relative_position(far, 83) == 83 and string.relative_position(far, 84) == 4
 
 

@@ -6,7 +6,8 @@ Definitions (sources): Self-Extend, Jin et al. 2024 (arXiv 2401.01325) and its r
 (datamllab/LongLM): d = i - j if d < w, else ⌊i/G⌋ - ⌊j/G⌋ + w - ⌊w/G⌋. ReRoPE, Su 2023 (kexue.fm/archives/9708,
 bojone/rerope): min(d, w); leaky: w + (d - w)/k past w. StreamingLLM, LM-Infinite and STRING
 (tests/test_reference_ports.py ports their reference code): d below the window; past it only the first s keys,
-at min(i, s + w - 1) - j (StreamingLLM) and at the cap c (LM-Infinite); STRING d below S, d - S + W from it."""
+at min(i, s + w - 1) - j (StreamingLLM) and at the cap c (LM-Infinite); STRING d below S, d - S + W from it,
+q and k times its attention factor 0.1·ln 2 + 1 (HKUNLP/STRING's `replace_with_string`)."""
 
 import math
 
@@ -99,7 +100,9 @@ def test_every_kernel_equals_the_definition(name, params, queries):
     q = torch.randn(2, 4, queries, 16)
     k, v = torch.randn(2, 2, 45, 16), torch.randn(2, 2, 45, 16)  # grouped-query: 2 KV heads for 4 heads
     encoding = make(name, **{k: v for k, v in params.items() if not (name == "string" and k == "window")})
-    expected = slow_attention(q, k, v, name, **params).float()
+    factor = encoding.attention_factor  # STRING's reference scales every rotated q and k by it; the others by 1
+    assert factor == (0.1 * math.log(2) + 1 if name == "string" else 1.0)
+    expected = slow_attention(q * factor, k * factor, v, name, **params).float()
     form = encoding.two_part_form()
     results = {
         "auto": causal_attention(q, k, v, encoding, "auto"),
@@ -143,12 +146,13 @@ def encoding_for_model(model, name, **options):
         ("rerope", {"window": 2, "leak": 1.0}),
         ("streaming-llm", {"window": 40, "sink_tokens": 4}),
         ("lm-infinite", {"window": 40, "sink_tokens": 10}),
-        ("string", {"shift": 40, "local": 8}),
-        ("string", {"shift": 6, "local": 6}),  # W = S: d - S + W = d
+        ("string", {"shift": 40, "local": 8, "attention_factor": 1.0}),
+        ("string", {"shift": 6, "local": 6, "attention_factor": 1.0}),  # W = S: d - S + W = d
     ],
 )
 def test_plain_rope_when_the_window_covers_the_sequence(name, options):
-    """w ≥ n: every key is near. G = 1 (shift 0) and leak 1 are plain RoPE at any window."""
+    """w ≥ n: every key is near. G = 1 (shift 0) and leak 1 are plain RoPE at any window; STRING with its
+    attention factor off (1)."""
     model = tiny_model()
     tokens = torch.randint(0, 64, (2, 40))
     with torch.no_grad():

@@ -77,7 +77,7 @@ def longrope_search(
     factors = ",".join(f"{f:g}" for f in result["long_factor"])
     stdout.print(
         f"perplexity at {target}: {result['ppl']:.3f} searched, {result['initial_ppl']:.3f} from "
-        f"YaRN's ramp, {result['yarn_ppl']:.3f} YaRN (s = {result['factor']:g})\n"
+        f"the first candidate (the reference's start), {result['yarn_ppl']:.3f} YaRN (s = {result['factor']:g})\n"
         f"--encoding longrope --factor {result['factor']:g} --encoding-option long_factor={factors}\n"
         f"wrote {out}",
         highlight=False,

@@ -8,6 +8,7 @@ tests/test_identity_rules.py pins each rule, tests/test_identities.py the identi
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -94,7 +95,7 @@ def run_identity(request, model_hash: str, factor: float, task_file_read: bool) 
         "eval_tokens": request.eval_tokens,
         "learned_policy": request.learned_policy,
         "passkey_task": measured_task(task_file_read, request.passkey_task),
-        **options_identity(request.encoding_options),
+        **options_identity(request.encoding_options, request.encoding),
         **bos_identity(request.bos),
         **chat_identity(request.chat_template),
     }
@@ -125,10 +126,28 @@ def measured_task(task_file_read: bool, passkey_task: str | None) -> str | None:
     return passkey_task if task_file_read else None
 
 
-def options_identity(options: Iterable[tuple[str, Any]]) -> dict:
+# Defaults an encoding changed after committed rows were measured at the earlier value:
+# (encoding, option) -> (the earlier value, the default now). STRING gained its reference's attention factor on cos
+# and sin (encodings/string.py's ATTENTION_FACTOR, 0.1·ln 2 + 1); its earlier rows were measured without it.
+CHANGED_DEFAULTS: dict[tuple[str, str], tuple[Any, Any]] = {
+    ("string", "attention_factor"): (1.0, 0.1 * math.log(2) + 1),
+}
+
+
+def options_identity(options: Iterable[tuple[str, Any]], encoding: str | None = None) -> dict:
     """A training-free encoding's options as a run id holds them: under "options" when any are given, nothing
-    when none are, so a run at the encoding's own defaults has the id of a run made before options existed."""
+    when none are, so a run at the encoding's own defaults has the id of a run made before options existed.
+    Where a default changed (`CHANGED_DEFAULTS`) the id holds the value the run measures at unless it is the
+    earlier one: rows made before the change keep their ids, and a run at the new default is a new cell, so a
+    sweep resuming into a folder of earlier rows measures it rather than taking theirs."""
     options = dict(options)
+    for (changed, name), (earlier, now) in CHANGED_DEFAULTS.items():
+        if changed == encoding:
+            value = options.get(name, now)
+            if value == earlier:
+                options.pop(name, None)
+            else:
+                options[name] = value
     return {"options": options} if options else {}
 
 

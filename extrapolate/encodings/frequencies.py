@@ -73,6 +73,26 @@ def yarn_correction_dim(head_dim: int, base: float, original_len: int, rotations
     return head_dim * math.log(original_len / (2 * math.pi * rotations)) / (2 * math.log(base))
 
 
+def yarn_ramp(
+    head_dim: int,
+    base: float,
+    original_len: int,
+    beta_fast: float = YARN_BETA_FAST,
+    beta_slow: float = YARN_BETA_SLOW,
+    truncate: bool = YARN_TRUNCATE,
+) -> torch.Tensor:
+    """YaRN's ramp over the pairs, (d/2,) float32: 0 up to the β_fast pair (kept), 1 from the β_slow pair
+    (interpolated), linear between; the reference code's `1 - inv_freq_mask`, which LongRoPE's search reuses."""
+    low = yarn_correction_dim(head_dim, base, original_len, beta_fast)
+    high = yarn_correction_dim(head_dim, base, original_len, beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # avoid a division by zero in the ramp
+    return ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # (d/2,)
+
+
 def yarn_mscale(factor: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
 
@@ -90,14 +110,7 @@ def yarn(
 ) -> tuple[torch.Tensor, float]:
     """YaRN in the reference-code form: a linear ramp between extrapolated and interpolated pairs."""
     theta = rope_inv_freq(head_dim, base)  # (d/2,)
-    low = yarn_correction_dim(head_dim, base, original_len, beta_fast)
-    high = yarn_correction_dim(head_dim, base, original_len, beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, head_dim - 1)
-    if low == high:
-        high += 0.001  # avoid a division by zero in the ramp
-    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # (d/2,)
+    ramp = yarn_ramp(head_dim, base, original_len, beta_fast, beta_slow, truncate)  # (d/2,)
     # θ/s·ramp + θ·(1-ramp), written so that s = 1 gives θ bit for bit
     inv_freq = theta * (1 - ramp * (1 - 1 / factor))
     mscale = yarn_mscale(factor) if attention_factor is None else attention_factor
@@ -138,8 +151,9 @@ def longrope_attention_factor(factor: float, original_len: int) -> float:
 
 
 def longrope_default_long(head_dim: int, base: float, factor: float, original_len: int) -> list[float]:
-    """Per-pair long factors when none are given: YaRN's ramp as rescale factors (θ_j / θ'_j, 1 for the fast
-    pairs up to s for the slow ones), the kind of non-uniform start LongRoPE's search refines."""
+    """Per-pair long factors when none are given: YaRN's frequencies as rescale factors (θ_j / θ'_j, 1 for the
+    fast pairs up to s for the slow ones), a non-uniform list of the kind LongRoPE's search finds. The search
+    itself starts from the reference's linear blend of the factors (run/longrope_search.py), not from this."""
     if factor <= 1:
         return [1.0] * (head_dim // 2)
     scaled, _ = yarn(head_dim, base, factor, original_len, original_len)

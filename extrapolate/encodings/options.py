@@ -69,10 +69,10 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec(
             "attention_factor",
             float,
-            "YaRN, LongRoPE, dual-chunk: the factor on cos and sin (default 0.1·ln(s)+1, √(1+ln s/ln L), "
-            "0.05·ln(n/L)+1 past L)",
+            "YaRN, LongRoPE, dual-chunk, STRING: the factor on cos and sin (default 0.1·ln(s)+1, √(1+ln s/ln L), "
+            "0.05·ln(n/L)+1 past L, 0.1·ln 2+1; 1: none)",
+            bound=POSITIVE,
             hf_key="attention_factor",
-            shown=False,
         ),
         OptionSpec(
             "low_freq_factor",
@@ -152,6 +152,12 @@ OPTIONS: dict[str, OptionSpec] = {
             int,
             "Self-Extend group size G (default: the smallest that fits s·L)",
             bound=at_least(1),
+        ),
+        OptionSpec(
+            "fractional_shift",
+            bool,
+            "Self-Extend: grouped queries shifted by w - w/G, as the authors' prefill code does (default "
+            "w - ⌊w/G⌋: the paper's, REFERENCE's and their decoding code's)",
         ),
         OptionSpec(
             "leak",

@@ -8,7 +8,12 @@ Defaults, as the authors' guidance scales them: w = L/4 (their neighbour window 
 smallest group size first"). The rule is approximate by one position: the farthest key of a query at n - 1
 sits at ⌊(n - 1)/G⌋ + w - ⌊w/G⌋, which reaches L (one past the trained L - 1) at n = G·(L - w) + w when G
 does not divide w (Llama-2's 4096 → 16384: w = 1024, G = 5). It is kept as published, so the defaults are
-the settings the authors report; `--encoding-option group=` sets another."""
+the settings the authors report; `--encoding-option group=` sets another.
+
+The shift: the paper's w - ⌊w/G⌋, as its pseudocode and the authors' flash decoding path
+(`self_extend_patch/Llama.py`, q_len == 1) compute it. Their prefill and their plain-attention path divide
+exactly, w - w/G: the same where G divides w, a fraction of a position more where not (w = 64, G = 11: 58.18
+against 58). `--encoding-option fractional_shift=true` gives that form."""
 
 from __future__ import annotations
 
@@ -35,10 +40,13 @@ def default_group(factor: float, original_len: int, window: int) -> int:
 class SelfExtend(TwoPartEncoding):
     name = "self-extend"
 
-    def __init__(self, head_dim: int, base: float, window: int, group: int):
+    def __init__(self, head_dim: int, base: float, window: int, group: int, fractional_shift: bool = False):
         super().__init__(head_dim, base, window)
         self.group = whole_number(group, "self-extend group size")
-        self.shift = self.window - self.window // self.group  # grouped distance at the window's edge ≈ w
+        self.fractional_shift = bool(fractional_shift)
+        # the grouped distance at the window's edge ≈ w
+        grouped_window = self.window / self.group if fractional_shift else self.window // self.group
+        self.shift = self.window - grouped_window
 
     def far_query(self, pos: torch.Tensor) -> torch.Tensor:
         return (torch.div(pos, self.group, rounding_mode="floor") + self.shift).float()
@@ -47,7 +55,8 @@ class SelfExtend(TwoPartEncoding):
         return torch.div(pos, self.group, rounding_mode="floor").float()
 
     def describe(self) -> dict:
-        return {"base": self.base, "window": self.window, "group": self.group, "shift": self.shift}
+        shift = {"shift": self.shift, **({"fractional_shift": True} if self.fractional_shift else {})}
+        return {"base": self.base, "window": self.window, "group": self.group, **shift}
 
 
 def build_self_extend(shape: Shape) -> SelfExtend:
@@ -56,12 +65,13 @@ def build_self_extend(shape: Shape) -> SelfExtend:
     window = options.pop("window", None)
     window = default_window(original) if window is None else window
     group = options.pop("group", None)
+    fractional_shift = options.pop("fractional_shift", False)
     if options:
         raise ValueError(f"self-extend has no option(s) {sorted(options)}")
     group = (
         default_group(shape.factor, original, whole_number(window, "self-extend window")) if group is None else group
     )
-    return SelfExtend(shape.head_dim, shape.base, window, group)
+    return SelfExtend(shape.head_dim, shape.base, window, group, fractional_shift)
 
 
 SELF_EXTEND = EncodingSpec(
@@ -70,7 +80,7 @@ SELF_EXTEND = EncodingSpec(
     "Self-Extend: exact positions within w, grouped ⌊i/G⌋-⌊j/G⌋+w-⌊w/G⌋ beyond, merged by log-sum-exp "
     "(Jin et al. 2024)",
     build_self_extend,
-    {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L"},
+    {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L", "fractional_shift": False},
     "#ad494a",
     show_two_part(build_self_extend),
     trains_own_model=False,

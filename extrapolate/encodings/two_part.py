@@ -41,6 +41,9 @@ def options_of(shape: Shape, name: str, allowed: tuple[str, ...]) -> dict:
 
 class TwoPartEncoding(PositionalEncoding):
     kind = "rotary"
+    # the factor on cos and sin of every rotation, near and far, q and k alike, so the logits are scaled by its
+    # square (STRING's reference sets one; Self-Extend and ReRoPE keep 1)
+    attention_factor = 1.0
 
     def __init__(self, head_dim: int, base: float, window: int):
         super().__init__()
@@ -56,7 +59,7 @@ class TwoPartEncoding(PositionalEncoding):
 
     def rotate_at(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x: (B, H, T, Dh) rotated at float positions (T,), exactly as `Rotary` rotates at integers."""
-        cos, sin = rotary_cos_sin(positions, self.inv_freq, 1.0)
+        cos, sin = rotary_cos_sin(positions, self.inv_freq, self.attention_factor)
         return apply_rotary(x, cos, sin)
 
     def rotate_from(self, x: torch.Tensor, start: int, far: bool = False) -> torch.Tensor:
@@ -69,7 +72,8 @@ class TwoPartEncoding(PositionalEncoding):
         if table is None or table[0].shape[0] < stop:
             size = max(stop, 2 * table[0].shape[0]) if table is not None else stop
             positions = torch.arange(size, device=x.device)
-            cos, sin = rotary_cos_sin(self.far_key(positions) if far else positions.float(), self.inv_freq, 1.0)
+            far_or_near = self.far_key(positions) if far else positions.float()
+            cos, sin = rotary_cos_sin(far_or_near, self.inv_freq, self.attention_factor)
             table = self._tables[key] = (cos.to(x.dtype), sin.to(x.dtype))  # the cast apply_rotary would make
         return apply_rotary(x, table[0][start:stop], table[1][start:stop])
 

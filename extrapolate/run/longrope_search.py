@@ -5,8 +5,12 @@ fitness is the model's perplexity at L'.
 
 - A candidate is a list of factors, one a pair, non-decreasing from the fastest pair to the slowest (the
   monotone constraint) and on a grid of `step` (0.01) in [1, 1 + s], as the reference's mutation draws them.
-- The first candidate is YaRN's ramp as factors (1 for the fast pairs, s for the slow ones: the reference's
-  default start, and this project's default long list); the rest of the first population are its mutations.
+- The first candidate is the reference's default start (`evolution/search.py`, commit c9e56aa5): YaRN's ramp
+  r_j over the pairs (β_fast 32, β_slow 1, its ends floored and ceiled: the reference's Llama setting) blends
+  the factors linearly, λ_j = s·r_j + 1·(1 - r_j): 1 for the fast pairs, s for the slow ones, evenly spaced
+  between (the showcase model at s = 8: 1, 2, 3 … 8). It is not `--encoding longrope`'s default long list,
+  θ_j/θ_j(YaRN) = 1/(1 - r_j·(1 - 1/s)), which blends the frequencies instead (there 1, 1.14, 1.33 … 4, 8).
+  The rest of the first population are mutations of it, as in the reference.
 - Each iteration keeps the best `parents`, then adds `mutations` mutated parents and `crossovers` children of
   two parents (each factor taken from the second with probability 0.3 · 0.5, retried while the child breaks
   the constraint or repeats a candidate seen); a crossover that finds no new child mutates its first parent.
@@ -35,6 +39,8 @@ from extrapolate.core.errors import UserError
 MUTATE_PROBABILITY = 0.3  # each factor of a mutated candidate is redrawn with this probability (the reference's)
 CROSSOVER_TAKE = 0.5  # a factor picked for crossover comes from the second parent with this probability
 MAX_MUTATION_TRIES = 1000  # a mutation that keeps landing on seen candidates gives up (a tiny search space)
+# the reference's YaRN betas for the start's ramp (its Llama setting; Mistral's are 128 and 2)
+START_BETA_FAST, START_BETA_SLOW = 32.0, 1.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,18 @@ class Candidate:
 
 def monotone(factors: np.ndarray) -> bool:
     return bool(np.all(np.diff(factors) >= 0))
+
+
+def first_candidate(head_dim: int, base: float, scale: float, original_len: int) -> np.ndarray:
+    """The reference's first candidate, (d/2,): s·(1 - mask) + 1·mask with mask = 1 - YaRN's ramp, in float32
+    as the reference computes it (its mask is the YaRN module's `inv_freq_mask`), so 1 for the fast pairs, s
+    for the slow ones and evenly spaced factors between."""
+    # imported here, as in `search`: the command's options import this module, and torch is slow to load
+    from extrapolate.encodings.frequencies import yarn_ramp
+
+    ramp = yarn_ramp(head_dim, base, original_len, START_BETA_FAST, START_BETA_SLOW, truncate=True)  # (d/2,)
+    mask = 1 - ramp  # (d/2,) float32: 1 where a pair is kept (extrapolated)
+    return (scale * (1 - mask) + 1.0 * mask).double().numpy()
 
 
 class Evolution:
@@ -228,7 +246,6 @@ def search(
     candidate) to `out` as JSON and return it. A search stopped midway and started again with the same arguments
     resumes from its log (`on_resume` is told how many candidates it holds)."""
     from extrapolate.encodings import encoding_for
-    from extrapolate.encodings.frequencies import longrope_default_long
     from extrapolate.run.evaluate import trained_model
     from extrapolate.run.prepare import prepare
     from extrapolate.run.reporter import Reporter
@@ -260,7 +277,7 @@ def search(
     def fitness(factors: np.ndarray) -> float:
         return perplexity("longrope", short_factor=[1.0] * pairs, long_factor=[float(f) for f in factors])
 
-    init = np.array(longrope_default_long(config.rotated_dim, config.rope_base, scale, request.train_len))
+    init = first_candidate(config.rotated_dim, config.rope_base, scale, request.train_len)
     identity = {"run_id": run.run_id, "target": target, "settings": dataclasses.asdict(settings)}
     log = SearchLog(out.with_name(out.name + ".partial"), identity)
     if log.measured:
