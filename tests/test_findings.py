@@ -216,3 +216,33 @@ def test_every_findings_family_wise_line_is_on_its_page():
     for finding, outcome in results:
         line = findings.family_line(outcome, len(results))
         assert f"### `{finding.name}`" in text and f"- Family-wise: {line}" in text, finding.name
+
+
+def replication_page() -> str:
+    """results/showcase-seeds-v2/replication.md without its hand-written head."""
+    text = (findings.ROOT / "results" / "showcase-seeds-v2" / "replication.md").read_text(encoding="utf-8")
+    return text[text.index("Each finding's test") :]
+
+
+def test_the_committed_replication_is_what_the_rows_say():
+    from extrapolate.reproduce.findings.pages import replication
+
+    assert replication_page() == replication({"showcase-seeds": "showcase-seeds-v2"})
+
+
+def test_a_replication_reads_the_other_folder_and_only_its_complete_encodings():
+    """Read from itself, every finding keeps its verdict; read from the re-measurement, a finding's numbers are
+    that folder's, an encoding short of a seed is not tested, and afterwards the committed rows are read again."""
+    from extrapolate.reproduce.findings.pages import replication
+
+    itself = replication({"showcase-seeds": "showcase-seeds"})
+    verdicts = [line.split(" | ")[1:3] for line in itself.splitlines() if line.startswith("| `")]
+    assert len(verdicts) > 10 and all(committed == again for committed, again in verdicts), verdicts
+    before = findings.perplexity_shapes().numbers
+    again = replication({"showcase-seeds": "showcase-seeds-v2"})
+    rows = {line.split(" | ")[0].strip("| `"): line for line in again.splitlines() if line.startswith("| `")}
+    v2 = pd.read_csv(findings.ROOT / "results" / "showcase-seeds-v2" / "results.csv")
+    missing = v2.groupby("encoding")["seed"].nunique().get("nope", 0) < 3
+    assert ("not yet measured at every seed" in rows["nope-across-seeds"]) == missing
+    assert before not in rows["perplexity-shapes"]
+    assert findings.perplexity_shapes().numbers == before

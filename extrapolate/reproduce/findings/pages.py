@@ -3,6 +3,7 @@ records (records.toml) and their checks alone, each finding's verdict at 95% and
 
     python -m extrapolate.reproduce.findings --write    # rewrite both blocks from results/
     python -m extrapolate.reproduce.findings --check    # exit 1 when a block differs from what the rows say
+    python -m extrapolate.reproduce.findings --read showcase-seeds=showcase-seeds-v2   # a replication
 
 tests/test_findings.py runs the check, so a page that says what the results do not fails the suite.
 """
@@ -114,11 +115,51 @@ def targets(results) -> dict[str, tuple[str, str]]:
     return out
 
 
+def replication(mapping: dict[str, str]) -> str:
+    """Markdown: every finding that reads a folder of `mapping`, its statement's test run on the rows of the
+    folder mapped to (a re-measurement), beside its verdict on the committed folder; a finding whose cells the
+    re-measurement does not hold yet is said so. Only the 95% verdicts: the family is the committed one's."""
+    chosen = [finding for finding in FINDINGS if finding.folder in mapping]
+    first = {finding.name: finding.check() for finding in chosen}
+    cells.read_instead(mapping)
+    try:
+        lines = [
+            "| finding | committed rows | re-measured rows | re-measured numbers (95% intervals; n) |",
+            "|---|---|---|---|",
+        ]
+        for finding in chosen:
+            try:
+                again = finding.check()
+            except (LookupError, ValueError):  # a cell missing, or no seed of an encoding left to test over
+                lines.append(
+                    f"| `{finding.name}` | {verdict(first[finding.name])} | not yet measured at every seed | |"
+                )
+                continue
+            lines.append(f"| `{finding.name}` | {verdict(first[finding.name])} | {verdict(again)} | {again.numbers} |")
+    finally:
+        cells.read_instead({})
+    named = ", ".join(f"`{old}` read from `{new}`" for old, new in mapping.items())
+    return f"Each finding's test on the re-measured rows ({named}):\n\n" + "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite the findings blocks from results/")
     parser.add_argument("--check", action="store_true", help="exit 1 when a block differs from the results")
+    parser.add_argument(
+        "--read",
+        action="append",
+        metavar="FOLDER=AGAIN",
+        help="print each finding that reads results/FOLDER tested on results/AGAIN's rows instead (repeatable)",
+    )
     args = parser.parse_args(argv)
+    if args.read:
+        pairs = [item.partition("=") for item in args.read]
+        bad = [item for item, (_, sep, again) in zip(args.read, pairs) if not sep or not again]
+        if bad:
+            parser.error(f"--read takes FOLDER=AGAIN, got {bad[0]!r}")
+        print(replication({folder: again for folder, _, again in pairs}), end="")
+        return 0
     results = evaluated()
     for line in [f"{f.name}: {r.why}" for f, r in results if not r.holds]:  # shown as not held, never dropped
         print(f"finding not held: {line}")
