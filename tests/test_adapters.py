@@ -1,9 +1,7 @@
 """Fine-tuning through low-rank adapters (peft): LoRA trains the attention projections' adapters alone, LongLoRA
-also the embeddings and norms, with S²-attention while training (equal to the authors' current kernel, ported);
+also the embeddings and norms, with S²-attention while training (its port: tests/test_shifted_sparse.py);
 a merged model computes what the adapted one does; a fine-tune with adapters resumes, continues a shorter one
 exactly, is reused from the cache merged; a request that cannot use them is one line."""
-
-import math
 
 import pytest
 import torch
@@ -13,7 +11,6 @@ pytest.importorskip("peft")
 from extrapolate.core.config import ModelConfig  # noqa: E402
 from extrapolate.encodings.base import ShiftedSparse  # noqa: E402
 from extrapolate.kernels.attention import attention_plan  # noqa: E402
-from extrapolate.kernels.shifted_sparse import shifted_sparse_attention  # noqa: E402
 from extrapolate.model import TransformerLM  # noqa: E402
 from extrapolate.training.adapters import adapter_config, merged, trainable_parameters, with_adapters  # noqa: E402
 from extrapolate.training.finetune import finetune_config, starting_model  # noqa: E402
@@ -54,38 +51,6 @@ def test_a_merged_model_computes_what_the_adapted_one_does():
         plain = merged(model)
         assert torch.allclose(plain(tokens), adapted, atol=1e-5)
     assert sorted(plain.state_dict()) == sorted(tiny().state_dict())  # no adapter left
-
-
-# ---- LongLoRA's S²-attention, ported: dvlab-research/LongLoRA at d4eb344c5ccc9e91c0812a2b2aeea69070df8c33,
-# llama_attn_replace.py `forward_flashattn`: the heads split into halves stacked along the batch, cut by
-# `cu_q_lens` (groups at 0, G, 2G, … for the first half; G/2, 3G/2, … for the second, its ends groups of their
-# own) and attended causally within each cut, as flash_attn_varlen_qkvpacked_func(..., causal=True) does
-
-
-def s2_reference(q, k, v, group_size):
-    """q, k, v (B, H, N, D), the heads of a group of the same kv head already repeated -> (B, H, N, D)."""
-    bsz, nheads, q_len, dim = q.shape
-    halves = [(x[:, : nheads // 2], x[:, nheads // 2 :]) for x in (q, k, v)]
-    cu_q_lens = [list(range(0, q_len, group_size)) + [q_len]]
-    cu_q_lens.append([0] + list(range(group_size // 2, q_len, group_size)) + [q_len])
-    outs = []
-    for half, cuts in enumerate(cu_q_lens):
-        qh, kh, vh = (h[half] for h in halves)
-        pieces = []
-        for a, b in zip(cuts[:-1], cuts[1:]):
-            scores = qh[:, :, a:b] @ kh[:, :, a:b].transpose(-1, -2) / math.sqrt(dim)
-            causal = torch.ones(b - a, b - a, dtype=torch.bool).triu(1)
-            pieces.append(scores.masked_fill(causal, float("-inf")).softmax(-1) @ vh[:, :, a:b])
-        outs.append(torch.cat(pieces, dim=2))
-    return torch.cat(outs, dim=1)
-
-
-@pytest.mark.parametrize("length,group", [(64, 16), (128, 32), (48, 48), (40, 10)])
-def test_shifted_sparse_attention_equals_the_reference(length, group):
-    torch.manual_seed(0)
-    q, k, v = torch.randn(2, 4, length, 8), torch.randn(2, 2, length, 8), torch.randn(2, 2, length, 8)
-    expected = s2_reference(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), group)
-    torch.testing.assert_close(shifted_sparse_attention(q, k, v, group), expected, atol=1e-5, rtol=0)
 
 
 def test_longlora_trains_in_shifted_groups_and_evaluates_in_full(tmp_path, monkeypatch):
