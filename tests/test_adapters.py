@@ -3,18 +3,23 @@ also the embeddings and norms, with S²-attention while training (its port: test
 a merged model computes what the adapted one does; a fine-tune with adapters resumes, continues a shorter one
 exactly, is reused from the cache merged; a request that cannot use them is one line."""
 
+import importlib.util
+
 import pytest
 import torch
 
-pytest.importorskip("peft")
+from extrapolate.core.config import ModelConfig
+from extrapolate.encodings.base import ShiftedSparse
+from extrapolate.kernels.attention import attention_plan
+from extrapolate.model import TransformerLM
+from extrapolate.training.adapters import adapter_config, merged, trainable_parameters, with_adapters
+from extrapolate.training.finetune import finetune_config, starting_model
+from tests.test_finetune import base_model, run, same, weights
 
-from extrapolate.core.config import ModelConfig  # noqa: E402
-from extrapolate.encodings.base import ShiftedSparse  # noqa: E402
-from extrapolate.kernels.attention import attention_plan  # noqa: E402
-from extrapolate.model import TransformerLM  # noqa: E402
-from extrapolate.training.adapters import adapter_config, merged, trainable_parameters, with_adapters  # noqa: E402
-from extrapolate.training.finetune import finetune_config, starting_model  # noqa: E402
-from tests.test_finetune import base_model, run, same, weights  # noqa: E402
+# The adapters train through peft; a request's refusal and a report's labels need none, so they run without it
+needs_peft = pytest.mark.skipif(
+    importlib.util.find_spec("peft") is None, reason="peft is not installed (pip install 'extrapolate[lora]')"
+)
 
 
 def tiny():
@@ -22,6 +27,7 @@ def tiny():
     return TransformerLM(ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_len=64)).eval()
 
 
+@needs_peft
 def test_lora_trains_its_adapters_alone_and_longlora_the_embeddings_and_norms_too():
     tokens = torch.randint(0, 64, (2, 20))
     plain = tiny()
@@ -40,6 +46,7 @@ def test_lora_trains_its_adapters_alone_and_longlora_the_embeddings_and_norms_to
     }
 
 
+@needs_peft
 def test_a_merged_model_computes_what_the_adapted_one_does():
     model = with_adapters(tiny(), adapter_config("lora", 4))
     for name, p in model.named_parameters():
@@ -53,6 +60,7 @@ def test_a_merged_model_computes_what_the_adapted_one_does():
     assert sorted(plain.state_dict()) == sorted(tiny().state_dict())  # no adapter left
 
 
+@needs_peft
 def test_longlora_trains_in_shifted_groups_and_evaluates_in_full(tmp_path, monkeypatch):
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     config, base = base_model(tmp_path)
@@ -66,6 +74,7 @@ def test_longlora_trains_in_shifted_groups_and_evaluates_in_full(tmp_path, monke
     assert not any("lora_" in name for name in result.model.state_dict())  # evaluated merged
 
 
+@needs_peft
 def test_a_fine_tune_with_adapters_continues_a_shorter_one_and_is_reused_merged(tmp_path, monkeypatch):
     config, base = base_model(tmp_path)
     lora = adapter_config("lora", 4)

@@ -370,7 +370,8 @@ def test_an_encoding_a_checkpoint_cannot_take_is_refused_before_its_weights_are_
 
 
 def test_a_tokenizer_with_ids_past_the_embedding_is_one_line(tmp_path, monkeypatch):
-    """A tokenizer of another model in the folder: refused when loaded, not an index error at the first id."""
+    """A tokenizer of another model in the folder: refused at the first id fed past the embedding, in one line
+    naming it, not an index error (tests/test_vocabulary.py: an unused extra id is no refusal)."""
     from extrapolate.data.tokenizers import load_tokenizer
     from tests.test_tokenizers import small_corpus
 
@@ -381,7 +382,7 @@ def test_a_tokenizer_with_ids_past_the_embedding_is_one_line(tmp_path, monkeypat
     model.save_pretrained(folder)
     load_tokenizer("bpe:300", small_corpus()).to_transformers().save_pretrained(folder)
     output = run_cli(folder, make_corpus(tmp_path / "corpus"), tmp_path / "out", code=2)
-    assert "embedding 200 rows" in output and "Traceback" not in output
+    assert "past the 200 rows of its embedding" in output and "Traceback" not in output
 
 
 def test_a_checkpoint_that_needs_its_own_code_is_refused_naming_the_flag(tmp_path, folders, monkeypatch):

@@ -115,7 +115,6 @@ def load_pretrained(spec: str, backend: str = "auto", trust_remote_code: bool = 
 
         require_vllm()  # before the weights are read
     hf_model, tokenizer = load_transformers(spec, trust_remote_code)
-    check_vocabulary(spec, hf_model, tokenizer)
     chosen = chosen_backend(backend, hf_model.config)
     if chosen == "vllm":
         model, released = vllm_model(spec, hf_model, tokenizer, trust_remote_code)
@@ -123,16 +122,6 @@ def load_pretrained(spec: str, backend: str = "auto", trust_remote_code: bool = 
         model, released = from_hf_model(hf_model), released_rope(hf_model.config)
     else:
         model, released = transformers_model(hf_model)
-    return PretrainedModel(model, HFTokenizer(tokenizer, spec), spec, released.original_len, released, chosen)
-
-
-def check_vocabulary(spec: str, hf_model, tokenizer) -> None:
-    """Every id the tokenizer can give has a row in the model's embedding: an id past it would end the run in
-    an index error at the first prompt or window holding it."""
-    embedding = hf_model.get_input_embeddings()
-    rows = getattr(embedding, "num_embeddings", None)
-    if rows is not None and len(tokenizer) > rows:
-        raise UserError(
-            f"model {spec!r}: its tokenizer has {len(tokenizer)} ids and its embedding {rows} rows; a tokenizer "
-            "of another model?"
-        )
+    # every id the run feeds must have a row: one past it would end the run in an index error mid-way
+    rows = getattr(hf_model.get_input_embeddings(), "num_embeddings", None)
+    return PretrainedModel(model, HFTokenizer(tokenizer, spec, rows), spec, released.original_len, released, chosen)

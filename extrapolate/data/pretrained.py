@@ -38,10 +38,13 @@ class PretrainedModel:
 
 
 class HFTokenizer:
-    """A transformers tokenizer behind the project's tokenizer interface (no special tokens added)."""
+    """A transformers tokenizer behind the project's tokenizer interface (no special tokens added). With `rows`
+    (the model's embedding rows) every id it gives the run is checked against them: a tokenizer may hold ids
+    no text reaches (transformers' classes add default special tokens), so the refusal is of an id fed, not of
+    the tokenizer's size, as transformers computes such a checkpoint without complaint."""
 
-    def __init__(self, tokenizer, name: str):
-        self.tokenizer, self.name = tokenizer, name
+    def __init__(self, tokenizer, name: str, rows: int | None = None):
+        self.tokenizer, self.name, self.rows = tokenizer, name, rows
         self.vocab_size = len(tokenizer)
         backend = getattr(tokenizer, "backend_tokenizer", None)  # fast tokenizers: the whole definition as JSON
         digest = hashlib.sha256(backend.to_str().encode()).hexdigest()[:10] if backend is not None else "slow"
@@ -53,7 +56,22 @@ class HFTokenizer:
         self.adds_bos = bool(marked) and marked[0] == self.bos_id
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        return self.fed(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def fed(self, ids):
+        """`ids` (a list, or a (T,) tensor), once each is known to have a row in the embedding; else one line
+        naming the first that has not."""
+        if self.rows is None or len(ids) == 0:
+            return ids
+        tensor = torch.as_tensor(ids)  # (T,)
+        if int(tensor.max()) >= self.rows:
+            past = int(tensor[tensor >= self.rows][0])
+            token = self.tokenizer.convert_ids_to_tokens(past)
+            raise UserError(
+                f"model {self.name!r}: its tokenizer gives id {past} ({token!r}), past the {self.rows} rows of its "
+                "embedding; a tokenizer of another model?"
+            )
+        return ids
 
     def chat_parts(self) -> tuple[list[int], list[int]] | None:
         """The tokens of the chat template before and after one user turn, the assistant's turn opened after it

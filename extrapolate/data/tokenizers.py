@@ -257,7 +257,8 @@ def encode_cached(tokenizer, text: str) -> torch.Tensor:
         try:
             ids = torch.load(path, weights_only=True)
             if isinstance(ids, torch.Tensor) and ids.dtype == torch.int64 and ids.dim() == 1:
-                return ids
+                fed = getattr(tokenizer, "fed", None)  # a checkpoint's tokenizer checks the ids against its embedding
+                return ids if fed is None else fed(ids)
         except Exception:  # a file cut short or written by something else: tokenize again
             pass
     ids = tokenizer.encode_tensor(text)

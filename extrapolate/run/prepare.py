@@ -72,6 +72,8 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
             f"length L' = {resolved.tuned_len}"
         )
     bos = tokenizer.bos_id if request.bos == "always" else None
+    if bos is not None and hasattr(tokenizer, "fed"):  # a BOS the run puts first is fed like any other id
+        tokenizer.fed([bos])
     chat = tokenizer.chat_parts() if request.chat_template == "template" else None
     builder = file_kind(resolved.task).prompt_builder(resolved.task, tokenizer, bos, chat, heldout)
     need = builder.fixed_tokens() + 32  # room for some filler
