@@ -53,7 +53,7 @@ BAD = [
     (["--encoding", "alibbi"], "did you mean alibi"),
     (["--encoding", "yarnn"], "did you mean yarn"),
     (["--tasks", "perplexty"], "did you mean perplexity"),
-    (["--tasks", "passkee"], "did you mean passkey, passkey-single, passkey-word?"),  # each name once
+    (["--tasks", "passkee"], "did you mean passkey?"),  # the closest name alone, once
     (["--model", "smal"], "did you mean small"),
     (["--eval-len", "16"], "shorter than --train-len"),
     (["--eval-len", "abc"], "--eval-len"),

@@ -72,7 +72,8 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
     again = cli.invoke(app, sweep_args(corpus, tmp_path / "resumed", encodings))
     assert again.exit_code == 0, again.output
     assert sorted(evaluated) == ["ntk", "pi", "sinusoidal", "yarn"]  # finished cells are not recomputed
-    assert "cell alibi · seed 0 · in the table already: skipped" in again.output  # and the user is told
+    # and the user is told, with the cell's place in the sweep
+    assert f"cell 1/{len(encodings.split(','))} alibi · seed 0 · in the table already: skipped" in again.output
     assert not left.parent.exists()  # its depth logs are done with
     resumed = pd.read_csv(tmp_path / "resumed" / "results.csv")
     pd.testing.assert_frame_equal(stable(resumed), stable(full))
@@ -113,7 +114,8 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
             depths = load_task("passkey-word").depths
             reported = [line.strip() for line in result.output.splitlines() if line.strip().startswith("depth ")]
             assert [line.split(":")[0] for line in reported] == [f"depth {d:g}" for d in depths] * 2
-            assert sum(line == f"depth {depths[0]:g}: greedy 100% · logged earlier" for line in reported) == 2
+            first = f"depth {depths[0]:g}: greedy 100% · logged earlier · 1/{len(depths)} depths"
+            assert sum(line == first for line in reported) == 2
         table = pd.read_csv(tmp_path / tasks / "results.csv")
         assert sorted(table.groupby("encoding")["eval_len"].unique().map(sorted).tolist()) == [[128, 256, 384]] * 2
         assert not table.duplicated(["run_id", "eval_len", "task", "metric", "depth", "seed"]).any()
@@ -404,7 +406,11 @@ def test_a_task_file_changed_in_place_runs_its_cells_again(tmp_path, monkeypatch
     unchanged = cli.invoke(app, args)
     assert "in the table already: skipped" in " ".join(unchanged.output.split())
     task.write_text(task.read_text().replace("trials = 2", "trials = 3"))
-    again = cli.invoke(app, args)
+    refused = cli.invoke(app, args)  # rows measured another way are never replaced in silence
+    assert refused.exit_code == 2 and "measured another way (passkey's protocol" in refused.output
+    assert "--overwrite" in refused.output
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / "results.csv"), before)
+    again = cli.invoke(app, [*args, "--overwrite"])
     assert again.exit_code == 0 and "skipped" not in again.output, again.output
     after = pd.read_csv(tmp_path / "out" / "results.csv")
     assert set(after["run_id"]) == set(before["run_id"]) and set(after["n"]) == {3}

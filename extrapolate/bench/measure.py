@@ -115,7 +115,7 @@ def eval_step(
 
 
 def _eval_worker(args) -> dict:
-    implementation, preset, encoding, length, device_name, dtype, repeats, kernel_choice, train_len, longest = args
+    implementation, preset, encoding, length, device_name, dtype, kernel_choice, train_len, longest = args
     device = resolve_device(device_name)
     step, kernel, config = eval_step(
         implementation, preset, encoding, length, device, kernel_choice, dtype, train_len, longest
@@ -125,7 +125,7 @@ def _eval_worker(args) -> dict:
         # warm-up; a compiled kernel (flex) warms up at the measured shape, and that time is reported apart
         compiled = kernel in {plan.name for plan in COMPILED}
         warmup = best_time(lambda: step(tokens[:, : (length if compiled else min(length, 512)) + 1]), 1, device)
-        seconds = best_time(lambda: step(tokens), repeats, device)
+        best_time(lambda: step(tokens), 1, device)  # the full length once: its peak memory
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else peak_rss_mb()
     return asdict(
         BenchRow(
@@ -133,7 +133,7 @@ def _eval_worker(args) -> dict:
             implementation,
             encoding,
             length,
-            length / seconds,
+            float("nan"),  # no speed: a cold process's is not comparable; the paired rows time every encoding
             peak,
             kernel,
             dtype,
@@ -244,6 +244,15 @@ def train_step(implementation: str, preset: str, seq_len: int, batch: int, devic
     return step
 
 
+def _train_memory_worker(args) -> float:
+    """Peak memory (MB) of two training steps of one implementation, in the fresh process it runs in."""
+    implementation, preset, seq_len, batch, device_name, dtype = args
+    device = resolve_device(device_name)
+    step = train_step(implementation, preset, seq_len, batch, device, dtype)
+    step(), step()
+    return torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else peak_rss_mb()
+
+
 def train_throughputs(
     implementations,
     preset: str,
@@ -293,7 +302,8 @@ def run_bench(
     peaks = {}
     for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         peaks[name] = matmul_peak(dtype, device)
-        emit(BenchRow("matmul", "torch", "-", 2048, 0.0, peak_rss_mb(), "matmul", name, gflops=peaks[name]))
+        # a matmul scores no tokens: its rate is the GFLOP/s, its tokens/s is none (not 0)
+        emit(BenchRow("matmul", "torch", "-", 2048, float("nan"), peak_rss_mb(), "matmul", name, gflops=peaks[name]))
     implementations = ["extrapolate"] + (["transformers"] if compare_transformers and has_transformers() else [])
     flops = train_flops_per_token(model_config(preset, "rope", train_len), train_len)
     throughputs = train_throughputs(implementations, preset, train_len, batch, train_steps, device, train_dtype)
@@ -301,6 +311,10 @@ def run_bench(
     # matmul is emulated, hundreds of times slower than fp32, and autocast's kernels do not run at that rate
     ceiling = max(peaks.values())
     for implementation, tps in throughputs.items():
+        # its memory in a process of its own: a process's peak never resets, and both trained in this one
+        memory = in_fresh_process(
+            _train_memory_worker, (implementation, preset, train_len, batch, device_name, train_dtype)
+        )
         emit(
             BenchRow(
                 "train",
@@ -308,7 +322,7 @@ def run_bench(
                 "rope",
                 train_len,
                 tps,
-                peak_rss_mb(),
+                memory,
                 "-",
                 train_dtype,
                 mfu=tps * flops / (ceiling * 1e9),
@@ -317,21 +331,20 @@ def run_bench(
         )
     scaling = (train_len, max(lengths))  # a RoPE scaling's L and longest length: factor = longest / L, as in `run`
     for length in lengths:
-        repeats = 2 if length >= 16384 else 3
         for encoding in encodings:
-            args = ("extrapolate", preset, encoding, length, device_name, eval_dtype, repeats, kernel, *scaling)
+            args = ("extrapolate", preset, encoding, length, device_name, eval_dtype, kernel, *scaling)
             emit(BenchRow(**in_fresh_process(_eval_worker, args)))
         if "transformers" in implementations:  # its memory in a fresh process; the speed ratio from one process
-            args = ("transformers", preset, "rope", length, device_name, eval_dtype, repeats, "auto", *scaling)
+            args = ("transformers", preset, "rope", length, device_name, eval_dtype, "auto", *scaling)
             emit(BenchRow(**in_fresh_process(_eval_worker, args)))
-        # speed ratios, each group timed in a process of its own: RoPE vs transformers, bias encodings vs RoPE
-        biased = [("extrapolate", e) for e in encodings if get_spec(e).kind == "bias"]
-        groups = [("eval-paired", [("extrapolate", "rope")] + biased)]
+        # speeds, each group timed in alternation in a process of its own: every encoding together, RoPE first
+        # (what the others are divided by, timed even where not asked), so every speed the table prints is
+        # comparable with the others; then RoPE against transformers
+        ordered = ["rope", *(e for e in encodings if e != "rope")]
+        groups = [("eval-paired", [("extrapolate", e) for e in ordered])]
         if "transformers" in implementations:
             groups.append(("eval-vs-transformers", [("extrapolate", "rope"), ("transformers", "rope")]))
         for what, contenders in groups:
-            if len(contenders) < 2:
-                continue
             rounds = paired_rounds(length)
             args = (what, preset, length, device_name, eval_dtype, rounds, contenders, *scaling, profile_dir)
             for row in in_fresh_process(_paired_worker, args):
@@ -378,14 +391,20 @@ def summary_lines(rows: list[BenchRow]) -> list[str]:
         theirs = paired.get(("eval-vs-transformers", "transformers", "rope", length))
         if theirs is not None:
             ours = paired[("eval-vs-transformers", "extrapolate", "rope", length)]
-            parts.append(f"RoPE vs transformers {ours / theirs:.2f}× tok/s")
+            parts.append(
+                f"RoPE vs transformers {ours / theirs:.2f}× tok/s ({ours:,.0f} vs {theirs:,.0f}, "
+                "eval-vs-transformers rows)"
+            )
         rope = paired.get(("eval-paired", "extrapolate", "rope", length))
-        parts += [
+        times = [
             f"{name} takes {rope / paired[('eval-paired', 'extrapolate', name, length)]:.2f}× RoPE's time"
             for name in ("alibi", "t5")
             if rope and ("eval-paired", "extrapolate", name, length) in paired
         ]
-        lines.append(f"- evaluation at {length} (same process): " + "; ".join(parts))
+        if times:
+            parts.append("; ".join(times) + " (eval-paired rows)")
+        if parts:
+            lines.append(f"- evaluation at {length} (same process): " + "; ".join(parts))
     for length in sorted({r.length for r in rows if r.what == "decode"}):
         decoding = {r.encoding: r.tokens_per_second for r in rows if r.what == "decode" and r.length == length}
         rope = decoding.get("rope")

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from extrapolate.cli.catalogue import encodings_app, models_app, tasks_list
+from extrapolate.cli.closing import latest_run_id, render_closing
 from extrapolate.cli.options import DeviceOpt, KernelOpt, with_request
 from extrapolate.cli.render import (
     RichReporter,
@@ -101,7 +102,7 @@ def run(
         return
     folder = run_job(request, reporter_for(quiet) if main_process() else None)
     if main_process():  # under torchrun: rank 0 speaks for the job
-        stdout.print(f"wrote {folder}/results.csv and {folder}/summary.md", highlight=False)
+        render_closing(folder, [latest_run_id(folder)], "summary.md")
 
 
 @app.command()
@@ -166,6 +167,10 @@ def sweep(
         given = [k for k, was_given in slurm_only.items() if was_given]
         verb = "configures" if len(given) == 1 else "configure"
         warn(f"{', '.join(given)} {verb} SLURM jobs, and --executor is local: ignored")
+    if executor == "slurm":
+        from extrapolate.run.cluster import require_submitit
+
+        require_submitit()  # before a plan is printed that could not be submitted
     if executor == "slurm" and not dry_run:
         from extrapolate.run.cluster import SlurmOptions
 
@@ -186,7 +191,7 @@ def sweep(
     if dry_run:
         render_sweep_plan(plan, folder, request.device)
     elif main_process():
-        stdout.print(f"wrote {folder}/results.csv and {folder}/report.md", highlight=False)
+        render_closing(folder, [cell.resolved.run_id for cell in plan[0]], "report.md")
 
 
 @app.command()
@@ -195,7 +200,10 @@ def report(folder: Annotated[Path, typer.Argument(help="a results folder (with r
     table alone."""
     from extrapolate.report.pages import write_report
 
-    stdout.print(f"wrote {write_report(folder)}", highlight=False)
+    report_page = write_report(folder)
+    written = [report_page.name, *(["summary.md"] if (report_page.parent / "summary.md").exists() else [])]
+    figures = sorted(p.name for p in report_page.parent.glob("*.png"))
+    stdout.print(f"wrote {report_page.parent}/: {', '.join(written + figures)}", highlight=False)
 
 
 @app.command()
@@ -293,7 +301,7 @@ def bench(
 
     request = BenchRequest(
         model,
-        tuple(parse_int_list(renamed(eval_lens, lengths, "--lengths", "--eval-lens"), "--eval-lens", 16)),
+        tuple(parse_int_list(renamed(eval_lens, lengths, "--lengths", "--eval-lens"), "--eval-lens", 16, lengths=True)),
         tuple(parse_name_list(encodings, "--encodings")),
         device,
         dtype,

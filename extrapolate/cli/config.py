@@ -6,6 +6,7 @@ command's defaults: a flag given on the command line overrides the file.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -33,8 +34,10 @@ def read_config(path: Path) -> dict:
     from extrapolate.core.readers import read_json, reading
 
     if path.suffix == ".json":
-        data = read_json(path, "run record", fields=("request",))["request"]
-        return from_record(data)
+        record = read_json(path, "run record", fields=("request",))
+        values = from_record(record["request"])
+        folder = record_folder(path, record)
+        return {**values, "out": str(folder)} if folder is not None else values
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
@@ -42,6 +45,20 @@ def read_config(path: Path) -> dict:
     with reading(path, "config file"), open(path, "rb") as handle:
         data = tomllib.load(handle)
     return {name.replace("-", "_"): value for name, value in data.items()}
+
+
+def record_folder(path: Path, record: dict) -> Path | None:
+    """The folder a run record's run wrote to: the one the record lives in (its run.json, or runs/<run id>.json
+    under it), else the `out` it recorded; None for a record of neither."""
+    from extrapolate.core.paths import RUNS_FOLDER
+    from extrapolate.report.table import RESULTS_FILE
+
+    path = Path(path).resolve()
+    folder = path.parent.parent if path.parent.name == RUNS_FOLDER else path.parent
+    if (folder / RESULTS_FILE).exists():
+        return Path(os.path.relpath(folder)) if folder.is_relative_to(Path.cwd()) else folder
+    out = record.get("out")
+    return Path(out) if isinstance(out, str) and out else None
 
 
 def from_record(request: dict) -> dict:

@@ -27,6 +27,7 @@ from extrapolate.core.defaults import (
 )
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import GPT2_INIT_STD
+from extrapolate.core.numbers import LENGTH_HINT
 from extrapolate.encodings.options import SHOWN, TRAINING_FREE, OptionSpec, parse_encoding_options
 from extrapolate.run.request import RunRequest
 
@@ -47,13 +48,14 @@ def shared(kind, default, help: str, *flags: str, length: bool = False) -> tuple
     """One shared option: its annotation (type, help, and its flag where not the parameter's name) and default;
     `length`: a token count, which takes `4k` for 4096 as --eval-lens does."""
     if length:
+        help += " (k = 1024 tokens, M = 1024²)"
         # the metavar named, as typer releases differ in what they call a parsed option (INTEGER, PARSE_LENGTH)
         return Annotated[kind, typer.Option(*flags, help=help, parser=parse_length, metavar="LENGTH")], default
     return Annotated[kind, typer.Option(*flags, help=help)], default
 
 
 def parse_length(value) -> int:
-    """A token count: a whole number, or one with a `k` (×1024) as in 4k, 32K or 128k."""
+    """A token count: a whole number, or one with a `k` (×1024) or `M` (×1024²) as in 4k, 32K or 1M."""
     if isinstance(value, int):
         return value
     text = str(value).strip()
@@ -62,7 +64,7 @@ def parse_length(value) -> int:
     except UserError:
         length = None
     if length is None:
-        raise typer.BadParameter(f"{text!r} is not a length (a whole number of tokens, e.g. 4096 or 4k)")
+        raise typer.BadParameter(f"{text!r} is not a length ({LENGTH_HINT})")
     return length
 
 
@@ -101,7 +103,7 @@ PANELS = {
         "bos",
     ),
     "Retrieval": ("passkey_task", "passkey_fraction", "train_tasks", "chat_template"),
-    "Output": ("out", "config"),
+    "Output": ("out", "append", "overwrite", "config"),
 }
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
@@ -128,7 +130,9 @@ SHARED = {
         length=True,
     ),
     # a comma list, parsed into the request's tuple (not given: L, 2L, … up to --eval-len)
-    "eval_lens": shared(Optional[str], None, "explicit evaluation lengths, e.g. 256,512,1k"),
+    "eval_lens": shared(
+        Optional[str], None, "explicit evaluation lengths, e.g. 256,512,1k (k = 1024 tokens, M = 1024²)"
+    ),
     "factor": shared(Optional[float], DEFAULT.factor, "RoPE scaling factor s (default: longest length / L)"),
     "model": shared(
         str,
@@ -262,6 +266,15 @@ SHARED = {
         f"NAME=VALUE of a training-free encoding, repeatable: {listed_names(TRAINING_FREE.values())}",
     ),
     "out": shared(Optional[Path], DEFAULT.out, "output folder (default results/<encoding>-L<L>)"),
+    "append": shared(
+        bool,
+        DEFAULT.append,
+        "add rows of another model, corpus, length or evaluation setting to a folder that holds other rows "
+        "(refused without it)",
+    ),
+    "overwrite": shared(
+        bool, DEFAULT.overwrite, "replace the rows of cells the folder holds measured another way (refused without it)"
+    ),
 }
 ConfigOpt = Annotated[
     Optional[Path],
@@ -295,7 +308,7 @@ def to_request(values: dict) -> RunRequest:
         else tuple(t for t in default_tasks() if TASK_KINDS.get(t).reads_task_file),
         train_tasks=train_task_names,
         encoding_options=options,
-        eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1)) if eval_lens is not None else (),
+        eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1, lengths=True)) if eval_lens is not None else (),
         **values,
     )
 

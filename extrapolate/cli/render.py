@@ -7,7 +7,7 @@ import time
 from rich.table import Table
 
 from extrapolate.cli.quiet import silence_library_bars
-from extrapolate.cli.util import stderr, stdout, warn
+from extrapolate.cli.util import print_table, stderr, stdout, warn
 from extrapolate.run.reporter import Reporter
 
 LOG_EVERY = 30.0  # seconds between plain progress lines where stderr is no terminal (a log file, SLURM, CI)
@@ -82,24 +82,69 @@ class RichReporter:
     def note(self, message: str):
         stderr.print(message, highlight=False)
 
-    def cell(self, cell):
+    def cell(self, cell, index: int = 0, count: int = 0, eta: float | None = None):
         done = " · in the table already: skipped" if cell.done else ""
-        stderr.print(f"[bold]cell[/] {cell.encoding} · seed {cell.seed}{done}", highlight=False)
+        place = f"{index}/{count} " if count else ""
+        left = f" · about {minutes(eta)} left in the sweep" if eta is not None and not cell.done else ""
+        stderr.print(f"[bold]cell {place}[/]{cell.encoding} · seed {cell.seed}{done}{left}", highlight=False)
 
     def evaluating(self, what: str, length: int):
-        self.evaluation_start = time.monotonic()
+        self.evaluation = {"what": what, "length": length, "start": time.monotonic(), "line": time.monotonic()}
+        self.evaluation.update(logged=0, bar=None)
         stderr.print(f"evaluating {what} at {length} tokens", highlight=False)
+        if stderr.is_terminal:  # a bar with its time left; off a terminal the lines below carry it
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    def evaluation_progress(self, done: int, total: int, summary: str, logged: bool):
-        minutes = (time.monotonic() - getattr(self, "evaluation_start", time.monotonic())) / 60
-        when = "logged earlier" if logged else f"{minutes:.1f} min"
-        stderr.print(f"  prompts {done}/{total}: {summary} · {when}", highlight=False)
+            bar = Progress(
+                TextColumn(f"  {what} at {length}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} {task.fields[unit]}"),
+                TimeRemainingColumn(),
+                console=stderr,
+                transient=True,
+            )
+            bar.start()
+            self.evaluation["bar"] = (bar, bar.add_task("", total=None, unit=""))
 
-    def retrieval_depth(self, depth: float, greedy: float, logged: bool):
-        # a retrieval cell at long lengths runs for an hour on a CPU: one line a depth shows it moving
-        minutes = (time.monotonic() - getattr(self, "evaluation_start", time.monotonic())) / 60
-        done = "logged earlier" if logged else f"{minutes:.1f} min"
-        stderr.print(f"  depth {depth:g}: greedy {greedy:.0%} · {done}", highlight=False)
+    def evaluation_progress(self, done: int, total: int, summary: str, logged: bool, unit: str = "prompts"):
+        state = getattr(self, "evaluation", None) or {"start": time.monotonic(), "line": 0.0, "logged": 0, "bar": None}
+        now = time.monotonic()
+        if logged:  # read back from a log: no time spent, so no part of the rate
+            state["logged"] = done
+        if state["bar"] is not None:
+            bar, task = state["bar"]
+            bar.update(task, completed=done, total=total, unit=unit)
+        # a line per prompt batch or depth (minutes each at long lengths); windows, which come fast, every while
+        if unit == "windows" and done < total and now - state["line"] < self.log_every:
+            return
+        if unit == "windows" and state["bar"] is not None:
+            return  # the bar shows them
+        state["line"] = now
+        spent = now - state["start"]
+        when = "logged earlier" if logged else f"{spent / 60:.1f} min"
+        timed = done - state["logged"]
+        left = f", about {minutes(spent / timed * (total - done))} left" if timed > 0 and done < total else ""
+        head = f"{summary} · " if summary else ""
+        stderr.print(f"  {head}{when} · {done}/{total} {unit}{left}", highlight=False)
+
+    def evaluated(self, what: str, length: int, summary: str):
+        state = getattr(self, "evaluation", None)
+        if state is None:
+            return
+        if state["bar"] is not None:
+            state["bar"][0].stop()
+        spent = (time.monotonic() - state["start"]) / 60
+        stderr.print(f"  {what} at {length}: {summary or 'done'} · {spent:.1f} min", highlight=False)
+        self.evaluation = None
+
+
+def minutes(seconds: float) -> str:
+    """A time left as a person reads it: "40 s", "12 min", "3.5 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class QuietReporter(Reporter):
@@ -210,19 +255,15 @@ def render_plan_table(cells, folder) -> None:
                 state,
             )
         )
-    title = f"plan → {folder}"
-    if not stdout.is_terminal:  # piped or logged: whole names, one line a cell
-        import sys
+    skipped = [(cell, n, why) for cell in cells if not cell.done for n, why in cell.skips.items()]
+    print_table(f"plan → {folder}", list(columns), rows)  # piped or logged: whole names, one line a cell
+    for skip in skipped:
+        stdout.print(skip_line(*skip), highlight=False, soft_wrap=True)
 
-        sys.stdout.write("\n".join([title, "\t".join(columns), *("\t".join(row) for row in rows)]) + "\n")
-        sys.stdout.flush()  # before the timing lines on stderr: the plan comes first
-        return
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, overflow="fold")  # a narrow screen wraps a name, never cuts it
-    for row in rows:
-        table.add_row(*row)
-    stdout.print(table)
+
+def skip_line(cell, length: int, why: str) -> str:
+    """A length the plan measures without a value, and why (a learned table's end)."""
+    return f"{cell.encoding} · seed {cell.seed} at {length}: will be recorded unsupported: {why}"
 
 
 def resolved_device(device: str) -> str:
@@ -275,31 +316,27 @@ def megabytes(value: float) -> str:
     return f"{value:,.0f}" if value is not None and value == value else "–"
 
 
+def rate(value: float) -> str:
+    """Tokens per second, or "–" for a row that times none (a memory row, a matmul)."""
+    return f"{value:,.0f}" if value is not None and value == value else "–"
+
+
 def render_bench_row(row) -> None:
     stderr.print(
         f"{row.what:6} {row.implementation:12} {row.encoding:10} {row.length:6} "
-        f"{row.tokens_per_second:10,.0f} tok/s {megabytes(row.peak_memory_mb):>8} MB {row.kernel:16} "
+        f"{rate(row.tokens_per_second):>10} tok/s {megabytes(row.peak_memory_mb):>8} MB {row.kernel:16} "
         f"{bench_extra(row)}",
         highlight=False,
     )
 
 
 def render_bench(rows, summary: list[str], out) -> None:
-    table = Table(
-        "what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype", "MFU / GFLOP/s"
-    )
-    for r in rows:
-        table.add_row(
-            r.what,
-            r.implementation,
-            r.encoding,
-            str(r.length),
-            f"{r.tokens_per_second:,.0f}",
-            megabytes(r.peak_memory_mb),
-            r.kernel,
-            r.dtype,
-            bench_extra(r),
-        )
-    stdout.print(table)
+    columns = ["what", "implementation", "encoding", "length", "tokens/s", "peak MB", "kernel", "dtype"]
+    table = [
+        [r.what, r.implementation, r.encoding, str(r.length), rate(r.tokens_per_second)]
+        + [megabytes(r.peak_memory_mb), r.kernel, r.dtype, bench_extra(r)]
+        for r in rows
+    ]
+    print_table("bench", [*columns, "MFU / GFLOP/s"], table)
     stdout.print("\n".join(summary), highlight=False)
     stdout.print(f"wrote {out}/bench.csv, summary.md and bench.png", highlight=False)

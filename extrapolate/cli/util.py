@@ -24,6 +24,8 @@ except ImportError:  # pragma: no cover
 
 stdout = Console()
 stderr = Console(stderr=True)
+for _console in (stdout, stderr):  # off a terminal (a log, a pipe) a line is never wrapped: paths stay whole
+    _console.soft_wrap = not _console.is_terminal
 # the range of every numeric flag: the commands' own, and those of the encodings' options (`encodings show`)
 OPTION_BOUNDS = {**FLAG_BOUNDS, **flag_bounds()}
 
@@ -164,3 +166,21 @@ def renamed(value, old_value, old: str, new: str):
         return value
     warn(f"{old} is called {new} now (the old name still works)")
     return old_value
+
+
+def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A table on stdout: rich on a terminal, tab-separated lines with a header elsewhere (no value cut)."""
+    if not stdout.is_terminal:
+        import sys
+
+        sys.stdout.write("\n".join([title, "\t".join(columns), *("\t".join(row) for row in rows)]) + "\n")
+        sys.stdout.flush()
+        return
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    stdout.print(table)

@@ -34,6 +34,8 @@ class UserError(Exception):
 class PositionOutOfRange(UserError):
     """An encoding was asked for a position it has no representation for (a learned table past its rows)."""
 
+    table = True  # a learned table's end: `--learned-policy clamp` runs past it on a model trained here
+
     def __init__(self, position: int, limit: int):
         super().__init__(f"position {position} is past the learned table of {limit} rows")
         self.position = position

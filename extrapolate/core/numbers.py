@@ -11,22 +11,33 @@ from dataclasses import dataclass
 
 from extrapolate.core.errors import UserError
 
+# suffixes a count may carry, binary as the field counts context lengths: 4k = 4096, 1M = 1024²
+SUFFIXES = {"k": 1024, "m": 1024**2}
+LENGTH_HINT = "a whole number of tokens, e.g. 4096, 4k or 1M; k = 1024, M = 1024²"
 
-def parse_int_list(text: str, what: str, minimum: int | None = None, maximum: int | None = None) -> list[int]:
+
+def parse_int_list(
+    text: str, what: str, minimum: int | None = None, maximum: int | None = None, lengths: bool = False
+) -> list[int]:
+    """Whole numbers separated by commas, each with an optional k (×1024) or M (×1024²); `lengths`: they are
+    token counts, and a mistake says so as the single-length flags do."""
     if not text.strip():
         raise UserError(f"{what}: give at least one number")
     values = []
     for part in text.split(","):
-        part = part.strip().lower().replace("_", "")
+        item = part.strip()
+        part = item.lower().replace("_", "")
         if not part:  # "1k,,4k": a number left out (an empty shell variable) would change the run unseen
             raise UserError(f"{what}: an empty item in {text.strip()!r}; give numbers separated by commas")
-        scale = 1
-        if part.endswith("k"):
-            part, scale = part[:-1], 1024
+        scale = SUFFIXES.get(part[-1], 1)
+        if scale > 1:
+            part = part[:-1]
         try:
             value = int(part) * scale
         except ValueError:
-            raise UserError(f"{what}: {part!r} is not a whole number") from None
+            if lengths:
+                raise UserError(f"{what}: {item!r} is not a length ({LENGTH_HINT})") from None
+            raise UserError(f"{what}: {item!r} is not a whole number") from None
         if minimum is not None and value < minimum:
             raise UserError(f"{what} must be ≥ {minimum}, got {value}")
         if maximum is not None and value > maximum:

@@ -41,6 +41,9 @@ class Registry(Generic[T]):
 def unknown_name_message(what: str, name: str, valid: list[str]) -> str:
     valid = list(dict.fromkeys(valid))  # a name listed twice is suggested once
     close = difflib.get_close_matches(name.lower(), valid, n=3, cutoff=0.5)
+    # only the names about as close as the closest: "yarnn" suggests yarn, not yarn and learned
+    ratio = {c: difflib.SequenceMatcher(None, name.lower(), c).ratio() for c in close}
+    close = [c for c in close if ratio[c] >= max(ratio.values()) - 0.1]
     hint = f"did you mean {', '.join(close)}?" if close else f"valid: {', '.join(valid)}"
     return f"unknown {what} {name!r}; {hint}"
 

@@ -27,6 +27,8 @@ MAX_EXPONENT = 80.0  # |ln scale| per factor: e^80 ≈ 5.5e34 leaves float32 (an
 
 
 class ScaleOutOfRange(PositionOutOfRange):
+    table = False  # no table: the scales themselves leave float32
+
     def __init__(self, length: int, limit: int):
         super().__init__(length, limit)
         self.args = (f"xPos scales at {length} tokens exceed float32 (exact up to {limit} tokens)",)

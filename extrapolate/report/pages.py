@@ -17,6 +17,7 @@ from extrapolate.report.paired import chat_section
 from extrapolate.report.per_seed import per_seed_section
 from extrapolate.report.samples import load_documents, samples_section
 from extrapolate.report.setup import RECORDED_TEXT, UNRECORDED, checkpoint_lines, rotary_shape, setup_lines
+from extrapolate.report.skipped import not_measured_section, status_cell
 from extrapolate.report.table import (
     POSITION_COLUMNS,
     POSITIONS_FILE,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 def fmt(mean: float, ci: float | None = None, status: str = "ok") -> str:
     if status != "ok":
-        return status
+        return status_cell(status)
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
     text = f"{mean:.3f}" if mean < 100 else f"{mean:.1f}"
@@ -128,7 +129,7 @@ def perplexity_matrix(
         if not ratio:
             return fmt_cell(r)
         if r["status"] != "ok":
-            return r["status"]
+            return status_cell(r["status"])
         if (r["encoding"], int(r["eval_len"])) in own:
             q = own[(r["encoding"], int(r["eval_len"]))]
             bounds = f" [{q.low:.2f}–{q.high:.2f}]" if q.interval in ("seeds", "within") else ""
@@ -288,7 +289,13 @@ def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str,
     try:
         shared = body(agg, figure_links(figures), load_training(folder), table, rule, said, load_documents(folder))
         # every seed's own cells, whether or not its model retrieves at L (the tables above count only those that do)
-        shared += per_seed_section(measured) + base_section(folder) + chat_section(folder) + samples_section(folder)
+        shared += (
+            not_measured_section(measured)
+            + per_seed_section(measured)
+            + base_section(folder)
+            + chat_section(folder)
+            + samples_section(folder)
+        )
         provenance = setup_lines(measured)
         texts = {path: [title, "", *shared, SETUP, "", *setup, *provenance, ""] for path, title, setup in pages}
     except BaseException:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from extrapolate.report.skipped import status_cell
 from extrapolate.report.table import length_means
 from extrapolate.report.training_log import budget, formation_step
 from extrapolate.tasks.passkey import PASSKEY
@@ -314,7 +315,7 @@ def retrieval_matrix(
             if at.empty:
                 values.append("")
             elif ok.empty:
-                values.append(str(at["status"].iloc[0]))
+                values.append(status_cell(str(at["status"].iloc[0])))
             else:
                 value = f"{ok['mean'].mean():.0%}"
                 if (encoding, int(n)) in spread:

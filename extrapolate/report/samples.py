@@ -71,6 +71,14 @@ def quoted(text, width: int = 60) -> str:
     return f"`{text[:width]}{'…' if len(text) > width else ''}`" if text else "(empty)"
 
 
+def run_models(folder: Path) -> dict[str, str]:
+    """{run id: "encoding · seed s"} of the folder's results, so a cell of a sweep names whose answers it shows."""
+    from extrapolate.report.table import load_results
+
+    table = load_results(folder).drop_duplicates("run_id")
+    return {str(r.run_id): f"{r.encoding} · seed {int(r.seed)}" for r in table.itertuples()}
+
+
 def samples_section(folder: Path) -> list[str]:
     """The report's pointer into what the model answered: the WORST cells by mean score (task, length), each
     linked to its samples file with SHOWN of its wrong answers beside their references. Empty for a folder
@@ -80,14 +88,15 @@ def samples_section(folder: Path) -> list[str]:
         return []
     cells = frame.groupby(["run_id", *CELL], sort=False)["score"].agg(["mean", "count"]).reset_index()
     worst = cells.sort_values(["mean", "eval_len"], kind="stable").head(WORST)
+    model = run_models(folder)
     lines = [
         "## What the model answered",
         "",
         f"Every prompt's reference, greedy prediction and score is kept in `{SAMPLES_FOLDER}/<run id>.jsonl`. "
         f"The {len(worst)} lowest-scoring cells, with {SHOWN} of their wrong answers:",
         "",
-        "| cell | score | prompts | reference → prediction | samples |",
-        "|---|---|---|---|---|",
+        "| model | cell | score | prompts | reference → prediction | samples |",
+        "|---|---|---|---|---|---|",
     ]
     for cell in worst.itertuples():
         rows = frame[(frame["run_id"] == cell.run_id) & (frame["task"] == cell.task)]
@@ -96,7 +105,8 @@ def samples_section(folder: Path) -> list[str]:
         answers = "; ".join(f"{quoted(r.reference)} → {quoted(r.prediction)}" for r in wrong.itertuples())
         link = f"[{cell.run_id}.jsonl]({SAMPLES_FOLDER}/{cell.run_id}.jsonl)"
         lines.append(
-            f"| {cell.task} `{cell.protocol}` at {cell.eval_len} | {cell.mean:.0%} | {cell.count} | "
+            f"| {model.get(str(cell.run_id), cell.run_id)} | {cell.task} `{cell.protocol}` at {cell.eval_len} | "
+            f"{cell.mean:.0%} | {cell.count} | "
             f"{answers or '–'} | {link} |"
         )
     return lines + [""]

@@ -36,6 +36,7 @@ COLUMNS = [
     "ci_method",
     "protocol",
     "status",
+    "reason",  # why a cell whose status is not ok has no value (a learned table's end, out of memory, …)
     "model",
     "params",
     "corpus",

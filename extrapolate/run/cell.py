@@ -17,6 +17,7 @@ from extrapolate.report.samples import write_samples
 from extrapolate.report.table import append_positions, append_results, provenance
 from extrapolate.run.checkpoint import with_encoding
 from extrapolate.run.evaluate import evaluate, trained_model
+from extrapolate.run.folder_setting import check_folder
 from extrapolate.run.ignored import ignored_options
 from extrapolate.run.prepare import Prepared, prepare
 from extrapolate.run.reporter import Reporter
@@ -37,11 +38,11 @@ def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: 
     writes = current().main
     try:
         trained = trained_model(resolved, prepared, reporter)
-    except TrainingDiverged:
+    except TrainingDiverged as diverged:
         reporter.done_training()
         if writes:
             with table_lock(folder):
-                append_results(folder, diverged_rows(resolved, prepared))
+                append_results(folder, diverged_rows(resolved, prepared, why_diverged(diverged)))
         raise
     measurements = evaluate(resolved, prepared, trained.model, reporter, folder)
     if writes:
@@ -51,6 +52,16 @@ def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: 
             write_samples(folder, resolved.run_id, measurement_samples(resolved, prepared, measurements))
             write_outputs(folder, resolved, trained, rows, positions)
         clear_logs(folder, resolved.run_id)  # the cell is in the table: its depth logs are done with
+
+
+# request fields a run record's request leaves out: choices about the folder, not the measurement (the folder
+# itself is the record's `out`)
+UNRECORDED = ("out", "append", "overwrite")
+
+
+def why_diverged(diverged: TrainingDiverged) -> str:
+    """A diverged training's reason as its rows keep it (no cache path: a row names no machine's folders)."""
+    return f"training diverged at step {diverged.step} (loss NaN or infinite); a lower --lr may help"
 
 
 def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
@@ -77,6 +88,9 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
         for kind, reason in prepared.left_out.items():
             reporter.warn(f"{kind} left out: {reason}")
         resolved = resolve_run(resolved_request, prepared)
+        if world.main:
+            for note in check_folder(folder, [resolved], prepared, request.append, request.overwrite):
+                reporter.warn(note)
         with contextlib.ExitStack() as stack:
             if world.main:
                 stack.enter_context(new_folder_guard(folder))
@@ -118,9 +132,11 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
         }
         append_training(folder, probe_rows(trained.summary, common))
     config_file = trained.folder / "config.json"
-    # `out` is left out: the record lives in that folder, and a path as given names the machine, not the result
     record = {
-        "request": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items() if k != "out"},
+        "run_id": resolved.run_id,
+        "request": {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items() if k not in UNRECORDED
+        },
         "train_config": json.loads(config_file.read_text()) if trained.config is not None else None,
         "model_config": asdict(trained.model.config),
         "model_folder": trained.folder.name,  # under the cache's models/ folder
@@ -130,6 +146,8 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
         "encoding": {"name": resolved.spec.name, **trained.model.encoding.describe()},
         "training": {k: v for k, v in trained.summary.items() if k != "losses"},
         "machine": rows[0].get("machine") if rows else None,  # where the rows were measured
+        # where it wrote, for `--config` of a copy of this record (an absolute path would name this machine)
+        "out": None if folder.is_absolute() else folder.as_posix(),
         **provenance(),
     }
     text = json.dumps(record, indent=2, default=str)

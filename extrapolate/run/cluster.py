@@ -116,11 +116,17 @@ def still_coming(record: dict[str, str], cluster: str) -> set[str]:
     return {run_id for run_id, job in record.items() if job in states and job not in stuck}
 
 
-def executor(folder: Path, options: SlurmOptions, name: str):
+def require_submitit():
+    """submitit, or one line saying how to install it (a dry run asks too: its plan would not submit)."""
     try:
         import submitit
     except ImportError:
         raise UserError("--executor slurm needs submitit: pip install 'extrapolate[cluster]'") from None
+    return submitit
+
+
+def executor(folder: Path, options: SlurmOptions, name: str):
+    submitit = require_submitit()
     logs = folder / JOBS / "%j"
     if options.cluster == "local":
         ex = submitit.LocalExecutor(folder=logs)

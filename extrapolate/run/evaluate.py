@@ -16,6 +16,7 @@ from extrapolate.core.errors import PositionOutOfRange, is_out_of_memory
 from extrapolate.data.batches import BatchSource
 from extrapolate.data.tokenizers import keep_with_model
 from extrapolate.encodings import encoding_for
+from extrapolate.run.limits import unsupported_reason
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import ResolvedRun, task_setup
@@ -36,6 +37,7 @@ class Measurement:
     status: str  # ok | unsupported | oom | non-finite
     result: object  # what its kind's `measure` returned, or None when the status is not ok
     kernel: str  # the kernels its attention calls ran, "+"-joined in call order
+    reason: str = ""  # why a cell whose status is not ok has no value, in a user's words
 
 
 def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter) -> TrainedModel:
@@ -159,13 +161,14 @@ def memory_asked(exc: BaseException) -> str:
     return f"asked for {int(cpu.group(1)) / 2**30:.2f} GiB" if cpu else ""
 
 
-def measure(device: torch.device, evaluate, on_oom=lambda asked: None):
+def measure(device: torch.device, evaluate, on_oom=lambda asked: None, on_unsupported=lambda exc: None):
     """(status, result) of one evaluation cell: `unsupported` when the encoding has no representation for a
-    position (a learned table past its rows), `oom` when the device runs out of memory (`on_oom` is told
-    what was asked for); other errors raise."""
+    position (a learned table past its rows; `on_unsupported` is given the error), `oom` when the device
+    runs out of memory (`on_oom` is told what was asked for); other errors raise."""
     try:
         return "ok", evaluate()
-    except PositionOutOfRange:
+    except PositionOutOfRange as exc:
+        on_unsupported(exc)
         return "unsupported", None
     except (RuntimeError, MemoryError) as exc:
         if not is_out_of_memory(exc):
@@ -193,7 +196,6 @@ def evaluate(
         world,
         folder,
         resolved.run_id,
-        reporter.retrieval_depth,
         reporter.evaluation_progress,
     )
     out = []
@@ -202,20 +204,29 @@ def evaluate(
         for length in resolved.lengths:
             reporter.evaluating(task, length)
 
-            def out_of_memory(asked: str, task=task, length=length) -> None:
+            why = [""]  # the reason a cell without a value has none: logged now, kept in its rows
+
+            def out_of_memory(asked: str, task=task, length=length, why=why) -> None:
+                why[0] = f"out of memory on {device.type}{' (' + asked + ')' if asked else ''}"
                 reporter.warn(
-                    f"{resolved.spec.name} at {length} tokens ({task}): out of memory on {device.type}"
-                    f"{' (' + asked + ')' if asked else ''}; recorded as oom, the other cells go on"
+                    f"{resolved.spec.name} at {length} tokens ({task}): {why[0]}; recorded as oom, the rest goes on"
                 )
 
-            status, result = measure(device, functools.partial(kind.measure, setup, context, length), out_of_memory)
+            def unsupported(exc: PositionOutOfRange, task=task, length=length, why=why) -> None:
+                why[0] = unsupported_reason(exc, length, resolved)
+                reporter.warn(f"{resolved.spec.name} at {length} tokens ({task}): unsupported, {why[0]}")
+
+            status, result = measure(
+                device, functools.partial(kind.measure, setup, context, length), out_of_memory, unsupported
+            )
             broken = kind.non_finite(result) if status == "ok" else ""
             if broken:  # no measurement: the row says so instead of entering means and plots
-                status, result = "non-finite", None
+                status, result, why[0] = "non-finite", None, broken
                 reporter.warn(f"{resolved.spec.name} at {length}: {broken}; the cell is recorded `non-finite`")
             # asked after the measurement, so a kernel that fell back (flex failing to compile) is recorded as such
             kernel = model.ran_kernels(
                 request.kernel, device, activation_dtype(device, request.dtype), resolved.attention[task, length]
             )
-            out.append(Measurement(task, length, status, result, kernel))
+            reporter.evaluated(task, length, kind.summary(result) if status == "ok" else status)
+            out.append(Measurement(task, length, status, result, kernel, why[0]))
     return out

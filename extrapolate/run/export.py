@@ -100,12 +100,20 @@ def run_record(source: Path) -> dict | None:
     }
     exports = {json.dumps([r["model_folder"], r.get("encoding")], sort_keys=True) for r in records.values()}
     if len(exports) > 1:  # a sweep: several models or scalings, each its own checkpoint
-        names = ", ".join(path.stem for path in list(records)[:4]) + (", …" if len(records) > 4 else "")
+        names = ", ".join(f"{path.stem} {run_label(r)}" for path, r in list(records.items())[:4])
+        names += ", …" if len(records) > 4 else ""
         raise UserError(
             f"{source} holds {len(records)} runs of {len(exports)} models or scalings; export one by its "
             f"record: {source / RUNS_FOLDER}/<run id>.json ({names})"
         )
     return read_json(source / "run.json", "run record", fields=("model_folder",))
+
+
+def run_label(record: dict) -> str:
+    """A run record's encoding and seed as a listing shows them beside its id, e.g. "(yarn, seed 0)"."""
+    request = record.get("request") if isinstance(record.get("request"), dict) else {}
+    encoding = (record.get("encoding") or {}).get("name") if isinstance(record.get("encoding"), dict) else None
+    return f"({encoding or request.get('encoding', '?')}, seed {request.get('seed', '?')})"
 
 
 def check_export_folder(out: Path) -> None:

@@ -56,6 +56,8 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     checkpoint = resolved.checkpoint
     tokenizer = checkpoint.tokenizer if checkpoint else load_tokenizer(request.tokenizer, corpus)
     heldout, notes = heldout_documents(corpus, tokenizer, max(lengths), request.eval_docs)
+    if max(lengths) < request.train_len:  # legal (a check at short lengths), but not what the tool answers
+        notes = (*notes, below_training_length(lengths, request.train_len))
     # a pretrained model is trained here only when fine-tuned: otherwise its training stream is never needed
     stream = (
         encode_cached(tokenizer, "\n\n".join(corpus.train))
@@ -118,6 +120,14 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         rows,
         left_out,
         notes,
+    )
+
+
+def below_training_length(lengths, train_len: int) -> str:
+    shown = ", ".join(str(n) for n in lengths)
+    return (
+        f"every evaluation length ({shown}) is below L = {train_len}: nothing past the training length is "
+        "measured; give --eval-lens past L to see extrapolation"
     )
 
 

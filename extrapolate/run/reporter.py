@@ -15,18 +15,18 @@ class Reporter:
     def evaluating(self, what: str, length: int) -> None:
         pass
 
-    def evaluation_progress(self, done: int, total: int, summary: str, logged: bool) -> None:
-        """A measurement finished `done` of its `total` prompts (`summary`: its score so far; `logged`: read back
-        from its log, not asked again)."""
+    def evaluation_progress(self, done: int, total: int, summary: str, logged: bool, unit: str = "prompts") -> None:
+        """A measurement finished `done` of its `total` units (prompts, depths, windows; `summary`: its score so
+        far; `logged`: read back from its log, not asked again)."""
 
-    def retrieval_depth(self, depth: float, greedy: float, logged: bool) -> None:
-        """A retrieval cell finished one depth (`logged`: read back from its depth log, not asked again)."""
+    def evaluated(self, what: str, length: int, summary: str) -> None:
+        """A length's measurement is done: `summary` its value (e.g. "ppl 41.2", "accuracy 85%") or its status."""
 
     def done_training(self) -> None:
         pass
 
-    def cell(self, cell) -> None:
-        pass
+    def cell(self, cell, index: int = 0, count: int = 0, eta: float | None = None) -> None:
+        """A sweep's cell `index` of `count` begins (or is skipped); `eta`: the sweep's seconds left, if known."""
 
     def warn(self, message: str) -> None:
         pass

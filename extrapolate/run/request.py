@@ -70,6 +70,10 @@ class RunRequest:
     trust_remote_code: bool = False  # a checkpoint's own code may run (transformers' trust_remote_code)
     out: Path | None = None
     name: str | None = None
+    # what a job may do to a folder holding other rows (run/folder_setting.py): choices about the folder, not
+    # the measurement, so a run record leaves them out
+    append: bool = False  # add rows of another model, corpus or evaluation setting beside the folder's
+    overwrite: bool = False  # replace the rows of a cell measured another way
 
     @property
     def extended(self) -> bool:

@@ -45,6 +45,7 @@ def measurement_rows(
     for m in measurements:
         kind = TASK_KINDS.get(m.task)
         at = {**common, "kernel": m.kernel, "eval_len": m.length, "task": m.task, "status": m.status}
+        at["reason"] = m.reason or None
         at["protocol"] = kind.protocol(setup)
         rows += [{**at, **row} for row in kind.rows(setup, m.length, m.result)]
         positions += position_rows(resolved, m.length, kind.position_rows(m.result, m.length))
@@ -75,7 +76,7 @@ def position_rows(resolved: ResolvedRun, length: int, buckets: list[dict]) -> li
     return [{**keys, **bucket} for bucket in buckets]
 
 
-def diverged_rows(resolved: ResolvedRun, prepared: Prepared) -> list[dict]:
+def diverged_rows(resolved: ResolvedRun, prepared: Prepared, reason: str = "") -> list[dict]:
     """The rows of a cell whose training diverged: every planned measurement, status `diverged`, each kind's
     rows under the run's protocol."""
     common = {
@@ -86,6 +87,7 @@ def diverged_rows(resolved: ResolvedRun, prepared: Prepared) -> list[dict]:
         "value": float("nan"),
         "n_tokens": 0,
         "status": "diverged",
+        "reason": reason or "training diverged",
     }
     setup = task_setup(resolved, prepared)
     rows = []

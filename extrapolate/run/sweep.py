@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,13 +34,18 @@ from extrapolate.run import (
     run_cell,
 )
 from extrapolate.run.cell import new_folder_guard
+from extrapolate.run.checkpoint import is_pretrained
+from extrapolate.run.folder_setting import check_folder
 from extrapolate.run.ignored import ignored_options
+from extrapolate.run.limits import foreseen_skips
 from extrapolate.run.prepare import prepare
 from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.depth_log import clear_logs
 from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.train import TrainingDiverged
+
+RELEASED = "released"  # in --encodings: a pretrained model's own encoding as released (its scaling and factor)
 
 
 def resolve_encodings(spec: str) -> list[str]:
@@ -49,6 +55,9 @@ def resolve_encodings(spec: str) -> list[str]:
     groups = encoding_groups() | {"all": sweep_order()}
     resolved = []
     for name in names:
+        if name == RELEASED:
+            resolved.append(name)
+            continue
         if name in groups:
             resolved += groups[name]
             continue
@@ -63,6 +72,7 @@ def resolve_encodings(spec: str) -> list[str]:
 class Cell:
     resolved: ResolvedRun
     done: bool
+    skips: dict[int, str] = dataclasses.field(default_factory=dict)  # {length: why it will have no value}
 
     @property
     def encoding(self) -> str:
@@ -85,7 +95,7 @@ def plan(requests: list[ResolvedRequest], folder: Path, prepared: Prepared) -> l
         setup = task_setup(resolved, prepared)
         protocols = {kind.name: kind.protocol(setup) for kind in asked_kinds(resolved.request.tasks)}
         missing = missing_lengths(resolved, table, protocols)
-        cells.append(Cell(still_to_run(resolved, missing), not missing))
+        cells.append(Cell(still_to_run(resolved, missing), not missing, foreseen_skips(resolved, prepared)))
     return cells
 
 
@@ -113,6 +123,18 @@ def still_to_run(resolved: ResolvedRun, missing: list[int]) -> ResolvedRun:
     return dataclasses.replace(resolved, lengths=tuple(missing), attention=attention)
 
 
+def named(encodings: list[str]) -> list[str]:
+    """The encodings named by their own name (without `released`, which stands for a checkpoint's)."""
+    return [e for e in encodings if e != RELEASED]
+
+
+def check_cells(folder: Path, cells: list[Cell], prepared: Prepared, template: RunRequest, reporter: Reporter) -> None:
+    """The cells still to run against what the folder holds (run/folder_setting.py), before anything is trained."""
+    to_run = [c.resolved for c in cells if not c.done]
+    for note in check_folder(folder, to_run, prepared, template.append, template.overwrite):
+        reporter.warn(note)
+
+
 def models_of(cells: list[Cell]) -> dict[Path, bool]:
     """Each distinct model folder and whether it is already trained (pretrained models always are)."""
     return {c.model_folder: c.resolved.is_pretrained or ckpt.is_complete(c.model_folder) for c in cells}
@@ -127,19 +149,32 @@ def cell_requests(
     if not seeds:
         raise UserError("--seeds: give at least one seed")
     # a name or seed given twice is one cell, not two rows of the same measurement
-    order = sorted(set(encodings), key=lambda e: (get_spec(e).base_encoding, e))
+    order = sorted(set(encodings), key=lambda e: ("", "") if e == RELEASED else (get_spec(e).base_encoding, e))
     steps = sorted(set(finetune_steps)) if finetune_steps else [template.finetune_steps]
     if finetune_steps and template.finetune_len is None:  # the L' the longest fine-tune resolves to, for all
         template = dataclasses.replace(
             template,
-            finetune_len=resolve(dataclasses.replace(template, encoding=order[0], finetune_steps=max(steps))).tuned_len,
+            finetune_len=resolve(
+                dataclasses.replace(cell_request(template, order[0]), finetune_steps=max(steps))
+            ).tuned_len,
         )
     return [
-        resolve(dataclasses.replace(template, encoding=encoding, seed=seed, finetune_steps=n))
+        resolve(dataclasses.replace(cell_request(template, encoding), seed=seed, finetune_steps=n))
         for seed in dict.fromkeys(seeds)
         for encoding in order
         for n in steps
     ]
+
+
+def cell_request(template: RunRequest, encoding: str) -> RunRequest:
+    """The template with the cell's encoding: `released` is the checkpoint's own, with its own factor and
+    options (a --factor given is for the other cells: `--encodings released,yarn --factor 4` compares the
+    checkpoint as released with YaRN at s = 4 in one table)."""
+    from extrapolate.run.checkpoint import with_encoding
+
+    if encoding != RELEASED:
+        return dataclasses.replace(template, encoding=encoding)
+    return with_encoding(dataclasses.replace(template, encoding=None, factor=None, encoding_options=()))
 
 
 def sweep(
@@ -158,7 +193,10 @@ def sweep(
 
         reporter = reporter or Reporter()
         prepared = prepare(requests[0])
+        for note in [*ignored_options(template, named(encodings)), *prepared.notes]:
+            reporter.warn(note)
         cells = plan(requests, folder, prepared)
+        check_cells(folder, cells, prepared, template, reporter)
         reporter.plan(cells, folder)  # the plan at once; the estimate below times real steps
         return cells, estimate_seconds([c.resolved for c in cells if not c.done], models_of(cells), prepared, reporter)
     with process_group(template.device) as world:  # under torchrun: every cell's model across the ranks
@@ -166,16 +204,18 @@ def sweep(
         with main_first(world):
             prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
         asked = dataclasses.replace(template, finetune_steps=max(finetune_steps or [template.finetune_steps]))
-        for note in [*ignored_options(asked, encodings), *prepared.notes]:
+        for note in [*ignored_options(asked, named(encodings)), *prepared.notes]:
             reporter.warn(note)
         cells = plan(requests, folder, prepared)  # before any rank writes, so every rank plans the same cells
+        check_cells(folder, cells, prepared, template, reporter)
         world.barrier()
         with contextlib.ExitStack() as stack:
             if world.main:
                 stack.enter_context(new_folder_guard(folder))
                 stack.enter_context(folder_lock(folder))
-            for cell in cells:
-                reporter.cell(cell)
+            clock = SweepClock(cells, first_estimate(cells, prepared, reporter) if world.main else None)
+            for index, cell in enumerate(cells, start=1):
+                reporter.cell(cell, index, len(cells), clock.left(index))
                 if cell.done:
                     if world.main:  # a run stopped between writing its rows and removing its depth logs
                         clear_logs(folder, cell.resolved.run_id)
@@ -184,6 +224,7 @@ def sweep(
                     run_cell(cell.resolved, prepared, folder, reporter)
                 except TrainingDiverged as diverged:  # its rows say so; the other cells go on
                     reporter.warn(f"{cell.encoding} seed {cell.seed}: {diverged}; recorded as diverged")
+                clock.finished()
                 if prepared.device.type == "cuda":
                     torch.cuda.empty_cache()
             if world.main:
@@ -193,12 +234,51 @@ def sweep(
     return cells, None
 
 
+class SweepClock:
+    """The time a sweep has left before each cell: the measured time per finished cell times the cells still to
+    run, or before any has finished the estimate of timed training steps (`estimate.py`), if one was made."""
+
+    def __init__(self, cells: list[Cell], estimate: float | None):
+        self.pending = [not c.done for c in cells]
+        self.estimate, self.started, self.done = estimate, time.monotonic(), 0
+
+    def left(self, index: int) -> float | None:
+        """Seconds left with cell `index` (1-based) and those after it still to run; None where unknown."""
+        remaining = sum(self.pending[index - 1 :])
+        if self.done:
+            return (time.monotonic() - self.started) / self.done * remaining
+        return self.estimate
+
+    def finished(self) -> None:
+        self.done += 1
+
+
+def first_estimate(cells: list[Cell], prepared: Prepared, reporter: Reporter) -> float | None:
+    """The sweep's time from a few timed training steps, where two cells or more are to run (one cell's
+    training bar tells its own time); None where nothing can be timed cheaply (an engine such as vLLM)."""
+    from extrapolate.run.estimate import estimate_seconds
+
+    pending = [c.resolved for c in cells if not c.done]
+    checkpoint = prepared.checkpoint
+    if len(pending) < 2 or (checkpoint is not None and hasattr(checkpoint.model, "generate_greedy")):
+        return None
+    return estimate_seconds(pending, models_of(cells), prepared, reporter)
+
+
 def sweep_template(template: RunRequest, encodings: str) -> tuple[list[str], Path, RunRequest]:
     """The encodings named by `encodings`, the output folder (default results/sweep-L<L>), the cells' template."""
     names = resolve_encodings(encodings)
-    check_used([get_spec(name) for name in names], template.encoding_options)
-    folder = template.out or Path("results") / f"sweep-L{template.train_len or 'auto'}"
-    return names, folder, dataclasses.replace(template, encoding=names[0], out=folder)
+    if RELEASED in names and not is_pretrained(template.model):
+        raise UserError(
+            f"--encodings {RELEASED}: a pretrained model's own encoding; --model names a model trained here"
+        )
+    check_used([get_spec(name) for name in named(names)], template.encoding_options)
+    folder = template.out
+    if folder is None:  # L as the cells resolve it: the default length, or a pretrained model's own context
+        train_len = template.train_len or resolve(cell_request(template, names[0])).request.train_len
+        folder = Path("results") / f"sweep-L{train_len}"
+    first = cell_request(template, names[0])  # the template's own encoding: a name, never `released`
+    return names, folder, dataclasses.replace(template, encoding=first.encoding, out=folder)
 
 
 def sweep_job(
@@ -240,4 +320,6 @@ def submit_job(
     requests = cell_requests(template, names, seeds, finetune_steps)
     check_tables(folder)
     prepared = prepare(requests[0])  # fills the corpus and tokenizer caches once, before any job reads them
-    return folder, submit_sweep(plan(requests, folder, prepared), folder, options)
+    cells = plan(requests, folder, prepared)
+    check_cells(folder, cells, prepared, template, Reporter())
+    return folder, submit_sweep(cells, folder, options)

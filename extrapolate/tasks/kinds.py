@@ -41,9 +41,9 @@ class MeasureContext:
     world: World = SINGLE  # under torchrun each rank measures its share and the counts are added up
     log_folder: Path | None = None  # where a resumable measurement keeps its progress (None: it keeps none)
     run_id: str = ""  # the cell's run id, which such progress is kept under
-    on_depth: Callable[[float, float, bool], None] | None = None  # a retrieval depth finished (reporter)
-    # (done, total, summary, logged): a measurement finished some of its prompts (reporter.evaluation_progress)
-    on_progress: Callable[[int, int, str, bool], None] | None = None
+    # (done, total, summary, logged, unit): a measurement finished `done` of its `total` units (prompts, depths,
+    # windows); `summary` its score so far, `logged` read back from its log (reporter.evaluation_progress)
+    on_progress: Callable[..., None] | None = None
 
     def cell_log(self, task_identity: str, length: int):
         """The log of a retrieval cell's finished parts (a stopped cell resumes from them), or None where this
@@ -128,6 +128,10 @@ class TaskKind:
 
     def non_finite(self, result) -> str:
         """What makes a result no measurement (e.g. "the loss is NaN"); "" for a result that is one."""
+        return ""
+
+    def summary(self, result) -> str:
+        """A measured length's headline in a few words, for the progress log (e.g. "ppl 41.20")."""
         return ""
 
     def protocol(self, setup: TaskSetup) -> str:

@@ -321,6 +321,13 @@ class PasskeyKind(TaskKind):
 
     def measure(self, setup: TaskSetup, context: MeasureContext, length: int) -> list[PasskeyCell]:
         log = context.cell_log(setup.prompts.task.identity, length)
+        depths, done = setup.prompts.task.depths, [0]
+
+        def on_depth(depth: float, greedy: float, logged: bool) -> None:
+            done[0] += 1
+            if context.on_progress is not None:
+                context.on_progress(done[0], len(depths), f"depth {depth:g}: greedy {greedy:.0%}", logged, "depths")
+
         return evaluate_passkey(
             context.model,
             setup.prompts,
@@ -329,11 +336,14 @@ class PasskeyKind(TaskKind):
             context.dtype,
             world=context.world,
             log=log,
-            on_depth=context.on_depth,
+            on_depth=on_depth,
         )
 
     def protocol(self, setup: TaskSetup) -> str:
         return retrieval_protocol(setup.prompts)
+
+    def summary(self, result: list[PasskeyCell]) -> str:
+        return f"greedy {sum(c.accuracy for c in result) / max(1, len(result)):.0%} over {len(result)} depths"
 
     def rows(self, setup: TaskSetup, length: int, result: list[PasskeyCell] | None) -> list[dict]:
         if result is None:

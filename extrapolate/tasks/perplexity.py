@@ -128,13 +128,14 @@ def evaluate_perplexity(
     world: World = SINGLE,
     bos: int | None = None,
     log=None,
+    on_windows=None,
 ) -> PerplexityResult:
     """docs: 1-D int64 token tensors. `budget`: tokens per document scored (the same for every length).
     Under torchrun each rank scores every world.size-th window and the sums are added up. `bos`: a token each
     window starts with (the tokenizer's BOS): the window is then the BOS and n - 1 tokens of the document, and
     its first token is scored given the BOS alone, as the field's evaluations feed a model. `log` (a
     depth_log.LengthLog): this process's sums are kept there once scored, and read from there by a run that
-    stopped after them."""
+    stopped after them. `on_windows(done, total)`: this process's windows scored so far, after each batch."""
     result = PerplexityResult(length, bucket_width=bucket_width)
     model.eval()
     windows = []  # (window index, document index, document, start, end, first scored offset)
@@ -151,7 +152,7 @@ def evaluate_perplexity(
         result = from_logged(logged, length, bucket_width)
         per_window = torch.tensor(logged["per_window"], dtype=torch.float64)  # (2, W)
         mine = []  # scored before the stop: only the sums over the ranks are left to do
-    per_batch = max(1, max_batch_tokens // length)
+    per_batch, scored_windows = max(1, max_batch_tokens // length), 0
     # group windows that share their first scored offset, so each batch is one rectangular tensor
     groups: dict[int, list] = {}
     for window in mine:
@@ -171,6 +172,9 @@ def evaluate_perplexity(
             index = torch.tensor([w[0] for w in chunk])
             per_window[0, index] = scored.double().sum(1).cpu()
             per_window[1, index] = float(scored.shape[1])
+            scored_windows += len(chunk)
+            if on_windows is not None:
+                on_windows(scored_windows, len(mine))
     if log is not None and logged is None:
         log.record(to_logged(result, per_window))
     result = result.summed(world)
@@ -179,6 +183,13 @@ def evaluate_perplexity(
     scored_docs = per_document[:, per_document[1] > 0]  # (2, scored docs)
     result.document_nll, result.document_tokens = scored_docs[0].tolist(), [int(t) for t in scored_docs[1].tolist()]
     return result
+
+
+def windows_progress(on_progress):
+    """`on_windows` reporting to a measurement's progress sink (windows have no score on their own)."""
+    if on_progress is None:
+        return None
+    return lambda done, total: on_progress(done, total, "", False, "windows")
 
 
 def to_logged(result: PerplexityResult, per_window: torch.Tensor) -> dict:
@@ -251,7 +262,11 @@ class PerplexityKind(TaskKind):
             world=context.world,
             bos=setup.bos,
             log=context.length_log(self.name, self.scored_text(setup), length),
+            on_windows=windows_progress(context.on_progress),
         )
+
+    def summary(self, result: PerplexityResult) -> str:
+        return f"ppl {math.exp(result.nll):,.2f}"
 
     def scored_text(self, setup: TaskSetup) -> str:
         """What a length's sums depend on beyond the run id: the protocol, the budget, the buckets and the

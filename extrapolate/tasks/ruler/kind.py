@@ -163,6 +163,9 @@ class RulerKind(TaskKind):
     def protocol(self, setup: TaskSetup) -> str:
         return retrieval_protocol(setup.prompts)
 
+    def summary(self, result: RulerCell) -> str:
+        return f"score {result.score:.0%} over {result.samples} prompts"
+
     def rows(self, setup: TaskSetup, length: int, result: RulerCell | None) -> list[dict]:
         samples = setup.prompts.task.samples
         value = float("nan") if result is None else result.score

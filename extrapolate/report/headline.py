@@ -1,0 +1,74 @@
+"""The headline of a finished job, read from its folder's rows: per encoding (over the seeds the job measured)
+perplexity at L and at the longest length, retrieval at L and at the longest length, and the effective lengths
+the summary states. The closing panel of `run` and `sweep` prints these, so what a user reads last is what the
+table holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from extrapolate.report.table import aggregate, label_variants, load_results
+from extrapolate.tasks.passkey import PASSKEY
+from extrapolate.tasks.perplexity import PERPLEXITY
+from extrapolate.tasks.ruler.kind import RULER
+
+RETRIEVAL_METRICS = {PASSKEY.name: "accuracy", RULER.name: "score"}  # the greedy share, RULER's mean score
+
+
+def headline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
+    """One row per encoding (label) the runs `run_ids` measured: train_len, longest, ppl_L, ppl_longest,
+    retrieval_L, retrieval_longest (means over their seeds, retrieval over depths and tasks; NaN where not
+    measured), seeds, and the effective lengths (perplexity, retrieval) of the folder's summary."""
+    from extrapolate.report.pages import effective_length, with_unrecorded
+    from extrapolate.report.retrieval import (
+        across_seeds,
+        base_encodings,
+        counted_rows,
+        pretrained_encodings,
+        retrieval_length,
+        task_rule,
+        verdicts_by_seed,
+    )
+
+    table = with_unrecorded(label_variants(load_results(folder)))
+    mine = table[table["run_id"].astype(str).isin(set(run_ids))]
+    if mine.empty:
+        return pd.DataFrame()
+    rule, bases = task_rule(folder, table), base_encodings(table)
+    by_seed = verdicts_by_seed(table, bases, rule, pretrained_encodings(table))
+    said = {encoding: across_seeds(seeds) for encoding, seeds in by_seed.items()}
+    agg = aggregate(counted_rows(table, by_seed))
+    perplexity_length = effective_length(agg, bases=bases)
+    retrieval_lengths = retrieval_length(agg, said, rule) if said else {}
+    rows = []
+    for encoding, group in mine.groupby("encoding", sort=False):
+        L, longest = int(group["train_len"].iloc[0]), int(group["eval_len"].max())
+        rows.append(
+            {
+                "encoding": encoding,
+                "seeds": group["seed"].nunique(),
+                "train_len": L,
+                "longest": longest,
+                "ppl_L": mean_value(group, L, {PERPLEXITY.name: "ppl"}),
+                "ppl_longest": mean_value(group, longest, {PERPLEXITY.name: "ppl"}),
+                "retrieval_L": mean_value(group, L, RETRIEVAL_METRICS),
+                "retrieval_longest": mean_value(group, longest, RETRIEVAL_METRICS),
+                "effective_perplexity": perplexity_length.get(encoding),
+                "effective_retrieval": retrieval_lengths.get(encoding),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def mean_value(group: pd.DataFrame, length: int, metrics: dict[str, str]) -> float:
+    """The mean value of the measured rows at `length` of the tasks in `metrics` ({task: its metric}), each
+    seed's mean first (a seed is the unit); NaN where none was measured."""
+    chosen = pd.Series(False, index=group.index)
+    for task, metric in metrics.items():
+        chosen |= (group["task"] == task) & (group["metric"] == metric)
+    rows = group[chosen & (group["eval_len"] == length) & (group["status"] == "ok")]
+    if rows.empty:
+        return float("nan")
+    return float(pd.to_numeric(rows["value"]).groupby(rows["seed"]).mean().mean())

@@ -1,0 +1,223 @@
+"""The everyday run: a results folder is one experiment (nothing mixed or replaced in silence), `--config` of a run
+record writes where that run did, every skipped length says why (log, summary, plan), a sweep's log counts its
+cells with the time left, and the closing panel's numbers are the rows'."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from extrapolate.cli.app import app
+from extrapolate.cli.closing import number
+
+from .helpers import make_corpus, tiny_options
+
+cli = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return make_corpus(tmp_path / "corpus", documents=6, words=900)
+
+
+def run_args(corpus, out, *extra, encoding="rope"):
+    return [
+        "run",
+        "--encoding",
+        encoding,
+        *tiny_options(batch_size=2, eval_len=64, eval_tokens=128),
+        *("--tasks", "perplexity", "--corpus", str(corpus), "--out", str(out)),
+        *extra,
+    ]
+
+
+def test_a_folder_refuses_another_setting_and_a_cell_measured_another_way(corpus, tmp_path):
+    out = tmp_path / "out"
+    assert cli.invoke(app, run_args(corpus, out)).exit_code == 0
+    before = (out / "results.csv").read_text()
+
+    # the same cell on one held-out document: a replacement of rows measured on all of them
+    same_cell = cli.invoke(app, run_args(corpus, out, "--eval-docs", "1"))
+    assert same_cell.exit_code == 2
+    assert "measured another way (eval_docs 1 where its rows have all)" in " ".join(same_cell.output.split())
+    # another cell (ALiBi) on one document: another evaluation setting beside the folder's
+    other_cell = cli.invoke(app, run_args(corpus, out, "--eval-docs", "1", encoding="alibi"))
+    assert other_cell.exit_code == 2 and "holds another experiment (eval_docs 1" in other_cell.output
+    # another tokenizer: another model's rows
+    other_model = cli.invoke(app, run_args(corpus, out, "--tokenizer", "bytes", encoding="alibi"))
+    assert other_model.exit_code == 2 and "holds another experiment (tokenizer bytes" in other_model.output
+    assert (out / "results.csv").read_text() == before  # every refusal before anything was written
+
+    appended = cli.invoke(app, run_args(corpus, out, "--eval-docs", "1", "--append", encoding="alibi"))
+    assert appended.exit_code == 0 and "--append: adding rows with eval_docs 1 beside rows with all" in appended.output
+    replaced = cli.invoke(app, run_args(corpus, out, "--eval-docs", "1", "--overwrite"))
+    assert replaced.exit_code == 0 and "--overwrite: replacing rows measured with eval_docs all by 1" in replaced.output
+    table = pd.read_csv(out / "results.csv")
+    assert set(table[table["metric"] == "ppl"]["n"]) == {1}  # both cells now on one document, as said
+
+
+def test_config_of_a_run_record_writes_where_that_run_did(corpus, tmp_path, monkeypatch):
+    out = tmp_path / "first"
+    assert cli.invoke(app, run_args(corpus, out)).exit_code == 0
+    record = json.loads((out / "run.json").read_text())
+    assert "out" not in record["request"] and record["run_id"] in set(pd.read_csv(out / "results.csv")["run_id"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # run again from another folder: the record's folder, not results/<encoding>-L<L>
+    again = cli.invoke(app, ["run", "--config", str(out / "run.json")])
+    assert again.exit_code == 0, again.output
+    assert not (elsewhere / "results").exists()
+    assert "in " in again.output and "already: measured again, its rows replaced" in again.output
+    assert str(out) in " ".join(again.output.split())
+
+
+def test_a_length_past_a_learned_table_says_why_in_the_log_the_summary_and_the_plan(corpus, tmp_path):
+    out = tmp_path / "learned"
+    args = run_args(corpus, out, encoding="learned")
+    why = "64 > 32 rows of the learned table: --learned-policy clamp to extend"
+    plan = cli.invoke(app, [*args, "--dry-run"])
+    assert plan.exit_code == 0 and f"learned · seed 0 at 64: will be recorded unsupported: {why}" in plan.output
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0 and f"learned at 64 tokens (perplexity): unsupported, {why}" in result.output
+    table = pd.read_csv(out / "results.csv")
+    assert set(table[table["eval_len"] == 64]["reason"]) == {why}
+    assert set(table[table["eval_len"] == 32]["reason"].isna()) == {True}
+    summary = (out / "summary.md").read_text()
+    assert "[unsupported](#not-measured)" in summary and "## Not measured" in summary
+    assert f"| learned | 0 | perplexity | 64 | unsupported | {why} |" in summary  # seed 0
+
+
+def test_lengths_wholly_below_the_training_length_are_warned_at_planning(corpus, tmp_path):
+    args = ["run", "--model", "tiny", "--steps", "4", "--train-len", "32", "--eval-lens", "16,24"]
+    plan = cli.invoke(app, [*args, "--tasks", "perplexity", "--corpus", str(corpus), "--dry-run"])
+    assert plan.exit_code == 0 and "every evaluation length (16, 24) is below L = 32" in plan.output
+
+
+def test_a_piped_sweep_counts_its_cells_with_the_time_left_and_closes_with_the_rows_numbers(corpus, tmp_path):
+    out = tmp_path / "sweep"
+    args = [
+        "sweep",
+        *("--encodings", "rope,alibi", "--seeds", "0"),
+        *tiny_options(batch_size=2, eval_len=64, eval_tokens=128),
+        *("--tasks", "perplexity", "--corpus", str(corpus), "--out", str(out)),
+    ]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    cells = [line for line in result.output.splitlines() if line.startswith("cell ")]
+    assert [line.split(" · ")[0] for line in cells] == ["cell 1/2 alibi", "cell 2/2 rope"]
+    assert all("left in the sweep" in line for line in cells)  # the first from timed steps, the second measured
+    # the closing panel: tab-separated off a terminal, its numbers the rows'
+    lines = result.output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("encoding\tseeds\tppl at L"))
+    panel = {line.split("\t")[0]: line.split("\t") for line in lines[header + 1 : header + 3]}
+    table = pd.read_csv(out / "results.csv")
+    for encoding, cells in panel.items():
+        rows = table[(table["encoding"] == encoding) & (table["metric"] == "ppl")].set_index("eval_len")["value"]
+        assert not math.isnan(rows[64])
+        assert (cells[2], cells[3]) == (number(rows[32]), number(rows[64]))  # at L and at the longest length
+    assert f"wrote {out}/: report.md, results.csv" in " ".join(result.output.split())
+
+
+def test_a_sweep_without_a_training_length_writes_the_folder_the_docs_name(corpus, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["sweep", "--encodings", "rope", "--model", "tiny", "--eval-lens", "256", "--tasks", "perplexity"]
+    plan = cli.invoke(app, [*args, "--corpus", str(corpus), "--dry-run"])
+    assert plan.exit_code == 0 and "plan → results/sweep-L256" in plan.output
+
+
+@pytest.mark.parametrize(
+    "flag, value, said",
+    [
+        ("--eval-lens", "10Q", "--eval-lens: '10Q' is not a length (a whole number of tokens, e.g. 4096, 4k or 1M"),
+        ("--eval-len", "10Q", "'10Q' is not a length (a whole number of tokens, e.g. 4096, 4k or 1M"),
+        ("--encoding", "yarnn", "unknown encoding 'yarnn'; did you mean yarn?"),
+    ],
+)
+def test_a_mistake_gets_one_line_that_says_what_would_do(flag, value, said):
+    result = cli.invoke(app, ["run", flag, value, "--dry-run"])
+    assert result.exit_code == 2 and said in " ".join(result.output.split())
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_lengths_take_m_for_1024_squared_and_the_help_says_k_is_1024():
+    from extrapolate.core.numbers import parse_int_list
+
+    assert parse_int_list("1M,2k,512", "--eval-lens", lengths=True) == [1024**2, 2048, 512]
+    help_text = " ".join(cli.invoke(app, ["run", "--help"], terminal_width=200).output.split())
+    assert "k = 1024 tokens" in help_text
+
+
+def test_the_not_measured_section_lists_each_reason_once_with_its_seeds_and_lengths():
+    from extrapolate.report.skipped import UNRECORDED_REASON, not_measured_section
+
+    def row(seed, length, status, reason=None):
+        return {
+            "encoding": "learned",
+            "seed": seed,
+            "task": "perplexity",
+            "eval_len": length,
+            "status": status,
+            "reason": reason,
+        }
+
+    why = "512 > 256 rows of the learned table: --learned-policy clamp to extend"
+    table = pd.DataFrame(
+        [row(s, n, "unsupported", why) for s in (0, 1) for n in (512, 1024)]
+        + [row(2, 512, "unsupported"), row(0, 256, "ok")]
+    )
+    assert not_measured_section(table) == [
+        "## Not measured",
+        "",
+        "| encoding | seeds | task | lengths | status | why |",
+        "|---|---|---|---|---|---|",
+        f"| learned | 0, 1 | perplexity | 512, 1024 | unsupported | {why} |",
+        f"| learned | 2 | perplexity | 512 | unsupported | {UNRECORDED_REASON} |",
+        "",
+    ]
+    assert not_measured_section(table[table["status"] == "ok"]) == []
+
+
+def test_a_checkpoint_as_released_and_stretched_with_yarn_is_one_command_and_one_table(corpus, tmp_path):
+    """`sweep --encodings released,yarn --factor 4` on a checkpoint: its own RoPE (no factor) beside YaRN at
+    s = 4, one folder, one table; `released` on a model trained here is refused."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from extrapolate.core.config import ModelConfig
+    from extrapolate.data.corpora import load_corpus
+    from extrapolate.data.tokenizers import load_tokenizer
+    from extrapolate.model import TransformerLM
+    from extrapolate.run.export import export_hf
+
+    tokenizer = load_tokenizer("bpe:300", load_corpus(str(corpus)))
+    torch.manual_seed(0)
+    config = ModelConfig(
+        d_model=32, n_layers=2, n_heads=2, vocab_size=tokenizer.vocab_size, encoding="rope", max_len=32
+    )
+    export_hf(TransformerLM(config), tmp_path / "llama", tokenizer)
+    out = tmp_path / "pair"
+    args = ["sweep", "--model", str(tmp_path / "llama"), "--encodings", "released,yarn", "--factor", "4"]
+    args += ["--tasks", "perplexity", "--eval-lens", "32,128", "--eval-tokens", "128", "--corpus", str(corpus)]
+    result = cli.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "results.csv")
+    factors = table.drop_duplicates("encoding").set_index("encoding")["factor"]
+    assert factors.to_dict() == {"rope": 1.0, "yarn": 4.0}
+    trained_here = cli.invoke(app, ["sweep", "--encodings", "released", "--model", "tiny", "--dry-run"])
+    assert trained_here.exit_code == 2 and "a pretrained model's own encoding" in trained_here.output
+
+
+def test_a_slurm_dry_run_without_submitit_says_so_before_its_plan(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "submitit", None)  # an import of it raises ImportError
+    result = cli.invoke(app, ["sweep", "--encodings", "rope", "--executor", "slurm", "--dry-run"])
+    assert result.exit_code == 2 and "--executor slurm needs submitit" in result.output
+    assert "plan →" not in result.output
