@@ -221,3 +221,23 @@ def test_a_slurm_dry_run_without_submitit_says_so_before_its_plan(monkeypatch):
     result = cli.invoke(app, ["sweep", "--encodings", "rope", "--executor", "slurm", "--dry-run"])
     assert result.exit_code == 2 and "--executor slurm needs submitit" in result.output
     assert "plan →" not in result.output
+
+
+def test_a_slow_preparation_says_what_it_builds_and_a_quick_one_says_nothing(monkeypatch):
+    """On a fresh cache the tokenizer and the encoded corpus take tens of seconds before any other line: the
+    user is told what is built; a quick preparation (or a mistake refused at once) adds no line."""
+    import threading
+    from types import SimpleNamespace
+
+    from extrapolate.run import prepare as prepare_module
+
+    resolved = SimpleNamespace(request=SimpleNamespace(corpus="shakespeare", tokenizer="bpe"), checkpoint=None)
+    said, told = [], threading.Event()
+    monkeypatch.setattr(prepare_module, "SAY_AFTER", 0.0)
+    with prepare_module.preparing(resolved, lambda text: (said.append(text), told.set())):
+        assert told.wait(60)  # the note comes while the work goes on (a bound against a hung timer only)
+    assert said == ["preparing corpus shakespeare and tokenizer bpe (built once, then read from the cache)"]
+    monkeypatch.setattr(prepare_module, "SAY_AFTER", 3600.0)
+    with prepare_module.preparing(resolved, said.append):
+        pass
+    assert len(said) == 1

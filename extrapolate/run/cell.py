@@ -19,7 +19,7 @@ from extrapolate.run.checkpoint import with_encoding
 from extrapolate.run.evaluate import evaluate, trained_model
 from extrapolate.run.folder_setting import check_folder
 from extrapolate.run.ignored import ignored_options
-from extrapolate.run.prepare import Prepared, prepare
+from extrapolate.run.prepare import Prepared, prepare, preparing
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.request import RunRequest
 from extrapolate.run.resolution import output_folder, resolve
@@ -80,7 +80,8 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
         if world.main:
             check_tables(folder)  # a damaged table in the output folder is refused before training, not after
         with main_first(world):  # rank 0 fills the corpus and tokenizer caches, the others read them
-            prepared = prepare(resolved_request)
+            with preparing(resolved_request, reporter.note):
+                prepared = prepare(resolved_request)
         for note in ignored:
             reporter.warn(note)
         for note in prepared.notes:

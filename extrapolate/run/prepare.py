@@ -3,6 +3,8 @@ stream, the device, the evaluation lengths and the retrieval prompts (run and sw
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -46,6 +48,27 @@ class MixedRows:
     def training_row(self, gen: torch.Generator, length: int, answer_only: bool = True):
         pick = int(torch.randint(len(self.builders), (1,), generator=gen))
         return self.builders[pick].training_row(gen, length, answer_only)
+
+
+SAY_AFTER = 2.0  # seconds of preparing after which the user is told what is being built
+
+
+@contextlib.contextmanager
+def preparing(resolved: ResolvedRequest, note):
+    """Around `prepare`: on a fresh cache it trains a tokenizer and encodes the corpus (tens of seconds), so
+    after SAY_AFTER seconds `note` is given what is being built; a quick one (or one refused at once) says
+    nothing, and a mistake stays one line."""
+    request = resolved.request
+    tokenizer = "the checkpoint's tokenizer" if resolved.checkpoint else f"tokenizer {request.tokenizer}"
+    timer = threading.Timer(
+        SAY_AFTER, note, (f"preparing corpus {request.corpus} and {tokenizer} (built once, then read from the cache)",)
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def prepare(resolved: ResolvedRequest) -> Prepared:

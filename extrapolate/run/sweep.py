@@ -38,7 +38,7 @@ from extrapolate.run.checkpoint import is_pretrained
 from extrapolate.run.folder_setting import check_folder
 from extrapolate.run.ignored import ignored_options
 from extrapolate.run.limits import foreseen_skips
-from extrapolate.run.prepare import prepare
+from extrapolate.run.prepare import prepare, preparing
 from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.depth_log import clear_logs
 from extrapolate.tasks.kinds import asked_kinds
@@ -192,7 +192,8 @@ def sweep(
         from extrapolate.run.estimate import estimate_seconds
 
         reporter = reporter or Reporter()
-        prepared = prepare(requests[0])
+        with preparing(requests[0], reporter.note):
+            prepared = prepare(requests[0])
         for note in [*ignored_options(template, named(encodings)), *prepared.notes]:
             reporter.warn(note)
         cells = plan(requests, folder, prepared)
@@ -201,7 +202,7 @@ def sweep(
         return cells, estimate_seconds([c.resolved for c in cells if not c.done], models_of(cells), prepared, reporter)
     with process_group(template.device) as world:  # under torchrun: every cell's model across the ranks
         reporter = (reporter or Reporter()) if world.main else Reporter()
-        with main_first(world):
+        with preparing(requests[0], reporter.note), main_first(world):
             prepared = prepare(requests[0])  # every cell shares the data: only the encoding and the seed differ
         asked = dataclasses.replace(template, finetune_steps=max(finetune_steps or [template.finetune_steps]))
         for note in [*ignored_options(asked, named(encodings)), *prepared.notes]:
