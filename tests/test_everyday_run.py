@@ -17,13 +17,10 @@ from .helpers import make_corpus, tiny_options
 cli = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def isolated_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
-
-
 @pytest.fixture
-def corpus(tmp_path):
+def corpus(tmp_path, monkeypatch):
+    """A local corpus, and a model cache of the test's own (what a test trains is never another's)."""
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     return make_corpus(tmp_path / "corpus", documents=6, words=900)
 
 

@@ -98,13 +98,13 @@ class RichReporter:
             bar = Progress(
                 TextColumn(f"  {what} at {length}"),
                 BarColumn(),
-                TextColumn("{task.completed}/{task.total} {task.fields[unit]}"),
+                TextColumn("{task.fields[count]}"),
                 TimeRemainingColumn(),
                 console=stderr,
                 transient=True,
             )
             bar.start()
-            self.evaluation["bar"] = (bar, bar.add_task("", total=None, unit=""))
+            self.evaluation["bar"] = (bar, bar.add_task("", total=None, count=""))
 
     def evaluation_progress(self, done: int, total: int, summary: str, logged: bool, unit: str = "prompts"):
         state = getattr(self, "evaluation", None) or {"start": time.monotonic(), "line": 0.0, "logged": 0, "bar": None}
@@ -113,7 +113,7 @@ class RichReporter:
             state["logged"] = done
         if state["bar"] is not None:
             bar, task = state["bar"]
-            bar.update(task, completed=done, total=total, unit=unit)
+            bar.update(task, completed=done, total=total, count=f"{done}/{total} {unit}")
         # a line per prompt batch or depth (minutes each at long lengths); windows, which come fast, every while
         if unit == "windows" and done < total and now - state["line"] < self.log_every:
             return
