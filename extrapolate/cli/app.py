@@ -112,7 +112,8 @@ def sweep(
         str,
         typer.Option(
             help="classic (the eight seed encodings, the RoPE scalings and NoPE), newer, all, "
-            "or a comma-separated list of encodings and groups",
+            "or a comma-separated list of encodings and groups; with a pretrained --model, `released` is its own "
+            "encoding as it ships (e.g. released,yarn --factor 4: both in one table)",
             rich_help_panel="Model",
         ),
     ] = "classic",
