@@ -21,26 +21,16 @@ def headline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
     """One row per encoding (label) the runs `run_ids` measured: train_len, longest, ppl_L, ppl_longest,
     retrieval_L, retrieval_longest (means over their seeds, retrieval over depths and tasks; NaN where not
     measured), seeds, and the effective lengths (perplexity, retrieval) of the folder's summary."""
-    from extrapolate.report.pages import effective_length, with_unrecorded
-    from extrapolate.report.retrieval import (
-        across_seeds,
-        base_encodings,
-        counted_rows,
-        pretrained_encodings,
-        retrieval_length,
-        task_rule,
-        verdicts_by_seed,
-    )
+    from extrapolate.report.pages import effective_length, judged, with_unrecorded
+    from extrapolate.report.retrieval import base_encodings, retrieval_length
 
     table = with_unrecorded(label_variants(load_results(folder)))
     mine = table[table["run_id"].astype(str).isin(set(run_ids))]
     if mine.empty:
         return pd.DataFrame()
-    rule, bases = task_rule(folder, table), base_encodings(table)
-    by_seed = verdicts_by_seed(table, bases, rule, pretrained_encodings(table))
-    said = {encoding: across_seeds(seeds) for encoding, seeds in by_seed.items()}
-    agg = aggregate(counted_rows(table, by_seed))
-    perplexity_length = effective_length(agg, bases=bases)
+    rule, said, counted = judged(folder, table)  # as the summary decides them
+    agg = aggregate(counted)
+    perplexity_length = effective_length(agg, bases=base_encodings(table))
     retrieval_lengths = retrieval_length(agg, said, rule) if said else {}
     rows = []
     for encoding, group in mine.groupby("encoding", sort=False):

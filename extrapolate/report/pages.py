@@ -262,10 +262,10 @@ def with_unrecorded(table: pd.DataFrame) -> pd.DataFrame:
 SETUP = "## Setup"
 
 
-def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str, tuple[str, ...]], ...]) -> None:
-    """Pages of one table and their figures, each page (path, title, `setup`: lines of the set-up before the
-    table's own provenance) opening with what was found and ending with how it was measured. The figures are
-    drawn once for every page, and every figure and line is computed before anything is written."""
+def judged(folder: Path, table: pd.DataFrame) -> tuple[Rule, dict[str, Verdict], pd.DataFrame]:
+    """(the retrieval rule, what it says of each model at L, the rows that count) of a page's table (as
+    `with_unrecorded` shows it). Whether each model retrieves at L is decided once, seed by seed: the tables, the
+    effective length and the figure read it, and a cell past L is the mean over the seeds that retrieve at L."""
     from extrapolate.report.retrieval import (
         across_seeds,
         base_encodings,
@@ -275,13 +275,18 @@ def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str,
         verdicts_by_seed,
     )
 
-    table = with_unrecorded(table)
     rule = task_rule(folder, table)  # the task files are read once
-    # whether each model retrieves at L, decided once, seed by seed: the tables, the effective length and the
-    # figure read it, and a cell past L is the mean over the seeds that retrieve at L
     by_seed = verdicts_by_seed(table, base_encodings(table), rule, pretrained_encodings(table))
     said = {encoding: across_seeds(seeds) for encoding, seeds in by_seed.items()}
-    measured, table = table, counted_rows(table, by_seed)  # the set-up names every seed and model measured
+    return rule, said, counted_rows(table, by_seed)
+
+
+def write_pages(folder: Path, table: pd.DataFrame, pages: tuple[tuple[Path, str, tuple[str, ...]], ...]) -> None:
+    """Pages of one table and their figures, each page (path, title, `setup`: lines of the set-up before the
+    table's own provenance) opening with what was found and ending with how it was measured. The figures are
+    drawn once for every page, and every figure and line is computed before anything is written."""
+    measured = with_unrecorded(table)  # the set-up names every seed and model measured
+    rule, said, table = judged(folder, measured)
     agg = aggregate(table)
     # matplotlib's log autoscale multiplies past 1e308 on such values (and before 3.9 subtracts inf from inf)
     with np.errstate(over="ignore", invalid="ignore"):
