@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a pa
 from retrain_at_commit import ROOT, fingerprint, known_options, run_options, trained_request, worktree  # noqa: E402
 
 from extrapolate.report.samples import samples_path, write_samples  # noqa: E402
-from extrapolate.report.table import load_results  # noqa: E402
+from extrapolate.report.table import load_results, row_kinds, with_task_names  # noqa: E402
+from extrapolate.tasks.kinds import RENAMED_KINDS  # noqa: E402
 
 HOOK = Path(__file__).resolve().parent
 RETRIEVAL_METRICS = {"accuracy": "score", "rank_accuracy": "ranked_first"}  # a row's metric: its answers' field
@@ -46,8 +47,8 @@ BOOTSTRAP = (
 
 
 def old_rows(out: Path) -> pd.DataFrame:
-    """The rows an old command wrote (its table's columns, whatever they were then)."""
-    table = pd.read_csv(out / "results.csv")
+    """The rows an old command wrote (its table's columns, whatever they were then), their tasks named as now."""
+    table = with_task_names(pd.read_csv(out / "results.csv"))
     return table[table["status"].fillna("ok") == "ok"] if "status" in table else table
 
 
@@ -132,7 +133,9 @@ def recover(folder: Path, run_id: str, cache: Path | None, under: Path, extra_en
     log, out = under / f"answers-{run_id}.jsonl", under / f"out-{run_id}"
     env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join([str(HOOK), str(checkout)])}
     env |= {"EXTRAPOLATE_ANSWERS_LOG": str(log)} | ({"EXTRAPOLATE_CACHE": str(cache)} if cache else {})
-    request = trained_request(record) | {"tasks": list(dict.fromkeys(committed["task"]))}
+    earlier = {now: then for then, now in RENAMED_KINDS.items()}  # the old code's names of the kinds
+    tasks = [earlier.get(kind, kind) for kind in dict.fromkeys(row_kinds(committed))]
+    request = trained_request(record) | {"tasks": tasks}
     lengths = sorted({int(n) for n in committed["eval_len"]})
     options = run_options(request, known_options(checkout, env), out, lengths)
     made = subprocess.run(

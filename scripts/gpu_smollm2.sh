@@ -32,7 +32,7 @@ timed() {  # name, then the command: its wall time into OUT/timings.csv
 for factor in ${FACTORS:-2 4}; do
   encodings=${PASSKEY_ENCODINGS:-$([ "$factor" = 2 ] && echo rope,pi,ntk,dynamic-ntk,yarn || echo pi,ntk,dynamic-ntk,yarn)}
   timed "passkey-s$factor" "${run[@]}" sweep --model smollm2-135m --encodings "$encodings" --factor "$factor" \
-    --eval-lens "$lengths" --tasks passkey --passkey-task passkey-quick --dtype bfloat16 --device "$device" \
+    --eval-lens "$lengths" --tasks passkey-quick --dtype bfloat16 --device "$device" \
     --out "$out/smollm2-retrieval"
 done
 SAMPLES=${SAMPLES:-50} OUT="$out/smollm2-ruler-gpu" EXTRAPOLATE="${run[*]}" EXTRA="--device $device" \

@@ -60,8 +60,9 @@ import pandas as pd
 from extrapolate.core.lock import table_lock
 from extrapolate.core.paths import RUNS_FOLDER
 from extrapolate.report.samples import read_lines, samples_path, write_samples
-from extrapolate.report.table import COLUMNS, RESULTS_FILE, load_results, read_table, write_table
+from extrapolate.report.table import COLUMNS, RESULTS_FILE, load_results, read_table, row_kinds, write_table
 from extrapolate.run.request import RunRequest
+from extrapolate.tasks.kinds import RENAMED_KINDS
 
 KEY = ["task", "protocol", "eval_len", "depth", "metric"]  # a row within its run
 PERPLEXITY = "perplexity"
@@ -79,6 +80,8 @@ def stored_request(record: dict) -> RunRequest:
     for name in ("eval_lens", "tasks", "train_tasks", "optional_tasks"):
         if given.get(name) is not None:
             given[name] = tuple(given[name])
+    for name in ("tasks", "optional_tasks"):  # the kinds it measured, under their names now
+        given[name] = tuple(RENAMED_KINDS.get(t, t) for t in given.get(name) or ())
     given["encoding_options"] = tuple(tuple(pair) for pair in given.get("encoding_options") or ())
     trained = record.get("train_config") or {}
     for name in ("embed_std", "position_std", "position_lr_scale"):  # defaults that changed since: as trained
@@ -97,7 +100,7 @@ def remeasure_request(
     that no longer exists (its results folder renamed since) is read from FOLDER's `tasks/`."""
     request = stored_request(record)
     changes = {
-        "tasks": tuple(dict.fromkeys(rows["task"])),
+        "tasks": tuple(dict.fromkeys(row_kinds(rows))),
         "eval_lens": tuple(sorted(int(n) for n in rows["eval_len"].unique())),
         "out": scratch,
         "name": None,
@@ -220,7 +223,7 @@ def measure_again(
     resolved = dataclasses.replace(resolved, run_id=run_id_of(named, resolved.model_hash, resolved.factor))
     if resolved.run_id != run_id:
         return f"{run_id}: resolves to {resolved.run_id} now (model, task file or default changed); skipped"
-    measured_with = dict(zip(rows["task"].astype(str), rows["protocol"].astype(str)))
+    measured_with = dict(zip(row_kinds(rows).astype(str), rows["protocol"].astype(str)))
     now = protocols_now(resolved, prepared)
     changed = {task: was for task, was in measured_with.items() if now.get(task) != was}
     if changed:
@@ -364,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         if retrieval.empty and perplexity.empty:
             print(f"{run_id}: nothing to recover")
             continue
-        kinds = list(dict.fromkeys(rows["task"].astype(str)))
+        kinds = list(dict.fromkeys(row_kinds(rows).astype(str)))
         try:
             said = recover_run(args.folder, run_id, pd.concat([retrieval, perplexity]), kinds, asked)
         except Exception as error:  # one run that cannot be made again does not stop the others

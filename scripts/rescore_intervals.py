@@ -26,8 +26,8 @@ import pandas as pd
 from extrapolate.core.intervals import AT_MEAN, DOCUMENTS, PROPORTION, nll_interval, proportion_interval
 from extrapolate.core.lock import table_lock
 from extrapolate.report.samples import load_documents, load_samples
-from extrapolate.report.table import PROPORTIONS, write_table
-from extrapolate.tasks.passkey import CHAT_MARK
+from extrapolate.report.table import PROPORTIONS, of_kind, write_table
+from extrapolate.tasks.passkey import CHAT_MARK, PASSKEY
 
 INTERVAL_COLUMNS = ["n", "ci_low", "ci_high", "ci_method"]
 CELL = ["run_id", "protocol", "eval_len"]
@@ -75,10 +75,11 @@ def scored_0_or_1(folder: Path, table: pd.DataFrame) -> pd.Series:
         for key, group in zero_one.groupby([samples[c].astype(str) for c in ("run_id", "protocol", "eval_len")]):
             answers[key] = bool(group.all())
     out = []
+    needle = of_kind(table, PASSKEY)  # every needle answer is right or wrong
     for row in table.itertuples():
         identity = str(row.protocol).removesuffix("+bos").removesuffix(CHAT_MARK)
         cell = (str(row.run_id), str(row.protocol), str(int(row.eval_len)))
-        if row.task == "passkey" or identity in binary:
+        if needle[row.Index] or identity in binary:
             out.append(True)
         elif cell in answers:
             out.append(answers[cell])

@@ -284,7 +284,8 @@ def test_run_measures_perplexity_passkey_and_a_ruler_task_on_a_released_family(t
     extra = ("--train-len", "512") if family == "bloom" else ()  # BLOOM's config states no context
     for tasks in ("perplexity,passkey", "vt-compact"):  # one retrieval task file a run: passkey's, then RULER's
         table, record = run_cli(folders[family], corpus, tmp_path / "out", "--tasks", tasks, *extra, lengths="512,1024")
-    assert set(table.task) == {"perplexity", "passkey", "ruler"}
+    assert set(table.task) == {"perplexity", "passkey", "vt-compact"}
+    assert set(table.kind) == {"perplexity", "needle", "ruler"}
     # the row says which backend computed it, and with which of transformers' attention implementations
     assert set(table.kernel) == {"transformers:eager" if family == "bloom" else "transformers:sdpa"}
     assert record["training"]["backend"] == "transformers" and record["request"]["backend"] == "transformers"

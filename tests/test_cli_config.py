@@ -222,13 +222,23 @@ def test_run_measures_both_axes_by_default_and_leaves_retrieval_out_where_no_pro
     common += ["--corpus", str(corpus), "--tokenizer", "bytes"]
     short = invoke(*common, "--train-len", "32", "--eval-len", "64", "--out", str(tmp_path / "short"))
     assert short.exit_code == 0, short.output
-    assert "warning: passkey left out: passkey-word prompts need at least" in short.output
+    assert "warning: retrieval left out: passkey-word prompts need at least" in short.output
     assert set(pd.read_csv(tmp_path / "short" / "results.csv").task) == {"perplexity"}
     both = invoke(*common, "--train-len", "128", "--eval-len", "128", "--out", str(tmp_path / "both"))
     assert both.exit_code == 0, both.output
-    assert set(pd.read_csv(tmp_path / "both" / "results.csv").task) == {"perplexity", "passkey"}
+    written = pd.read_csv(tmp_path / "both" / "results.csv")
+    assert set(written.task) == {"perplexity", "passkey-word"}  # the task file's name, a model trained here's default
+    assert set(written.kind) == {"perplexity", "needle"}
     named = invoke(
-        *common, "--train-len", "32", "--eval-len", "64", "--tasks", "perplexity,passkey", "--out", str(tmp_path / "n")
+        *common,
+        "--train-len",
+        "32",
+        "--eval-len",
+        "64",
+        "--tasks",
+        "perplexity,retrieval",
+        "--out",
+        str(tmp_path / "n"),
     )
     assert named.exit_code == 2 and "prompts need at least" in named.output  # asked for by name: an error
 

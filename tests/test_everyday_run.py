@@ -238,3 +238,80 @@ def test_a_slow_preparation_says_what_it_builds_and_a_quick_one_says_nothing(mon
     with prepare_module.preparing(resolved, said.append):
         pass
     assert len(said) == 1
+
+
+@pytest.mark.parametrize(
+    "tasks,model,file",
+    [
+        (("passkey",), "tiny", "passkey"),  # the file of that name on a model trained here too
+        (("retrieval",), "tiny", "passkey-word"),  # the run's retrieval task: a model trained here's default
+        (("perplexity", "ruler-multikey"), "tiny", "ruler-multikey"),
+        (("perplexity", "vt-compact"), "tiny", "vt-compact"),
+    ],
+)
+def test_a_task_name_is_one_task_on_every_model(tasks, model, file):
+    from extrapolate.run.request import RunRequest
+    from extrapolate.run.resolution import resolve_request
+    from extrapolate.tasks.files import load_task
+    from extrapolate.tasks.kinds import TASK_KINDS
+
+    request = resolve_request(RunRequest(model=model, tasks=tasks, eval_lens=(256,)))
+    assert request.passkey_task == file
+    kind = load_task(file).kind
+    assert kind in request.tasks and all(t in TASK_KINDS for t in request.tasks)
+    assert resolve_request(request) == request  # a resolved request, resolved again, asks for the same
+
+
+def test_a_task_file_and_another_retrieval_task_are_refused_in_one_line(corpus, tmp_path):
+    args = run_args(corpus, tmp_path / "out", "--passkey-task", "passkey-word")
+    args[args.index("--tasks") + 1] = "perplexity,passkey"
+    result = cli.invoke(app, args)
+    assert result.exit_code == 2
+    assert (
+        result.output.strip()
+        .splitlines()[-1]
+        .endswith("one retrieval task per run, got passkey and --passkey-task passkey-word")
+    )
+
+
+def test_the_task_column_holds_the_task_files_name_and_the_kind_its_own_column(corpus, tmp_path):
+    args = run_args(corpus, tmp_path / "out", "--eval-lens", "256")
+    args[args.index("--tasks") + 1] = "perplexity,ruler-multikey"
+    args.remove("--eval-len"), args.remove("64")
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert dict(zip(table["task"], table["kind"])) == {"perplexity": "perplexity", "ruler-multikey": "needle"}
+    assert table.loc[table["task"] == "ruler-multikey", "protocol"].str.startswith("ruler-multikey-v1-").all()
+    (samples,) = (tmp_path / "out" / "samples").glob("*.jsonl")
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert {line["task"] for line in lines} == {"perplexity", "ruler-multikey"}
+
+
+def test_a_table_and_a_record_written_before_the_kind_column_read_as_written_now(tmp_path):
+    from extrapolate.cli.config import from_record
+    from extrapolate.report.samples import named_task
+    from extrapolate.report.table import load_results
+
+    row = {"run_id": "0123456789", "encoding": "rope", "train_len": 128, "eval_len": 128, "seed": 0, "value": 0.5}
+    row |= {"status": "ok", "created_at": "2026-01-01T00:00:00Z", "metric": "accuracy", "depth": 0.5}
+    row |= {"factor": 1.0, "n_tokens": 128, "params": 1000}
+    rows = [
+        {**row, "task": "passkey", "protocol": "ruler-multikey-v1-compact-f9950bad"},
+        {**row, "task": "passkey", "protocol": "passkey-v2-compact-26b966f8", "eval_len": 256},
+        {**row, "task": "ruler", "protocol": "vt-v3-ruler-b421d687+chat", "metric": "score", "depth": None},
+        {**row, "task": "perplexity", "protocol": "full-window", "metric": "ppl", "depth": None, "value": 9.0},
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "results.csv", index=False)
+    table = load_results(tmp_path)
+    named = dict(zip(table["protocol"], zip(table["task"], table["kind"])))
+    assert named == {
+        "ruler-multikey-v1-compact-f9950bad": ("ruler-multikey", "needle"),
+        "passkey-v2-compact-26b966f8": ("passkey", "needle"),
+        "vt-v3-ruler-b421d687+chat": ("vt", "ruler"),
+        "full-window": ("perplexity", "perplexity"),
+    }
+    assert named_task({"task": "passkey", "protocol": "passkey-word-v2-compact-4e10e294"})["task"] == "passkey-word"
+    # a record's "passkey" named the retrieval kind: given back, it asks for the record's own task file
+    values = from_record({"tasks": ["perplexity", "passkey"], "passkey_task": "passkey-word"})
+    assert values["tasks"] == ["perplexity", "retrieval"] and values["passkey_task"] == "passkey-word"

@@ -38,7 +38,7 @@ def cells():
     yield "self-extend-options", dict(base, encoding="self-extend", encoding_options=(("group", 2), ("window", 8)))
     yield (
         "alibi-passkey",
-        dict(base, encoding="alibi", train_len=128, eval_lens=(128,), tasks=("perplexity", "passkey")),
+        dict(base, encoding="alibi", train_len=128, eval_lens=(128,), tasks=("perplexity", "retrieval")),
     )
     yield "learned-clamp", dict(base, encoding="learned", learned_policy="clamp", position_std=0.02)
     yield "rope-compiled", dict(base, encoding="rope", compile=True)

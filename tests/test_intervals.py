@@ -126,7 +126,7 @@ def test_a_run_writes_n_intervals_and_every_prompts_answer(tmp_path, monkeypatch
     rows = pd.read_csv(tmp_path / "out" / "results.csv")
     assert (rows["n"] > 0).all() and (rows["ci_low"] <= rows["value"] + 1e-9).all()
     assert (rows["value"] <= rows["ci_high"] + 1e-9).all()
-    retrieval = rows[rows["task"] == "passkey"]
+    retrieval = rows[rows["kind"] == "needle"]
     assert set(retrieval["ci_method"]) == {PROPORTION} and set(retrieval["n"]) == {20}
     (path,) = (tmp_path / "out" / "samples").glob("*.jsonl")
     assert path.stem == rows["run_id"].iloc[0]
@@ -137,7 +137,7 @@ def test_a_run_writes_n_intervals_and_every_prompts_answer(tmp_path, monkeypatch
     for length, cell in documents.groupby("eval_len"):  # the row is the documents' token-weighted mean NLL
         assert cell["nll_sum"].sum() / cell["tokens"].sum() == pytest.approx(ppl.loc[length, "value"], rel=1e-5)
     assert set(ppl["ci_method"]) == {"t-documents"} and set(ppl["n"]) == {2}
-    lines = lines[lines["task"] == "passkey"]
+    lines = lines[lines["task"] == "passkey-word"]
     assert len(lines) == 2 * 5 * 20  # lengths × depths × trials
     assert {"reference", "prediction", "score", "ranked_first", "depth", "index"} <= set(lines.columns)
     accuracy = retrieval[retrieval["metric"] == "accuracy"].set_index(["eval_len", "depth"])["value"]

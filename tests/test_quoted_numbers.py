@@ -996,7 +996,7 @@ def test_the_vt_learned_table_is_quoted_row_by_row(doc):
     table = rows(folder)
     text = (ROOT / doc).read_text()
     for encoding in ("rope", "alibi"):
-        ruler = table[(table.encoding == encoding) & (table.task == "ruler")].set_index("eval_len")
+        ruler = table[(table.encoding == encoding) & (table.kind == "ruler")].set_index("eval_len")
         r = ruler.loc[[256, 512, 1024, 2048], ["value", "ci_low", "ci_high"]] * 100
         cells = " | ".join(f"{v:.0f} [{lo:.0f}–{hi:.0f}]" for v, lo, hi in r.itertuples(index=False))
         grown = ppl(folder, encoding, 2048) / ppl(folder, encoding, 256)
@@ -1010,7 +1010,7 @@ def test_the_vt_table_is_quoted_row_by_row_with_its_intervals(doc):
     text = (ROOT / doc).read_text()
     for encoding in ("rope", "alibi", "yarn", "dynamic-yarn", "self-extend"):
         label = "yarn (s = 8)" if encoding == "yarn" else encoding
-        ruler = table[(table.encoding == encoding) & (table.task == "ruler")].set_index("eval_len")
+        ruler = table[(table.encoding == encoding) & (table.kind == "ruler")].set_index("eval_len")
         r = ruler.loc[[256, 512, 1024, 2048], ["value", "ci_low", "ci_high"]] * 100
         cells = " | ".join(f"{v:.1f} [{lo:.0f}–{hi:.0f}]" for v, lo, hi in r.itertuples(index=False))
         assert f"| {label} | {cells} |" in text, encoding
@@ -1020,7 +1020,7 @@ def test_the_vt_table_is_quoted_row_by_row_with_its_intervals(doc):
 def test_the_smollm2_ruler_table_is_quoted_row_by_row_with_its_intervals(doc):
     folder = "smollm2-ruler"
     table = rows(folder)
-    table = table[(table.encoding == "rope") & (table.task == "ruler") & (table.metric == "score")]
+    table = table[(table.encoding == "rope") & (table.kind == "ruler") & (table.metric == "score")]
     text = (ROOT / doc).read_text()
     lengths = [1024, 2048, 4096, 8192]
     for task, cells in table.groupby(table.protocol.str.split("-v2-").str[0]):

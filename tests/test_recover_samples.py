@@ -92,7 +92,7 @@ def test_a_row_that_does_not_come_back_writes_nothing(made, tmp_path, monkeypatc
 def changed_row(folder: Path, metric: str) -> tuple:
     """Change the first passkey row of `metric` at 256 to a value its model does not give; returns its cell."""
     rows = pd.read_csv(folder / "results.csv")
-    changed = rows.index[(rows["task"] == "passkey") & (rows["eval_len"] == 256) & (rows["metric"] == metric)][0]
+    changed = rows.index[(rows["kind"] == "needle") & (rows["eval_len"] == 256) & (rows["metric"] == metric)][0]
     rows.loc[changed, "value"] = 1.0 - rows.loc[changed, "value"]
     rows.to_csv(folder / "results.csv", index=False)
     return rows.loc[changed, "protocol"], 256, float(rows.loc[changed, "depth"])

@@ -67,7 +67,7 @@ BAD = [
     (["--device", "cuda"], "CUDA is not available"),
     (["--device", "tpu"], "unknown device"),
     (["--protocol", "diagonal"], "protocol"),
-    (["--tasks", "passkey", "--passkey-task", "nonexistent"], "unknown task"),
+    (["--tasks", "retrieval", "--passkey-task", "nonexistent"], "unknown task"),
     (["--kernel", "flexx"], "did you mean flex"),
     (["--dtype", "float16"], "--dtype"),
     (["--train-dtype", "half"], "--train-dtype"),
@@ -105,7 +105,7 @@ def test_malformed_task_file(tmp_path, corpus):
     bad = tmp_path / "bad.toml"
     bad.write_text('version = 1\nname = "x"\n')
     assert_one_line_error(
-        cli.invoke(app, base(corpus, tmp_path / "o", "--tasks", "passkey", "--passkey-task", str(bad))), "missing field"
+        cli.invoke(app, base(corpus, tmp_path / "o", "--tasks", "retrieval", "--passkey-task", str(bad))), "missing field"
     )
     bad.write_text("version = [")
     assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(bad)]), "not valid TOML")

@@ -90,7 +90,7 @@ def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monk
         base[at : at + 2] = ["--eval-lens", lengths, "--factor", "2"]
         base[base.index("--train-len") + 1] = "128"  # room for a retrieval prompt
         base[base.index("--eval-tokens") + 1] = "512"
-        base[base.index("--tasks") + 1] = tasks
+        base[base.index("--tasks") + 1] = "retrieval" if tasks == "passkey" else tasks
         return base + (["--passkey-task", "passkey-word"] if tasks == "passkey" else [])
 
     from extrapolate.tasks.files import load_task
@@ -212,7 +212,7 @@ def test_report_of_a_table_without_later_columns_names_them_unrecorded(tmp_path)
     assert "protocols: `unrecorded`" in (folder / "report.md").read_text()
     pd.DataFrame([*rows, {**row, "task": "passkey", "metric": "accuracy"}]).to_csv(folder / "results.csv", index=False)
     result = cli.invoke(app, ["report", str(folder)])
-    assert result.exit_code == 2 and "a task 'passkey' row has no depth" in result.output.strip().splitlines()[-1]
+    assert result.exit_code == 2 and "a kind 'needle' row has no depth" in result.output.strip().splitlines()[-1]
 
 
 def test_report_setup_names_every_commit_device_and_model_of_a_grown_table():
@@ -407,7 +407,7 @@ def test_a_task_file_changed_in_place_runs_its_cells_again(tmp_path, monkeypatch
     assert "in the table already: skipped" in " ".join(unchanged.output.split())
     task.write_text(task.read_text().replace("trials = 2", "trials = 3"))
     refused = cli.invoke(app, args)  # rows measured another way are never replaced in silence
-    assert refused.exit_code == 2 and "measured another way (passkey's protocol" in refused.output
+    assert refused.exit_code == 2 and "measured another way (passkey-word's protocol" in refused.output
     assert "--overwrite" in refused.output
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / "results.csv"), before)
     again = cli.invoke(app, [*args, "--overwrite"])

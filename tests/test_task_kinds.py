@@ -23,15 +23,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "extrapolate"
 # String literals equal to a kind's name that are data, not a decision on the kind, each at most this often:
 ALLOWED = Counter(
     {
-        # a suite file's default task file, the same file
-        ("reproduce/suite.py", "passkey"): 1,
         # the `tasks` listing's row of the built-in kind: text a user reads
         ("cli/app.py", "perplexity"): 1,
         # the defaults the command line declares its options with before torch is imported (so before the kinds
-        # are registered): checked against the registry below; and the retrieval task *file* a pretrained model
-        # is asked with (tasks/passkey.toml), named like the kind
+        # are registered): checked against the registry below
         ("core/defaults.py", "perplexity"): 1,
-        ("core/defaults.py", "passkey"): 2,
         ("run/request.py", "perplexity"): 1,
     }
 )
@@ -61,7 +57,7 @@ def own_modules() -> set[Path]:
 
 def test_no_kind_name_is_spelled_outside_its_own_module():
     names = set(TASK_KINDS.names())
-    assert {"perplexity", "passkey"} <= names
+    assert {"perplexity", "needle", "ruler"} <= names
     allowed_here = own_modules()
     found = Counter()
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -98,8 +98,9 @@ def tasks_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List the task files under tasks/ (each validated on load), or validate one file."""
+    from extrapolate.core.defaults import DEFAULT_RETRIEVAL_TASK
     from extrapolate.tasks.files import list_task_names, load_task
-    from extrapolate.tasks.kinds import without_task_file
+    from extrapolate.tasks.kinds import RETRIEVAL, without_task_file
 
     if validate is not None:
         task = load_task(str(validate))
@@ -107,6 +108,9 @@ def tasks_list(
         return
     columns = ("task", "kind", "version", "prompts", "identity")
     built_in = [(name, name, "-", "-", "built in (protocol options of `run`)") for name in without_task_file()]
+    trained, pretrained = DEFAULT_RETRIEVAL_TASK["trained"], DEFAULT_RETRIEVAL_TASK["pretrained"]
+    default = f"by default {trained} on a model trained here, {pretrained} on a checkpoint"
+    built_in.append((RETRIEVAL, "-", "-", "-", f"the run's retrieval task: --passkey-task, {default}"))
     rows = [dict(zip(columns, values)) for values in built_in]
     for name in list_task_names():
         task = load_task(name)

@@ -70,6 +70,8 @@ def from_record(request: dict) -> dict:
         raise UserError("the run record's request is not a table of option values")
     given = {n: v for n, v in request.items() if v is not None and v != [] and n not in DERIVED}
     values = {RECORD_NAMES.get(name, name): value for name, value in given.items()}
+    if isinstance(values.get("tasks"), list):
+        values["tasks"] = [recorded_task(task) for task in values["tasks"]]
     if is_pretrained(str(values.get("model", ""))):
         values.pop("tokenizer", None)
     if "encoding_option" in values:
@@ -80,6 +82,15 @@ def from_record(request: dict) -> dict:
             raise UserError('the run record\'s encoding_options must be [name, value] pairs, e.g. [["window", 64]]')
         values["encoding_option"] = [f"{name}={as_text(value)}" for name, value in pairs]
     return values
+
+
+def recorded_task(task):
+    """A recorded request's task as --tasks names it. A record names the kinds it measured, and a record written
+    before the kinds were renamed names the retrieval kind "passkey", which --tasks now reads as the task file
+    of that name: it stands for the run's retrieval task (the record's passkey_task)."""
+    from extrapolate.tasks.kinds import RENAMED_KINDS, RETRIEVAL
+
+    return RETRIEVAL if task in RENAMED_KINDS else task
 
 
 def as_text(value) -> str:

@@ -180,8 +180,10 @@ SHARED = {
     "tasks": shared(
         Optional[str],
         ",".join(DEFAULT.tasks),
-        "comma-separated tasks: perplexity, passkey, or a task file's name (see `extrapolate tasks`); `run` without "
-        "it measures perplexity and the passkey, the passkey left out where the lengths hold no prompt",
+        "comma-separated tasks: perplexity, retrieval (the --passkey-task file: by default "
+        f"{DEFAULT_RETRIEVAL_TASK['trained']} on a model trained here, {DEFAULT_RETRIEVAL_TASK['pretrained']} on a "
+        "checkpoint), or a task file's name, the same task on every model (see `extrapolate tasks`); `run` without "
+        "it measures perplexity and the retrieval, the retrieval left out where the lengths hold no prompt",
     ),
     "steps": shared(
         Optional[int],
@@ -292,7 +294,7 @@ DeviceOpt = SHARED["device"][0]
 
 def to_request(values: dict) -> RunRequest:
     """The shared options as the library's request (lists parsed; the encoding and seed set by the command)."""
-    from extrapolate.tasks.kinds import TASK_KINDS, default_tasks  # the task registry: imported when a command runs
+    from extrapolate.tasks.kinds import default_tasks, is_retrieval  # the task registry: imported when a command runs
 
     tasks, eval_lens = values.pop("tasks"), values.pop("eval_lens")
     options = parse_encoding_options(values.pop("encoding_option"))
@@ -303,9 +305,7 @@ def to_request(values: dict) -> RunRequest:
     return RunRequest(
         tasks=tuple(parse_name_list(tasks, "--tasks")) if tasks is not None else default_tasks(),
         # not given (run): both axes, the retrieval left out with a warning where no prompt fits
-        optional_tasks=()
-        if tasks is not None
-        else tuple(t for t in default_tasks() if TASK_KINDS.get(t).reads_task_file),
+        optional_tasks=() if tasks is not None else tuple(t for t in default_tasks() if is_retrieval(t)),
         train_tasks=train_task_names,
         encoding_options=options,
         eval_lens=tuple(parse_int_list(eval_lens, "--eval-lens", 1, lengths=True)) if eval_lens is not None else (),

@@ -27,8 +27,8 @@ LEARNED_TABLE_STD = 0.0
 LEARNED_TABLE_LR_SCALE = 0.1
 
 # What `run` and `sweep` measure when --tasks is not given: both axes, every task kind that needs no task file
-# (perplexity), then the kind of the retrieval task file (the passkey's); a test checks the task registry agrees.
-DEFAULT_TASKS = ("perplexity", "passkey")
+# (perplexity), then the run's retrieval task (tasks/kinds.RETRIEVAL); a test checks the task registry agrees.
+DEFAULT_TASKS = ("perplexity", "retrieval")
 # The vocabulary of the BPE tokenizer learned from the corpus for models trained here (`--tokenizer bpe`).
 DEFAULT_BPE_VOCAB = 2048
 # A fine-tune's warmup: fixed, not a share of N, so a fine-tune of N steps is the first N steps of a longer one.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from extrapolate.report.table import encoding_of, split_label
+from extrapolate.report.table import encoding_of, of_kind, split_label
 from extrapolate.tasks.perplexity import PERPLEXITY
 
 
@@ -16,7 +16,7 @@ def finetune_curves(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rows = table[
         table["finetune_len"].notna()
-        & (table["task"] == PERPLEXITY.name)
+        & (of_kind(table, PERPLEXITY))
         & (table["metric"] == "ppl")
         & (table["status"] == "ok")
     ]

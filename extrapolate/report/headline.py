@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.report.table import aggregate, label_variants, load_results
+from extrapolate.report.table import aggregate, label_variants, load_results, row_kinds
 from extrapolate.tasks.passkey import PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
 from extrapolate.tasks.ruler.kind import RULER
@@ -53,11 +53,12 @@ def headline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
 
 
 def mean_value(group: pd.DataFrame, length: int, metrics: dict[str, str]) -> float:
-    """The mean value of the measured rows at `length` of the tasks in `metrics` ({task: its metric}), each
+    """The mean value of the measured rows at `length` of the task kinds in `metrics` ({kind: its metric}), each
     seed's mean first (a seed is the unit); NaN where none was measured."""
     chosen = pd.Series(False, index=group.index)
-    for task, metric in metrics.items():
-        chosen |= (group["task"] == task) & (group["metric"] == metric)
+    kinds = row_kinds(group)
+    for kind, metric in metrics.items():
+        chosen |= (kinds == kind) & (group["metric"] == metric)
     rows = group[chosen & (group["eval_len"] == length) & (group["status"] == "ok")]
     if rows.empty:
         return float("nan")

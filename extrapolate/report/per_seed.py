@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from extrapolate.core.intervals import proportion_interval
+from extrapolate.report.table import of_kind
 from extrapolate.tasks.passkey import PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
 
@@ -20,8 +21,8 @@ def per_seed_section(table: pd.DataFrame) -> list[str]:
     ok = table[table["status"] == "ok"]
     if ok["seed"].nunique() < 2:
         return []
-    ppl = ok[(ok["task"] == PERPLEXITY.name) & (ok["metric"] == "ppl")]
-    greedy = ok[(ok["task"] == PASSKEY.name) & (ok["metric"] == "accuracy")]
+    ppl = ok[(of_kind(ok, PERPLEXITY)) & (ok["metric"] == "ppl")]
+    greedy = ok[(of_kind(ok, PASSKEY)) & (ok["metric"] == "accuracy")]
     longest = int(ok["eval_len"].max())
     lines = [
         "## Per seed",

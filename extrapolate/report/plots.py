@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 from extrapolate.core.atomic import atomic_path  # noqa: E402
 from extrapolate.core.intervals import proportion_interval  # noqa: E402
 from extrapolate.encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
-from extrapolate.report.table import PPL_TOLERANCE, encoding_of, variant_order  # noqa: E402
+from extrapolate.report.table import PPL_TOLERANCE, encoding_of, of_kind, variant_order  # noqa: E402
 from extrapolate.tasks.passkey import PASSKEY  # noqa: E402
 
 if TYPE_CHECKING:
@@ -336,7 +336,7 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] |
     import numpy as np
     from matplotlib.patches import Rectangle
 
-    cells = agg[(agg["task"] == PASSKEY.name) & (agg["metric"] == metric)]
+    cells = agg[(of_kind(agg, PASSKEY)) & (agg["metric"] == metric)]
     encodings = list(dict.fromkeys(cells["encoding"]))
     lengths = sorted(cells["eval_len"].unique())
     depths = sorted(cells["depth"].dropna().unique())

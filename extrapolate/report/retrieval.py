@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from extrapolate.report.skipped import status_cell
-from extrapolate.report.table import length_means
+from extrapolate.report.table import length_means, of_kind
 from extrapolate.report.training_log import budget, formation_step
 from extrapolate.tasks.passkey import PASSKEY
 
@@ -111,7 +111,7 @@ UNKNOWN = Verdict(NOT_MEASURED)  # an encoding without retrieval cells at L, its
 
 
 def _passkey(agg: pd.DataFrame, metric: str) -> pd.DataFrame:
-    return agg[(agg["task"] == PASSKEY.name) & (agg["metric"] == metric)]
+    return agg[(of_kind(agg, PASSKEY)) & (agg["metric"] == metric)]
 
 
 def at_L(agg: pd.DataFrame, rule: Rule = Rule()) -> dict[str, str]:
@@ -133,7 +133,7 @@ def task_rule(folder: Path, table: pd.DataFrame) -> Rule:
     from extrapolate.core.paths import RUNS_FOLDER
     from extrapolate.tasks.files import list_task_names, load_task
 
-    identities = set(table.loc[table["task"] == PASSKEY.name, "protocol"].dropna().astype(str))
+    identities = set(table.loc[of_kind(table, PASSKEY), "protocol"].dropna().astype(str))
     if not identities:
         return Rule()
     named = set(list_task_names())
@@ -245,7 +245,7 @@ def counted_rows(table: pd.DataFrame, by_seed: dict[str, dict[int, Verdict]]) ->
     same models) are then the mean over the seeds that count, and its verdict names the seeds left out and
     their score at L. An encoding with no seed retrieving keeps every row (its cells are shown, none
     counted past L)."""
-    passkey = table["task"] == PASSKEY.name
+    passkey = of_kind(table, PASSKEY)
     drop = pd.Series(False, index=table.index)
     for encoding, seeds in by_seed.items():
         if not any(v.retrieves for v in seeds.values()):
@@ -298,7 +298,7 @@ def retrieval_matrix(
     cells = _passkey(agg, metric)
     spread = {}
     if table is not None:
-        means = length_means(table, PASSKEY.name, metric)
+        means = length_means(table, PASSKEY, metric)
         spread = {(r.encoding, int(r.eval_len)): (r.low, r.high) for r in means.itertuples() if r.low == r.low}
     lengths = sorted(cells["eval_len"].unique())
     lines = [
@@ -360,10 +360,10 @@ def retrieval_section(
 ) -> list[str]:
     """The retrieval tables and the steps until retrieval formed; `said`: `verdicts` by `rule`; with the
     results `table`, every cell with its interval."""
-    if not (agg["task"] == PASSKEY.name).any():
+    if not (of_kind(agg, PASSKEY)).any():
         return []
     over = ""
-    means = length_means(table, PASSKEY.name, "accuracy") if table is not None else None
+    means = length_means(table, PASSKEY, "accuracy") if table is not None else None
     if means is not None and means["n"].notna().any():  # rows written before intervals were: none claimed
         seeds, prompts = sorted(set(means["n_seeds"].astype(int))), sorted(set(means["n"].dropna().astype(int)))
         counts = ", ".join(map(str, prompts))

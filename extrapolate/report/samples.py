@@ -36,7 +36,18 @@ def write_samples(folder: Path, run_id: str, records: list[dict]) -> None:
 def read_lines(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [named_task(line) for line in lines]
+
+
+def named_task(line: dict) -> dict:
+    """A line as written now: its `task` the task file's name. A line written before held its kind there
+    ("passkey" for every retrieval task, "ruler" for RULER's); its protocol begins with the task's name."""
+    from extrapolate.report.table import task_of_protocol
+    from extrapolate.tasks.kinds import legacy_task_names
+
+    name = task_of_protocol(line.get("protocol")) if line.get("task") in legacy_task_names() else None
+    return {**line, "task": name} if name else line
 
 
 def _load_lines(folder: Path, documents: bool) -> pd.DataFrame:
@@ -105,7 +116,7 @@ def samples_section(folder: Path) -> list[str]:
         answers = "; ".join(f"{quoted(r.reference)} → {quoted(r.prediction)}" for r in wrong.itertuples())
         link = f"[{cell.run_id}.jsonl]({SAMPLES_FOLDER}/{cell.run_id}.jsonl)"
         lines.append(
-            f"| {model.get(str(cell.run_id), cell.run_id)} | {cell.task} `{cell.protocol}` at {cell.eval_len} | "
+            f"| {model.get(str(cell.run_id), cell.run_id)} | `{cell.protocol}` at {cell.eval_len} | "
             f"{cell.mean:.0%} | {cell.count} | "
             f"{answers or '–'} | {link} |"
         )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from extrapolate.report.table import of_kind
 from extrapolate.tasks.passkey import CHAT_MARK
 from extrapolate.tasks.perplexity import PERPLEXITY
 
@@ -69,7 +70,7 @@ def scored_lines(table: pd.DataFrame) -> list[str]:
     written before `n` was recorded."""
     if not {"task", "metric", "n_tokens"} <= set(table.columns):
         return []
-    rows = table[(table["task"] == PERPLEXITY.name) & (table["metric"] == "ppl") & (table["status"] == "ok")]
+    rows = table[(of_kind(table, PERPLEXITY)) & (table["metric"] == "ppl") & (table["status"] == "ok")]
     if rows.empty:
         return []
     n = pd.to_numeric(rows["n"], errors="coerce") if "n" in rows else pd.Series(float("nan"), index=rows.index)
@@ -99,7 +100,7 @@ def prompt_format(table: pd.DataFrame) -> list[str]:
     model's chat template (a protocol marked +chat); nothing for a table without such rows."""
     if not {"task", "protocol"} <= set(table.columns):
         return []
-    protocols = table.loc[table["task"] != PERPLEXITY.name, "protocol"].dropna().astype(str)
+    protocols = table.loc[~of_kind(table, PERPLEXITY), "protocol"].dropna().astype(str)
     protocols = protocols[protocols != UNRECORDED]
     if protocols.empty:
         return []

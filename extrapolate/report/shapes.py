@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from extrapolate.report.table import of_kind
 from extrapolate.tasks.perplexity import PERPLEXITY
 
 CLAIM_KINDS = ("ratio_at_least", "ratio_at_most", "lower_than")
@@ -45,7 +46,7 @@ PUBLISHED_SHAPES = (
 
 def perplexity_means(table: pd.DataFrame) -> pd.Series:
     """Mean perplexity over seeds per (encoding, eval_len), ok rows of a raw results table only."""
-    ppl = table[(table["task"] == PERPLEXITY.name) & (table["metric"] == "ppl") & (table["status"] == "ok")]
+    ppl = table[(of_kind(table, PERPLEXITY)) & (table["metric"] == "ppl") & (table["status"] == "ok")]
     return ppl.groupby(["encoding", "eval_len"])["value"].mean()
 
 

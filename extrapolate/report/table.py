@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +16,7 @@ from extrapolate.core.intervals import proportion_interval
 from extrapolate.core.readers import reading
 from extrapolate.core.source import git_sha
 from extrapolate.report.stats import seeds_interval
+from extrapolate.tasks.kinds import RENAMED_KINDS, TASK_KINDS
 from extrapolate.tasks.passkey import PASSKEY
 
 COLUMNS = [
@@ -24,7 +26,8 @@ COLUMNS = [
     "factor",
     "train_len",
     "eval_len",
-    "task",
+    "task",  # the task's name: perplexity, or the task file's (passkey-word, vt, …), as --tasks names it
+    "kind",  # the task kind that measured it (tasks/kinds.py): perplexity, needle, ruler
     "metric",
     "value",
     "depth",
@@ -108,7 +111,7 @@ ROW_CHECKS = {
         ("factor", "train_len", "eval_len", "value", "depth", "seed", "n_tokens", "params"),
         ("finetune_steps", "finetune_len", "n", "ci_low", "ci_high"),
         ("train_len", "eval_len"),
-        filled_where=(("task", PASSKEY.name, "depth"),),  # a retrieval row is one depth's
+        filled_where=(("kind", PASSKEY.name, "depth"),),  # a retrieval row is one depth's
         whole=("n", "n_tokens"),
         unbounded=("value",),  # a perplexity can overflow; a share cannot
         ranges=(
@@ -136,9 +139,49 @@ def read_table(path: Path, columns: list[str], checks: RowChecks | None = None) 
     with reading(path, "table"):
         # a run id is ten hex digits: read as text, or "0123456789" and "12e4567890" would come back as numbers
         frame = pd.read_csv(path, keep_default_na=True, dtype={"run_id": str})
+        if "kind" in columns:  # the results table, perhaps written before its rows named their task files
+            frame = with_task_names(frame)
         check_table(frame, checks or ROW_CHECKS.get(path.name, RowChecks()))
     # a table written before a column existed reads with that column empty (NaN), in its place
     return frame.reindex(columns=columns + [c for c in frame.columns if c not in columns])
+
+
+TASK_FILE_NAME = re.compile(r"^(?P<name>.+)-v\d+-")  # a task's identity: "<name>-v<version>-<variant>-<hash>"
+
+
+def task_of_protocol(protocol) -> str | None:
+    """The task's name at the head of a retrieval row's protocol (its task's identity), or None."""
+    match = TASK_FILE_NAME.match(str(protocol))
+    return match.group("name") if match else None
+
+
+def row_kinds(frame: pd.DataFrame) -> pd.Series:
+    """Each row's task kind: its `kind` column where filled; a row written before that column existed held its
+    kind in `task`, perhaps under the kind's earlier name (RENAMED_KINDS)."""
+    legacy = frame["task"].astype(object).map(lambda task: RENAMED_KINDS.get(task, task))
+    if "kind" not in frame.columns:
+        return legacy
+    return frame["kind"].astype(object).where(frame["kind"].notna(), legacy)
+
+
+def of_kind(frame: pd.DataFrame, kind) -> pd.Series:
+    """Whether each row was measured by `kind` (a TaskKind)."""
+    return row_kinds(frame) == kind.name
+
+
+def with_task_names(frame: pd.DataFrame) -> pd.DataFrame:
+    """A results table as rows are written now: `kind` filled, and `task` the task file's name for a retrieval
+    row. Rows written before held the kind in `task` ("passkey" for every retrieval task, "ruler" for RULER's);
+    the task's name is the head of the row's protocol (the task's identity)."""
+    if "task" not in frame.columns or frame.empty:
+        return frame if "kind" in frame.columns or "task" not in frame.columns else frame.assign(kind=frame["task"])
+    kinds = row_kinds(frame)
+    legacy = frame["kind"].isna() if "kind" in frame.columns else pd.Series(True, index=frame.index)
+    reads_file = kinds.map(lambda kind: kind in TASK_KINDS and TASK_KINDS.get(kind).reads_task_file)
+    protocols = frame["protocol"] if "protocol" in frame.columns else pd.Series(None, index=frame.index)
+    names = protocols.astype(object).map(task_of_protocol)
+    renamed = legacy & reads_file & names.notna()
+    return frame.assign(kind=kinds, task=frame["task"].astype(object).where(~renamed, names))
 
 
 def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
@@ -321,7 +364,7 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     interval over its prompts or documents (`low`, `high`; `interval` "within", `ci95` 0), where it has one.
     `n`: the prompts or documents a seed's value is over. Cells whose seeds are all unsupported keep that
     status."""
-    by = by or ["encoding", "train_len", "eval_len", "task", "metric", "depth"]
+    by = by or ["encoding", "train_len", "eval_len", "task", *(["kind"] if "kind" in frame else []), "metric", "depth"]
     frame = frame.copy()
     if "depth" in frame:
         # numeric first: a column of depths and Nones is of object dtype, whose fillna pandas 2 warns about
@@ -374,12 +417,12 @@ def aggregate(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
 AGGREGATE_COLUMNS = ["mean", "ci95", "low", "high", "interval", "n", "n_seeds", "status"]
 
 
-def length_means(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
+def length_means(table: pd.DataFrame, kind, metric: str) -> pd.DataFrame:
     """A retrieval metric per (encoding, train_len, eval_len), averaged over depths: each seed's mean over its
     depths, then over one seed the exact interval of every prompt of the length pooled (`n` of them), over
     several the Student t interval of the seeds' means. Columns: encoding, train_len, eval_len, mean, low,
     high, n, n_seeds; ok rows only."""
-    rows = table[(table["task"] == task) & (table["metric"] == metric) & (table["status"] == "ok")].copy()
+    rows = table[of_kind(table, kind) & (table["metric"] == metric) & (table["status"] == "ok")].copy()
     columns = ["encoding", "train_len", "eval_len", "mean", "low", "high", "n", "n_seeds"]
     if rows.empty:
         return pd.DataFrame(columns=columns)

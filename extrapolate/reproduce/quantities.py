@@ -13,6 +13,7 @@ import pandas as pd
 
 from extrapolate.core.atomic import write_text
 from extrapolate.core.errors import UserError
+from extrapolate.report.table import of_kind
 from extrapolate.tasks.perplexity import PERPLEXITY
 
 QUANTITY_KEY = ["encoding", "eval_len", "task", "metric"]
@@ -26,8 +27,8 @@ def quantities(table: pd.DataFrame) -> pd.DataFrame:
     cell (trials = scored tokens); passkey: the mean over depths (trials = prompts), `ok` only when every
     depth is `ok`."""
     by = QUANTITY_KEY + (["seed"] if "seed" in table else [])
-    ppl = table[(table["task"] == PERPLEXITY.name) & (table["metric"] == "nll")]
-    retrieval = table[table["task"] != PERPLEXITY.name]
+    ppl = table[(of_kind(table, PERPLEXITY)) & (table["metric"] == "nll")]
+    retrieval = table[~of_kind(table, PERPLEXITY)]
     rows = [
         dict(zip(by, key))
         | {"value": float(g["value"].iloc[0]), "trials": int(g["n_tokens"].iloc[0]), "status": str(g["status"].iloc[0])}

@@ -26,6 +26,7 @@ from extrapolate.run.resolution import output_folder, resolve
 from extrapolate.run.resolved import ResolvedRun, resolve_run
 from extrapolate.run.rows import diverged_rows, measurement_rows, measurement_samples
 from extrapolate.tasks.depth_log import clear_logs
+from extrapolate.tasks.kinds import RETRIEVAL
 from extrapolate.training.train import TrainingDiverged
 
 
@@ -86,8 +87,8 @@ def run(request: RunRequest, reporter: Reporter | None = None) -> Path:
             reporter.warn(note)
         for note in prepared.notes:
             reporter.warn(note)
-        for kind, reason in prepared.left_out.items():
-            reporter.warn(f"{kind} left out: {reason}")
+        for reason in prepared.left_out.values():  # only the retrieval is optional (RunRequest.optional_tasks)
+            reporter.warn(f"{RETRIEVAL} left out: {reason}")
         resolved = resolve_run(resolved_request, prepared)
         if world.main:
             for note in check_folder(folder, [resolved], prepared, request.append, request.overwrite):

@@ -13,7 +13,7 @@ import pandas as pd
 
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import RUNS_FOLDER
-from extrapolate.report.table import load_results
+from extrapolate.report.table import load_results, of_kind
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.resolved import ResolvedRun, task_setup
 from extrapolate.run.rows import common_columns
@@ -83,8 +83,8 @@ def cell_differences(
         out += differ(column, columns[column], table[column], mine)
     setup = task_setup(resolved, prepared)
     for kind in asked_kinds(resolved.request.tasks):
-        rows = table[table["task"].astype(str) == kind.name]
-        out += differ(f"{kind.name}'s protocol", kind.protocol(setup), rows["protocol"], mine)
+        rows = table[of_kind(table, kind)]
+        out += differ(f"{kind.task_name(setup)}'s protocol", kind.protocol(setup), rows["protocol"], mine)
     others = [records[resolved.run_id]] if resolved.run_id in records else list(records.values())
     for field in SHARED_FIELDS:
         if field == "stride":  # a window's step only where windows slide: the full protocol has none

@@ -42,7 +42,7 @@ from extrapolate.run.checkpoint import (
 )
 from extrapolate.run.request import RunRequest
 from extrapolate.tasks.files import PasskeyTask, list_task_names, load_task
-from extrapolate.tasks.kinds import TASK_KINDS, asked_kinds, file_kind
+from extrapolate.tasks.kinds import RETRIEVAL, TASK_KINDS, asked_kinds, file_kind, is_retrieval
 from extrapolate.tasks.perplexity import PROTOCOLS
 
 
@@ -135,14 +135,15 @@ def resolve(request: RunRequest) -> ResolvedRequest:
 
 
 def named_retrieval_task(request: RunRequest) -> RunRequest:
-    """`--tasks ruler-multikey`: the retrieval task, with that task file."""
-    named = [t for t in request.tasks if t not in TASK_KINDS and is_task_file(t)]
+    """`--tasks ruler-multikey`: the retrieval task, with that task file. A task file's name is that file on every
+    model (`--tasks passkey` is tasks/passkey.toml); `retrieval` is the run's retrieval task, whichever file."""
+    named = [t for t in request.tasks if is_task_file(t)]
     if not named:
         return request
     if len(named) > 1 or (request.passkey_task not in (None, named[0])):
         also = f" and --passkey-task {request.passkey_task}" if request.passkey_task else ""
         raise UserError(f"one retrieval task per run, got {', '.join(named)}{also}")
-    tasks = tuple(dict.fromkeys(file_kind(load_task(named[0])).name if t == named[0] else t for t in request.tasks))
+    tasks = tuple(dict.fromkeys(RETRIEVAL if t == named[0] else t for t in request.tasks))
     return dataclasses.replace(request, tasks=tasks, passkey_task=named[0])
 
 
@@ -152,11 +153,14 @@ def is_task_file(name: str) -> bool:
 
 
 def measured_by_file_kind(request: RunRequest) -> RunRequest:
-    """The retrieval kind asked for is the one the task file names: `--tasks passkey --passkey-task vt`
-    measures VT with RULER's kind."""
+    """The retrieval asked for (`retrieval`, or the kind a resolved request names) is measured by the kind the
+    task file names: `--tasks retrieval --passkey-task vt` measures VT with RULER's kind."""
     kind = file_kind(load_task(request.passkey_task)).name
-    tasks = [kind if t in TASK_KINDS and TASK_KINDS.get(t).reads_task_file else t for t in request.tasks]
-    return dataclasses.replace(request, tasks=tuple(dict.fromkeys(tasks)))
+
+    def as_kinds(names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(kind if is_retrieval(t) else t for t in names))
+
+    return dataclasses.replace(request, tasks=as_kinds(request.tasks), optional_tasks=as_kinds(request.optional_tasks))
 
 
 def check(request: RunRequest) -> None:
@@ -195,10 +199,10 @@ def check(request: RunRequest) -> None:
     if request.train_tasks and request.passkey_fraction == 0:
         raise UserError("--train-tasks with --passkey-fraction 0: no training row would hold their prompts")
     if not request.tasks:
-        raise UserError("--tasks names no task: give perplexity, passkey or a retrieval task's name")
+        raise UserError("--tasks names no task: give perplexity, retrieval or a task file's name (extrapolate tasks)")
     for task in request.tasks:  # a retrieval task file's name is one too (before `named_retrieval_task` maps it)
         if not is_task_file(task):
-            require_known("task", task, [*TASK_KINDS.names(), *list_task_names()])
+            require_known("task", task, [*TASK_KINDS.names(), RETRIEVAL, *list_task_names()])
     if not 0 <= request.seed <= SEED_MAX:  # what every generator seeds from (a signed 64-bit integer)
         raise UserError(f"--seed must be in [0, 2^63), got {request.seed}")
     if request.eval_docs is not None and request.eval_docs < 1:

@@ -44,7 +44,8 @@ def measurement_rows(
     rows, positions = [], []
     for m in measurements:
         kind = TASK_KINDS.get(m.task)
-        at = {**common, "kernel": m.kernel, "eval_len": m.length, "task": m.task, "status": m.status}
+        at = {**common, "kernel": m.kernel, "eval_len": m.length, "task": kind.task_name(setup), "kind": m.task}
+        at["status"] = m.status
         at["reason"] = m.reason or None
         at["protocol"] = kind.protocol(setup)
         rows += [{**at, **row} for row in kind.rows(setup, m.length, m.result)]
@@ -59,7 +60,7 @@ def measurement_samples(resolved: ResolvedRun, prepared: Prepared, measurements:
     out = []
     for m in measurements:
         kind = TASK_KINDS.get(m.task)
-        at = {"task": m.task, "protocol": kind.protocol(setup), "eval_len": m.length}
+        at = {"task": kind.task_name(setup), "protocol": kind.protocol(setup), "eval_len": m.length}
         out += [{**at, **record} for record in kind.samples(m.result)]
     return out
 
@@ -93,7 +94,6 @@ def diverged_rows(resolved: ResolvedRun, prepared: Prepared, reason: str = "") -
     rows = []
     for length in resolved.lengths:
         for kind in asked_kinds(resolved.request.tasks):
-            rows += [
-                {**common, "eval_len": length, "task": kind.name, **row} for row in kind.failed_rows(setup, length)
-            ]
+            at = {**common, "eval_len": length, "task": kind.task_name(setup), "kind": kind.name}
+            rows += [{**at, **row} for row in kind.failed_rows(setup, length)]
     return rows

@@ -22,7 +22,7 @@ from extrapolate.core.registry import unknown_name_message
 from extrapolate.encodings import encoding_groups, get_spec, sweep_order
 from extrapolate.encodings.options import check_used
 from extrapolate.report.folder import check_tables
-from extrapolate.report.table import load_results
+from extrapolate.report.table import load_results, row_kinds
 from extrapolate.run import (
     Prepared,
     Reporter,
@@ -100,15 +100,15 @@ def plan(requests: list[ResolvedRequest], folder: Path, prepared: Prepared) -> l
 
 
 def missing_lengths(resolved: ResolvedRun, table, protocols: dict[str, str] | None = None) -> list[int]:
-    """The cell's lengths some of whose tasks have no rows in the table yet (a sweep asked again with more
+    """The cell's lengths some of whose task kinds have no rows in the table yet (a sweep asked again with more
     lengths has work left in cells it finished before). With `protocols` ({task: the protocol its rows would
-    record now}), a row of another protocol does not count: a run id holds a task file by its name or path,
+    record now, by kind}), a row of another protocol does not count: a run id holds a task file by its name or path,
     so a file changed in place (another version, more prompts) keeps the id, and its cell must run again."""
     rows = table[table["run_id"].astype(str) == resolved.run_id]
     if protocols:
-        current = rows["task"].astype(str).map(protocols)
+        current = row_kinds(rows).astype(str).map(protocols)
         rows = rows[current.isna() | (rows["protocol"].astype(str) == current)]
-    have = set(zip(rows["task"].astype(str), rows["eval_len"].astype(int)))
+    have = set(zip(row_kinds(rows).astype(str), rows["eval_len"].astype(int)))
     return [n for n in resolved.lengths if any((task, n) not in have for task in resolved.request.tasks)]
 
 

@@ -229,10 +229,11 @@ def load_task(name_or_path: str):
         raise UserError(
             f"task file {path.name} is not valid TOML or cannot be read: {' '.join(str(exc).split())}"
         ) from None
-    from extrapolate.tasks.kinds import TASK_KINDS
+    from extrapolate.tasks.kinds import RENAMED_KINDS, TASK_KINDS
 
     readers = [name for name, k in TASK_KINDS if k.reads_task_file]
     kind = data.pop("kind", next(name for name, k in TASK_KINDS if k.default_for_files))
+    kind = RENAMED_KINDS.get(kind, kind) if isinstance(kind, str) else kind  # a file written under a kind's old name
     if kind not in readers:
         raise UserError(f"task file {path.name}: field 'kind' must be one of {', '.join(readers)}, not {kind!r}")
     return TASK_KINDS.get(kind).load_file(data, path)

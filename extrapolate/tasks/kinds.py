@@ -75,7 +75,7 @@ class TaskKind:
     """One kind of evaluation. A subclass names itself and its metrics and implements `attention_shapes`,
     `measure`, `protocol` and `rows`; the other hooks have the defaults of a kind that needs nothing more."""
 
-    name: str  # the `task` column of its rows and its name in --tasks
+    name: str  # the `kind` column of its rows; a kind that needs no task file is named so in --tasks and `task` too
     metrics: tuple[str, ...]  # the `metric` column of its rows, in the order they are written
     # its prompts come from the retrieval task file (--passkey-task, or a task file named in --tasks): the file is
     # then read and prepared, and its identity enters the run id
@@ -138,6 +138,11 @@ class TaskKind:
         """The `protocol` column of its measured rows."""
         raise NotImplementedError
 
+    def task_name(self, setup: TaskSetup) -> str:
+        """The `task` column of its rows: the task file's name for a kind that reads one (what --tasks and
+        `extrapolate tasks` call it), else the kind's own name."""
+        return setup.prompts.task.name if self.reads_task_file else self.name
+
     def rows(self, setup: TaskSetup, length: int, result) -> list[dict]:
         """The `metric`, `value`, `depth` and `n_tokens` of each row of one measurement at `length`, and its
         spread: `n` (the units measured: prompts, documents), `ci_low`/`ci_high` (95%) and `ci_method`
@@ -199,7 +204,28 @@ def without_task_file() -> list[str]:
     return [name for name, kind in TASK_KINDS if not kind.reads_task_file]
 
 
+# The name --tasks gives the run's retrieval task, whichever file that is: --passkey-task's, or the model's default
+# (core/defaults.DEFAULT_RETRIEVAL_TASK). Every other name in --tasks is one task: a kind that needs no task file
+# (perplexity) or a task file's name (`passkey` is tasks/passkey.toml, on every model).
+RETRIEVAL = "retrieval"
+# Kinds renamed since tables and run records were written: the `task` column of such a row held its kind's name
+# (every retrieval row said "passkey"), as did a record's `tasks` and a task file's `kind`.
+RENAMED_KINDS = {"passkey": "needle"}
+
+
+def legacy_task_names() -> set[str]:
+    """What the `task` of a retrieval row or sample line held before it named task files: the name of a kind
+    that reads them, then or now."""
+    return {*RENAMED_KINDS, *(name for name, kind in TASK_KINDS if kind.reads_task_file)}
+
+
+def is_retrieval(name: str) -> bool:
+    """Whether a name in a request's tasks stands for the run's retrieval task (`retrieval`, or a kind that reads
+    the task file, as a resolved request names it)."""
+    return name == RETRIEVAL or (name in TASK_KINDS and TASK_KINDS.get(name).reads_task_file)
+
+
 def default_tasks() -> tuple[str, ...]:
-    """What `run` and `sweep` measure when --tasks is not given: every kind that needs no task file, then the
-    kind of a task file that names none (perplexity, then the passkey)."""
-    return (*without_task_file(), next(name for name, kind in TASK_KINDS if kind.default_for_files))
+    """What `run` and `sweep` measure when --tasks is not given: every kind that needs no task file
+    (perplexity), then the run's retrieval task."""
+    return (*without_task_file(), RETRIEVAL)

@@ -286,7 +286,7 @@ class PasskeyKind(TaskKind):
     """Every retrieval task (the task file's prompts): greedy exact match and the rank of the true key, per
     depth, at a length."""
 
-    name = "passkey"
+    name = "needle"  # key lines hidden in filler; "passkey" until the task column named task files (RENAMED_KINDS)
     metrics = ("accuracy", "rank_accuracy")
     reads_task_file = True
     default_for_files = True
