@@ -105,7 +105,8 @@ def test_malformed_task_file(tmp_path, corpus):
     bad = tmp_path / "bad.toml"
     bad.write_text('version = 1\nname = "x"\n')
     assert_one_line_error(
-        cli.invoke(app, base(corpus, tmp_path / "o", "--tasks", "retrieval", "--passkey-task", str(bad))), "missing field"
+        cli.invoke(app, base(corpus, tmp_path / "o", "--tasks", "retrieval", "--passkey-task", str(bad))),
+        "missing field",
     )
     bad.write_text("version = [")
     assert_one_line_error(cli.invoke(app, ["tasks", "--validate", str(bad)]), "not valid TOML")
