@@ -15,6 +15,7 @@ import typer
 from extrapolate.cli.config import apply_config
 from extrapolate.cli.util import parse_float_list, parse_int_list, parse_name_list
 from extrapolate.core.defaults import (
+    DEFAULT_BATCH_TOKENS,
     DEFAULT_BPE_VOCAB,
     DEFAULT_PASSKEY_FRACTION,
     DEFAULT_RETRIEVAL_TASK,
@@ -84,7 +85,7 @@ PANELS = {
     ),
     "Data": ("corpus", "tokenizer"),
     "Training": (
-        *("train_len", "steps", "batch_size", "lr", "train_dtype", "compile"),
+        *("train_len", "steps", "batch_size", "batch_tokens", "lr", "train_dtype", "compile"),
         *("finetune_len", "finetune_lr", "finetune_adapter", "lora_rank"),
     ),
     "Evaluation": (
@@ -190,7 +191,15 @@ SHARED = {
         DEFAULT.steps,
         f"training steps (default {DEFAULT_STEPS}; sinusoidal {SINUSOIDAL_STEPS}: its retrieval at L forms later)",
     ),
-    "batch_size": shared(int, DEFAULT.batch_size, "sequences per training step"),
+    "batch_size": shared(
+        Optional[int], DEFAULT.batch_size, "rows (sequences) a training step (default: --batch-tokens / L, at least 1)"
+    ),
+    "batch_tokens": shared(
+        Optional[int],
+        DEFAULT.batch_tokens,
+        f"tokens a training step, whatever L: rows = tokens / L (default {DEFAULT_BATCH_TOKENS}, "
+        f"{DEFAULT_BATCH_TOKENS // DEFAULT_TRAIN_LEN} rows at L = {DEFAULT_TRAIN_LEN})",
+    ),
     "lr": shared(float, DEFAULT.lr, "peak learning rate", "--lr"),
     "device": shared(str, DEFAULT.device, "auto | cpu | cuda | mps"),
     "dtype": shared(str, DEFAULT.dtype, "evaluation precision: float32 | bfloat16"),

@@ -5,6 +5,9 @@
 # offers) and `TrainConfig` (what a training run records) both take these.
 DEFAULT_TRAIN_LEN = 256
 DEFAULT_BATCH_SIZE = 32
+# A training step reads this many tokens at every L: rows = tokens / L (at least one), so training at L = 4096 costs
+# what it costs at L = 256 (32 rows there), as papers comparing encodings at several L hold tokens per batch fixed.
+DEFAULT_BATCH_TOKENS = DEFAULT_BATCH_SIZE * DEFAULT_TRAIN_LEN
 DEFAULT_LR = 3e-3
 DEFAULT_CORPUS = "shakespeare"
 

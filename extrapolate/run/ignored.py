@@ -51,6 +51,7 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
         given = changed(
             "steps",
             "batch_size",
+            "batch_tokens",
             "lr",
             "tokenizer",
             "passkey_fraction",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from extrapolate.core.defaults import DEFAULT_BATCH_SIZE, DEFAULT_CORPUS, DEFAULT_LR
+from extrapolate.core.defaults import DEFAULT_CORPUS, DEFAULT_LR
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ class RunRequest:
     tokenizer: str = "bpe"  # models trained here: bytes | bpe | bpe:N; a pretrained model uses its own
     tasks: tuple[str, ...] = ("perplexity",)  # the kind's name (tasks/perplexity.py)
     steps: int | None = None  # None: the encoding's default budget (DEFAULT_STEPS, or its own `default_steps`)
-    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_size: int | None = None  # rows a training step; None: batch_tokens / L (`batch_rows`)
+    batch_tokens: int | None = None  # tokens a training step when batch_size is not given; None: DEFAULT_BATCH_TOKENS
     lr: float = DEFAULT_LR
     seed: int = 0
     device: str = "auto"

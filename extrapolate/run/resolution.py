@@ -12,6 +12,7 @@ from pathlib import Path
 from extrapolate.backends import BACKENDS
 from extrapolate.core.config import PRESETS, ModelConfig
 from extrapolate.core.defaults import (
+    DEFAULT_BATCH_TOKENS,
     DEFAULT_RETRIEVAL_TASK,
     DEFAULT_TRAIN_LEN,
     LEARNED_TABLE_LR_SCALE,
@@ -90,6 +91,7 @@ def resolve_request(request: RunRequest) -> RunRequest:
         )
         if request.train_len is None:
             request = dataclasses.replace(request, train_len=DEFAULT_TRAIN_LEN)
+    request = with_batch_rows(request)
     if request.steps is None:  # the budget of the model it trains, RoPE's for a RoPE scaling
         trained_spec = get_spec(get_spec(request.encoding).base_encoding)
         request = dataclasses.replace(request, steps=default_steps(trained_spec))
@@ -132,6 +134,20 @@ def resolve(request: RunRequest) -> ResolvedRequest:
     return ResolvedRequest(
         request, spec, lengths, tuned, factor, architecture, checkpoint, load_task(request.passkey_task)
     )
+
+
+def with_batch_rows(request: RunRequest) -> RunRequest:
+    """The request with its rows a training step: --batch-size where given, else the token budget over L (at least
+    one row: a step at L = 4096 reads what one at L = 256 reads). The rows are what the trained model's identity
+    holds, so the budget is then left out (a resolved request resolved again asks for the same rows)."""
+    if request.batch_size is not None and request.batch_tokens is not None:
+        raise UserError("give --batch-size (rows a step) or --batch-tokens (tokens a step), not both")
+    if request.batch_tokens is not None and request.batch_tokens < 1:
+        raise UserError(f"--batch-tokens must be at least 1, got {request.batch_tokens}")
+    if request.batch_size is not None:
+        return request
+    tokens = DEFAULT_BATCH_TOKENS if request.batch_tokens is None else request.batch_tokens
+    return dataclasses.replace(request, batch_size=max(1, tokens // request.train_len), batch_tokens=None)
 
 
 def named_retrieval_task(request: RunRequest) -> RunRequest:
