@@ -112,6 +112,15 @@ def samples_from(answers: list[dict], committed: pd.DataFrame) -> tuple[list[dic
     return records, wrong
 
 
+def commit_tasks(checkout: Path, kinds: list[str]) -> list[str]:
+    """The kinds as --tasks of the checked-out commit names them: `retrieval` where it has that name, else the
+    kind's name then (the key-line kind was "passkey" until task files got a name of their own)."""
+    if 'RETRIEVAL = "retrieval"' in (checkout / "extrapolate" / "tasks" / "kinds.py").read_text(encoding="utf-8"):
+        return [kind if kind == "perplexity" else "retrieval" for kind in kinds]
+    earlier = {now: then for then, now in RENAMED_KINDS.items()}
+    return [earlier.get(kind, kind) for kind in kinds]
+
+
 def recover(folder: Path, run_id: str, cache: Path | None, under: Path, extra_env: dict) -> str:
     if samples_path(folder, run_id).exists():
         return f"{run_id}: nothing to recover"
@@ -133,9 +142,7 @@ def recover(folder: Path, run_id: str, cache: Path | None, under: Path, extra_en
     log, out = under / f"answers-{run_id}.jsonl", under / f"out-{run_id}"
     env = {**os.environ, **extra_env, "PYTHONPATH": os.pathsep.join([str(HOOK), str(checkout)])}
     env |= {"EXTRAPOLATE_ANSWERS_LOG": str(log)} | ({"EXTRAPOLATE_CACHE": str(cache)} if cache else {})
-    earlier = {now: then for then, now in RENAMED_KINDS.items()}  # the old code's names of the kinds
-    tasks = [earlier.get(kind, kind) for kind in dict.fromkeys(row_kinds(committed))]
-    request = trained_request(record) | {"tasks": tasks}
+    request = trained_request(record) | {"tasks": commit_tasks(checkout, list(dict.fromkeys(row_kinds(committed))))}
     lengths = sorted({int(n) for n in committed["eval_len"]})
     options = run_options(request, known_options(checkout, env), out, lengths)
     made = subprocess.run(
