@@ -104,6 +104,7 @@ FLAG_BOUNDS = {
     "--position-lr-scale": POSITIVE,
     "--steps": at_least(1),
     "--batch-size": at_least(1),
+    "--batch-tokens": at_least(1),
     "--lr": POSITIVE,
     "--seed": at_least(0),
     "--stride": at_least(1),
