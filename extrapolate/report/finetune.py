@@ -16,7 +16,7 @@ def finetune_curves(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rows = table[
         table["finetune_len"].notna()
-        & (of_kind(table, PERPLEXITY))
+        & of_kind(table, PERPLEXITY)
         & (table["metric"] == "ppl")
         & (table["status"] == "ok")
     ]

@@ -96,7 +96,7 @@ def _matrix(frame: pd.DataFrame, cell) -> str:
 
 
 def _ppl(agg: pd.DataFrame) -> pd.DataFrame:
-    return agg[(of_kind(agg, PERPLEXITY)) & (agg["metric"] == "ppl")]
+    return agg[of_kind(agg, PERPLEXITY) & (agg["metric"] == "ppl")]
 
 
 def perplexity_at_L(agg: pd.DataFrame, bases: dict[str, str] | None = None) -> dict[str, float]:
@@ -198,7 +198,7 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
             figures["finetune"] = finetune_figure(table, reference)
         if len(positions):
             figures["positions"] = position_figure(positions)
-        if ((of_kind(agg, PASSKEY)) & (agg["metric"] == "accuracy")).any():
+        if (of_kind(agg, PASSKEY) & (agg["metric"] == "accuracy")).any():
             figures[PASSKEY_FIGURE] = passkey_figure(agg, verdicts=said)
         heatmap = ruler_figure(table)
         if heatmap is not None:
@@ -399,7 +399,7 @@ def measurements(
 
     bases = base_encodings(table)
     lines = []
-    if (of_kind(agg, PERPLEXITY)).any():
+    if of_kind(agg, PERPLEXITY).any():
         lines += [
             f"## Perplexity ({seeds_note(_ppl(agg), 'held-out documents, or windows of one document')})",
             "",

@@ -21,8 +21,8 @@ def per_seed_section(table: pd.DataFrame) -> list[str]:
     ok = table[table["status"] == "ok"]
     if ok["seed"].nunique() < 2:
         return []
-    ppl = ok[(of_kind(ok, PERPLEXITY)) & (ok["metric"] == "ppl")]
-    greedy = ok[(of_kind(ok, PASSKEY)) & (ok["metric"] == "accuracy")]
+    ppl = ok[of_kind(ok, PERPLEXITY) & (ok["metric"] == "ppl")]
+    greedy = ok[of_kind(ok, PASSKEY) & (ok["metric"] == "accuracy")]
     longest = int(ok["eval_len"].max())
     lines = [
         "## Per seed",

@@ -336,7 +336,7 @@ def passkey_figure(agg, metric: str = "accuracy", verdicts: dict[str, Verdict] |
     import numpy as np
     from matplotlib.patches import Rectangle
 
-    cells = agg[(of_kind(agg, PASSKEY)) & (agg["metric"] == metric)]
+    cells = agg[of_kind(agg, PASSKEY) & (agg["metric"] == metric)]
     encodings = list(dict.fromkeys(cells["encoding"]))
     lengths = sorted(cells["eval_len"].unique())
     depths = sorted(cells["depth"].dropna().unique())

@@ -26,7 +26,7 @@ COLUMNS = ["encoding", "train_len", "eval_len", "mean", "low", "high", "ci95", "
 def seed_ratios(table: pd.DataFrame, bases: dict[str, str], documents: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (encoding, seed, length) measured: `ratio` to the seed's base model at L, and where the
     documents of both are kept, `low` and `high` of the ratio paired by document (else NaN)."""
-    ppl = table[(of_kind(table, PERPLEXITY)) & (table["metric"] == "ppl") & (table["status"] == "ok")]
+    ppl = table[of_kind(table, PERPLEXITY) & (table["metric"] == "ppl") & (table["status"] == "ok")]
     ppl = ppl[ppl["value"].astype(float).between(0, math.inf, inclusive="neither")]
     at_l = ppl[ppl["eval_len"] == ppl["train_len"]]
     base_value = {

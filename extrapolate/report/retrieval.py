@@ -111,7 +111,7 @@ UNKNOWN = Verdict(NOT_MEASURED)  # an encoding without retrieval cells at L, its
 
 
 def _passkey(agg: pd.DataFrame, metric: str) -> pd.DataFrame:
-    return agg[(of_kind(agg, PASSKEY)) & (agg["metric"] == metric)]
+    return agg[of_kind(agg, PASSKEY) & (agg["metric"] == metric)]
 
 
 def at_L(agg: pd.DataFrame, rule: Rule = Rule()) -> dict[str, str]:
@@ -360,7 +360,7 @@ def retrieval_section(
 ) -> list[str]:
     """The retrieval tables and the steps until retrieval formed; `said`: `verdicts` by `rule`; with the
     results `table`, every cell with its interval."""
-    if not (of_kind(agg, PASSKEY)).any():
+    if not of_kind(agg, PASSKEY).any():
         return []
     over = ""
     means = length_means(table, PASSKEY, "accuracy") if table is not None else None

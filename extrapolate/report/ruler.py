@@ -36,7 +36,7 @@ def ruler_scores(table: pd.DataFrame) -> pd.DataFrame:
     the encoding, and the prompt format where it is not plain, as "rope +chat"), with its
     95% interval (`low`, `high`: over one seed the row's own, over several Student's t over the seeds) and
     the prompts a seed's score is over (`n`); columns label, task, eval_len, score, low, high, n, n_seeds."""
-    rows = table[(of_kind(table, RULER)) & (table["metric"] == "score") & (table["status"] == "ok")]
+    rows = table[of_kind(table, RULER) & (table["metric"] == "score") & (table["status"] == "ok")]
     if rows.empty:
         return pd.DataFrame(columns=["label", "task", "eval_len", "score", "low", "high", "n", "n_seeds"])
     formats = rows["protocol"].map(prompt_format)  # each format its own label: "rope", "rope +chat"

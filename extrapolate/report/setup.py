@@ -70,7 +70,7 @@ def scored_lines(table: pd.DataFrame) -> list[str]:
     written before `n` was recorded."""
     if not {"task", "metric", "n_tokens"} <= set(table.columns):
         return []
-    rows = table[(of_kind(table, PERPLEXITY)) & (table["metric"] == "ppl") & (table["status"] == "ok")]
+    rows = table[of_kind(table, PERPLEXITY) & (table["metric"] == "ppl") & (table["status"] == "ok")]
     if rows.empty:
         return []
     n = pd.to_numeric(rows["n"], errors="coerce") if "n" in rows else pd.Series(float("nan"), index=rows.index)

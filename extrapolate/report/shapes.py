@@ -46,7 +46,7 @@ PUBLISHED_SHAPES = (
 
 def perplexity_means(table: pd.DataFrame) -> pd.Series:
     """Mean perplexity over seeds per (encoding, eval_len), ok rows of a raw results table only."""
-    ppl = table[(of_kind(table, PERPLEXITY)) & (table["metric"] == "ppl") & (table["status"] == "ok")]
+    ppl = table[of_kind(table, PERPLEXITY) & (table["metric"] == "ppl") & (table["status"] == "ok")]
     return ppl.groupby(["encoding", "eval_len"])["value"].mean()
 
 

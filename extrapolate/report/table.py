@@ -173,8 +173,8 @@ def with_task_names(frame: pd.DataFrame) -> pd.DataFrame:
     """A results table as rows are written now: `kind` filled, and `task` the task file's name for a retrieval
     row. Rows written before held the kind in `task` ("passkey" for every retrieval task, "ruler" for RULER's);
     the task's name is the head of the row's protocol (the task's identity)."""
-    if "task" not in frame.columns or frame.empty:
-        return frame if "kind" in frame.columns or "task" not in frame.columns else frame.assign(kind=frame["task"])
+    if "task" not in frame.columns:
+        return frame
     kinds = row_kinds(frame)
     legacy = frame["kind"].isna() if "kind" in frame.columns else pd.Series(True, index=frame.index)
     reads_file = kinds.map(lambda kind: kind in TASK_KINDS and TASK_KINDS.get(kind).reads_task_file)

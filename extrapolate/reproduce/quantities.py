@@ -27,7 +27,7 @@ def quantities(table: pd.DataFrame) -> pd.DataFrame:
     cell (trials = scored tokens); passkey: the mean over depths (trials = prompts), `ok` only when every
     depth is `ok`."""
     by = QUANTITY_KEY + (["seed"] if "seed" in table else [])
-    ppl = table[(of_kind(table, PERPLEXITY)) & (table["metric"] == "nll")]
+    ppl = table[of_kind(table, PERPLEXITY) & (table["metric"] == "nll")]
     retrieval = table[~of_kind(table, PERPLEXITY)]
     rows = [
         dict(zip(by, key))

@@ -72,7 +72,7 @@ def ppl(folder: str, encoding: str, length: int) -> float:
     of that encoding measured at this length is meant; two such runs are refused, never averaged."""
     rows = table(folder)
     rows = rows[(rows["eval_len"] == length) & (rows["metric"] == "ppl")]
-    rows = rows[(of_kind(rows, PERPLEXITY)) & (rows["status"] == "ok")]
+    rows = rows[of_kind(rows, PERPLEXITY) & (rows["status"] == "ok")]
     named = rows[rows["encoding"] == encoding]
     if named.empty:
         named = rows[rows["encoding"].map(encoding_of) == encoding]
@@ -131,7 +131,7 @@ def ruler(folder: str, task: str, length: int) -> Cell:
 def samples(folder: str, task: str, length: int) -> int:
     """Prompts of a RULER row written before `n` was: its n_tokens are prompts × length."""
     rows = table(folder)
-    rows = rows[(of_kind(rows, RULER)) & (rows["eval_len"] == length) & rows["protocol"].str.startswith(task)]
+    rows = rows[of_kind(rows, RULER) & (rows["eval_len"] == length) & rows["protocol"].str.startswith(task)]
     return int(rows["n_tokens"].iloc[0] // length)
 
 
@@ -188,7 +188,7 @@ def scored(folder: str, encoding: str, task: str, length: int) -> Cell:
     """A one-seed RULER cell (plain prompts) as its row records it: the score over its prompts with the row's
     own 95% interval (the exact one at its mean)."""
     rows = plain_prompts(table(folder))
-    rows = rows[(of_kind(rows, RULER)) & (rows["metric"] == "score") & (rows["status"] == "ok")]
+    rows = rows[of_kind(rows, RULER) & (rows["metric"] == "score") & (rows["status"] == "ok")]
     rows = rows[rows["protocol"].astype(str).str.startswith(f"{task}-v")]
     row = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length)].dropna(subset=["n", "ci_low"])
     if len(row) != 1:
@@ -202,7 +202,7 @@ def depth_cells(folder: str, encoding: str, length: int, seed: int) -> dict[floa
     (prompts of different models, or of different depths, are never pooled into one)."""
     rows = table(folder)
     rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "accuracy")]
-    rows = rows[(of_kind(rows, PASSKEY)) & (rows["status"] == "ok") & (rows["seed"] == seed)]
+    rows = rows[of_kind(rows, PASSKEY) & (rows["status"] == "ok") & (rows["seed"] == seed)]
     if rows.empty:
         raise LookupError(f"results/{folder}: no greedy cell of {encoding} at {length}, seed {seed}")
     return {float(r.depth): prompts_cell(float(r.value), int(r.n)) for r in rows.sort_values("depth").itertuples()}
@@ -232,7 +232,7 @@ def seed_cell(folder: str, encoding: str, length: int, seed: int) -> Cell:
     """One seed's greedy retrieval at a length: its depths' prompts pooled, the exact interval over them."""
     rows = table(folder)
     rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "accuracy")]
-    rows = rows[(of_kind(rows, PASSKEY)) & (rows["status"] == "ok") & (rows["seed"] == seed)]
+    rows = rows[of_kind(rows, PASSKEY) & (rows["status"] == "ok") & (rows["seed"] == seed)]
     if rows.empty:
         raise LookupError(f"results/{folder}: no greedy retrieval of {encoding} at {length}, seed {seed}")
     return pool([Cell(float(v), 0.0, 0.0, int(n)) for v, n in zip(rows["value"], rows["n"])])
