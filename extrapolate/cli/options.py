@@ -97,6 +97,7 @@ PANELS = {
         "stride",
         "eval_tokens",
         "eval_docs",
+        "eval_memory",
         "dtype",
         "learned_policy",
         "kernel",
@@ -218,6 +219,12 @@ SHARED = {
     "stride": shared(int, DEFAULT.stride, "stride of the sliding protocol", length=True),
     "eval_tokens": shared(int, DEFAULT.eval_tokens, "tokens scored per held-out document at every length", length=True),
     "eval_docs": shared(Optional[int], DEFAULT.eval_docs, "at most this many held-out documents (default all)"),
+    "eval_memory": shared(
+        Optional[str],
+        DEFAULT.eval_memory,
+        "memory a retrieval cell's prompts may hold at once, e.g. 800M or 4G; they run in micro-batches that fit "
+        "it, with the same answers (default a quarter of the device's free memory, on a CPU or MPS at most 512M)",
+    ),
     "learned_policy": shared(str, DEFAULT.learned_policy, "learned table past its rows: error (unsupported) | clamp"),
     "kernel": shared(str, DEFAULT.kernel, "attention kernel: auto | sdpa | fused-bias | flex | blocked | reference"),
     "passkey_fraction": shared(

@@ -13,6 +13,7 @@ import torch
 from extrapolate.core.device import activation_dtype
 from extrapolate.core.distributed import current
 from extrapolate.core.errors import PositionOutOfRange, is_out_of_memory
+from extrapolate.core.memory import eval_memory, parse_memory
 from extrapolate.data.batches import BatchSource
 from extrapolate.data.tokenizers import keep_with_model
 from extrapolate.encodings import encoding_for
@@ -179,6 +180,12 @@ def measure(device: torch.device, evaluate, on_oom=lambda asked: None, on_unsupp
         return "oom", None
 
 
+def retrieval_memory(asked: str | None, device: torch.device) -> int:
+    """The bytes a retrieval cell's prompts may hold at once: --eval-memory where given, else the device's share
+    (core/memory.py)."""
+    return eval_memory(device, None if asked is None else parse_memory(asked))
+
+
 def evaluate(
     resolved: ResolvedRun, prepared: Prepared, model, reporter: Reporter, folder: Path | None = None
 ) -> list[Measurement]:
@@ -197,6 +204,7 @@ def evaluate(
         folder,
         resolved.run_id,
         reporter.evaluation_progress,
+        retrieval_memory(request.eval_memory, device),
     )
     out = []
     for kind in asked_kinds(request.tasks):

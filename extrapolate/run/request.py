@@ -44,6 +44,9 @@ class RunRequest:
     eval_docs: int | None = None  # at most this many held-out documents (None: all)
     learned_policy: str = "error"
     kernel: str = "auto"
+    # what a retrieval cell's prompts may hold at once, e.g. "800M" (core/memory.py); None: a share of the free
+    # memory. It sets micro-batches, not answers, so no run id holds it
+    eval_memory: str | None = None
     # share of training rows that are passkey prompts (within L); None: DEFAULT_PASSKEY_FRACTION when L leaves room
     passkey_fraction: float | None = None
     passkey_task: str | None = None  # a task name under tasks/ or a TOML path; None: see DEFAULT_RETRIEVAL_TASK

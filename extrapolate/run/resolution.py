@@ -21,6 +21,7 @@ from extrapolate.core.defaults import (
 from extrapolate.core.device import DTYPES, TRAIN_DTYPES
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import default_steps, stored
+from extrapolate.core.memory import parse_memory
 from extrapolate.core.numbers import SEED_MAX
 from extrapolate.core.registry import require_known
 from extrapolate.data.tokenizers import parse_spec
@@ -223,6 +224,8 @@ def check(request: RunRequest) -> None:
         raise UserError(f"--seed must be in [0, 2^63), got {request.seed}")
     if request.eval_docs is not None and request.eval_docs < 1:
         raise UserError("--eval-docs must be at least 1")
+    if request.eval_memory is not None:
+        parse_memory(request.eval_memory)
     if request.finetune_steps < 0:
         raise UserError(f"--finetune-steps must be ≥ 0, got {request.finetune_steps}")
     if request.finetune_len is not None and request.finetune_len <= request.train_len:

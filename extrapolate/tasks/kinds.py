@@ -44,6 +44,8 @@ class MeasureContext:
     # (done, total, summary, logged, unit): a measurement finished `done` of its `total` units (prompts, depths,
     # windows); `summary` its score so far, `logged` read back from its log (reporter.evaluation_progress)
     on_progress: Callable[..., None] | None = None
+    # the bytes a retrieval cell's prompts may hold at once (core/memory.py); None: each group of prompts whole
+    memory: int | None = None
 
     def cell_log(self, task_identity: str, length: int):
         """The log of a retrieval cell's finished parts (a stopped cell resumes from them), or None where this

@@ -70,11 +70,13 @@ def greedy_answers(model, cache, last_logits, steps: int, seq_len: int, stop: in
 
 @torch.no_grad()
 def candidate_scores(
-    model, cache_one, last_logits_one, candidates: list[list[int]], seq_len: int, device
+    model, cache_one, last_logits_one, candidates: list[list[int]], seq_len: int, device, memory: int | None = None
 ) -> torch.Tensor:
-    """Summed log-likelihood of each candidate answer after one prompt. last_logits_one: (V,)."""
+    """Summed log-likelihood of each candidate answer after one prompt. last_logits_one: (V,). The candidates
+    run in chunks whose copies of the prompt's cache stay under `memory` bytes (CACHE_BUDGET_BYTES if None)."""
     scores = []
-    per_chunk = max(1, CACHE_BUDGET_BYTES // max(1, cache_bytes(cache_one)))
+    budget = CACHE_BUDGET_BYTES if memory is None else memory
+    per_chunk = max(1, budget // max(1, cache_bytes(cache_one)))  # at least one candidate, whatever the budget
     first_lp = last_logits_one.float().log_softmax(-1)
     for start in range(0, len(candidates), per_chunk):
         chunk = candidates[start : start + per_chunk]
@@ -121,45 +123,103 @@ def trunk_lengths(groups: list[torch.Tensor]) -> list[int]:
     return lengths
 
 
-def shared_prefix_passes(model, groups: list[torch.Tensor], length: int, skip=frozenset()):
-    """For each group of prompts (token ids (B, n) each, in pass order, all of one length n): its key/value
-    cache and the logits at its last position (B, V), after one pass over what it does not share with the
-    groups after it. The prefix every remaining group shares (`trunk_lengths`) is encoded once, at batch 1,
-    and only grown; a group in `skip` (indices) yields (None, None) and is not run, its prefix still grown,
-    so the passes after it compute what they would have."""
+def prompt_bytes(config, length: int, suffix: int) -> int:
+    """Bytes one prompt of a micro-batch holds at its peak, float32 bound: its keys and values over the whole
+    `length` at every layer, twice (decoding grows a copy of them, a rank score continues the prompt's own),
+    and one layer's activations over the `suffix` it runs (the residual and its norm, queries, new keys and
+    values, the attention's output and projection, the MLP's three widest tensors)."""
+    cache = 2 * 2 * config.n_layers * config.kv_heads * config.head_dim * length
+    width = 4 * config.d_model + (config.n_heads + 2 * config.kv_heads) * config.head_dim + 3 * config.ff_dim
+    return 4 * (cache + suffix * width)
+
+
+def micro_rows(model, memory: int | None, rows: int, length: int, suffix: int) -> int:
+    """Prompts a pass runs together: as many of a group's `rows` as fit `memory` bytes (`prompt_bytes`), at
+    least one; every row at once where no budget is given."""
+    if memory is None:
+        return rows
+    return max(1, min(rows, memory // max(1, prompt_bytes(model.config, length, suffix))))
+
+
+def shared_prefix_passes(model, groups: list[torch.Tensor], length: int, skip=frozenset(), memory: int | None = None):
+    """For each group of prompts (token ids (B, n) each, in pass order, all of one length n), in micro-batches
+    of rows that fit `memory` bytes (`micro_rows`): (group index, the rows' slice, their key/value cache, the
+    logits at their last position (b, V)), after one pass over what the group does not share with the groups
+    after it. The prefix every remaining group shares (`trunk_lengths`) is encoded once, at batch 1, and only
+    grown; a group in `skip` (indices) yields (index, its rows' slice, None, None) and is not run, its prefix
+    still grown, so the passes after it compute what they would have. A prompt's row is computed alike in any
+    micro-batch, so the budget changes the peak memory, not the answers."""
     trunk, done = model.new_cache(), 0
     for index, (ids, shared) in enumerate(zip(groups, trunk_lengths(groups))):
         if shared > done:  # grow the shared prefix's cache (batch 1)
             model.hidden_states(ids[:1, done:shared], cache=trunk, seq_len=length)
             done = shared
         if index in skip:
-            yield None, None
+            yield index, slice(0, ids.shape[0]), None, None
             continue
-        cache = [dict(layer) for layer in trunk]  # the group must not grow the trunk
-        hidden = model.hidden_states(ids[:, done:], cache=cache, seq_len=length)  # (B, n - done, D)
-        yield cache, model.lm_head(hidden[:, -1]).float()
+        size = micro_rows(model, memory, ids.shape[0], ids.shape[1], ids.shape[1] - done)
+        for start in range(0, ids.shape[0], size):
+            rows = slice(start, min(start + size, ids.shape[0]))
+            cache = [dict(layer) for layer in trunk]  # the rows must not grow the trunk
+            hidden = model.hidden_states(ids[rows, done:], cache=cache, seq_len=length)  # (b, n - done, D)
+            last = model.lm_head(hidden[:, -1]).float()  # (b, V)
+            del hidden  # not held while the caller decodes
+            yield index, rows, cache, last
 
 
 def answered_passes(
-    model, groups: list[torch.Tensor], length: int, steps: int, stop=None, skip=frozenset(), dtype="float32", keep=False
+    model,
+    groups: list[torch.Tensor],
+    length: int,
+    steps: int,
+    stop=None,
+    skip=frozenset(),
+    dtype="float32",
+    keep=False,
+    memory: int | None = None,
 ):
-    """For each group of prompts (token ids (B, n) each, in pass order): its key/value cache, the logits at its
-    last position (B, V) and its greedy answers (`greedy_answers`); a group in `skip` yields three Nones. With
-    `keep` the cache is the prompts' own, decoding having grown a copy (the rank score continues it); without,
-    decoding grows the cache itself, so a prompt's keys and values are never held twice. A backend that
-    generates from whole prompts itself (vLLM's `generate_greedy`) yields answers only: it keeps no cache the
-    caller could continue."""
+    """For each micro-batch of each group of prompts (token ids (B, n) each, in pass order; `shared_prefix_passes`):
+    (group index, the rows' slice, their key/value cache, the logits at their last position (b, V), their greedy
+    answers (`greedy_answers`)); a group in `skip` yields (index, its rows' slice, None, None, None). With `keep`
+    the cache is the prompts' own, decoding having grown a copy (the rank score continues it); without, decoding
+    grows the cache itself, so a prompt's keys and values are never held twice. A backend that generates from
+    whole prompts itself (vLLM's `generate_greedy`, which pages its own cache) yields each group whole, answers
+    only: it keeps no cache the caller could continue."""
     if hasattr(model, "generate_greedy"):
         for index, ids in enumerate(groups):
-            answers = None if index in skip else model.generate_greedy(ids.tolist(), steps, stop, dtype, length)
-            yield None, None, answers
+            if index in skip:
+                yield index, slice(0, ids.shape[0]), None, None, None
+                continue
+            answers = model.generate_greedy(ids.tolist(), steps, stop, dtype, length)
+            yield index, slice(0, ids.shape[0]), None, None, answers
         return
-    for cache, last in shared_prefix_passes(model, groups, length, skip):
+    for index, rows, cache, last in shared_prefix_passes(model, groups, length, skip, memory):
         if cache is None:
-            yield None, None, None
+            yield index, rows, None, None, None
             continue
         decoded = [dict(layer) for layer in cache] if keep else cache
-        yield cache, last, greedy_answers(model, decoded, last, steps, length, stop)
+        yield index, rows, cache, last, greedy_answers(model, decoded, last, steps, length, stop)
+
+
+def by_group(passes, sizes: list[int]):
+    """The micro-batches of `answered_passes` per group of `sizes` prompts each: one iterator a group, which ends
+    with the micro-batch that reaches the group's last row, so the next group's pass runs only when the caller
+    asks for it (after it has logged this one). Micro-batches a caller leaves unread (a skipped group's) are
+    read before the next group's."""
+    passes = iter(passes)
+    for size in sizes:
+        group = micro_batches_of(passes, size)
+        yield group
+        for _ in group:  # whatever the caller did not read
+            pass
+
+
+def micro_batches_of(passes, size: int):
+    while True:
+        item = next(passes)
+        yield item
+        if item[1].stop >= size:
+            return
 
 
 def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int]]:
@@ -190,6 +250,7 @@ def evaluate_passkey(
     world: World = SINGLE,
     log: DepthLog | None = None,
     on_depth: Callable[[float, float, bool], None] | None = None,
+    memory: int | None = None,
 ) -> list[PasskeyCell]:
     """Greedy exact match and (with `rank`) the rank score per depth at one length. Under torchrun each
     rank asks every world.size-th trial of each depth and the counts are added up.
@@ -201,7 +262,8 @@ def evaluate_passkey(
     With a `log`, each depth's counts are saved as it finishes and depths already in the log are not asked
     again; the trunk is still grown through them in the same steps, so a resumed cell computes exactly what
     an uninterrupted one does. `on_depth(depth, greedy accuracy of this process's prompts, logged)` is called
-    as each depth is done."""
+    as each depth is done. `memory`: the bytes a depth's prompts may hold at once (`micro_rows`; None:
+    every prompt of a depth in one pass), which changes the peak memory, not the answers."""
     model.eval()
     task = builder.task
     counts = torch.zeros(len(task.depths), 2, dtype=torch.float64)  # (depth, [correct, ranked first])
@@ -220,34 +282,37 @@ def evaluate_passkey(
     records: dict[int, list[dict]] = {d: logged.get(d, []) for d in finished}  # depth -> its prompts' records
     rank = rank and not hasattr(model, "generate_greedy")  # a backend without log-likelihoods: greedy only
     with autocast(device, dtype):
-        for (d, prompts), (cache, last, answers) in zip(
-            groups, answered_passes(model, ids, length, steps, None, skip, dtype, keep=rank)
-        ):
+        passes = answered_passes(model, ids, length, steps, None, skip, dtype, keep=rank, memory=memory)
+        for (d, prompts), micro_batches in zip(groups, by_group(passes, [len(p) for _, p in groups])):
             if d in finished:
                 counts[d] = torch.tensor(finished[d], dtype=torch.float64)
                 report(d, logged=True)
                 continue
-            # cache: the prompts' keys and values; last: (trials, V) logits at their last position
             records[d] = []
-            for i, (t, prompt) in enumerate(zip(mine, prompts)):
-                prediction = builder.tokenizer.decode(answers[i])
-                correct = builder.is_correct(prediction, prompt)
-                counts[d, 0] += correct
-                ranked = {}
-                if rank:
-                    candidates = builder.candidate_answers(prompt, t)
-                    scores = candidate_scores(model, copy_cache(cache, i), last[i], candidates, length, device)
-                    # how near the rank was to turning: a near tie can turn on another CPU's bf16 path
-                    margin = float(scores[0] - scores[1:].max())  # at least one distractor (task files)
-                    ranked = {
-                        "ranked_first": margin > 0,
-                        "rank_margin": round(margin, 4) if math.isfinite(margin) else None,
-                    }
-                    counts[d, 1] += ranked["ranked_first"]
-                reference = builder.task.answer_join.join(str(k) for k in prompt.answer_keys)
-                records[d].append(
-                    {"index": t, "reference": reference, "prediction": prediction, "score": float(correct)} | ranked
-                )
+            # cache: the rows' keys and values; last: (b, V) logits at their last position
+            for _, rows, cache, last, answers in micro_batches:
+                # the rank score's copies of a prompt's cache get what the micro-batch's own caches leave
+                left = None if memory is None or cache is None else memory - cache_bytes(cache) * len(answers)
+                for i, (t, prompt) in enumerate(zip(mine[rows], prompts[rows])):
+                    prediction = builder.tokenizer.decode(answers[i])
+                    correct = builder.is_correct(prediction, prompt)
+                    counts[d, 0] += correct
+                    ranked = {}
+                    if rank:
+                        candidates = builder.candidate_answers(prompt, t)
+                        one = copy_cache(cache, i)
+                        scores = candidate_scores(model, one, last[i], candidates, length, device, left)
+                        # how near the rank was to turning: a near tie can turn on another CPU's bf16 path
+                        margin = float(scores[0] - scores[1:].max())  # at least one distractor (task files)
+                        ranked = {
+                            "ranked_first": margin > 0,
+                            "rank_margin": round(margin, 4) if math.isfinite(margin) else None,
+                        }
+                        counts[d, 1] += ranked["ranked_first"]
+                    reference = builder.task.answer_join.join(str(k) for k in prompt.answer_keys)
+                    records[d].append(
+                        {"index": t, "reference": reference, "prediction": prediction, "score": float(correct)} | ranked
+                    )
             if log:
                 log.record(d, float(counts[d, 0]), float(counts[d, 1]), records[d])
             report(d, logged=False)
@@ -337,6 +402,7 @@ class PasskeyKind(TaskKind):
             world=context.world,
             log=log,
             on_depth=on_depth,
+            memory=context.memory,
         )
 
     def protocol(self, setup: TaskSetup) -> str:

@@ -18,7 +18,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.intervals import score_interval
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, register
-from extrapolate.tasks.passkey import answered_passes, retrieval_protocol
+from extrapolate.tasks.passkey import answered_passes, by_group, retrieval_protocol
 from extrapolate.tasks.prompt import prompt_ids
 from extrapolate.tasks.ruler.builder import RulerBuilder
 from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
@@ -58,9 +58,12 @@ def evaluate_ruler(
     log: DepthLog | None = None,
     samples: int | None = None,
     on_progress=None,
+    memory: int | None = None,
 ) -> RulerCell:
     """The task's score at `length` over its samples (or the first `samples`). Under torchrun each rank
-    generates every world.size-th sample and the sums are added up."""
+    generates every world.size-th sample and the sums are added up. A batch's prompts run in micro-batches
+    that fit `memory` bytes (tasks/passkey.py, `micro_rows`; None: each batch whole): the batches, what is
+    logged, stay as they are, so the budget changes the peak memory, not the scores."""
     model.eval()
     task = builder.task
     count = task.samples if samples is None else samples
@@ -76,13 +79,14 @@ def evaluate_ruler(
     records: list[dict] = []
     total = torch.zeros(2, dtype=torch.float64)  # [score sum, samples]
     with autocast(device, dtype):
-        passes = answered_passes(model, ids, length, task.tokens_to_generate, eos, set(finished), dtype)
-        for b, (batch, (_, _, answers)) in enumerate(zip(batches, passes)):
+        passes = answered_passes(model, ids, length, task.tokens_to_generate, eos, set(finished), dtype, memory=memory)
+        for b, (batch, micro_batches) in enumerate(zip(batches, by_group(passes, [len(x) for x in batches]))):
             if b in finished:
                 total += torch.tensor(finished[b], dtype=torch.float64)
                 records += logged.get(b, [])
                 report(on_progress, total, len(mine), logged=True)
                 continue
+            answers = [answer for *_, chunk in micro_batches for answer in chunk]
             predictions = [builder.tokenizer.decode(until(a, eos)) for a in answers]
             scores = [metric(text, p.outputs) for text, p in zip(predictions, batch)]
             done = [
@@ -155,6 +159,7 @@ class RulerKind(TaskKind):
             context.world,
             log,
             on_progress=context.on_progress,
+            memory=context.memory,
         )
 
     def probe(self, builder: RulerBuilder, model, length: int, device, prompts: int) -> float:
