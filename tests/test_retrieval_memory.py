@@ -164,3 +164,48 @@ def test_a_bad_eval_memory_is_one_line_and_exit_2(tmp_path):
     result = CliRunner().invoke(app, ["run", "--model", "tiny", "--eval-memory", "lots", "--out", str(out)])
     assert result.exit_code == 2
     assert "--eval-memory 'lots' is not a size" in result.output and not out.exists()
+
+
+def recorded_calls(model, monkeypatch) -> list:
+    """(rows, queries, keys) of every forward call `model` makes."""
+    calls, forward = [], model.hidden_states
+
+    def counted(tokens, cache=None, seq_len=None):
+        offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
+        calls.append((tokens.shape[0], tokens.shape[1], offset + tokens.shape[1]))
+        return forward(tokens, cache=cache, seq_len=seq_len)
+
+    monkeypatch.setattr(model, "hidden_states", counted)
+    return calls
+
+
+@pytest.mark.parametrize("task_name", ["passkey", "passkey-word"])
+def test_the_estimate_prices_the_calls_a_passkey_cell_makes(monkeypatch, task_name):
+    from extrapolate.tasks.passkey import forward_calls
+
+    torch.manual_seed(0)
+    task = dataclasses.replace(load_task(task_name), trials=2, depths=(0.0, 0.5, 1.0))
+    builder = PromptBuilder(task, ByteTokenizer())
+    model = TransformerLM(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_len=512)).eval()
+    calls = recorded_calls(model, monkeypatch)
+    evaluate_passkey(model, builder, 400, CPU)
+    priced = [call[:3] for call in forward_calls(builder, 400)]
+    candidates = 1 + task.distractors  # the rank score's calls: rows of candidate answers, their tokens bounded
+
+    def split(found):
+        return sorted(c for c in found if c[0] != candidates), sorted(c for c in found if c[0] == candidates)
+
+    (made, scored), (planned, bounded) = split(calls), split(priced)
+    assert made == planned  # the trunk, each depth's pass and every decoding step, exactly
+    assert len(scored) == len(bounded) == task.trials * len(task.depths)
+    assert all(q <= bounded[0][1] for _, q, _ in scored)  # the answer's token bound, which the estimate prices
+
+
+def test_the_cost_model_prices_attention_by_its_pairs():
+    from extrapolate.run.eval_cost import CostModel
+
+    cost = CostModel(call=0.0, token=1.0, pair=0.01, head=0.5)
+    assert cost.seconds([(1, 100, 100, 0)]) == pytest.approx(100 + 100 * 50 * 0.01)  # causal: q·(k − q/2)
+    assert cost.seconds([(3, 1, 1000, 1)]) == pytest.approx(3 * (1 + 999.5 * 0.01 + 0.5))  # a decoding step
+    window = [(1, 4096, 4096, 4096)]
+    assert cost.seconds(window) > 16 * cost.seconds([(1, 256, 256, 256)])  # one long window costs more than tokens

@@ -319,7 +319,7 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
 
     model = TransformerLM(ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, max_len=64))
     prepared = SimpleNamespace(
-        heldout=[None, None],
+        heldout=[torch.zeros(300, dtype=torch.int64)] * 2,
         lengths=[64, 128],
         device=torch.device("cpu"),
         checkpoint=SimpleNamespace(model=model),
@@ -337,7 +337,8 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
     from extrapolate.run import estimate
 
     # no timing noise
-    monkeypatch.setattr(estimate, "forward_tokens_per_second", lambda prepared, length, dtype: 1000.0)
+    cost = estimate.timed_cost_model(model, torch.device("cpu"), "float32")
+    monkeypatch.setattr(estimate, "timed_cost_model", lambda *args: cost)
     one = estimate_seconds([cell], {cell.model_folder: True}, prepared)
     assert estimate_seconds([cell] * 3, {cell.model_folder: True}, prepared) == pytest.approx(
         3 * one

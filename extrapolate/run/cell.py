@@ -16,7 +16,7 @@ from extrapolate.report.folder import check_tables
 from extrapolate.report.samples import write_samples
 from extrapolate.report.table import append_positions, append_results, provenance
 from extrapolate.run.checkpoint import with_encoding
-from extrapolate.run.evaluate import evaluate, trained_model
+from extrapolate.run.evaluate import evaluate, evaluation_seconds, trained_model
 from extrapolate.run.folder_setting import check_folder
 from extrapolate.run.ignored import ignored_options
 from extrapolate.run.prepare import Prepared, prepare, preparing
@@ -51,7 +51,7 @@ def run_cell(resolved: ResolvedRun, prepared: Prepared, folder: Path, reporter: 
         with table_lock(folder):  # cluster jobs of one sweep append to the same tables
             # the prompts' records first: a cell in the table always has what its model answered beside it
             write_samples(folder, resolved.run_id, measurement_samples(resolved, prepared, measurements))
-            write_outputs(folder, resolved, trained, rows, positions)
+            write_outputs(folder, resolved, trained, rows, positions, evaluation_seconds(measurements))
         clear_logs(folder, resolved.run_id)  # the cell is in the table: its depth logs are done with
 
 
@@ -115,7 +115,14 @@ def new_folder_guard(folder: Path):
         raise
 
 
-def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict], positions: list[dict]) -> None:
+def write_outputs(
+    folder: Path,
+    resolved: ResolvedRun,
+    trained,
+    rows: list[dict],
+    positions: list[dict],
+    evaluation: dict | None = None,
+) -> None:
     from extrapolate.core.atomic import write_text
     from extrapolate.report.pages import write_run_report
     from extrapolate.training.finetune import read_lineage
@@ -147,6 +154,7 @@ def write_outputs(folder: Path, resolved: ResolvedRun, trained, rows: list[dict]
         # a randomized kind's L_max, KERPLE's learned r1 and r2)
         "encoding": {"name": resolved.spec.name, **trained.model.encoding.describe()},
         "training": {k: v for k, v in trained.summary.items() if k != "losses"},
+        "evaluation": evaluation,  # its time: seconds in all and per task at each length
         "machine": rows[0].get("machine") if rows else None,  # where the rows were measured
         # where it wrote, for `--config` of a copy of this record (an absolute path would name this machine)
         "out": None if folder.is_absolute() else folder.as_posix(),

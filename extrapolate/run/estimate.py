@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-from extrapolate.core.device import autocast
 from extrapolate.data.batches import BatchSource
 from extrapolate.run import Prepared, ResolvedRun
+from extrapolate.run.eval_cost import LONG, SHORT, timed_cost_model
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.kinds import asked_kinds
@@ -20,16 +20,17 @@ TIMED_STEPS = 2  # after one warm-up step
 # rows of a timed step: at most this many tokens (at least one row), scaled to the batch, so a dry run answers
 # in seconds at any L (one row at L = 4096; on a 2-core CPU one row and two gave the same tokens/s)
 TIMED_TOKENS = 4096
-FORWARD_TOKENS = 1024  # a pretrained model's forward rate is timed at this length at most
-DECODE_TIMINGS = 3  # decoding steps timed after a warm-up
+FORWARD_TOKENS = 1024  # an engine's prompt rate is timed at this length at most
+DECODE_TIMINGS = 3  # tokens an engine's timed prompt generates
 
 
 def estimate_seconds(
     pending: list[ResolvedRun], models: dict[Path, bool], prepared: Prepared, reporter: Reporter | None = None
 ) -> float:
-    """Training steps × the measured seconds per step, plus evaluation forward tokens at about three times
-    the training token rate (forward only). `pending`: the cells still to run; `models`: each model folder
-    and whether it is trained already. `reporter` is told what is timed, and how long the timing took."""
+    """Training steps × the measured seconds per step, plus each cell's evaluation: the forward calls its kinds
+    make at every length, priced by a cost model timed on the model (run/eval_cost.py). `pending`: the cells
+    still to run; `models`: each model folder and whether it is trained already. `reporter` is told what is
+    timed, and how long the timing took."""
     reporter = reporter or Reporter()
     if not pending:
         return 0.0
@@ -37,23 +38,16 @@ def estimate_seconds(
     first = pending[0]
     setup = task_setup(first, prepared)
     kinds = asked_kinds(first.request.tasks)
-    per_cell_tokens = sum(kind.evaluated_tokens(setup, prepared.lengths) for kind in kinds)
-    decoding = [step for kind in kinds for step in kind.decode_steps(setup, prepared.lengths)]
     if first.is_pretrained and hasattr(prepared.checkpoint.model, "generate_greedy"):  # an engine that generates
+        per_cell_tokens = sum(kind.evaluated_tokens(setup, prepared.lengths) for kind in kinds)
         n = min(min(prepared.lengths), FORWARD_TOKENS)
         reporter.note(f"timing the engine on a prompt of {n} tokens for the estimate")
         rate = engine_tokens_per_second(prepared.checkpoint.model, n, first.request.dtype, max(prepared.lengths))
         reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {rate:,.0f} prompt tokens/s")
         return len(pending) * per_cell_tokens / rate
-    if first.is_pretrained:  # nothing to train: the evaluation alone, at the measured forward rate
-        n = min(min(prepared.lengths), FORWARD_TOKENS)
-        reporter.note(f"timing two forward passes of {n} tokens for the estimate")
-        rate = forward_tokens_per_second(prepared, n, first.request.dtype)
-        reporter.note(f"timed in {time.perf_counter() - began:.1f} s: {rate:,.0f} tokens/s")
-        decode = (
-            decoding_seconds(prepared.checkpoint.model, decoding, first.request.dtype, reporter) if decoding else 0.0
-        )
-        return len(pending) * (per_cell_tokens / rate + decode)
+    calls = [call for kind in kinds for length in prepared.lengths for call in kind.forward_calls(setup, length)]
+    if first.is_pretrained:  # nothing to train: the evaluation alone
+        return len(pending) * evaluation_seconds(prepared.checkpoint.model, prepared, calls, first, reporter)
     # a RoPE model's steps where one is planned (the others cost about as much), else the first cell's own
     config = next((c.train_config for c in pending if c.train_config.model.encoding == "rope"), first.train_config)
     # a step's time grows with its rows: a share of the batch is timed and scaled, so that a dry run at long
@@ -78,12 +72,23 @@ def estimate_seconds(
     )
     bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
     train_seconds = len(bases) * config.steps * per_step
-    decode = decoding_seconds(model, decoding, first.request.dtype, reporter) if decoding else 0.0
-    return (
-        train_seconds
-        + finetune_tokens(pending, models) / tokens_per_second
-        + len(pending) * (per_cell_tokens / (3 * tokens_per_second) + decode)
+    evaluation = evaluation_seconds(model, prepared, calls, first, reporter)
+    return train_seconds + finetune_tokens(pending, models) / tokens_per_second + len(pending) * evaluation
+
+
+def evaluation_seconds(model, prepared: Prepared, calls: list, cell: ResolvedRun, reporter: Reporter) -> float:
+    """One cell's evaluation: `calls` priced by a cost model timed on `model` in the evaluation precision."""
+    if not calls:
+        return 0.0
+    began = time.perf_counter()
+    reporter.note(f"timing forward passes of {SHORT} and {LONG} tokens and a decoding step for the evaluation")
+    cost = timed_cost_model(model, prepared.device, cell.request.dtype)
+    seconds = cost.seconds(calls)
+    reporter.note(
+        f"timed in {time.perf_counter() - began:.1f} s: {len(calls):,} forward calls a cell, about "
+        f"{seconds / 60:.1f} min (a query-key pair {cost.pair * 1e9:.2f} ns, a token {cost.token * 1e6:.1f} µs)"
     )
+    return seconds
 
 
 class TimingUpdate:
@@ -105,29 +110,6 @@ class TimingUpdate:
                 p.add_(p.grad, alpha=-self.lr)
 
 
-@torch.no_grad()
-def decoding_seconds(model, steps: list[tuple[int, int]], dtype: str, reporter: Reporter) -> float:
-    """Seconds of the one-token decoding calls `steps` ((batch, context length) each), from one such call timed
-    in the evaluation precision at the most common batch and at a context of up to FORWARD_TOKENS (a lower
-    bound at longer contexts)."""
-    batch = max(set(b for b, _ in steps), key=[b for b, _ in steps].count)
-    context = min(FORWARD_TOKENS, min(n for _, n in steps))
-    device = next(model.parameters()).device
-    model.eval()
-    with autocast(device, dtype):
-        cache = model.new_cache()
-        model.hidden_states(torch.zeros(1, context, dtype=torch.int64, device=device), cache=cache)  # shared, batch 1
-        token = torch.zeros(batch, 1, dtype=torch.int64, device=device)  # (batch, 1)
-        times = []
-        for _ in range(DECODE_TIMINGS + 1):  # the first a warm-up; the fastest of the others counts
-            start = time.perf_counter()
-            model.lm_head(model.hidden_states(token, cache=[dict(layer) for layer in cache])[:, -1])
-            times.append(time.perf_counter() - start)
-        step = min(times[1:])
-    reporter.note(f"one decoding step of batch {batch} timed: {step * 1000:.0f} ms; {len(steps):,} steps a cell")
-    return step * len(steps)
-
-
 def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int:
     """Training tokens of the fine-tunes still to run: a fine-tune continues the shorter ones of its kind, so
     each kind costs the steps of its longest (at the training token rate; attention at L' costs a little more)."""
@@ -140,21 +122,6 @@ def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int
         tokens = finetune.steps * finetune.phase.batch_size * finetune.length
         longest[kind] = max(longest.get(kind, 0), tokens)
     return sum(longest.values())
-
-
-@torch.no_grad()
-def forward_tokens_per_second(prepared: Prepared, length: int, dtype: str = "float32") -> float:
-    """Tokens per second of one forward pass of a pretrained model at `length` (at most FORWARD_TOKENS: a
-    lower bound on the time of longer windows, whose attention costs more per token), in the evaluation
-    precision."""
-    model, n = prepared.checkpoint.model, min(length, FORWARD_TOKENS)
-    device = next(model.parameters()).device
-    ids = torch.zeros(1, n, dtype=torch.int64, device=device)  # (1, n), where it lives
-    with autocast(device, dtype):
-        model(ids)  # warm-up
-        start = time.perf_counter()
-        model(ids)
-    return n / (time.perf_counter() - start)
 
 
 def engine_tokens_per_second(model, n: int, dtype: str, longest: int) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,15 @@ class Measurement:
     result: object  # what its kind's `measure` returned, or None when the status is not ok
     kernel: str  # the kernels its attention calls ran, "+"-joined in call order
     reason: str = ""  # why a cell whose status is not ok has no value, in a user's words
+    seconds: float = 0.0  # how long it took (a resumed measurement: the part run now)
+
+
+def evaluation_seconds(measurements: list[Measurement]) -> dict:
+    """What a run record keeps of the evaluation's time: the total and each task at each length, seconds."""
+    return {
+        "seconds": round(sum(m.seconds for m in measurements), 2),
+        "by_task": {f"{m.task}@{m.length}": round(m.seconds, 2) for m in measurements},
+    }
 
 
 def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter) -> TrainedModel:
@@ -224,9 +234,11 @@ def evaluate(
                 why[0] = unsupported_reason(exc, length, resolved)
                 reporter.warn(f"{resolved.spec.name} at {length} tokens ({task}): unsupported, {why[0]}")
 
+            began = time.perf_counter()
             status, result = measure(
                 device, functools.partial(kind.measure, setup, context, length), out_of_memory, unsupported
             )
+            seconds = time.perf_counter() - began
             broken = kind.non_finite(result) if status == "ok" else ""
             if broken:  # no measurement: the row says so instead of entering means and plots
                 status, result, why[0] = "non-finite", None, broken
@@ -236,5 +248,5 @@ def evaluate(
                 request.kernel, device, activation_dtype(device, request.dtype), resolved.attention[task, length]
             )
             reporter.evaluated(task, length, kind.summary(result) if status == "ok" else status)
-            out.append(Measurement(task, length, status, result, kernel, why[0]))
+            out.append(Measurement(task, length, status, result, kernel, why[0], seconds))
     return out

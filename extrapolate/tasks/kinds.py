@@ -167,8 +167,14 @@ class TaskKind:
         return []
 
     def evaluated_tokens(self, setup: TaskSetup, lengths: Iterable[int]) -> int:
-        """About how many tokens its measurements at `lengths` run through the model (a dry run's estimate)."""
+        """About how many tokens its measurements at `lengths` run through the model (a dry run's estimate for
+        an engine that generates, vLLM's, priced at its measured prompt rate)."""
         return 0
+
+    def forward_calls(self, setup: TaskSetup, length: int) -> list[tuple[int, int, int, int]]:
+        """(rows, queries, keys, positions through the output head) of each forward call its measurement at
+        `length` makes, decoding steps included: what a dry run prices (run/eval_cost.py); [] for none."""
+        return []
 
     def decode_steps(self, setup: TaskSetup, lengths: Iterable[int]) -> list[tuple[int, int]]:
         """(batch, context length) of each one-token decoding call its measurements make at `lengths`, where

@@ -239,6 +239,25 @@ def attention_shapes(builder: PromptBuilder, length: int) -> list[tuple[int, int
     return shapes + [(1, prompt + 1), (continuation, prompt + continuation)]
 
 
+def forward_calls(builder: PromptBuilder, length: int) -> list[tuple[int, int, int, int]]:
+    """(rows, queries, keys, head positions) of the calls `evaluate_passkey` makes at `length` with every prompt
+    of a depth in one pass (a micro-batch splits the rows, not the work): the trunk grown at batch 1, each
+    depth's suffix, its greedy steps, and each prompt's candidate answers continued from its cache."""
+    task, prompt = builder.task, prompt_length(builder, length)
+    groups = prompt_groups(builder, length, list(range(task.trials)))
+    calls, done = [], 0
+    candidates = 1 + task.distractors
+    continuation = max(1, builder.answer_tokens() - 1)
+    for shared in trunk_lengths([prompt_ids(prompts) for _, prompts in groups]):
+        if shared > done:
+            calls.append((1, shared - done, shared, 0))
+            done = shared
+        calls.append((task.trials, prompt - done, prompt, 1))
+        calls += [(task.trials, 1, prompt + step + 1, 1) for step in range(builder.decode_tokens())]
+        calls += [(candidates, continuation, prompt + continuation, continuation)] * task.trials
+    return calls
+
+
 @torch.no_grad()
 def evaluate_passkey(
     model,
@@ -434,6 +453,9 @@ class PasskeyKind(TaskKind):
     def evaluated_tokens(self, setup: TaskSetup, lengths) -> int:
         task = setup.prompts.task
         return sum(lengths) * task.trials * len(task.depths) * 2
+
+    def forward_calls(self, setup: TaskSetup, length: int) -> list[tuple[int, int, int, int]]:
+        return forward_calls(setup.prompts, length)
 
 
 PASSKEY = register(PasskeyKind())

@@ -25,6 +25,7 @@ from extrapolate.core.intervals import DOCUMENTS, nll_interval
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, marked, register
 
 PROTOCOLS = ("full", "sliding")
+BATCH_TOKENS = 16384  # windows a forward pass: this many tokens, at least one window
 
 
 @dataclass
@@ -124,7 +125,7 @@ def evaluate_perplexity(
     bucket_width: int,
     device: torch.device,
     dtype: str = "float32",
-    max_batch_tokens: int = 16384,
+    max_batch_tokens: int = BATCH_TOKENS,
     world: World = SINGLE,
     bos: int | None = None,
     log=None,
@@ -332,6 +333,16 @@ class PerplexityKind(TaskKind):
 
     def evaluated_tokens(self, setup: TaskSetup, lengths) -> int:
         return len(setup.heldout) * setup.budget * len(lengths)
+
+    def forward_calls(self, setup: TaskSetup, length: int) -> list[tuple[int, int, int, int]]:
+        windows = sum(
+            len(windows_full(doc, length, setup.budget))
+            if setup.windows == "full"
+            else len(windows_sliding(doc, length, setup.budget, setup.stride))
+            for doc in setup.heldout
+        )
+        per_batch = max(1, BATCH_TOKENS // length)  # as `evaluate_perplexity` batches them; every position scored
+        return [(min(per_batch, windows - i), length, length, length) for i in range(0, windows, per_batch)]
 
 
 PERPLEXITY = register(PerplexityKind())

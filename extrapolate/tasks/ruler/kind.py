@@ -194,5 +194,15 @@ class RulerKind(TaskKind):
             steps += [(batch, length)] * (batches * task.tokens_to_generate)
         return steps
 
+    def forward_calls(self, setup: TaskSetup, length: int) -> list[tuple[int, int, int, int]]:
+        """Each prompt's pass whole (the prefix a batch shares, the template's head and the essay before its
+        shallowest needle, left unpriced: an estimate that errs long) and each batch's greedy steps."""
+        task = setup.prompts.task
+        prompt = length - task.tokens_to_generate
+        batch = min(MAX_BATCH, task.samples)
+        passes = [(batch, prompt, prompt, 1)] * (-(-task.samples // batch))
+        steps = [(batch, 1, prompt + step + 1, 1) for step in range(task.tokens_to_generate)]
+        return passes + steps * len(passes)
+
 
 RULER = register(RulerKind())
