@@ -20,7 +20,7 @@ from extrapolate.core.device import autocast
 from extrapolate.core.errors import PositionOutOfRange
 
 Call = tuple[int, int, int, int]  # (rows, queries, keys, positions through the output head)
-SHORT, LONG = 256, 2048  # the two window lengths α and β are solved from
+SHORT, LONG = 512, 4096  # the two window lengths α and β are solved from (at 4096 attention is most of a pass)
 REPEATS = 3  # each timing the fastest of this many, after a warm-up
 
 
