@@ -112,7 +112,7 @@ def test_a_report_keeps_fine_tunes_through_adapters_apart_from_full_ones():
     import pandas as pd
 
     from extrapolate.report.finetune import finetune_section
-    from extrapolate.report.table import encoding_of, label_variants
+    from extrapolate.report.labels import encoding_of, label_variants
 
     rows = [
         dict(encoding="yarn", finetune_steps=s, finetune_adapter=a, finetune_len=1024, value=v)

@@ -418,7 +418,8 @@ def test_a_config_missing_its_sizes_is_one_line_that_says_so(tmp_path, folders, 
 def test_a_report_keeps_one_encoding_on_two_models_or_backends_apart():
     """Rows of one encoding from two checkpoints, or one checkpoint through both backends, are not seeds of one
     cell: each gets its own label, so no table averages them."""
-    from extrapolate.report.table import aggregate, encoding_of, label_variants
+    from extrapolate.report.labels import encoding_of, label_variants
+    from extrapolate.report.table import aggregate
 
     def rows(model, kernel, value):
         return {"encoding": "rope", "model": model, "kernel": kernel, "seed": 0, "train_len": 8, "eval_len": 8}, value
@@ -446,7 +447,7 @@ def test_a_report_keeps_one_encoding_on_two_models_or_backends_apart():
 def test_two_runs_of_one_encoding_on_one_cell_are_labelled_apart_and_others_are_not():
     """Runs that measured the same cell (one encoding, other options) get their run id in the label; runs of
     one encoding that measured different tasks (a perplexity run, then a passkey run) keep the plain name."""
-    from extrapolate.report.table import label_variants
+    from extrapolate.report.labels import label_variants
 
     def row(run_id, task, metric):
         cell = {"encoding": "longrope", "model": "small", "kernel": "sdpa", "seed": 0, "eval_len": 64, "depth": None}

@@ -57,8 +57,9 @@ def test_the_fine_tune_axis_has_ticks_only_at_the_steps_measured(steps):
 def test_the_ratio_figure_is_left_out_without_a_value_at_L(tmp_path):
     """A fine-tune measured only at L' has no perplexity at L to divide by: no ratio figure (it would be an
     empty frame), the perplexity and fine-tuning figures still drawn."""
+    from extrapolate.report.labels import label_variants
     from extrapolate.report.pages import RECORDED_TEXT, draw_figures, with_unrecorded
-    from extrapolate.report.table import aggregate, label_variants
+    from extrapolate.report.table import aggregate
 
     table = label_variants(pd.DataFrame(ppl_rows("yarn", "rope", 2, {1024: 31.6})).assign(factor=2.0, model="small"))
     unrecorded = [c for c in RECORDED_TEXT if c not in table.columns]  # provenance the rows never held

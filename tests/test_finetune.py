@@ -125,9 +125,10 @@ def test_report_divides_by_the_base_model_at_L_and_tabulates_fine_tune_steps():
     import pandas as pd
 
     from extrapolate.report.finetune import finetune_section
+    from extrapolate.report.labels import label_variants
     from extrapolate.report.pages import perplexity_at_L, perplexity_matrix
     from extrapolate.report.retrieval import base_encodings
-    from extrapolate.report.table import aggregate, label_variants
+    from extrapolate.report.table import aggregate
 
     table = pd.DataFrame(
         ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})
@@ -240,8 +241,9 @@ def test_a_pretrained_checkpoint_fine_tunes_through_run(tmp_path, monkeypatch):
 def test_one_encoding_at_two_factors_is_two_rows_of_the_report_not_their_mean():
     import pandas as pd
 
+    from extrapolate.report.labels import label_variants, split_label
     from extrapolate.report.pages import perplexity_matrix
-    from extrapolate.report.table import aggregate, label_variants, split_label
+    from extrapolate.report.table import aggregate
 
     rows = (
         ppl_rows("rope", "rope", 0, {256: 50.0, 1024: 100.0})

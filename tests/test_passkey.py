@@ -133,7 +133,8 @@ def test_random_model_scores_about_chance(task):
 
 @pytest.mark.parametrize("make_tokenizer", [ByteTokenizer, WordTokenizer])
 def test_shared_prefix_is_common_to_every_later_prompt_and_grows(task, make_tokenizer):
-    from extrapolate.tasks.passkey import prompt_groups, trunk_lengths
+    from extrapolate.tasks.passkey import prompt_groups
+    from extrapolate.tasks.prompt_passes import trunk_lengths
 
     builder = PromptBuilder(dataclasses.replace(task, trials=3), make_tokenizer())
     groups = prompt_groups(builder, 900, [0, 1, 2])
@@ -152,14 +153,15 @@ def test_shared_prefix_is_common_to_every_later_prompt_and_grows(task, make_toke
 def test_prompts_continuing_a_shared_prefix_get_the_logits_of_a_full_pass(task, monkeypatch, encoding):
     """The last-position logits greedy decoding starts from equal those of each prompt run whole."""
     from extrapolate.tasks import passkey as passkey_task
+    from extrapolate.tasks import prompt_passes
 
     torch.manual_seed(0)
     builder = PromptBuilder(dataclasses.replace(task, trials=2, depths=(0.0, 0.5, 1.0)), ByteTokenizer())
     model = TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, encoding=encoding, max_len=1024)).eval()
     seen = []
-    greedy = passkey_task.greedy_answers
+    greedy = prompt_passes.greedy_answers
     monkeypatch.setattr(
-        passkey_task, "greedy_answers", lambda m, c, last, *a: seen.append(last) or greedy(m, c, last, *a)
+        prompt_passes, "greedy_answers", lambda m, c, last, *a: seen.append(last) or greedy(m, c, last, *a)
     )
     length = 600
     evaluate_passkey(model, builder, length, torch.device("cpu"))
@@ -195,7 +197,7 @@ def test_word_keys_keep_the_first_words_rule_and_decode_window():
 def test_a_stopped_cell_resumes_from_its_logged_depths_with_the_same_scores(task, monkeypatch, tmp_path):
     """Stopped after its first depth, a cell asked again runs only the other depths and scores exactly what an
     uninterrupted cell does (the shared prefix is still grown in the same steps)."""
-    from extrapolate.tasks import passkey as passkey_task
+    from extrapolate.tasks import prompt_passes
     from extrapolate.tasks.depth_log import DepthLog
 
     torch.manual_seed(0)
@@ -203,7 +205,7 @@ def test_a_stopped_cell_resumes_from_its_logged_depths_with_the_same_scores(task
     model = TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, encoding="rope", max_len=1024)).eval()
     whole = evaluate_passkey(model, builder, 600, torch.device("cpu"))
     log = DepthLog(tmp_path / "log.json", "cell")
-    greedy, calls, stop = passkey_task.greedy_answers, [], [True]
+    greedy, calls, stop = prompt_passes.greedy_answers, [], [True]
 
     class Stopped(Exception):
         pass
@@ -214,7 +216,7 @@ def test_a_stopped_cell_resumes_from_its_logged_depths_with_the_same_scores(task
             raise Stopped
         return greedy(*args)
 
-    monkeypatch.setattr(passkey_task, "greedy_answers", stop_at_second_depth)
+    monkeypatch.setattr(prompt_passes, "greedy_answers", stop_at_second_depth)
     with pytest.raises(Stopped):
         evaluate_passkey(model, builder, 600, torch.device("cpu"), log=log)
     assert len(log.finished()) == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from extrapolate.report.table import label_variants
+from extrapolate.report.labels import label_variants
 from tests.helpers import pooled_hits, wilson_cell
 
 ROOT = Path(__file__).resolve().parents[1]

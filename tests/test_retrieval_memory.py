@@ -13,10 +13,11 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.memory import EVAL_MEMORY_CAP, eval_memory, format_memory, parse_memory
 from extrapolate.data.tokenizers import ByteTokenizer
 from extrapolate.model import TransformerLM
-from extrapolate.tasks import passkey as passkey_task
+from extrapolate.tasks import prompt_passes
 from extrapolate.tasks.files import load_task
-from extrapolate.tasks.passkey import evaluate_passkey, micro_rows, prompt_bytes
+from extrapolate.tasks.passkey import evaluate_passkey
 from extrapolate.tasks.prompt import PromptBuilder
+from extrapolate.tasks.prompt_passes import micro_rows, prompt_bytes
 
 from .test_ruler_tasks import builder_for, tiny_ruler_model
 
@@ -87,9 +88,9 @@ def test_the_passes_are_the_same_bits_in_any_micro_batch():
 
 def recorded_passes(monkeypatch):
     """Every greedy decoding's starting logits (b, V), in call order."""
-    seen, greedy = [], passkey_task.greedy_answers
+    seen, greedy = [], prompt_passes.greedy_answers
     monkeypatch.setattr(
-        passkey_task,
+        prompt_passes,
         "greedy_answers",
         lambda m, c, last, *a, **k: seen.append(last.clone()) or greedy(m, c, last, *a, **k),
     )
@@ -138,7 +139,7 @@ def test_a_stopped_cell_in_micro_batches_resumes_with_the_same_scores(monkeypatc
     model = TransformerLM(ModelConfig(d_model=16, n_layers=2, n_heads=2, max_len=512)).eval()
     budget = prompt_bytes(model.config, 400, 400)  # one prompt a pass
     whole = evaluate_passkey(model, builder, 400, CPU)
-    greedy, calls = passkey_task.greedy_answers, []
+    greedy, calls = prompt_passes.greedy_answers, []
 
     def stop_in_the_second_depth(*args, **kwargs):
         calls.append(1)
@@ -147,11 +148,11 @@ def test_a_stopped_cell_in_micro_batches_resumes_with_the_same_scores(monkeypatc
         return greedy(*args, **kwargs)
 
     log = DepthLog(tmp_path / "log.json", "cell")
-    monkeypatch.setattr(passkey_task, "greedy_answers", stop_in_the_second_depth)
+    monkeypatch.setattr(prompt_passes, "greedy_answers", stop_in_the_second_depth)
     with pytest.raises(KeyboardInterrupt):
         evaluate_passkey(model, builder, 400, CPU, log=log, memory=budget)
     assert len(log.finished()) == 1  # a depth is logged whole or not at all
-    monkeypatch.setattr(passkey_task, "greedy_answers", greedy)
+    monkeypatch.setattr(prompt_passes, "greedy_answers", greedy)
     assert_same_cells(evaluate_passkey(model, builder, 400, CPU, log=log, memory=budget), whole)
 
 

@@ -436,7 +436,7 @@ def test_ruler_prompts_continuing_a_shared_prefix_get_the_logits_of_a_full_pass(
     """Batches continue a prefix encoded once; each prompt's last logits equal those of the prompt run whole."""
     import dataclasses
 
-    from extrapolate.tasks import passkey as passkey_task  # the greedy decoding every generation task calls
+    from extrapolate.tasks import prompt_passes
     from extrapolate.tasks.ruler import kind as ruler_kind
 
     task = dataclasses.replace(load_task("niah_single_2"), samples=5)
@@ -444,9 +444,9 @@ def test_ruler_prompts_continuing_a_shared_prefix_get_the_logits_of_a_full_pass(
     builder = builder_for(task, tokenizer, [torch.tensor(tokenizer.encode(ESSAY))])
     model = tiny_ruler_model()
     monkeypatch.setattr(ruler_kind, "MAX_BATCH", 2)  # three batches
-    seen, greedy = [], passkey_task.greedy_answers
+    seen, greedy = [], prompt_passes.greedy_answers
     monkeypatch.setattr(
-        passkey_task, "greedy_answers", lambda m, c, last, *a, **k: seen.append(last) or greedy(m, c, last, *a, **k)
+        prompt_passes, "greedy_answers", lambda m, c, last, *a, **k: seen.append(last) or greedy(m, c, last, *a, **k)
     )
     cell = ruler_kind.evaluate_ruler(model, builder, 1200, torch.device("cpu"))
     assert cell.samples == 5 and 0 <= cell.score <= 1
@@ -460,7 +460,7 @@ def test_ruler_prompts_continuing_a_shared_prefix_get_the_logits_of_a_full_pass(
 def test_a_stopped_ruler_cell_resumes_from_its_logged_batches(monkeypatch, tmp_path):
     import dataclasses
 
-    from extrapolate.tasks import passkey as passkey_task  # the greedy decoding every generation task calls
+    from extrapolate.tasks import prompt_passes
     from extrapolate.tasks.depth_log import DepthLog
     from extrapolate.tasks.ruler import kind as ruler_kind
 
@@ -469,7 +469,7 @@ def test_a_stopped_ruler_cell_resumes_from_its_logged_batches(monkeypatch, tmp_p
     model = tiny_ruler_model()
     monkeypatch.setattr(ruler_kind, "MAX_BATCH", 2)
     whole = ruler_kind.evaluate_ruler(model, builder, 1000, torch.device("cpu"))
-    greedy, calls = passkey_task.greedy_answers, []
+    greedy, calls = prompt_passes.greedy_answers, []
 
     def stop_at_second_batch(*args, **kwargs):
         calls.append(1)
@@ -478,12 +478,12 @@ def test_a_stopped_ruler_cell_resumes_from_its_logged_batches(monkeypatch, tmp_p
         return greedy(*args, **kwargs)
 
     log = DepthLog(tmp_path / "log.json", "cell")
-    monkeypatch.setattr(passkey_task, "greedy_answers", stop_at_second_batch)
+    monkeypatch.setattr(prompt_passes, "greedy_answers", stop_at_second_batch)
     with pytest.raises(KeyboardInterrupt):
         ruler_kind.evaluate_ruler(model, builder, 1000, torch.device("cpu"), log=log)
     assert len(log.finished()) == 1
     calls.clear()
-    monkeypatch.setattr(passkey_task, "greedy_answers", lambda *a, **k: calls.append(1) or greedy(*a, **k))
+    monkeypatch.setattr(prompt_passes, "greedy_answers", lambda *a, **k: calls.append(1) or greedy(*a, **k))
     resumed = ruler_kind.evaluate_ruler(model, builder, 1000, torch.device("cpu"), log=log)
     assert len(calls) == 1 and resumed == whole
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from extrapolate.core.intervals import proportion_interval
-from extrapolate.report.table import label_variants
+from extrapolate.report.labels import label_variants
 from tests.helpers import pooled_hits, wilson_cell
 
 ROOT = Path(__file__).resolve().parents[1]

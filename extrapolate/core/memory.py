@@ -1,7 +1,7 @@
 """The memory a retrieval cell's prompts may hold at once (`--eval-memory`): parsed from "1.5G" or "800M", or by
 default a share of the device's free memory, capped so that a laptop's evaluation stays small beside whatever
 else runs. Retrieval splits a depth's (or a RULER batch's) prompts into micro-batches that fit it
-(tasks/passkey.py, `micro_rows`); the answers do not depend on it, only the peak memory and the speed do."""
+(tasks/prompt_passes.py, `micro_rows`); the answers do not depend on it, only the peak memory and the speed do."""
 
 from __future__ import annotations
 

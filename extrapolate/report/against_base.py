@@ -13,9 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from extrapolate.core.significance import holm
+from extrapolate.report.labels import label_variants
 from extrapolate.report.paired import FAMILY_LEVEL, moved, p_value, paired_cell
 from extrapolate.report.samples import load_samples
-from extrapolate.report.table import label_variants, load_results
+from extrapolate.report.table import load_results
 
 # what makes two runs the same trained model (beside the encoding they are evaluated with)
 MODEL_KEYS = ["seed", "train_len", "model", "corpus", "tokenizer", "finetune_steps", "finetune_len", "finetune_adapter"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from extrapolate.report.table import encoding_of, of_kind, split_label
+from extrapolate.report.labels import encoding_of, split_label
+from extrapolate.report.table import of_kind
 from extrapolate.tasks.perplexity import PERPLEXITY
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.report.table import aggregate, label_variants, load_results, row_kinds
+from extrapolate.report.labels import label_variants
+from extrapolate.report.table import aggregate, load_results, row_kinds
 from extrapolate.tasks.passkey import PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
 from extrapolate.tasks.ruler.kind import RULER

@@ -13,6 +13,7 @@ from extrapolate.core.atomic import write_text
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import check_output_names
 from extrapolate.report.against_base import base_section
+from extrapolate.report.labels import label_variants
 from extrapolate.report.paired import chat_section
 from extrapolate.report.per_seed import per_seed_section
 from extrapolate.report.samples import load_documents, samples_section
@@ -24,7 +25,6 @@ from extrapolate.report.table import (
     PPL_TOLERANCE,
     RESULTS_FILE,
     aggregate,
-    label_variants,
     load_results,
     of_kind,
     read_table,

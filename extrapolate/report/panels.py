@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from extrapolate.report.table import encoding_of, variant_order
+from extrapolate.report.labels import encoding_of, variant_order
 
 # Okabe & Ito's eight colours, safe under the common colour-vision deficiencies
 OKABE_ITO = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")

@@ -14,7 +14,8 @@ import pandas as pd  # noqa: E402
 from extrapolate.core.atomic import atomic_path  # noqa: E402
 from extrapolate.core.intervals import proportion_interval  # noqa: E402
 from extrapolate.encodings.frequencies import SCALINGS, rope_inv_freq  # noqa: E402
-from extrapolate.report.table import PPL_TOLERANCE, encoding_of, of_kind, variant_order  # noqa: E402
+from extrapolate.report.labels import encoding_of, variant_order
+from extrapolate.report.table import PPL_TOLERANCE, of_kind
 from extrapolate.tasks.passkey import PASSKEY  # noqa: E402
 
 if TYPE_CHECKING:

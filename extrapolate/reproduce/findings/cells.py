@@ -12,9 +12,10 @@ from pathlib import Path
 import pandas as pd
 
 from extrapolate.core.intervals import proportion_interval
+from extrapolate.report.labels import encoding_of, label_variants
 from extrapolate.report.ruler import ruler_scores
 from extrapolate.report.stats import seeds_interval
-from extrapolate.report.table import encoding_of, label_variants, length_means, load_results, of_kind
+from extrapolate.report.table import length_means, load_results, of_kind
 from extrapolate.reproduce.family import FamilyWise
 from extrapolate.tasks.passkey import CHAT_MARK, PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY

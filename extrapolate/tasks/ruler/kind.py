@@ -18,8 +18,9 @@ from extrapolate.core.errors import UserError
 from extrapolate.core.intervals import score_interval
 from extrapolate.tasks.depth_log import DepthLog
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, register
-from extrapolate.tasks.passkey import answered_passes, by_group, retrieval_protocol
+from extrapolate.tasks.passkey import retrieval_protocol
 from extrapolate.tasks.prompt import prompt_ids
+from extrapolate.tasks.prompt_passes import answered_passes, by_group
 from extrapolate.tasks.ruler.builder import RulerBuilder
 from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
 from extrapolate.tasks.ruler.task import load_ruler_task
@@ -62,7 +63,7 @@ def evaluate_ruler(
 ) -> RulerCell:
     """The task's score at `length` over its samples (or the first `samples`). Under torchrun each rank
     generates every world.size-th sample and the sums are added up. A batch's prompts run in micro-batches
-    that fit `memory` bytes (tasks/passkey.py, `micro_rows`; None: each batch whole): the batches, what is
+    that fit `memory` bytes (tasks/prompt_passes.py, `micro_rows`; None: each batch whole): the batches, what is
     logged, stay as they are, so the budget changes the peak memory, not the scores."""
     model.eval()
     task = builder.task
