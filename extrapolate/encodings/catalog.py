@@ -37,7 +37,7 @@ def register(spec: EncodingSpec) -> EncodingSpec:
     return ENCODINGS.add(spec.name, spec)
 
 
-_LATER_SCALINGS = ("longrope", "logn")  # RoPE scalings that belong with the newer methods
+_LATER_SCALINGS = ("longrope", "logn", "llama4-temperature")  # RoPE scalings that belong with the newer methods
 for _spec in (SINUSOIDAL, LEARNED, T5, ALIBI, *[s for s in rotary_specs() if s.name not in _LATER_SCALINGS], NOPE):
     register(_spec)
 # the newer methods, after the classic ones so the figures and tables of earlier sweeps keep their order

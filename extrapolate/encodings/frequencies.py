@@ -37,6 +37,14 @@ def rope(head_dim: int, base: float, factor: float, original_len: int, seq_len: 
     return rope_inv_freq(head_dim, base), 1.0
 
 
+def rope_angles(
+    head_dim: int, base: float, factor: float, original_len: int, seq_len: int, **query_options
+) -> tuple[torch.Tensor, float]:
+    """RoPE's own angles, for the scalings that change the queries' scale instead (`rotary.Rotary.query_scale`),
+    whose options are the scale's."""
+    return rope(head_dim, base, factor, original_len, seq_len)
+
+
 def pi(head_dim: int, base: float, factor: float, original_len: int, seq_len: int) -> tuple[torch.Tensor, float]:
     """Position interpolation: every frequency divided by s (positions squeezed into the trained range)."""
     return rope_inv_freq(head_dim, base) / factor, 1.0
@@ -313,6 +321,15 @@ SCALINGS: dict[str, Scaling] = {
         {},
         "log-n attention scaling: RoPE, queries past L × log_L(i + 1) (Qwen's logn_attn, Bai et al. 2023)",
         "#fdb462",
+        reads_factor=False,
+    ),
+    # RoPE's angles as they are; `rotary.Rotary` scales every query by Llama 4's temperature (`temperature_scale`)
+    "llama4-temperature": Scaling(
+        rope_angles,
+        False,
+        option_defaults("floor_scale", "attn_scale"),
+        "Llama 4's attention temperature: RoPE, queries × attn_scale·log(⌊(i+1)/floor_scale⌋ + 1) + 1 (Meta 2025)",
+        "#e6ab02",
         reads_factor=False,
     ),
 }

@@ -34,6 +34,9 @@ XPOS_SCALE_BASE = 512.0  # γ in the paper and in torchscale
 # FIRE's c and L_thr are learned; these are their initial values in the paper's published code
 FIRE_INITIAL_C = 0.1
 FIRE_INITIAL_THRESHOLD = 512.0
+# Llama 4's attention temperature: transformers' Llama4TextConfig defaults (Meta's release)
+LLAMA4_FLOOR_SCALE = 8192
+LLAMA4_ATTN_SCALE = 0.1
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,20 @@ OPTIONS: dict[str, OptionSpec] = {
             "logn",
             bool,
             "every RoPE scaling: queries past L scaled by log_L(i + 1) (Qwen's logn_attn; SSMax untrained)",
+        ),
+        OptionSpec(
+            "floor_scale",
+            int,
+            "Llama 4's attention temperature: positions counted in steps of floor_scale (Meta's 8192)",
+            default=LLAMA4_FLOOR_SCALE,
+            bound=at_least(1),
+        ),
+        OptionSpec(
+            "attn_scale",
+            float,
+            "Llama 4's attention temperature: queries × attn_scale·log(⌊(i + 1)/floor_scale⌋ + 1) + 1 (Meta's 0.1)",
+            default=LLAMA4_ATTN_SCALE,
+            bound=at_least(0),
         ),
         # Self-Extend and ReRoPE (two-part attention), which transformers does not compute
         OptionSpec(

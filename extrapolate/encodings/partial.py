@@ -10,7 +10,6 @@ import torch
 
 from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import PositionalEncoding, Wrapped
-from extrapolate.encodings.rotary import logn_scale
 
 
 class PartialRotary(Wrapped):
@@ -29,8 +28,9 @@ class PartialRotary(Wrapped):
         n = self.rotary_dim
         q_rotated, k_rotated = self.inner.rotate(q[..., :n], k[..., :n], pos, seq_len)  # (B, H|Hkv, T, n)
         passed = q[..., n:]
-        if getattr(self.inner, "logn", False):  # the query's scale covers its unrotated features too
-            passed = passed * logn_scale(pos, self.inner.original_len).to(q.dtype)[:, None]
+        scale = self.inner.query_scale(pos) if hasattr(self.inner, "query_scale") else None
+        if scale is not None:  # the query's scale covers its unrotated features too
+            passed = passed * scale.to(q.dtype)[:, None]  # (T, 1)
         return torch.cat((q_rotated, passed), dim=-1), torch.cat((k_rotated, k[..., n:]), dim=-1)
 
     def describe(self) -> dict:

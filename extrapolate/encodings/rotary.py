@@ -54,6 +54,8 @@ class Rotary(PositionalEncoding):
         # Qwen's logn attention: queries past L scaled by log_L(i + 1), on top of any scaling (`logn_scale`)
         # (the `logn` encoding is that alone, on RoPE's own angles)
         self.logn = bool(options.pop("logn", None)) or scaling == "logn"
+        if self.logn and scaling == "llama4-temperature":
+            raise UserError("llama4-temperature scales the queries itself: logn does not combine with it")
         unknown = set(options) - set(spec.options)
         if unknown:
             raise ValueError(f"{scaling} has no option(s) {sorted(unknown)}; it takes {sorted(spec.options)}")
@@ -87,9 +89,19 @@ class Rotary(PositionalEncoding):
             self._memo = (key, rotary_cos_sin(pos, inv_freq, attention_factor))
         cos, sin = self._memo[1]
         q = apply_rotary(q, cos, sin)
-        if self.logn:
-            q = q * logn_scale(pos, self.original_len).to(q.dtype)[:, None]  # (T, 1): each query position's
+        scale = self.query_scale(pos)
+        if scale is not None:
+            q = q * scale.to(q.dtype)[:, None]  # (T, 1): each query position's
         return q, apply_rotary(k, cos, sin)
+
+    def query_scale(self, pos: torch.Tensor) -> torch.Tensor | None:
+        """(T,) float32 factor of each query position's whole query (rotated and unrotated features alike), or
+        None where queries are not scaled: log-n's past L, Llama 4's temperature."""
+        if self.logn:
+            return logn_scale(pos, self.original_len)
+        if self.scaling == "llama4-temperature":
+            return temperature_scale(pos, self.options["floor_scale"], self.options["attn_scale"])
+        return None
 
     def describe(self):
         return {
@@ -108,6 +120,14 @@ def logn_scale(pos: torch.Tensor, original_len: int) -> torch.Tensor:
     return (ahead.log() / math.log(original_len)).float()
 
 
+def temperature_scale(pos: torch.Tensor, floor_scale: int, attn_scale: float) -> torch.Tensor:
+    """(T,) float32: Llama 4's attention temperature of each query position p, attn_scale·log(⌊(p + 1)/floor_scale⌋
+    + 1) + 1, as transformers' Llama4TextAttention computes it from the cache position (1 below floor_scale - 1:
+    the temperature rises by steps, a query's keys growing by floor_scale between two)."""
+    steps = torch.floor((pos.float() + 1.0) / floor_scale)  # (T,)
+    return torch.log1p(steps) * attn_scale + 1.0
+
+
 ROTARY_PARAMETERS = {"base": 10000.0, "factor": 1.0, "original_len": "train length"}
 
 
@@ -119,7 +139,11 @@ def rotary_specs() -> list[EncodingSpec]:
             "rotary",
             scaling.description,
             build_rotary(name),
-            {**ROTARY_PARAMETERS, **scaling.options, **({} if name in ("rope", "logn") else {"logn": None})},
+            {
+                **ROTARY_PARAMETERS,
+                **scaling.options,
+                **({} if name in ("rope", "logn", "llama4-temperature") else {"logn": None}),
+            },
             scaling.colour,
             show_rotary(name),
             trains_own_model=name == "rope",
@@ -161,6 +185,16 @@ def show_rotary(name: str):
             "inv_freq": inv_freq.tolist(),
             "ratio": (inv_freq / theta).tolist(),
             "attention_factor": attention_factor,
+            **(temperature_steps(query.options) if name == "llama4-temperature" else {}),
         }
 
     return show
+
+
+def temperature_steps(options: dict) -> dict:
+    """Llama 4's query scale at the positions where it steps: 0, floor_scale - 2 and - 1, then 2, 4 and 16 steps on."""
+    values = {**SCALINGS["llama4-temperature"].options, **options}
+    floor_scale, attn_scale = int(values["floor_scale"]), float(values["attn_scale"])
+    positions = sorted({0, max(0, floor_scale - 2), *(n * floor_scale - 1 for n in (1, 2, 4, 16))})
+    scale = temperature_scale(torch.tensor(positions), floor_scale, attn_scale)
+    return {"positions": positions, "query_scale": scale.tolist()}
