@@ -59,16 +59,19 @@ def fresh_cache(folder: Path) -> dict:
     return {**os.environ, "EXTRAPOLATE_CACHE": str(folder)}
 
 
-def measure(case: str, work: Path) -> dict:
+def measure(case: str, work: Path, keep: Path | None) -> dict:
     env = fresh_cache(work / "cache")
     out = work / "out"
     args = [*CASES[case], "--out", str(out)]
     dry = extrapolate([*args, "--dry-run"], env)
     estimate = estimate_seconds(dry.stdout + dry.stderr)
     began = time.perf_counter()
-    extrapolate(args, env)
+    run = extrapolate(args, env)
     took = time.perf_counter() - began
     record = json.loads((out / "run.json").read_text())
+    if keep is not None:  # the run's folder and what it printed, to read its summary later
+        shutil.copytree(out, keep / case, dirs_exist_ok=True)
+        (keep / case / "run.log").write_text(dry.stdout + dry.stderr + run.stdout + run.stderr)
     return {
         "case": case,
         "command": "extrapolate " + " ".join(CASES[case]),
@@ -87,12 +90,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="+", choices=sorted(CASES))
     parser.add_argument("--out", type=Path, required=True, help="folder whose estimate.csv gets a row a case")
+    parser.add_argument("--keep", action="store_true", help="also keep each run's folder and log as <out>/<case>/")
     options = parser.parse_args()
     options.out.mkdir(parents=True, exist_ok=True)
     table = options.out / "estimate.csv"
     for case in options.cases:
         with tempfile.TemporaryDirectory() as work:
-            row = measure(case, Path(work))
+            row = measure(case, Path(work), options.out if options.keep else None)
         new = not table.exists()
         with table.open("a", newline="") as handle:
             writer = csv.DictWriter(handle, COLUMNS)

@@ -152,13 +152,20 @@ def test_bench_command_writes_table_summary_and_plot(tmp_path):
             "cpu",
             "--decode-steps",
             "2",
+            "--retrieval-prompts",
+            "3",
             "--out",
             str(out),
         ],
     )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out / "bench.csv")
-    assert sorted(set(frame["what"])) == ["decode", "eval", "eval-paired", "matmul", "train"]
+    assert sorted(set(frame["what"])) == ["decode", "eval", "eval-paired", "matmul", "retrieval", "train"]
+    (retrieval,) = frame[frame["what"] == "retrieval"].to_dict("records")
+    assert retrieval["seconds"] > 0 and retrieval["peak_memory_mb"] > 0 and retrieval["kernel"] == "sdpa"
+    summary = (out / "summary.md").read_text()
+    assert "- retrieval at 256 (3 prompts of one depth" in summary  # the prompts it was asked for
+    assert f"budget {retrieval['memory_budget']}): {retrieval['seconds']:.1f} s" in summary
     evals = frame[frame["what"] == "eval"].set_index("encoding")
     assert evals.loc["rope", "kernel"] == "sdpa" and evals.loc["alibi", "kernel"] == "fused-bias"
     # the memory rows time nothing (a cold process's speed is no speed); every encoding is timed in one process
@@ -293,3 +300,31 @@ def test_the_decoding_ratios_quoted_come_from_the_committed_bench_files():
     assert f"Self-Extend {ratios['before']['self-extend']}× → {ratios['after']['self-extend']}×" in doc
     assert f"dual chunk attention {ratios['before']['dual-chunk']}× → {ratios['after']['dual-chunk']}×" in doc
     assert f"({ratios['after']['streaming-llm']}×, {ratios['after']['lm-infinite']}×)" in doc
+
+
+def test_a_retrieval_row_times_one_depth_as_the_evaluation_runs_it(monkeypatch):
+    """The depth's prompts go through the evaluation's own passes (a shared trunk, micro-batches of the budget,
+    greedy answers): with a budget of one prompt, one pass a prompt; tokens/s is the suffix tokens over the time."""
+    from extrapolate.bench import retrieval
+    from extrapolate.tasks import prompt_passes
+
+    calls = []
+    greedy = prompt_passes.greedy_answers
+    monkeypatch.setattr(
+        prompt_passes,
+        "greedy_answers",
+        lambda m, c, last, *a, **k: calls.append(len(last)) or greedy(m, c, last, *a, **k),
+    )
+    monkeypatch.setattr(
+        retrieval,
+        "eval_memory",
+        lambda device, asked: prompt_passes.prompt_bytes(bench.model_config("tiny", "rope", 96), 96, 48),
+    )
+    row = retrieval.retrieval_worker(("tiny", 96, "cpu", "float32", 3, 32, 96))
+    assert calls == [1, 1, 1]  # three prompts, a micro-batch each
+    assert row["what"] == "retrieval" and row["length"] == 96 and row["seconds"] > 0
+    assert row["prompts"] == 3 and row["tokens_per_second"] == pytest.approx(3 * 48 / row["seconds"], rel=1e-9)
+    line = retrieval.retrieval_lines([bench.BenchRow(**row)])
+    budget, seconds, peak = row["memory_budget"], row["seconds"], row["peak_memory_mb"]
+    expected = f"- retrieval at 96 (3 prompts of one depth in micro-batches, budget {budget}): {seconds:.1f} s"
+    assert line == [f"{expected}, peak {peak:,.0f} MB"]

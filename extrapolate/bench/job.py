@@ -20,6 +20,7 @@ class BenchRequest:
     out: Path = Path("results/bench")
     profile: bool = False  # a profiler table and trace of each paired evaluation, in out/profiles
     decode_steps: int = 0  # tokens greedily decoded after each length's prompt, per encoding (0: none)
+    retrieval_prompts: int = 20  # one retrieval depth's prompts timed at each length (0: none)
 
 
 def variant_lines() -> list[str]:
@@ -37,6 +38,7 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     import pandas as pd
 
     from extrapolate.bench import measure as bench
+    from extrapolate.bench.retrieval import retrieval_lines
     from extrapolate.core.atomic import write_text
     from extrapolate.core.config import PRESETS
     from extrapolate.core.device import DTYPES, resolve_device
@@ -69,12 +71,13 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
         on_row=on_row,
         profile_dir=str(Path(request.out) / "profiles") if request.profile else None,
         decode_steps=request.decode_steps,
+        retrieval_prompts=request.retrieval_prompts,
     )
     out = Path(request.out)
     ran_on = machine(resolve_device(request.device))
     frame = pd.DataFrame([{**dataclasses.asdict(r), "model": request.model, **ran_on, **provenance()} for r in rows])
     write_table(out / "bench.csv", frame)
-    summary = [f"- machine: {describe(ran_on)}", *bench.summary_lines(rows), *variant_lines()]
+    summary = [f"- machine: {describe(ran_on)}", *bench.summary_lines(rows), *retrieval_lines(rows), *variant_lines()]
     write_text(
         out / "summary.md", f"# Bench summary ({request.model}, {request.device})\n\n" + "\n".join(summary) + "\n"
     )

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from extrapolate.bench.retrieval import retrieval_worker
 from extrapolate.bench.timing import (
     alternating_best,
     best_time,
@@ -28,7 +29,7 @@ from extrapolate.model import token_cross_entropy
 
 @dataclass
 class BenchRow:
-    what: str  # eval | train | matmul
+    what: str  # eval | eval-paired | eval-vs-transformers | decode | retrieval | train | matmul
     implementation: str  # extrapolate | transformers | torch
     encoding: str
     length: int
@@ -39,6 +40,9 @@ class BenchRow:
     mfu: float | None = None
     gflops: float | None = None
     warmup_seconds: float | None = None  # first call at the measured shape (flex_attention: its compile)
+    seconds: float | None = None  # a retrieval row's whole depth (bench/retrieval.py)
+    prompts: int | None = None  # a retrieval row's prompts (one depth's)
+    memory_budget: str | None = None  # the retrieval row's micro-batch budget (--eval-memory's default)
 
 
 def model_config(preset: str, encoding: str, length: int) -> ModelConfig:
@@ -172,10 +176,10 @@ def _paired_worker(args) -> list[dict]:
 
 def _decode_worker(args) -> list[dict]:
     """Greedy decoding speed per encoding: `steps` tokens after a prompt of `length` tokens, from the KV cache,
-    at batch 1 (the path passkey and RULER answer by: `passkey.greedy_answers`). Every encoding's prompt is
+    at batch 1 (the path passkey and RULER answer by: `prompt_passes.greedy_answers`). Every encoding's prompt is
     encoded first, then the decodings are timed in alternation, so their ratios share the machine's conditions."""
     from extrapolate.kernels.attention import attention_plan
-    from extrapolate.tasks.passkey import greedy_answers
+    from extrapolate.tasks.prompt_passes import greedy_answers
 
     preset, encodings, length, device_name, dtype, steps, rounds, train_len, longest = args
     device = resolve_device(device_name)
@@ -289,6 +293,7 @@ def run_bench(
     on_row=None,
     profile_dir: str | None = None,
     decode_steps: int = 0,
+    retrieval_prompts: int = 0,
 ) -> list[BenchRow]:
     device = resolve_device(device_name)
     train_dtype = training_dtype(device, train_dtype)
@@ -353,6 +358,9 @@ def run_bench(
             args = (preset, encodings, length, device_name, eval_dtype, decode_steps, 3, *scaling)
             for row in in_fresh_process(_decode_worker, args):
                 emit(BenchRow(**row))
+        if retrieval_prompts:  # its peak memory in a process of its own, as the eval rows'
+            args = (preset, length, device_name, eval_dtype, retrieval_prompts, *scaling)
+            emit(BenchRow(**in_fresh_process(retrieval_worker, args)))
     return rows
 
 

@@ -295,8 +295,16 @@ def bench(
             help="also time greedy decoding of this many tokens after each length's prompt, per encoding (0: no)"
         ),
     ] = 0,
+    retrieval_prompts: Annotated[
+        int,
+        typer.Option(
+            help="prompts of the retrieval depth timed at each length, in micro-batches as the evaluation runs them "
+            "(its time and peak memory; 0: none)"
+        ),
+    ] = 20,
 ) -> None:
-    """Evaluation tokens/s and peak memory per encoding × length, training tokens/s and MFU, vs transformers."""
+    """Evaluation tokens/s and peak memory per encoding × length, training tokens/s and MFU, vs transformers;
+    a retrieval depth's time and memory per length."""
     from extrapolate.bench.job import BenchRequest, bench_job
     from extrapolate.cli.util import parse_int_list, parse_name_list
 
@@ -311,6 +319,7 @@ def bench(
         out,
         profile,
         decode_steps,
+        retrieval_prompts,
     )
     rows, summary = bench_job(request, on_row=render_bench_row)
     render_bench(rows, summary, out)

@@ -113,6 +113,7 @@ FLAG_BOUNDS = {
     "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),
     "--finetune-steps": at_least(0),
     "--decode-steps": at_least(0),  # bench
+    "--retrieval-prompts": at_least(0),  # bench
     "--finetune-len": at_least(2),
     "--finetune-lr": POSITIVE,
     "--lora-rank": Bound(lambda v: 1 <= v <= 4096, "in [1, 4096]"),
