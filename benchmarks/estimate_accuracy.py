@@ -12,7 +12,6 @@ either changes both (on a shared 2-core CPU by up to several times)."""
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -21,8 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
+
+from csv_rows import append_row, provenance  # benchmarks/, the script's folder
 
 CASES = {
     "main-job": ["run", "--encoding", "alibi"],  # the README's first quick-start command
@@ -80,9 +80,7 @@ def measure(case: str, work: Path, keep: Path | None) -> dict:
         "ratio": round(estimate / took, 3),
         "train_s": record["training"].get("train_seconds"),
         "eval_s": (record.get("evaluation") or {}).get("seconds"),
-        "machine": record.get("machine"),
-        "git_sha": record.get("git_sha"),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        **provenance(record),
     }
 
 
@@ -97,12 +95,7 @@ def main() -> None:
     for case in options.cases:
         with tempfile.TemporaryDirectory() as work:
             row = measure(case, Path(work), options.out if options.keep else None)
-        new = not table.exists()
-        with table.open("a", newline="") as handle:
-            writer = csv.DictWriter(handle, COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_row(table, COLUMNS, row)
         print(f"{case}: estimate {row['estimate_s']:.0f} s, run {row['run_s']:.0f} s, ratio {row['ratio']:.2f}")
 
 

@@ -38,7 +38,7 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     import pandas as pd
 
     from extrapolate.bench import measure as bench
-    from extrapolate.bench.retrieval import retrieval_lines
+    from extrapolate.bench.retrieval import retrieval_lines, retrieval_rows
     from extrapolate.core.atomic import write_text
     from extrapolate.core.config import PRESETS
     from extrapolate.core.device import DTYPES, resolve_device
@@ -71,8 +71,12 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
         on_row=on_row,
         profile_dir=str(Path(request.out) / "profiles") if request.profile else None,
         decode_steps=request.decode_steps,
-        retrieval_prompts=request.retrieval_prompts,
     )
+    if request.retrieval_prompts:
+        prompts, train_len = request.retrieval_prompts, bench.TRAIN_LEN
+        rows += retrieval_rows(
+            request.model, request.lengths, request.device, request.dtype, prompts, train_len, on_row
+        )
     out = Path(request.out)
     ran_on = machine(resolve_device(request.device))
     frame = pd.DataFrame([{**dataclasses.asdict(r), "model": request.model, **ran_on, **provenance()} for r in rows])

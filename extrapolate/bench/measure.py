@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from extrapolate.bench.retrieval import retrieval_worker
 from extrapolate.bench.timing import (
     alternating_best,
     best_time,
@@ -25,6 +24,8 @@ from extrapolate.core.device import activation_dtype, autocast, resolve_device, 
 from extrapolate.encodings import encoding_for, get_spec
 from extrapolate.kernels.attention import COMPILED
 from extrapolate.model import token_cross_entropy
+
+TRAIN_LEN = 256  # the L the bench trains at and RoPE's scalings are scaled from (the default sweep's)
 
 
 @dataclass
@@ -286,14 +287,13 @@ def run_bench(
     eval_dtype: str = "float32",
     train_dtype: str = "auto",
     compare_transformers: bool = True,
-    train_len: int = 256,
+    train_len: int = TRAIN_LEN,
     batch: int = 32,
     train_steps: int = 5,
     kernel: str = "auto",
     on_row=None,
     profile_dir: str | None = None,
     decode_steps: int = 0,
-    retrieval_prompts: int = 0,
 ) -> list[BenchRow]:
     device = resolve_device(device_name)
     train_dtype = training_dtype(device, train_dtype)
@@ -358,9 +358,6 @@ def run_bench(
             args = (preset, encodings, length, device_name, eval_dtype, decode_steps, 3, *scaling)
             for row in in_fresh_process(_decode_worker, args):
                 emit(BenchRow(**row))
-        if retrieval_prompts:  # its peak memory in a process of its own, as the eval rows'
-            args = (preset, length, device_name, eval_dtype, retrieval_prompts, *scaling)
-            emit(BenchRow(**in_fresh_process(retrieval_worker, args)))
     return rows
 
 

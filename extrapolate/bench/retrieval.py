@@ -51,6 +51,20 @@ def retrieval_worker(args) -> dict:
     return {**asdict(row), "seconds": seconds, "prompts": prompts, "memory_budget": format_memory(budget)}
 
 
+def retrieval_rows(preset: str, lengths, device: str, dtype: str, prompts: int, train_len: int, on_row=None) -> list:
+    """A retrieval row per length, each measured in a process of its own (its peak memory is the depth's)."""
+    from extrapolate.bench.measure import BenchRow
+    from extrapolate.bench.timing import in_fresh_process
+
+    rows = []
+    for length in lengths:
+        args = (preset, length, device, dtype, prompts, train_len, max(lengths))
+        rows.append(BenchRow(**in_fresh_process(retrieval_worker, args)))
+        if on_row:
+            on_row(rows[-1])
+    return rows
+
+
 def retrieval_lines(rows) -> list[str]:
     """One summary line per length with a retrieval row: the depth's time and the process's peak memory."""
     return [
