@@ -219,7 +219,10 @@ def test_the_memory_docs_quote_is_the_committed_measurement():
 
     root = Path(__file__).resolve().parents[1]
     rows = pd.read_csv(root / "results" / "bench" / "retrieval-memory.csv")
-    before, after = rows.peak_rss_gb
+    before, after, longest = rows.peak_rss_gb
     text = " ".join((root / "docs" / "performance.md").read_text().split())
     assert f"{before:.2f} GB peak resident memory with every prompt of a depth in one pass, {after:.2f} GB" in text
     assert after <= 1.5 and rows.answers_same.iloc[1] == "100/100" and "every one of the 100 answers" in text
+    # the small model's grid at 131072 (one prompt a depth: one prompt alone is over the default budget)
+    assert rows.grid.iloc[2] == "131072" and "--model small" in rows.command.iloc[2] and longest < 24
+    assert f"At 131072 the `small` model's grid peaked at {longest:.2f} GB ({rows.minutes.iloc[2]:g} min" in text
