@@ -46,6 +46,7 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
     assert groups["newer"] == NEWER + [
         "longrope",
         "logn",
+        "llama4-temperature",
         "self-extend",
         "rerope",
         "streaming-llm",
