@@ -16,7 +16,6 @@ from extrapolate.bench.timing import peak_rss_mb
 from extrapolate.core.device import activation_dtype, autocast, resolve_device, synchronize
 from extrapolate.core.memory import eval_memory, format_memory
 
-PROMPTS = 20  # the default retrieval task's prompts at one (length, depth)
 ANSWER_TOKENS = 4  # greedy steps a prompt decodes (passkey-word's answer and its stop)
 
 
