@@ -53,7 +53,16 @@ def test_the_optional_fields_and_what_unset_means():
         "compile": False,
         "processes": 1,
         "adapter": None,
+        "curriculum": None,
     }
+
+
+def test_a_model_trained_without_a_curriculum_hashes_as_before_curricula_existed():
+    """Below CURRICULUM_FROM (every committed model trained here) a request resolves to no curriculum, stored as
+    None, which the canonical form leaves out; one with stages is another model."""
+    config = TrainConfig(model=ModelConfig(**PRESETS["tiny"]), seq_len=256)
+    assert config.curriculum is None and config_hash(config) == hash_without_optional_fields(config)
+    assert config_hash(dataclasses.replace(config, curriculum=((128, 10),))) != config_hash(config)
 
 
 def test_a_full_fine_tune_hashes_as_before_adapters_existed():

@@ -15,6 +15,8 @@ import typer
 from extrapolate.cli.config import apply_config
 from extrapolate.cli.util import parse_float_list, parse_int_list, parse_name_list
 from extrapolate.core.defaults import (
+    CURRICULUM_FROM,
+    CURRICULUM_STAGE,
     DEFAULT_BATCH_TOKENS,
     DEFAULT_BPE_VOCAB,
     DEFAULT_PASSKEY_FRACTION,
@@ -85,7 +87,7 @@ PANELS = {
     ),
     "Data": ("corpus", "tokenizer"),
     "Training": (
-        *("train_len", "steps", "batch_size", "batch_tokens", "lr", "train_dtype", "compile"),
+        *("train_len", "steps", "batch_size", "batch_tokens", "curriculum", "lr", "train_dtype", "compile"),
         *("finetune_len", "finetune_lr", "finetune_adapter", "lora_rank"),
     ),
     "Evaluation": (
@@ -200,6 +202,13 @@ SHARED = {
         DEFAULT.batch_tokens,
         f"tokens a training step, whatever L: rows = tokens / L (default {DEFAULT_BATCH_TOKENS}, "
         f"{DEFAULT_BATCH_TOKENS // DEFAULT_TRAIN_LEN} rows at L = {DEFAULT_TRAIN_LEN})",
+    ),
+    "curriculum": shared(
+        Optional[str],
+        DEFAULT.curriculum,
+        "shorter rows before the rows of L, as many tokens a step: stages LENGTH:STEPS,... (e.g. 256:600,1024:300), "
+        f"then L for the rest; none for rows of L throughout (default: from L = {CURRICULUM_FROM}, rows of "
+        f"{DEFAULT_TRAIN_LEN} doubling up to L, each longer length for {CURRICULUM_STAGE:.1%} of the steps)",
     ),
     "lr": shared(float, DEFAULT.lr, "peak learning rate", "--lr"),
     "device": shared(str, DEFAULT.device, "auto | cpu | cuda | mps"),

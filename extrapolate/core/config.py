@@ -158,6 +158,9 @@ class TrainConfig:
     # "row": every sequence weighs the same in the loss, so a passkey row's few answer tokens are not drowned by
     # the corpus rows' thousands of targets (measured: with "token" weighting retrieval is not learned in budget)
     loss_weighting: str = "row"
+    # a length curriculum (data/batches.Curriculum): (length, steps) stages of shorter rows before the rows of
+    # seq_len, as many tokens a step (None: every step reads rows of seq_len)
+    curriculum: tuple[tuple[int, int], ...] | None = None
     checkpoint_every: int = 200
     compile: bool | None = None  # True: the training forward ran through torch.compile (None: eager)
     processes: int | None = None  # the torchrun processes that trained it (None: one)
@@ -188,6 +191,8 @@ def model_config_from_dict(data: dict) -> ModelConfig:
 def train_config_from_dict(data: dict) -> TrainConfig:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     values = {k: v for k, v in data.items() if k in names and k not in ("model", "adapter")}
+    if values.get("curriculum") is not None:  # JSON arrays back to the tuples the config holds
+        values["curriculum"] = tuple(tuple(stage) for stage in values["curriculum"])
     adapter = data.get("adapter")
     if adapter is not None:  # JSON arrays back to the tuples the config holds
         adapter = AdapterConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in adapter.items()})

@@ -8,6 +8,12 @@ DEFAULT_BATCH_SIZE = 32
 # A training step reads this many tokens at every L: rows = tokens / L (at least one), so training at L = 4096 costs
 # what it costs at L = 256 (32 rows there), as papers comparing encodings at several L hold tokens per batch fixed.
 DEFAULT_BATCH_TOKENS = DEFAULT_BATCH_SIZE * DEFAULT_TRAIN_LEN
+# A long L reads few rows a step (2 at L = 4096), too few retrieval prompts for the passkey circuit to form in
+# budget (results/mission-cpu). From L = CURRICULUM_FROM on, training starts with rows of DEFAULT_TRAIN_LEN
+# tokens (as many tokens a step) and doubles their length up to L, each longer length for a CURRICULUM_STAGE
+# share of the steps (at L = 4096: 600 steps at 256, then 150 each at 512, 1024, 2048 and 4096).
+CURRICULUM_FROM = 2048
+CURRICULUM_STAGE = 1 / 8
 DEFAULT_LR = 3e-3
 DEFAULT_CORPUS = "shakespeare"
 

@@ -40,6 +40,7 @@ UNSET_MEANS: dict[str, Any] = {
     "compile": False,  # the training forward runs eagerly
     "processes": 1,  # one process trains (under torchrun the gradients are averaged over ranks: other floats)
     "adapter": None,  # every weight trains (no low-rank adapters)
+    "curriculum": None,  # every step reads rows of the training length L
 }
 
 

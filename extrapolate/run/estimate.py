@@ -14,7 +14,7 @@ from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
-from extrapolate.training.train import build_model, model_folder, training_step
+from extrapolate.training.train import build_model, curriculum_of, model_folder, training_step
 
 TIMED_STEPS = 2  # after one warm-up step
 # rows of a timed step: at most this many tokens (at least one row), scaled to the batch, so a dry run answers
@@ -50,30 +50,44 @@ def estimate_seconds(
         return len(pending) * evaluation_seconds(prepared.checkpoint.model, prepared, calls, first, reporter)
     # a RoPE model's steps where one is planned (the others cost about as much), else the first cell's own
     config = next((c.train_config for c in pending if c.train_config.model.encoding == "rope"), first.train_config)
-    # a step's time grows with its rows: a share of the batch is timed and scaled, so that a dry run at long
-    # L answers in seconds (on a GPU a smaller batch loads the card less: the estimate errs long there)
-    rows = max(1, min(config.batch_size, TIMED_TOKENS // config.seq_len))
-    reporter.note(
-        f"timing {TIMED_STEPS + 1} training steps of {rows} × {config.seq_len} tokens (the first a "
-        f"warm-up; the batch has {config.batch_size} rows) for the estimate"
-    )
     model = build_model(config, prepared.device)
+    per_step = timed_step_seconds(model, config, config.seq_len, config.batch_size, prepared, reporter)
+    tokens_per_second = config.batch_size * config.seq_len / per_step
+    curriculum = curriculum_of(config)
+    train_steps = config.steps * per_step
+    if curriculum is not None:  # the short steps read as many tokens in rows of another length: timed apart
+        rows = curriculum.rows(config.seq_len, config.batch_size)
+        short_step = timed_step_seconds(model, config, curriculum.length, rows, prepared, reporter)
+        train_steps += curriculum.steps * (short_step - per_step)
+    bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
+    train_seconds = len(bases) * train_steps
+    evaluation = evaluation_seconds(model, prepared, calls, first, reporter)
+    return train_seconds + finetune_tokens(pending, models) / tokens_per_second + len(pending) * evaluation
+
+
+def timed_step_seconds(model, config, length: int, batch_size: int, prepared: Prepared, reporter: Reporter) -> float:
+    """Seconds of a full training step of `batch_size` rows of `length` tokens: a share of the rows timed and
+    scaled, so that a dry run at a long L answers in seconds (on a GPU a smaller batch loads the card less: the
+    estimate errs long there)."""
+    began = time.perf_counter()
+    rows = max(1, min(batch_size, TIMED_TOKENS // length))
+    reporter.note(
+        f"timing {TIMED_STEPS + 1} training steps of {rows} × {length} tokens (the first a "
+        f"warm-up; the batch has {batch_size} rows) for the estimate"
+    )
     optimizer = TimingUpdate(model.parameters(), config.lr)
-    source = BatchSource(prepared.stream, config.seq_len, rows, 0)
+    source = BatchSource(prepared.stream, length, rows, 0)
     start = 0.0
     for step in range(TIMED_STEPS + 1):
         if step == 1:
             start = time.perf_counter()
         training_step(model, optimizer, config, source.batch(step), prepared.device)
-    per_step = (time.perf_counter() - start) / TIMED_STEPS * config.batch_size / rows
-    tokens_per_second = config.batch_size * config.seq_len / per_step
+    per_step = (time.perf_counter() - start) / TIMED_STEPS * batch_size / rows
     reporter.note(
-        f"timed in {time.perf_counter() - began:.1f} s: {per_step:.2f} s a full step, {tokens_per_second:,.0f} tokens/s"
+        f"timed in {time.perf_counter() - began:.1f} s: {per_step:.2f} s a full step, "
+        f"{batch_size * length / per_step:,.0f} tokens/s"
     )
-    bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
-    train_seconds = len(bases) * config.steps * per_step
-    evaluation = evaluation_seconds(model, prepared, calls, first, reporter)
-    return train_seconds + finetune_tokens(pending, models) / tokens_per_second + len(pending) * evaluation
+    return per_step
 
 
 def evaluation_seconds(model, prepared: Prepared, calls: list, cell: ResolvedRun, reporter: Reporter) -> float:

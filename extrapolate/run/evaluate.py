@@ -25,7 +25,7 @@ from extrapolate.run.resolved import ResolvedRun, task_setup
 from extrapolate.tasks.kinds import MeasureContext, asked_kinds, file_kind
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.finetune import finetune as run_finetune
-from extrapolate.training.train import Probe, TrainedModel, model_folder, train
+from extrapolate.training.train import Probe, TrainedModel, curriculum_of, model_folder, train
 
 PROBE_PROMPTS = 40  # prompts per retrieval probe during training: a 95% interval of about ±15% at 50%
 PROBE_HELDOUT_TOKENS = 8192  # held-out tokens scored per probe, the same ones every time
@@ -69,7 +69,15 @@ def trained_model(resolved: ResolvedRun, prepared: Prepared, reporter: Reporter)
 
     config, finetune = resolved.train_config, resolved.finetune
     rows = prepared.training_rows.training_row if prepared.training_rows is not None else None
-    source = BatchSource(prepared.stream, config.seq_len, config.batch_size, config.seed, config.passkey_fraction, rows)
+    source = BatchSource(
+        prepared.stream,
+        config.seq_len,
+        config.batch_size,
+        config.seed,
+        config.passkey_fraction,
+        rows,
+        curriculum_of(config),
+    )
     callback = reporter.training(config.steps, ckpt.is_complete(model_folder(config)))
     result = train(config, source, prepared.device, on_step=callback, probe=training_probe(resolved, prepared))
     if current().main:  # rank 0 writes the cache entry

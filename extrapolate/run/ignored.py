@@ -52,6 +52,7 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
             "steps",
             "batch_size",
             "batch_tokens",
+            "curriculum",
             "lr",
             "tokenizer",
             "passkey_fraction",

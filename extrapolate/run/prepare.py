@@ -14,6 +14,7 @@ from extrapolate.core.device import resolve_device
 from extrapolate.core.errors import UserError
 from extrapolate.data.corpora import Corpus, load_corpus
 from extrapolate.data.tokenizers import encode_cached, load_tokenizer
+from extrapolate.run.curriculum import curriculum_stages
 from extrapolate.run.resolution import ResolvedRequest
 from extrapolate.tasks.files import load_task
 from extrapolate.tasks.kinds import asked_kinds, file_kind
@@ -119,6 +120,12 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
             raise UserError(
                 f"--train-len {request.train_len} leaves no room for passkey training prompts "
                 f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length"
+            )
+        shortest = min((length for length, _ in curriculum_stages(request.curriculum) or ()), default=None)
+        if fraction > 0 and shortest is not None and shortest < need:
+            raise UserError(
+                f"--curriculum's rows of {shortest} tokens leave no room for passkey training prompts "
+                f"(≥ {need} tokens); give longer stages, or --curriculum none"
             )
         for kind in kinds:  # a kind whose prompts would not fit the shortest length is refused before training
             kind.check_lengths(builder, lengths)

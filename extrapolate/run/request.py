@@ -32,6 +32,9 @@ class RunRequest:
     steps: int | None = None  # None: the encoding's default budget (DEFAULT_STEPS, or its own `default_steps`)
     batch_size: int | None = None  # rows a training step; None: batch_tokens / L (`batch_rows`)
     batch_tokens: int | None = None  # tokens a training step when batch_size is not given; None: DEFAULT_BATCH_TOKENS
+    # shorter rows before the rows of L (data/batches.Curriculum): "none", or stages "length:steps,..."; None: the
+    # default (`resolution.default_curriculum`). Resolved, it holds the stages or "none"
+    curriculum: str | None = None
     lr: float = DEFAULT_LR
     seed: int = 0
     device: str = "auto"

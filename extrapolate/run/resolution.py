@@ -42,6 +42,7 @@ from extrapolate.run.checkpoint import (
     resolved_chat,
     with_encoding,
 )
+from extrapolate.run.curriculum import with_curriculum
 from extrapolate.run.request import RunRequest
 from extrapolate.tasks.files import PasskeyTask, list_task_names, load_task
 from extrapolate.tasks.kinds import RETRIEVAL, TASK_KINDS, asked_kinds, file_kind, is_retrieval
@@ -96,6 +97,8 @@ def resolve_request(request: RunRequest) -> RunRequest:
     if request.steps is None:  # the budget of the model it trains, RoPE's for a RoPE scaling
         trained_spec = get_spec(get_spec(request.encoding).base_encoding)
         request = dataclasses.replace(request, steps=default_steps(trained_spec))
+    if trained_here:
+        request = with_curriculum(request)
     check(request)
     if trained_here:
         spec = get_spec(request.encoding)

@@ -13,6 +13,7 @@ from extrapolate.core.device import training_dtype
 from extrapolate.core.distributed import current
 from extrapolate.core.identity import pretrained_identity, run_identity, stored
 from extrapolate.encodings import EncodingSpec, encoding_for
+from extrapolate.run.curriculum import curriculum_stages
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.request import RunRequest
 from extrapolate.run.resolution import ResolvedRequest
@@ -192,6 +193,7 @@ def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:
         dtype=training_dtype(prepared.device, request.train_dtype),
         passkey_fraction=prepared.passkey_fraction,
         passkey_task=prepared.passkey_identity,
+        curriculum=curriculum_stages(request.curriculum),  # None: no curriculum, the identity of earlier models
         checkpoint_every=max(1, min(200, steps // 4)),
         compile=stored("compile", bool(request.compile)),
         processes=stored("processes", current().size),

@@ -78,6 +78,7 @@ def finetune_config(
         batch_size=batch_size or max(1, base.batch_size * base.seq_len // length),
         warmup_steps=FINETUNE_WARMUP_STEPS,
         min_lr_ratio=1.0,
+        curriculum=None,  # a fine-tune reads rows of L' from its first step
         checkpoint_every=CHECKPOINT_EVERY,
         adapter=adapter,
     )  # constant after warmup

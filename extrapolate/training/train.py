@@ -20,7 +20,7 @@ from extrapolate.core.faults import kill_now, kill_step
 from extrapolate.core.identity import model_folder_name
 from extrapolate.core.paths import cache_dir
 from extrapolate.core.readers import reading
-from extrapolate.data.batches import BatchSource
+from extrapolate.data.batches import BatchSource, Curriculum, rows_of
 from extrapolate.model import TransformerLM
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.adapters import merged, trainable_parameters, with_adapters
@@ -81,6 +81,11 @@ class Probe:
 def model_folder(config: TrainConfig, root: Path | None = None) -> Path:
     name = model_folder_name(config.model.encoding, config.seq_len, config_hash(config))
     return (root or cache_dir() / "models") / name
+
+
+def curriculum_of(config: TrainConfig) -> Curriculum | None:
+    """The length curriculum `config` trains with, or None where every step reads rows of L."""
+    return None if config.curriculum is None else Curriculum(config.curriculum)
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
@@ -216,9 +221,10 @@ def train(
     if config.compile:
         model.compile_training()
     world = current()
-    check_batch(config.batch_size, world)
+    stages = source.curriculum.stages if source.curriculum is not None else ()
+    for rows in {config.batch_size, *(rows_of(length, config.seq_len, config.batch_size) for length, _ in stages)}:
+        check_batch(rows, world)  # a curriculum's short rows split over the ranks too
     replica = for_training(model, world)  # under torchrun: gradients averaged over ranks
-    tokens_per_step = config.batch_size * config.seq_len
     crash_after = kill_step(world.rank)  # None but in the kill-and-resume tests
     start = time.perf_counter()
     while step < config.steps:
@@ -235,7 +241,7 @@ def train(
         now = time.perf_counter()
         if on_step is not None:
             run_time = elapsed + now - start
-            on_step(step, config.steps, losses[-1], (step * tokens_per_step) / max(run_time, 1e-9))
+            on_step(step, config.steps, losses[-1], source.tokens(step) / max(run_time, 1e-9))
         if probe is not None and world.main and probe.due(step, config.steps):
             probes.append([step, *probe.take(model)])
         if world.main and (step % config.checkpoint_every == 0 or step == config.steps):
@@ -255,10 +261,10 @@ def train(
     elapsed += time.perf_counter() - start
     summary = {
         "steps": step,
-        "tokens": step * tokens_per_step,
+        "tokens": source.tokens(step),
         "final_loss": losses[-1] if losses else None,
         "train_seconds": round(elapsed, 2),
-        "tokens_per_second": round(step * tokens_per_step / max(elapsed, 1e-9), 1),
+        "tokens_per_second": round(source.tokens(step) / max(elapsed, 1e-9), 1),
         "params": model.num_parameters(),
         "trainable_params": trainable_parameters(model),
         "config_hash": config_hash(config),
