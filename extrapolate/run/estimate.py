@@ -7,14 +7,14 @@ from pathlib import Path
 
 import torch
 
-from extrapolate.data.batches import BatchSource
+from extrapolate.data.batches import BatchSource, rows_of
 from extrapolate.run import Prepared, ResolvedRun
 from extrapolate.run.eval_cost import LONG, SHORT, timed_cost_model
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
-from extrapolate.training.train import build_model, curriculum_of, model_folder, training_step
+from extrapolate.training.train import build_model, model_folder, training_step
 
 TIMED_STEPS = 2  # after one warm-up step
 # rows of a timed step: at most this many tokens (at least one row), scaled to the batch, so a dry run answers
@@ -53,12 +53,11 @@ def estimate_seconds(
     model = build_model(config, prepared.device)
     per_step = timed_step_seconds(model, config, config.seq_len, config.batch_size, prepared, reporter)
     tokens_per_second = config.batch_size * config.seq_len / per_step
-    curriculum = curriculum_of(config)
     train_steps = config.steps * per_step
-    if curriculum is not None:  # the short steps read as many tokens in rows of another length: timed apart
-        rows = curriculum.rows(config.seq_len, config.batch_size)
-        short_step = timed_step_seconds(model, config, curriculum.length, rows, prepared, reporter)
-        train_steps += curriculum.steps * (short_step - per_step)
+    for length, steps in config.curriculum or ():  # a stage's rows read as many tokens at another length: timed
+        rows = rows_of(length, config.seq_len, config.batch_size)
+        stage_step = timed_step_seconds(model, config, length, rows, prepared, reporter)
+        train_steps += steps * (stage_step - per_step)
     bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
     train_seconds = len(bases) * train_steps
     evaluation = evaluation_seconds(model, prepared, calls, first, reporter)
