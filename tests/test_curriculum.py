@@ -156,3 +156,14 @@ def test_training_through_a_curriculum_counts_its_tokens_and_resumes_to_the_same
     assert resumed.summary["losses"] == full.summary["losses"]
     for name, weight in ckpt.weights_dict(full.model).items():
         assert torch.equal(weight, ckpt.weights_dict(resumed.model)[name]), name
+
+
+def test_the_dry_run_times_each_stage_and_the_plan_trains_through_them(tmp_path):
+    args = ["run", "--dry-run", "--model", "tiny", "--train-len", "2k", "--eval-len", "2k", "--steps", "40"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    timed = [line for line in result.output.splitlines() if line.startswith("timing 3 training steps")]
+    assert [line.split(" of ")[1].split(" tokens")[0] for line in timed] == [
+        "2 × 2048", "16 × 256", "8 × 512", "4 × 1024"
+    ]  # fmt: skip
+    assert "rows of the curriculum 256:25,512:5,1024:5 (length:steps), then of L" in result.output

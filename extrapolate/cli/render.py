@@ -259,6 +259,9 @@ def render_plan_table(cells, folder) -> None:
     print_table(f"plan → {folder}", list(columns), rows)  # piped or logged: whole names, one line a cell
     for skip in skipped:
         stdout.print(skip_line(*skip), highlight=False, soft_wrap=True)
+    curricula = {c.resolved.request.curriculum for c in cells if not trained[c.model_folder]} - {None, "none"}
+    for curriculum in sorted(curricula):
+        stdout.print(f"training reads rows of the curriculum {curriculum} (length:steps), then of L", highlight=False)
 
 
 def skip_line(cell, length: int, why: str) -> str:
