@@ -167,3 +167,4 @@ def test_the_dry_run_times_each_stage_and_the_plan_trains_through_them(tmp_path)
         "2 × 2048", "16 × 256", "8 × 512", "4 × 1024"
     ]  # fmt: skip
     assert "rows of the curriculum 256:25,512:5,1024:5 (length:steps), then of L" in result.output
+    assert "timed a training probe in" in result.output and ": 4 of them, about" in result.output  # every 10th step

@@ -10,11 +10,12 @@ import torch
 from extrapolate.data.batches import BatchSource, rows_of
 from extrapolate.run import Prepared, ResolvedRun
 from extrapolate.run.eval_cost import LONG, SHORT, timed_cost_model
+from extrapolate.run.evaluate import training_probe
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import task_setup
 from extrapolate.tasks.kinds import asked_kinds
 from extrapolate.training import checkpoint as ckpt
-from extrapolate.training.train import build_model, model_folder, training_step
+from extrapolate.training.train import Probe, build_model, model_folder, training_step
 
 TIMED_STEPS = 2  # after one warm-up step
 # rows of a timed step: at most this many tokens (at least one row), scaled to the batch, so a dry run answers
@@ -49,7 +50,8 @@ def estimate_seconds(
     if first.is_pretrained:  # nothing to train: the evaluation alone
         return len(pending) * evaluation_seconds(prepared.checkpoint.model, prepared, calls, first, reporter)
     # a RoPE model's steps where one is planned (the others cost about as much), else the first cell's own
-    config = next((c.train_config for c in pending if c.train_config.model.encoding == "rope"), first.train_config)
+    cell = next((c for c in pending if c.train_config.model.encoding == "rope"), first)
+    config = cell.train_config
     model = build_model(config, prepared.device)
     per_step = timed_step_seconds(model, config, config.seq_len, config.batch_size, prepared, reporter)
     tokens_per_second = config.batch_size * config.seq_len / per_step
@@ -58,6 +60,7 @@ def estimate_seconds(
         rows = rows_of(length, config.seq_len, config.batch_size)
         stage_step = timed_step_seconds(model, config, length, rows, prepared, reporter)
         train_steps += steps * (stage_step - per_step)
+    train_steps += probe_seconds(model, config.steps, training_probe(cell, prepared), reporter)
     bases = {model_folder(c.train_config) for c in pending if not ckpt.is_complete(model_folder(c.train_config))}
     train_seconds = len(bases) * train_steps
     evaluation = evaluation_seconds(model, prepared, calls, first, reporter)
@@ -87,6 +90,17 @@ def timed_step_seconds(model, config, length: int, batch_size: int, prepared: Pr
         f"{batch_size * length / per_step:,.0f} tokens/s"
     )
     return per_step
+
+
+def probe_seconds(model, steps: int, probe: Probe, reporter: Reporter) -> float:
+    """The training probes' time (retrieval and held-out loss at L, every ~1/30 of the steps): one timed, times
+    their count. At a long L they are a sizeable part of training (30 probes of 40 prompts at 4096)."""
+    began = time.perf_counter()
+    probe.take(model)
+    each = time.perf_counter() - began
+    count = sum(probe.due(step, steps) for step in range(1, steps + 1))
+    reporter.note(f"timed a training probe in {each:.1f} s: {count} of them, about {count * each / 60:.1f} min")
+    return count * each
 
 
 def evaluation_seconds(model, prepared: Prepared, calls: list, cell: ResolvedRun, reporter: Reporter) -> float:
