@@ -208,7 +208,8 @@ SHARED = {
         DEFAULT.curriculum,
         "shorter rows before the rows of L, as many tokens a step: stages LENGTH:STEPS,... (e.g. 256:600,1024:300), "
         f"then L for the rest; none for rows of L throughout (default: from L = {CURRICULUM_FROM}, rows of "
-        f"{DEFAULT_TRAIN_LEN} doubling up to L, each longer length for {CURRICULUM_STAGE:.1%} of the steps)",
+        f"{DEFAULT_TRAIN_LEN} doubling up to L, each longer length for {CURRICULUM_STAGE:.1%} of the steps, "
+        "half of them in all at most)",
     ),
     "lr": shared(float, DEFAULT.lr, "peak learning rate", "--lr"),
     "device": shared(str, DEFAULT.device, "auto | cpu | cuda | mps"),
