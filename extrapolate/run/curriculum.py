@@ -38,13 +38,11 @@ def parse_stages(text: str, train_len: int, steps: int) -> Stages:
         return ()
     stages = []
     for item in text.split(","):
-        length, sep, count = item.strip().partition(":")
+        length, _, count = item.strip().partition(":")  # no colon: count is "", which int() refuses
         try:
             stages.append((int(length), int(count)))
         except ValueError:
             raise UserError(f"--curriculum {text!r}: {item.strip()!r} is not LENGTH:STEPS ({FORM})") from None
-        if not sep:
-            raise UserError(f"--curriculum {text!r}: {item.strip()!r} is not LENGTH:STEPS ({FORM})")
     lengths = [length for length, _ in stages]
     if any(length < 1 for length in lengths) or lengths != sorted(set(lengths)):
         raise UserError(f"--curriculum {text!r}: lengths must be positive and rise ({FORM})")
