@@ -191,9 +191,9 @@ def test_cuda_runs_every_encoding_and_shape_on_a_fused_kernel(name):
         for dtype in (torch.bfloat16, torch.float32):
             plan = attention_plan(encoding, "auto", "cuda", dtype, queries, keys, backward).name
             assert plan not in ("blocked", "reference"), f"{name}: {what} plans {plan}"
-    # the portable kernels stay reachable by name
+    # the portable kernels stay reachable by name (an encoding with a kernel of its own: that kernel, blocked)
     portable = attention_plan(encoding, "blocked", "cuda", torch.float32, 256, 256).name
-    assert portable in ("blocked", "sdpa", "sdpa-cache")
+    assert portable in ("blocked", "sdpa", "sdpa-cache", encoding.own_kernel)
 
 
 def test_a_flex_backend_that_cannot_differentiate_falls_back_before_training(monkeypatch):

@@ -56,6 +56,8 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
         "ssmax",
         "fox",
         "fox-rope",
+        "stick-breaking",
+        "cope",
     ]
     assert "rope" in groups["classic"] and not set(NEWER) & set(groups["classic"])
 

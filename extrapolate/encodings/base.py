@@ -89,6 +89,10 @@ class PositionalEncoding(nn.Module):
     # training attends in groups of this many tokens, half the heads shifted by half a group (LongLoRA's
     # S²-attention, `ShiftedSparse`); None: every earlier key
     sparse_group: int | None = None
+    # an encoding that attends by a rule of its own, not a softmax of q·k plus a bias the shared kernels build
+    # (stick-breaking's weights, CoPE's positions counted from the scores): the name of the kernel
+    # (`attend`) that the plan runs and a result records; None: the shared kernels
+    own_kernel: str | None = None
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         """pos: (T,) int64 -> (T,) int64, the positions every hook of this forward pass sees. Called once per
@@ -156,6 +160,12 @@ class PositionalEncoding(nn.Module):
         attention); `rotate` then rotates nothing, and the attention kernels rotate each part."""
         return None
 
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_elements: int | None) -> torch.Tensor:
+        """The attention of an encoding with an `own_kernel`: q (B, H, Tq, Dh), k and v (B, Hkv, Tk, Dh), the
+        queries the last Tq of the Tk positions -> (B, H, Tq, Dh), in blocks of about `block_elements` scores
+        (None: one block, the reference)."""
+        raise NotImplementedError(f"{self.name} has no kernel of its own")
+
     def describe(self) -> dict:
         """Parameters that identify this encoding (recorded with results)."""
         return {}
@@ -171,7 +181,7 @@ class Wrapped(PositionalEncoding):
         self.inner = inner
         self.name, self.kind, self.has_bias, self.toeplitz = inner.name, inner.kind, inner.has_bias, inner.toeplitz
         self.horizon, self.score_cap, self.forgets = inner.horizon, inner.score_cap, inner.forgets
-        self.sparse_group = inner.sparse_group
+        self.sparse_group, self.own_kernel = inner.sparse_group, inner.own_kernel
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
         return self.inner.positions(pos)
@@ -193,6 +203,9 @@ class Wrapped(PositionalEncoding):
 
     def log_forget(self, x: torch.Tensor) -> torch.Tensor | None:
         return self.inner.log_forget(x)
+
+    def attend(self, q, k, v, block_elements):
+        return self.inner.attend(q, k, v, block_elements)
 
     def describe(self) -> dict:
         return self.inner.describe()

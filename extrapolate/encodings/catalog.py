@@ -12,6 +12,7 @@ from extrapolate.core.registry import Registry
 from extrapolate.encodings.absolute import LEARNED, NOPE, SINUSOIDAL
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.bias import ALIBI, T5
+from extrapolate.encodings.contextual import COPE
 from extrapolate.encodings.dual_chunk import DUAL_CHUNK
 from extrapolate.encodings.fire import FIRE
 from extrapolate.encodings.forget import FOX, FOX_ROPE
@@ -27,6 +28,7 @@ from extrapolate.encodings.self_extend import SELF_EXTEND
 from extrapolate.encodings.sinks import LM_INFINITE, STREAMING_LLM
 from extrapolate.encodings.spec import EncodingSpec, Shape
 from extrapolate.encodings.ssmax import SSMAX
+from extrapolate.encodings.stick_breaking import STICK_BREAKING
 from extrapolate.encodings.string import STRING_SPEC
 from extrapolate.encodings.xpos import XPOS
 
@@ -60,6 +62,8 @@ for _spec in (
     SSMAX,
     FOX,
     FOX_ROPE,
+    STICK_BREAKING,
+    COPE,
 ):
     register(dataclasses.replace(_spec, group="newer"))
 

@@ -214,6 +214,13 @@ OPTIONS: dict[str, OptionSpec] = {
             bound=at_least(1),
             training_free=False,
         ),
+        OptionSpec(
+            "cope_positions",
+            int,
+            "cope: rows P of the position table, positions clamped to P - 1 (default L + 1, the reference's)",
+            bound=at_least(2),
+            training_free=False,
+        ),
         OptionSpec("r1", float, "kerple: coefficient r1 > 0", bound=POSITIVE, training_free=False),
         OptionSpec("r2", float, "kerple: r2 > 0 (power: ≤ 2)", bound=POSITIVE, training_free=False),
         OptionSpec(

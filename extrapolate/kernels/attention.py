@@ -65,6 +65,10 @@ FLEX_CAPPED = AttentionPlan("flex-capped")  # flex_attention capping each score 
 BLOCKED_CAPPED = AttentionPlan("blocked-capped")  # explicit score blocks, capped: `capped_blocked_attention`
 PLANS = (SDPA, SDPA_CACHE, SDPA_LOWER_RIGHT, SDPA_ROWS, FUSED_BIAS, FLEX, TWO_PART, BLOCKED, REFERENCE)
 PLANS += (FLEX_CAPPED, BLOCKED_CAPPED, DUAL_CHUNK, FORGET, SHIFTED_SPARSE)
+# encodings that attend by a rule of their own (`own_kernel`): their kernels, on every device, both directions
+OWN_PLANS = {name: AttentionPlan(name) for name in ("stick-breaking", "contextual")}
+OWN = tuple(OWN_PLANS.values())
+PLANS += OWN
 COMPILED = (FLEX, FLEX_CAPPED)  # compiled at the first call of each shape: a benchmark warms them up at its own
 
 
@@ -112,6 +116,10 @@ def kernel_for(encoding: PositionalEncoding, requested: str = "auto") -> Attenti
     first step of `attention_plan`, and what `run` names when an encoding cannot run the requested kernel."""
     if requested not in KERNELS:
         raise ValueError(f"unknown kernel {requested!r}; valid: {', '.join(KERNELS)}")
+    if encoding.own_kernel is not None:  # its own rule of attention, in its own blocks (or one: the reference)
+        if encoding.horizon is not None or encoding.score_cap is not None:
+            raise ValueError(f"{encoding.name} attends by its own kernel, which takes no sliding window or cap")
+        return REFERENCE if requested == "reference" else OWN_PLANS[encoding.own_kernel]
     if encoding.sparse_group is not None:  # a fine-tune's S²-attention (SDPA in groups, on every device)
         return SHIFTED_SPARSE
     if encoding.score_cap is not None:  # soft-capped scores: the capped kernels, whatever else was asked for
@@ -158,8 +166,8 @@ def attention_plan(
     flex_usable = FLEX_STATUS.usable(encoding, backward)
     if encoding.score_cap is not None:
         return _capped_plan(family, requested, device_type, queries, backward, flex_usable)
-    if family == SHIFTED_SPARSE:
-        return SHIFTED_SPARSE
+    if family == SHIFTED_SPARSE or family in OWN:
+        return family
     if family == FORGET:  # CUDA: flex (a few queries: one SDPA call); CPU evaluation: the fused kernel
         if device_type == "cuda":
             return SDPA_ROWS if queries < FLEX_MIN_QUERIES else FLEX if flex_usable else BLOCKED
@@ -269,6 +277,8 @@ def _blocked(q, k, v, encoding, block_elements: int, backward: bool = False) -> 
 
 def _reference(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS, backward: bool = False) -> torch.Tensor:
     """The full-matrix reference of this encoding; a two-part encoding's is its blocked kernel in one block."""
+    if encoding.own_kernel is not None:
+        return encoding.attend(q, k, v, None)
     form = encoding.two_part_form()
     if form is not None:
         return two_part.blocked_attention(q, k, v, form, None)
@@ -304,6 +314,7 @@ KERNEL_FUNCTIONS: dict[AttentionPlan, KernelFunction] = {
     ),
     BLOCKED: _blocked,
     REFERENCE: _reference,
+    **{plan: lambda q, k, v, encoding, block_elements, _: encoding.attend(q, k, v, block_elements) for plan in OWN},
     FLEX_CAPPED: _flex_or_blocked,
     BLOCKED_CAPPED: lambda q, k, v, encoding, block_elements, backward: capped_blocked_attention(
         q, k, v, encoding, block_elements, backward
