@@ -123,10 +123,19 @@ def test_stick_breaking_stops_only_where_nothing_is_left_to_take():
 
 
 @pytest.mark.parametrize("block_elements", [None, 2 * 16 * 16, 2 * 2 * 40 * 40, 1 << 23])
-def test_cope_kernel_equals_the_reference(block_elements):
+@pytest.mark.parametrize("flash", [True, False])
+def test_cope_kernel_equals_the_reference(monkeypatch, block_elements, flash):
+    """Past the keys whose count reaches the table's last row, the rest is plain attention: the CPU flash op,
+    or (on other devices) blocks of it."""
+    if not flash:
+        monkeypatch.setattr(contextual, "flash_usable", lambda query: False)
+    plain, calls = contextual._plain, []
+    monkeypatch.setattr(contextual, "_plain", lambda *args: calls.append(1) or plain(*args))
     q, k, v = inputs()
     pos_emb = table(rows=40)  # positions past the last row: the clamp acts
     assert close(contextual.attention(q, k, v, pos_emb, block_elements), cope_reference(q, k, v, pos_emb))
+    # in blocks of keys, the later rows count past 39 before the first key; in one block nothing is left
+    assert bool(calls) == (block_elements is not None)
 
 
 def test_each_cope_mutation_is_far_from_the_kernel():

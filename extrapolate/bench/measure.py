@@ -74,7 +74,9 @@ def eval_model(preset: str, encoding: str, length: int, device: torch.device, tr
     model with factor = longest length / L and original length L = `train_len`; any other encoding is the
     model's own. The catalog says which is which, so a scaling added there is measured scaled here too."""
     spec = get_spec(encoding)
-    config = model_config(preset, spec.base_encoding, length)
+    # the model trained at L, as `run` evaluates it (CoPE's table has L + 1 rows, SSMax's s starts at 1/ln L);
+    # a learned table, which has no rows past L, is given `length` rows so that it can be timed there
+    config = model_config(preset, spec.base_encoding, length if spec.name == "learned" else train_len)
     model = build(config).to(device).eval()
     if spec.kind == "rotary" and not spec.trains_own_model:
         model.set_encoding(
@@ -403,8 +405,8 @@ def summary_lines(rows: list[BenchRow]) -> list[str]:
         rope = paired.get(("eval-paired", "extrapolate", "rope", length))
         times = [
             f"{name} takes {rope / paired[('eval-paired', 'extrapolate', name, length)]:.2f}× RoPE's time"
-            for name in ("alibi", "t5")
-            if rope and ("eval-paired", "extrapolate", name, length) in paired
+            for name in dict.fromkeys(r.encoding for r in rows if r.what == "eval-paired" and r.length == length)
+            if rope and name != "rope"
         ]
         if times:
             parts.append("; ".join(times) + " (eval-paired rows)")

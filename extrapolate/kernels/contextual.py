@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import torch
 
+from extrapolate.kernels.flash import attend
 from extrapolate.kernels.heads import expand_kv_heads
-from extrapolate.kernels.stick_breaking import block_size
+from extrapolate.kernels.walk import key_blocks, walk_shape
 
 
 def attention(
@@ -30,7 +31,7 @@ def attention(
     keys, last_row = k.shape[2], table.shape[-1] - 1
     offset = keys - length  # absolute position of the first query
     k, v = expand_kv_heads(k, heads), expand_kv_heads(v, heads)  # (B, H, Tk, Dh)
-    side = max(keys, 1) if block_elements is None else block_size(batch * heads, block_elements)
+    side, largest = walk_shape(batch * heads, block_elements, length, keys)  # query rows a block, keys at most
     scale = dim**-0.5
     work = torch.promote_types(q.dtype, torch.float32)  # float32 at least (float64 inputs stay float64)
     pieces = []
@@ -40,25 +41,58 @@ def attention(
         query = q[:, :, q0:q1].to(work)  # (B, H, rows, Dh)
         table_logits = query @ table.to(work)  # (B, H, rows, P): q_i·e[p] at every whole position p
         passed = query.new_zeros(batch, heads, q1 - q0)  # Σ of the gates over the keys walked
-        top = query.new_full((batch, heads, q1 - q0), float("-inf"))  # running maximum score
-        total = query.new_zeros(batch, heads, q1 - q0)  # running Σ exp(score - top)
-        out = query.new_zeros(batch, heads, q1 - q0, dim)  # running Σ exp(score - top)·v
-        for k1 in range(offset + q1, 0, -side):  # keys [k0, k1), the last one the block's last query (j ≤ i)
-            k0 = max(0, k1 - side)
-            raw = query @ k[:, :, k0:k1].to(work).transpose(-1, -2)  # (B, H, rows, k1-k0) q·k
-            seen = torch.arange(k0, k1, device=q.device)[None, :] <= rows[:, None]  # (rows, k1-k0): j ≤ i
-            gates = torch.sigmoid(raw * scale).masked_fill(~seen, 0.0)
-            position = (gates.flip(-1).cumsum(-1).flip(-1) + passed[..., None]).clamp(max=last_row)
+        parts = []  # (out, log-sum-exp) of the softmax over each block of keys
+        for k0, k1 in key_blocks(offset + q1, q1 - q0, largest):  # back from the block's last query (j ≤ i)
+            if not passed.requires_grad and bool((passed >= last_row).all()):
+                # every farther key sits at the table's last row: its logit a constant of the row, so the rest
+                # is plain attention with that constant added to its log-sum-exp
+                parts.append(_plain(query, k[:, :, :k1], v[:, :, :k1], scale, table_logits[..., last_row], largest))
+                break
+            # the block's keys and values nearest first: a forward cumulative sum is then the count from the key
+            # to the query, and the (rows, keys) scores are never flipped
+            raw = query @ k[:, :, k0:k1].flip(2).to(work).transpose(-1, -2)  # (B, H, rows, k1-k0) q·k
+            gates = torch.sigmoid(raw * scale)
+            after = None
+            if k1 > offset + q0 + 1:  # keys past some row's own position: masked (j ≤ i only)
+                after = torch.arange(k1 - 1, k0 - 1, -1, device=q.device)[None, :] > rows[:, None]  # (rows, keys)
+                gates = gates.masked_fill(after, 0.0)
+            position = (gates.cumsum(-1) + passed[..., None]).clamp(max=last_row)
             floor = position.floor()
             above = position - floor  # the ceiling row's weight, through which the gates learn
             low = table_logits.gather(-1, floor.long())  # (B, H, rows, k1-k0)
             high = table_logits.gather(-1, position.ceil().long())
-            score = ((raw + high * above + low * (1 - above)) * scale).masked_fill(~seen, float("-inf"))
-            new_top = torch.maximum(top, score.amax(-1))  # finite: each block holds a seen key for every row
-            rescale = (top - new_top).exp()
-            weights = (score - new_top[..., None]).exp()
-            total = total * rescale + weights.sum(-1)
-            out = out * rescale[..., None] + weights @ v[:, :, k0:k1].to(work)
-            top, passed = new_top, passed + gates.sum(-1)
-        pieces.append((out / total[..., None]).to(q.dtype))
+            score = (raw + high * above + low * (1 - above)) * scale
+            if after is not None:
+                score = score.masked_fill(after, float("-inf"))
+            lse = score.logsumexp(-1)  # finite: each block holds a seen key for every row
+            parts.append(((score - lse[..., None]).exp() @ v[:, :, k0:k1].flip(2).to(work), lse))
+            passed = passed + gates.sum(-1)
+        pieces.append(_merged(parts).to(q.dtype))
     return torch.cat(pieces, dim=2)
+
+
+def _plain(query, k, v, scale: float, constant: torch.Tensor, side: int):
+    """(out, lse) of softmax((q·k + constant)·scale) over every key given: the CPU flash op in one call where
+    it runs (evaluation on the CPU), else blocks of `side` keys; `constant` (B, H, rows)."""
+    if flash_usable(query):
+        out, lse = attend(query, k.to(query.dtype), v.to(query.dtype), False, scale)
+        return out.to(query.dtype), lse.to(query.dtype) + constant * scale
+    parts = []
+    for k0 in range(0, k.shape[2], side):
+        score = query @ k[:, :, k0 : k0 + side].to(query.dtype).transpose(-1, -2) * scale  # (B, H, rows, keys)
+        lse = score.logsumexp(-1)
+        parts.append(((score - lse[..., None]).exp() @ v[:, :, k0 : k0 + side].to(query.dtype), lse + constant * scale))
+    return _merged(parts), torch.logsumexp(torch.stack([lse for _, lse in parts]), 0)
+
+
+def flash_usable(query: torch.Tensor) -> bool:
+    """Whether the CPU flash op (no backward, float32 and bf16 only) can take these queries."""
+    return query.device.type == "cpu" and query.dtype == torch.float32 and not torch.is_grad_enabled()
+
+
+def _merged(parts):
+    """The softmax over the union of disjoint key sets, from each set's (out, log-sum-exp)."""
+    if len(parts) == 1:
+        return parts[0][0]
+    total = torch.logsumexp(torch.stack([lse for _, lse in parts]), 0)  # (B, H, rows)
+    return sum(out * (lse - total).exp()[..., None] for out, lse in parts)
