@@ -23,7 +23,9 @@ NEWER = [
     "kerple-power",
     "fire",
     "rope-nope",
+    "swa-rope-nope",
 ]  # the from-scratch ones; the training-free ones are tested in test_two_part.py
+OWN_ATTENTION = ["stick-breaking", "cope"]  # from scratch too, registered after the training-free ones
 runner = CliRunner()
 
 
@@ -56,13 +58,12 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
         "ssmax",
         "fox",
         "fox-rope",
-        "stick-breaking",
-        "cope",
+        *OWN_ATTENTION,
     ]
     assert "rope" in groups["classic"] and not set(NEWER) & set(groups["classic"])
 
 
-@pytest.mark.parametrize("name", NEWER)
+@pytest.mark.parametrize("name", NEWER + OWN_ATTENTION)
 def test_show_json_is_one_object(name):
     result = runner.invoke(app, ["encodings", "show", name, "--json", "--position", "1000"])
     assert result.exit_code == 0, result.output
@@ -109,6 +110,8 @@ def test_sinusoidal_show_defaults_to_position_one():
         (["rope-randomized", "--max-position=0"], "--max-position"),
         (["rope-randomized", "--max-position=8", "--seq-len=9"], "--seq-len"),
         (["rope-nope", "--nope-every=0"], "--nope-every"),
+        (["swa-rope-nope", "--window=0"], "--window"),
+        (["cope", "--cope-positions=1"], "--cope-positions"),
         (["alibi", "--fraction=0.5"], "--fraction"),
     ],
 )
@@ -119,7 +122,7 @@ def test_bad_parameters_fail_in_one_line(args, flag):
     assert len(lines) == 1 and lines[0].startswith("error:") and flag in lines[0], result.output
 
 
-@pytest.mark.parametrize("name", NEWER)
+@pytest.mark.parametrize("name", NEWER + OWN_ATTENTION)
 def test_run_trains_and_evaluates(name, cache, tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     out = tmp_path / "out"

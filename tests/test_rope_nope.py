@@ -79,3 +79,58 @@ def test_a_nope_layer_sees_no_position_and_the_others_rotate():
     shuffled = torch.cat([tokens[:, :-1].flip(1), tokens[:, -1:]], dim=1)
     with torch.no_grad():
         assert torch.allclose(model(tokens)[:, -1], model(shuffled)[:, -1], atol=1e-5)
+
+
+def windowed_hybrid(window: int, layers: int = 4) -> TransformerLM:
+    config = ModelConfig(vocab_size=64, d_model=32, n_layers=layers, n_heads=4, n_kv_heads=2, max_len=16)
+    model = TransformerLM(dataclasses.replace(config, encoding="swa-rope-nope")).eval()
+    torch.manual_seed(0)
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    if window != 8:
+        c = model.config
+        options = {"window": window}
+        model.set_encoding(
+            build_encoding("swa-rope-nope", d_model=32, n_heads=4, head_dim=c.head_dim, max_len=16, options=options)
+        )
+    return model
+
+
+@pytest.mark.parametrize("window", [8, 5])
+def test_the_windowed_hybrid_is_smollm3_with_sliding_rope_layers_and_full_nope_layers(window):
+    """RNoPE-SWA's layout in transformers' SmolLM3: `layer_types` sliding where the layer rotates, full where it
+    does not (Cohere2's rule, three sliding layers then a full one); the default window is L/2 = 8."""
+    ours = windowed_hybrid(window)
+    c = ours.config
+    no_rope = [int((i + 1) % 4 != 0) for i in range(4)]
+    config = transformers.SmolLM3Config(
+        vocab_size=c.vocab_size,
+        hidden_size=c.d_model,
+        intermediate_size=c.ff_dim,
+        num_hidden_layers=4,
+        num_attention_heads=c.n_heads,
+        num_key_value_heads=c.kv_heads,
+        max_position_embeddings=c.max_len,
+        rms_norm_eps=c.norm_eps,
+        tie_word_embeddings=c.tie_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rope_base},
+        no_rope_layers=no_rope,
+        use_sliding_window=True,
+        sliding_window=window,
+        layer_types=["sliding_attention" if rotates else "full_attention" for rotates in no_rope],
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        attn_implementation="eager",
+    )
+    theirs = transformers.SmolLM3ForCausalLM(config).eval()
+    theirs.load_state_dict(to_hf_names(ours.state_dict()), strict=False)
+    tokens = torch.randint(0, 64, (2, 5 * c.max_len))
+    with torch.no_grad():
+        expected = theirs(tokens).logits
+        assert torch.allclose(ours(tokens), expected, atol=1e-4, rtol=0)
+        plain = hybrid_model(4)  # the same weights without the window: far from it
+        plain.load_state_dict(ours.state_dict())
+        assert not torch.allclose(plain(tokens), expected, atol=1e-2)
+    assert [getattr(e, "horizon", None) for e in ours.layer_encodings()] == [window, window, window, None]
+    assert ours.encoding.describe() == {"base": 10000.0, "nope_every": 4, "window": window}

@@ -17,7 +17,7 @@ from extrapolate.encodings.dual_chunk import DUAL_CHUNK
 from extrapolate.encodings.fire import FIRE
 from extrapolate.encodings.forget import FOX, FOX_ROPE
 from extrapolate.encodings.frequencies import SCALINGS, check_scaling
-from extrapolate.encodings.hybrid import ROPE_NOPE
+from extrapolate.encodings.hybrid import ROPE_NOPE, SWA_ROPE_NOPE
 from extrapolate.encodings.kerple import KERPLE_LOG, KERPLE_POWER
 from extrapolate.encodings.partial import partially_rotated
 from extrapolate.encodings.prope import PROPE
@@ -52,6 +52,7 @@ for _spec in (
     KERPLE_POWER,
     FIRE,
     ROPE_NOPE,
+    SWA_ROPE_NOPE,
     *[s for s in rotary_specs() if s.name in _LATER_SCALINGS],
     SELF_EXTEND,
     REROPE,

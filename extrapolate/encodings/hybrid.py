@@ -4,7 +4,14 @@ Llama 4 (its "iRoPE", k = 4) and SmolLM3 (k = 4) are trained. Layer i attends wi
 The idea: the NoPE layers see every distance alike, so they carry information across lengths the RoPE layers
 were never trained at.
 
-Its model is trained with the hybrid (not a scaling of a RoPE model). The model asks the encoding for each
+`swa-rope-nope` puts the RoPE layers behind a sliding window and leaves the NoPE layers full: Cohere's RNoPE-SWA
+(Yang et al. 2025, "Rope to Nope and Back Again"; transformers' Cohere2: three windowed RoPE layers, then one
+full NoPE layer) and SWAN-GPT's layers (Puvvada et al. 2025). The window defaults to L/2, the ratio of both:
+4096 at Cohere2's 8192, 512 at SWAN-GPT's 1024 in its small-scale runs. Only the NoPE layers then see past
+the window, and no RoPE layer ever meets a distance it was not trained at. SWAN-GPT's inference-time scaling of
+the NoPE layers' scores (log(a + n), a fitted per model) is not part of it: its constant is not published.
+
+Their models are trained with the hybrid (not a scaling of a RoPE model). The model asks the encoding for each
 layer's own (`for_layer`); hooks called on the hybrid itself are RoPE's.
 """
 
@@ -16,6 +23,7 @@ from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.options import option_defaults
 from extrapolate.encodings.rotary import Rotary
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
+from extrapolate.encodings.window import windowed
 
 NOPE_EVERY = 4  # Llama 4's and SmolLM3's interval
 
@@ -28,28 +36,39 @@ def nope_layers(layers: int, every: int) -> list[int]:
 class RopeNope(PositionalEncoding):
     name, kind = "rope-nope", "rotary"
 
-    def __init__(self, head_dim: int, base: float = 10000.0, every: int = NOPE_EVERY):
+    def __init__(self, head_dim: int, base: float = 10000.0, every: int = NOPE_EVERY, window: int | None = None):
         super().__init__()
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise UserError(f"rope-nope nope_every must be a whole number ≥ 1, got {every!r}")
-        self.every = every
+        for option, value in (("nope_every", every), ("window", window)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise UserError(f"{self.name} {option} must be a whole number ≥ 1, got {value!r}")
+        self.every, self.window = every, window
+        if window is not None:
+            self.name = "swa-rope-nope"
         self.rope, self.nope = Rotary(head_dim, "rope", base=base), NoPE()
+        self.local = windowed(self.rope, window)  # the RoPE layers' attention: RoPE, behind the window if any
 
     def rotate(self, q, k, pos, seq_len=None):
         return self.rope.rotate(q, k, pos, seq_len)
 
     def for_layer(self, index: int) -> PositionalEncoding:
         """The encoding layer `index` (0-based) attends with."""
-        return self.nope if (index + 1) % self.every == 0 else self.rope
+        return self.nope if (index + 1) % self.every == 0 else self.local
 
     def describe(self) -> dict:
-        return {"base": self.rope.base, "nope_every": self.every}
+        window = {} if self.window is None else {"window": self.window}
+        return {"base": self.rope.base, "nope_every": self.every, **window}
 
 
 def show_rope_nope(query: ShowQuery) -> dict:
     every = query.options.get("nope_every", NOPE_EVERY)
     layers = 12
     return {"nope_every": every, "layers": layers, "nope_layers": nope_layers(layers, every)}
+
+
+def show_swa_rope_nope(query: ShowQuery) -> dict:
+    """The layers, and the window of the RoPE ones at `--original-len` L (L/2 unless `--window` says)."""
+    window = query.options.get("window", max(1, query.original_len // 2))
+    return {**show_rope_nope(query), "window": window}
 
 
 ROPE_NOPE = EncodingSpec(
@@ -60,5 +79,23 @@ ROPE_NOPE = EncodingSpec(
     {"base": 10000.0, **option_defaults("nope_every")},
     colour="#a6cee3",
     show=show_rope_nope,
+    group="newer",
+)
+
+
+SWA_ROPE_NOPE = EncodingSpec(
+    "swa-rope-nope",
+    "rotary",
+    "RoPE layers behind a sliding window of L/2, a full NoPE layer every k-th, k = 4 (Cohere's RNoPE-SWA, "
+    "SWAN-GPT; Yang et al. 2025, Puvvada et al. 2025)",
+    lambda shape: RopeNope(
+        shape.head_dim,
+        base=shape.base,
+        every=shape.options.get("nope_every", NOPE_EVERY),
+        window=shape.options.get("window", max(1, shape.max_len // 2)),
+    ),
+    {"base": 10000.0, **option_defaults("nope_every"), "window": "L/2"},
+    colour="#1b9e77",
+    show=show_swa_rope_nope,
     group="newer",
 )

@@ -129,7 +129,8 @@ OPTIONS: dict[str, OptionSpec] = {
             "window",
             int,
             "Self-Extend neighbour window / ReRoPE window w / StreamingLLM's and LM-Infinite's recent keys / "
-            "dual-chunk's local window w (default L/4, L/8, L - sink_tokens, L, L/8)",
+            "dual-chunk's local window w / swa-rope-nope's sliding window (default L/4, L/8, L - sink_tokens, L, "
+            "L/8, L/2)",
             bound=at_least(1),
         ),
         OptionSpec(
@@ -194,7 +195,7 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec(
             "nope_every",
             int,
-            "rope-nope: every k-th layer attends without positions (default 4, Llama 4's and SmolLM3's)",
+            "rope-nope, swa-rope-nope: every k-th layer attends without positions (default 4, Llama 4's and SmolLM3's)",
             default=4,
             bound=at_least(1),
             training_free=False,
