@@ -163,7 +163,7 @@ def test_every_encoding_lands_in_exactly_one_panel_and_an_unknown_one_in_other(m
     grouped = panels(labels)
     placed = [label for members in grouped.values() for label in members]
     assert sorted(placed) == sorted(labels)  # each once
-    assert grouped[OTHER] == ["nope", "stick-breaking", "mystery-encoding"]  # kinds without positions
+    assert grouped[OTHER] == ["nope", "stick-breaking", "drope", "mystery-encoding"]  # kinds without positions
     assert {family(n) for n in ("sinusoidal", "learned")} == {ABSOLUTE}
     assert {family(n) for n in ("alibi", "t5", "kerple-log", "fire")} == {BIAS}
     assert {family(n) for n in ("rope", "xpos", "rope+ft100")} == {ROTARY}

@@ -59,6 +59,7 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
         "fox",
         "fox-rope",
         *OWN_ATTENTION,
+        "drope",
     ]
     assert "rope" in groups["classic"] and not set(NEWER) & set(groups["classic"])
 

@@ -30,6 +30,7 @@ def encodings_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     for name, spec in ENCODINGS:
         params = ", ".join(f"{k}={v}" for k, v in spec.parameters.items()) or "-"
         kind = spec.kind if spec.trains_own_model else f"{spec.kind} scaling of rope"
+        kind = f"{spec.kind}, on the rope model" if spec.recalibrates else kind
         rows.append({"name": name, "kind": kind, "parameters (defaults)": params, "description": spec.description})
     render_listing("positional encodings", rows, as_json)
 

@@ -13,6 +13,7 @@ from extrapolate.encodings.absolute import LEARNED, NOPE, SINUSOIDAL
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.bias import ALIBI, T5
 from extrapolate.encodings.contextual import COPE
+from extrapolate.encodings.drope import DROPE
 from extrapolate.encodings.dual_chunk import DUAL_CHUNK
 from extrapolate.encodings.fire import FIRE
 from extrapolate.encodings.forget import FOX, FOX_ROPE
@@ -65,6 +66,7 @@ for _spec in (
     FOX_ROPE,
     STICK_BREAKING,
     COPE,
+    DROPE,
 ):
     register(dataclasses.replace(_spec, group="newer"))
 

@@ -56,6 +56,8 @@ class EncodingSpec:
     colour: str = "#555555"  # in every figure
     show: Callable[[ShowQuery], dict] | None = None  # what `encodings show` prints beyond name and kind
     trains_own_model: bool = True  # False: a RoPE scaling applied to a model trained with plain `rope`
+    # a change to the RoPE model that its fine-tune recalibrates at L itself (DroPE), not at a longer L'
+    recalibrates: bool = False
     # a rotary kind with trained parameters of its own (SSMax's s): evaluated as the model holds it, never
     # rebuilt from its spec as the parameter-free rotary kinds are
     trained_parameters: bool = False

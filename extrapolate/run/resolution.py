@@ -132,7 +132,8 @@ def resolve(request: RunRequest) -> ResolvedRequest:
     lengths = tuple(lengths_for(request))
     tuned = extended_length(request, lengths) if request.extended else None
     # s = L'/L, never below 1: evaluated only inside L, a scaling is plain RoPE (s = 1), not a compression
-    factor = 1.0 if spec.trains_own_model else (request.factor or max(1.0, (tuned or max(lengths)) / request.train_len))
+    rescales = not spec.trains_own_model and spec.kind == "rotary"  # DroPE removes the rotation: nothing to scale
+    factor = request.factor or max(1.0, (tuned or max(lengths)) / request.train_len) if rescales else 1.0
     checkpoint = load_pretrained_once(request) if is_pretrained(request.model) else None  # loaded already
     architecture = None if checkpoint is not None else architecture_for(request, spec.base_encoding)
     return ResolvedRequest(
@@ -231,7 +232,13 @@ def check(request: RunRequest) -> None:
         parse_memory(request.eval_memory)
     if request.finetune_steps < 0:
         raise UserError(f"--finetune-steps must be ≥ 0, got {request.finetune_steps}")
-    if request.finetune_len is not None and request.finetune_len <= request.train_len:
+    recalibrates = get_spec(request.encoding).recalibrates  # DroPE: fine-tuned at L itself
+    if request.finetune_len is not None and recalibrates and request.finetune_len != request.train_len:
+        raise UserError(
+            f"{request.encoding} recalibrates at the training length: --finetune-len is L = {request.train_len} "
+            f"or left out, got {request.finetune_len}"
+        )
+    if request.finetune_len is not None and not recalibrates and request.finetune_len <= request.train_len:
         raise UserError(
             f"--finetune-len ({request.finetune_len}) must be longer than the training length L ({request.train_len})"
         )
@@ -310,6 +317,8 @@ def extended_length(request: RunRequest, lengths) -> int:
     """L' of a fine-tune: --finetune-len, else s·L with --factor, else the longest evaluation length."""
     if request.finetune_len is not None:
         return request.finetune_len
+    if get_spec(request.encoding).recalibrates:  # DroPE recalibrates at L
+        return request.train_len
     length = round(request.factor * request.train_len) if request.factor else max(lengths)
     if length <= request.train_len:
         raise UserError(

@@ -1,0 +1,104 @@
+"""DroPE: the RoPE model with its rotation removed in every layer, recalibrated at L. Its model is the authors'
+(SakanaAI/DroPE at 260a8bb, custom_models/attention.py: every Llama attention layer handed cos = 1 and
+sin = 0, the weights kept), ported here onto transformers' Llama; its fine-tune trains at L itself."""
+
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from extrapolate.cli.app import app
+from extrapolate.core.config import ModelConfig
+from extrapolate.encodings import encoding_for, get_spec
+from extrapolate.model import TransformerLM
+
+from .helpers import make_corpus, tiny_options
+
+transformers = pytest.importorskip("transformers")
+
+from extrapolate.data.weight_names import to_hf_names  # noqa: E402
+
+runner = CliRunner()
+
+
+def rope_model() -> TransformerLM:
+    config = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, encoding="rope", max_len=16)
+    torch.manual_seed(0)
+    model = TransformerLM(config).eval()
+    for p in model.parameters():  # larger than the default init, so positions matter in the logits
+        torch.nn.init.normal_(p, std=0.3)
+    return model
+
+
+def authors_model(ours: TransformerLM, monkeypatch):
+    """transformers' Llama with our weights, its rotary embedding nullified as DroPE's `nope` attention does."""
+    c = ours.config
+    config = transformers.LlamaConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.d_model,
+        intermediate_size=c.ff_dim,
+        num_hidden_layers=c.n_layers,
+        num_attention_heads=c.n_heads,
+        num_key_value_heads=c.kv_heads,
+        max_position_embeddings=c.max_len,
+        rms_norm_eps=c.norm_eps,
+        tie_word_embeddings=c.tie_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rope_base},
+        attn_implementation="eager",
+    )
+    theirs = transformers.LlamaForCausalLM(config).eval()
+    theirs.load_state_dict(to_hf_names(ours.state_dict()), strict=False)
+    rotary = transformers.models.llama.modeling_llama.LlamaRotaryEmbedding
+    forward = rotary.forward
+
+    def nope(self, x, position_ids):  # the authors' identity rotation
+        cos, sin = forward(self, x, position_ids)
+        return torch.ones_like(cos), torch.zeros_like(sin)
+
+    monkeypatch.setattr(rotary, "forward", nope)
+    return theirs
+
+
+def test_drope_is_the_rope_model_with_the_authors_identity_rotation(monkeypatch):
+    model = rope_model()
+    tokens = torch.randint(0, 64, (2, 48))  # past L = 16
+    with torch.no_grad():
+        with_rope = model(tokens)
+        model.set_encoding(encoding_for(model.config, "drope"))
+        ours = model(tokens)
+        theirs = authors_model(model, monkeypatch)(tokens).logits
+    assert theirs.abs().max() > 1
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0)
+    assert not torch.allclose(ours, with_rope, atol=1e-2)  # the rotation is what it removes
+
+
+@pytest.fixture()
+def cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+
+
+def test_the_recalibration_trains_at_l_on_the_rope_model(cache, tmp_path):
+    corpus = make_corpus(tmp_path / "corpus")
+    out = tmp_path / "out"
+    args = ["run", "--encoding", "drope", *tiny_options(), "--tasks", "perplexity", "--corpus", str(corpus)]
+    result = runner.invoke(app, [*args, "--finetune-steps", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = pd.read_csv(out / "results.csv")
+    L = int(rows.train_len.iloc[0])
+    assert set(rows.base_encoding) == {"rope"} and set(rows.factor) == {1}
+    assert set(rows.finetune_len) == {L} and set(rows.finetune_steps) == {3}
+
+
+@pytest.mark.parametrize("extra", [["--finetune-len", "4096"], ["--finetune-len", "8"]])
+def test_a_recalibration_at_another_length_is_one_line(extra, cache, tmp_path):
+    result = runner.invoke(app, ["run", "--encoding", "drope", *tiny_options(), "--finetune-steps", "3", *extra])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "recalibrates at the training length" in lines[0], result.output
+
+
+def test_the_catalogue_says_where_it_applies():
+    result = runner.invoke(app, ["encodings"])
+    line = next(line for line in result.stdout.splitlines() if line.startswith("drope"))
+    assert "on the rope model" in line
+    assert get_spec("drope").base_encoding == "rope" and get_spec("drope").recalibrates
