@@ -2,12 +2,14 @@
 run inside a tiny RoPE model's layers in place of the project's kernels, once as its prefill computes all rows
 and once as its decoding computes each row from the cache; the logits agree to 1e-4.
 
-- Self-Extend: datamllab/LongLM at cdbbb06, self_extend_patch/Llama.py. `self_extend_forward` (the plain-attention
-  path, prefill and q_len == 1): queries far from a key rotated at i // G + w - w / G (true division), keys at
-  j // G, near keys (the last w) at their positions, chosen by its neighbour mask. `flash_self_extend_forward`'s
-  decoding branch (q_len == 1): the query unrotated, each key rotated back by its relative position,
-  i // G - j // G + w - w // G (floor) past the last w keys. The project's default is the floor form (the paper's,
-  REFERENCE.md's); `fractional_shift=true` gives the prefill's. Where G divides w the two agree.
+- Self-Extend: datamllab/LongLM at cdbbb06. `self_extend_forward` (the plain-attention path, prefill and
+  q_len == 1): queries far from a key rotated at i // G + w - w // G, keys at j // G, near keys (the last w) at
+  their positions, chosen by its neighbour mask; in self_extend_patch/Llama_4_40.py the shift floors (the
+  authors' fix 715c1e3: "We accidentally use '/'"), in the older self_extend_patch/Llama.py it divides
+  exactly, w - w / G. `flash_self_extend_forward`'s decoding branch (q_len == 1, Llama.py): the query
+  unrotated, each key rotated back by its relative position, i // G - j // G + w - w // G past the last w keys.
+  The project's default is the floor form (the paper's, REFERENCE.md's, the fixed code's); `shift=exact` gives
+  the older prefill's. Where G divides w the two agree.
 - ReRoPE: bojone/rerope at acfe788, rerope_patch.py and leaky_rerope_patch.py: the prefill's two score matrices
   (q and k at their positions; q at w against k unrotated, or leaky: q at (i + w(k - 1)) / k against k at j / k)
   chosen by |i - j| < w, and the decoding branch's keys rotated back by min(i - j, w) (leaky: by the table
@@ -58,14 +60,16 @@ def row_by_row(decode):
 # ---- Self-Extend, ported
 
 
-def self_extend_plain(q, k, v, group: int, window: int):
-    """`self_extend_forward` (q_len == kv_len or 1): q (B, H, Tq, D), k, v (B, H, Tk, D) unrotated -> (B, H, Tq, D)."""
+def self_extend_plain(q, k, v, group: int, window: int, fixed: bool):
+    """`self_extend_forward` (q_len == kv_len or 1): q (B, H, Tq, D), k, v (B, H, Tk, D) unrotated -> (B, H, Tq, D).
+    fixed: Llama_4_40.py's shift (floor); else Llama.py's (true division)."""
     q, k, v = q.double(), k.double(), v.double()
     q_len, kv_len, dim = q.shape[2], k.shape[2], q.shape[-1]
     query_position = torch.arange(kv_len - q_len, kv_len)
     key_position = torch.arange(kv_len)
     shift = 0 if query_position.max() < window else window  # `_re_group_size_2`
-    group_query_position = query_position // group + shift - shift / group  # true division
+    grouped_window = shift // group if fixed else shift / group
+    group_query_position = query_position // group + shift - grouped_window
     group_key_position = key_position // group
     neighbor = llama_rotate(q, query_position) @ llama_rotate(k, key_position).transpose(2, 3) / math.sqrt(dim)
     grouped = llama_rotate(q, group_query_position) @ llama_rotate(k, group_key_position).transpose(2, 3)
@@ -163,14 +167,18 @@ def test_self_extend_default_gives_the_logits_of_the_reference_decoding(monkeypa
 
 
 @pytest.mark.parametrize("window,group", SELF_EXTEND_CASES)
-def test_self_extend_fractional_shift_gives_the_logits_of_the_reference_prefill(monkeypatch, window, group):
-    """`fractional_shift=true`: w - w/G, the plain path's prefill and its decoding of each row alike."""
-    model = with_encoding(tiny_model(), "self-extend", window=window, group=group, fractional_shift=True)
+@pytest.mark.parametrize("shift,fixed", [("floor", True), ("exact", False)])
+def test_self_extend_gives_the_logits_of_the_reference_plain_path(monkeypatch, window, group, shift, fixed):
+    """The default (floor) equals Llama_4_40.py's plain path, `shift=exact` Llama.py's: prefill and each row
+    decoded alike."""
+    options = {} if shift == "floor" else {"shift": shift}
+    model = with_encoding(tiny_model(), "self-extend", window=window, group=group, **options)
     tokens = torch.randint(0, 64, (2, 48))
     ours = logits_with(monkeypatch, model, tokens)
-    prefill = logits_with(monkeypatch, model, tokens, lambda q, k, v: self_extend_plain(q, k, v, group, window))
-    decode = row_by_row(self_extend_plain)
-    decoded = logits_with(monkeypatch, model, tokens, lambda q, k, v: decode(q, k, v, group, window))
+    plain = lambda q, k, v: self_extend_plain(q, k, v, group, window, fixed)  # noqa: E731
+    prefill = logits_with(monkeypatch, model, tokens, plain)
+    decode = row_by_row(lambda q, k, v: self_extend_plain(q, k, v, group, window, fixed))
+    decoded = logits_with(monkeypatch, model, tokens, decode)
     assert agree(ours, prefill) and agree(ours, decoded)
 
 
@@ -178,12 +186,12 @@ def test_self_extend_fractional_shift_gives_the_logits_of_the_reference_prefill(
 def test_the_two_self_extend_shifts_differ_exactly_where_the_group_does_not_divide_the_window(
     monkeypatch, window, group
 ):
-    """What the two tests above pin: the floor and the true division part where G ∤ w, and only there."""
+    """What the tests above pin: the floor and the true division part where G ∤ w, and only there."""
     model = with_encoding(tiny_model(), "self-extend", window=window, group=group)
     tokens = torch.randint(0, 64, (2, 48))
     floor = logits_with(monkeypatch, model, tokens)
-    prefill = logits_with(monkeypatch, model, tokens, lambda q, k, v: self_extend_plain(q, k, v, group, window))
-    assert agree(floor, prefill) == (window % group == 0)
+    older = lambda q, k, v: self_extend_plain(q, k, v, group, window, fixed=False)  # noqa: E731
+    assert agree(floor, logits_with(monkeypatch, model, tokens, older)) == (window % group == 0)
 
 
 @pytest.mark.parametrize("window,leak", [(6, None), (12, None), (5, 4), (10, 16)])

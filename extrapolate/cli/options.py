@@ -404,6 +404,9 @@ def with_encoding_options(body):
     @functools.wraps(body)
     def command(**values):
         given = {option: values.pop(option.name) for option in SHOWN}
+        for option, value in given.items():
+            if option.choices and value is not None and value not in option.choices:
+                raise UserError(f"{option.flag}: one of {', '.join(option.choices)}, got {value!r}")
         options = {
             option.name: parse_float_list(value, option.flag) if option.type is list else value
             for option, value in given.items()

@@ -43,7 +43,7 @@ LLAMA4_ATTN_SCALE = 0.1
 class OptionSpec:
     """One option of one or more encodings. `name` is how `--encoding-option` spells it (`encodings show`
     takes it as --name, with - for _); `type` is how its value is read: float, int, bool, or list (comma-
-    separated numbers)."""
+    separated numbers), or str (one of `choices`)."""
 
     name: str
     type: type
@@ -55,6 +55,7 @@ class OptionSpec:
     hf_key: str | None = None  # its key in transformers' rope_parameters; None: transformers has no such option
     training_free: bool = True  # False: it shapes a model trained with it, so only `encodings show` takes it
     shown: bool = True  # `encodings show` takes it as a flag
+    choices: tuple[str, ...] = ()  # the words a text option takes
 
     @property
     def flag(self) -> str:
@@ -172,10 +173,12 @@ OPTIONS: dict[str, OptionSpec] = {
             bound=at_least(1),
         ),
         OptionSpec(
-            "fractional_shift",
-            bool,
-            "Self-Extend: grouped queries shifted by w - w/G, as the authors' prefill code does (default "
-            "w - ⌊w/G⌋: the paper's, REFERENCE's and their decoding code's)",
+            "shift",
+            str,
+            "Self-Extend: the grouped queries' shift, floor (w - ⌊w/G⌋: the paper's, and the authors' code since "
+            "their fix 715c1e3; default) or exact (w - w/G, the prefill of their older Llama patch)",
+            default="floor",
+            choices=("floor", "exact"),
         ),
         OptionSpec(
             "leak",
@@ -285,6 +288,10 @@ def read_value(option: OptionSpec, text: str):
     what = f"{FLAG} {option.name}"
     if option.type is list:
         return parse_float_list(text, what)
+    if option.choices:
+        if text not in option.choices:
+            raise UserError(f"{what}: one of {', '.join(option.choices)}, got {text!r}")
+        return text
     if option.type is bool:
         if text.lower() not in ("true", "false"):
             raise UserError(f"{what}: true or false, got {text!r}")

@@ -10,10 +10,11 @@ sits at ⌊(n - 1)/G⌋ + w - ⌊w/G⌋, which reaches L (one past the trained L
 does not divide w (Llama-2's 4096 → 16384: w = 1024, G = 5). It is kept as published, so the defaults are
 the settings the authors report; `--encoding-option group=` sets another.
 
-The shift: the paper's w - ⌊w/G⌋, as its pseudocode and the authors' flash decoding path
-(`self_extend_patch/Llama.py`, q_len == 1) compute it. Their prefill and their plain-attention path divide
-exactly, w - w/G: the same where G divides w, a fraction of a position more where not (w = 64, G = 11: 58.18
-against 58). `--encoding-option fractional_shift=true` gives that form."""
+The shift: w - ⌊w/G⌋ by default, the paper's, and the authors' own code since their commit 715c1e3 ("Fix
+group query position calculation ... We accidentally use '/'", `self_extend_patch/Llama_4_40.py`), which their
+flash decoding path (q_len == 1) computes too. The prefill of their older patch (`self_extend_patch/Llama.py`)
+still divides exactly, w - w/G: the same where G divides w, a fraction of a position more where not (w = 64,
+G = 11: 58.18 against 59). `--encoding-option shift=exact` gives that form."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ import torch
 
 from extrapolate.encodings.spec import EncodingSpec, Shape
 from extrapolate.encodings.two_part import TwoPartEncoding, show_two_part, whole_number
+
+
+SHIFTS = ("floor", "exact")  # w - ⌊w/G⌋ (the paper's, the authors' fixed code) and w - w/G
 
 
 def default_window(original_len: int) -> int:
@@ -40,12 +44,14 @@ def default_group(factor: float, original_len: int, window: int) -> int:
 class SelfExtend(TwoPartEncoding):
     name = "self-extend"
 
-    def __init__(self, head_dim: int, base: float, window: int, group: int, fractional_shift: bool = False):
+    def __init__(self, head_dim: int, base: float, window: int, group: int, shift: str = "floor"):
         super().__init__(head_dim, base, window)
         self.group = whole_number(group, "self-extend group size")
-        self.fractional_shift = bool(fractional_shift)
+        if shift not in SHIFTS:
+            raise ValueError(f"self-extend shift: one of {', '.join(SHIFTS)}, got {shift!r}")
+        self.shift_rule = shift
         # the grouped distance at the window's edge ≈ w
-        grouped_window = self.window / self.group if fractional_shift else self.window // self.group
+        grouped_window = self.window / self.group if shift == "exact" else self.window // self.group
         self.shift = self.window - grouped_window
 
     def far_query(self, pos: torch.Tensor) -> torch.Tensor:
@@ -55,7 +61,7 @@ class SelfExtend(TwoPartEncoding):
         return torch.div(pos, self.group, rounding_mode="floor").float()
 
     def describe(self) -> dict:
-        shift = {"shift": self.shift, **({"fractional_shift": True} if self.fractional_shift else {})}
+        shift = {"shift": self.shift, **({"shift_rule": "exact"} if self.shift_rule == "exact" else {})}
         return {"base": self.base, "window": self.window, "group": self.group, **shift}
 
 
@@ -65,13 +71,13 @@ def build_self_extend(shape: Shape) -> SelfExtend:
     window = options.pop("window", None)
     window = default_window(original) if window is None else window
     group = options.pop("group", None)
-    fractional_shift = options.pop("fractional_shift", False)
+    shift = options.pop("shift", "floor")
     if options:
         raise ValueError(f"self-extend has no option(s) {sorted(options)}")
     group = (
         default_group(shape.factor, original, whole_number(window, "self-extend window")) if group is None else group
     )
-    return SelfExtend(shape.head_dim, shape.base, window, group, fractional_shift)
+    return SelfExtend(shape.head_dim, shape.base, window, group, shift)
 
 
 SELF_EXTEND = EncodingSpec(
@@ -80,7 +86,7 @@ SELF_EXTEND = EncodingSpec(
     "Self-Extend: exact positions within w, grouped ⌊i/G⌋-⌊j/G⌋+w-⌊w/G⌋ beyond, merged by log-sum-exp "
     "(Jin et al. 2024)",
     build_self_extend,
-    {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L", "fractional_shift": False},
+    {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L", "shift": "floor"},
     "#ad494a",
     show_two_part(build_self_extend),
     trains_own_model=False,
