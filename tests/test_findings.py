@@ -222,16 +222,20 @@ def test_every_findings_family_wise_line_is_on_its_page():
         assert f"### `{finding.name}`" in text and f"- Family-wise: {line}" in text, finding.name
 
 
-def replication_page() -> str:
-    """results/showcase-seeds-v2/replication.md without its hand-written head."""
-    text = (findings.ROOT / "results" / "showcase-seeds-v2" / "replication.md").read_text(encoding="utf-8")
+REPLICATIONS = {"showcase-seeds": "showcase-seeds-v2", "showcase-training-free": "showcase-training-free-v2"}
+
+
+def replication_page(again: str) -> str:
+    """results/<again>/replication.md without its hand-written head."""
+    text = (findings.ROOT / "results" / again / "replication.md").read_text(encoding="utf-8")
     return text[text.index("Each finding's test") :]
 
 
-def test_the_committed_replication_is_what_the_rows_say():
+@pytest.mark.parametrize("folder,again", REPLICATIONS.items())
+def test_the_committed_replication_is_what_the_rows_say(folder, again):
     from extrapolate.reproduce.findings.pages import replication
 
-    assert replication_page() == replication({"showcase-seeds": "showcase-seeds-v2"})
+    assert replication_page(again) == replication({folder: again})
 
 
 def test_a_replication_reads_the_other_folder_and_only_its_complete_encodings():

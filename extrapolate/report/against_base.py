@@ -15,6 +15,7 @@ import pandas as pd
 from extrapolate.core.significance import holm
 from extrapolate.report.labels import label_variants
 from extrapolate.report.paired import FAMILY_LEVEL, moved, p_value, paired_cell
+from extrapolate.report.run_options import with_options
 from extrapolate.report.samples import load_samples
 from extrapolate.report.table import load_results
 
@@ -52,7 +53,7 @@ def base_differences(folder: Path) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     samples = samples.assign(depth=samples["depth"] if "depth" in samples else -1.0).fillna({"depth": -1.0})
     runs = table.drop_duplicates("run_id").set_index("run_id")
-    labels = label_variants(table).drop_duplicates("run_id").set_index("run_id")["encoding"]
+    labels = label_variants(with_options(table, folder)).drop_duplicates("run_id").set_index("run_id")["encoding"]
     keys = [k for k in MODEL_KEYS if k in runs.columns]
     model = {run: tuple(str(runs.at[run, k]) for k in keys) for run in runs.index}  # the trained model, NaN-safe
     plain = runs.index[runs["encoding"] == runs["base_encoding"]]

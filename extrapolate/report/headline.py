@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from extrapolate.report.labels import label_variants
+from extrapolate.report.run_options import with_options
 from extrapolate.report.table import aggregate, load_results, row_kinds
 from extrapolate.tasks.passkey import PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
@@ -25,7 +26,7 @@ def headline(folder: Path, run_ids: list[str]) -> pd.DataFrame:
     from extrapolate.report.pages import effective_length, judged, with_unrecorded
     from extrapolate.report.retrieval import base_encodings, retrieval_length
 
-    table = with_unrecorded(label_variants(load_results(folder)))
+    table = with_unrecorded(label_variants(with_options(load_results(folder), folder)))
     mine = table[table["run_id"].astype(str).isin(set(run_ids))]
     if mine.empty:
         return pd.DataFrame()

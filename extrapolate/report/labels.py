@@ -22,6 +22,7 @@ FINETUNED = "+ft"  # "yarn+ft100": yarn fine-tuned for 100 steps at its extended
 ADAPTED = "+"  # "yarn+lora+ft100": fine-tuned through adapters (LoRA, LongLoRA), where a table holds both kinds
 SCALED = " s="  # "yarn s=4": the scaling at factor 4, where a table holds the encoding at several factors
 SOURCE = " @"  # "rope @gpt2": the model (and backend) a row ran on, where a table holds one encoding on several
+OPTIONS = " ["  # "string [attention_factor=1]": the options of a run, where they set apart two runs of one cell
 RUN = " #"  # "longrope #458e77": the run, where two runs of one label measured the same cell (other options)
 CELL = ["seed", "task", "metric", "eval_len", "depth", "protocol"]  # with the label: one measured cell
 # the kernel column's prefix on a row another backend than the native model computed (backends/): its label
@@ -34,7 +35,7 @@ def finetuned_label(encoding: str, steps) -> str:
 
 def split_label(names: pd.Series) -> tuple[pd.Series, pd.Series]:
     """(encoding, fine-tune steps) of labels such as "yarn+ft100" or "yarn s=4+ft100" (0 steps for a plain name)."""
-    names = names.astype(str).str.split(RUN, n=1, regex=False).str[0]
+    names = names.astype(str).str.split(RUN, n=1, regex=False).str[0].str.split(OPTIONS, n=1, regex=False).str[0]
     parts = names.str.split(SOURCE, n=1, regex=False).str[0].str.split(FINETUNED, n=1, regex=False)
     encoding = parts.str[0].str.split(SCALED, n=1, regex=False).str[0]
     return encoding, parts.map(lambda p: int(p[1]) if len(p) > 1 and p[1].isdigit() else 0)
@@ -44,8 +45,10 @@ def label_variants(table: pd.DataFrame) -> pd.DataFrame:
     """The table with each row's encoding shown with what sets it apart in this table, so every report table
     and figure keeps such rows apart instead of averaging them (the stored table keeps the plain name):
     the factor where one encoding was run at several ("yarn s=4"), fine-tuning ("yarn+ft100", through adapters
-    "yarn+lora+ft100"), and the model
-    and backend where one encoding ran on several ("rope @smollm2-135m", "rope @smollm2-135m (transformers)")."""
+    "yarn+lora+ft100"), the model and backend where one encoding ran on several ("rope @smollm2-135m",
+    "rope @smollm2-135m (transformers)"), and where two runs still measured one cell, their options (a table
+    with the `options` column of report/run_options.py: "string [attention_factor=1]"), else their run ids
+    ("longrope #458e77")."""
     labels = table["encoding"].astype(str)
     if "factor" in table.columns and len(table):
         several = table.groupby("encoding")["factor"].transform("nunique") > 1
@@ -61,13 +64,22 @@ def label_variants(table: pd.DataFrame) -> pd.DataFrame:
         labels = labels.where(~several, labels + SOURCE + source)
     if len(table) and set(CELL) <= set(table.columns):
         runs = table["run_id"].astype(str)
-        cell = [labels, *(table[c].astype(str) for c in CELL)]
-        clash = runs.groupby(cell, dropna=False).transform("nunique") > 1  # two runs measured one cell: other options
-        several = labels.isin(set(labels[clash]))
+        several = clashing(table, labels)  # two runs measured one cell: other options
+        if "options" in table.columns:  # named by their options where the run records give them
+            options = table["options"].fillna("").astype(str)
+            labels = labels.where(~several | (options == ""), labels + OPTIONS + options + "]")
+            several = clashing(table, labels)
         labels = labels.where(~several, labels + RUN + runs.str[:6])
     if labels.equals(table["encoding"].astype(str)):
         return table
     return in_encoding_order(table.assign(encoding=labels))
+
+
+def clashing(table: pd.DataFrame, labels: pd.Series) -> pd.Series:
+    """Rows of a label under which two runs measured one cell (every row of such a label)."""
+    cell = [labels, *(table[c].astype(str) for c in CELL)]
+    clash = table["run_id"].astype(str).groupby(cell, dropna=False).transform("nunique") > 1
+    return labels.isin(set(labels[clash]))
 
 
 def row_sources(table: pd.DataFrame) -> pd.Series:
@@ -85,12 +97,12 @@ def row_sources(table: pd.DataFrame) -> pd.Series:
 
 def encoding_of(label: str) -> str:
     """The encoding a table label names: "yarn s=4+lora+ft100 @gpt2" -> "yarn" (`label_variants`)."""
-    return label.split(RUN, 1)[0].split(SOURCE, 1)[0].split(ADAPTED, 1)[0].split(SCALED, 1)[0]
+    return label.split(RUN, 1)[0].split(OPTIONS, 1)[0].split(SOURCE, 1)[0].split(ADAPTED, 1)[0].split(SCALED, 1)[0]
 
 
 def variant_order(label: str) -> tuple[float, int]:
     """(factor, fine-tuning steps) of a label, (0, 0) for a plain name: the order of one encoding's variants."""
-    scaled, _, steps = label.split(RUN, 1)[0].split(SOURCE, 1)[0].partition(FINETUNED)
+    scaled, _, steps = label.split(RUN, 1)[0].split(OPTIONS, 1)[0].split(SOURCE, 1)[0].partition(FINETUNED)
     _, _, factor = scaled.partition(SCALED)
     try:
         return float(factor or 0), int(steps or 0)

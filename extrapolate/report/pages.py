@@ -16,6 +16,7 @@ from extrapolate.report.against_base import base_section
 from extrapolate.report.labels import label_variants
 from extrapolate.report.paired import chat_section
 from extrapolate.report.per_seed import per_seed_section
+from extrapolate.report.run_options import with_options
 from extrapolate.report.samples import load_documents, samples_section
 from extrapolate.report.setup import RECORDED_TEXT, UNRECORDED, checkpoint_lines, rotary_shape, setup_lines
 from extrapolate.report.skipped import not_measured_section, status_cell
@@ -241,7 +242,7 @@ def figure_links(figures: dict[str, object]) -> dict[str, str]:
 
 def write_run_report(folder: Path, table: pd.DataFrame) -> None:
     """summary.md and figures of a run folder (one or more encodings)."""
-    table = label_variants(table)
+    table = label_variants(with_options(table, folder))
     write_pages(folder, table, (summary_page(folder, table),))
 
 
@@ -432,7 +433,7 @@ def write_report(folder: Path) -> Path:
     if not (folder / RESULTS_FILE).exists():
         raise UserError(f"{folder} has no {RESULTS_FILE}; run `extrapolate run` or `extrapolate sweep` first")
     check_output_names(folder)
-    table = label_variants(load_results(folder))
+    table = label_variants(with_options(load_results(folder), folder))
     if table.empty:
         raise UserError(f"{folder / RESULTS_FILE} is empty")
     path = folder / "report.md"

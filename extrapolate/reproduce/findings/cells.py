@@ -14,6 +14,7 @@ import pandas as pd
 from extrapolate.core.intervals import proportion_interval
 from extrapolate.report.labels import encoding_of, label_variants
 from extrapolate.report.ruler import ruler_scores
+from extrapolate.report.run_options import with_options
 from extrapolate.report.stats import seeds_interval
 from extrapolate.report.table import length_means, load_results, of_kind
 from extrapolate.reproduce.family import FamilyWise
@@ -47,10 +48,11 @@ READ_INSTEAD: dict[str, str] = {}  # folder -> the folder whose rows are read in
 
 @cache
 def table(folder: str) -> pd.DataFrame:
-    rows = label_variants(load_results(ROOT / "results" / folder))
+    rows = label_variants(with_options(load_results(ROOT / "results" / folder), ROOT / "results" / folder))
     if folder not in READ_INSTEAD:
         return rows
-    again = label_variants(load_results(ROOT / "results" / READ_INSTEAD[folder]))
+    source = ROOT / "results" / READ_INSTEAD[folder]
+    again = label_variants(with_options(load_results(source), source))
     committed = rows.groupby("encoding")["seed"].agg(set)
     measured = again.groupby("encoding")["seed"].agg(set)
     # an encoding counts once every seed the committed folder has is re-measured: fewer seeds are another test
