@@ -46,10 +46,31 @@ def ppl(folder: str, encoding: str, length: int, seed: int = 0, run: str = "") -
     return float(t.value.iloc[0])
 
 
-def smollm2_row(encoding: str) -> str:
+# STRING's SmolLM2 runs by factor: with the reference's attention factor, and the first ones without it
+STRING = {2: "5af047", 4: "30aa14"}
+STRING_NO_FACTOR = {2: "beb422", 4: "7d714f"}
+STRING_PASSKEY, STRING_PASSKEY_NO_FACTOR = "cd7fa5", "f72492"  # its smollm2-retrieval cells at 16384
+FIRST_RUNS = {"string": STRING_PASSKEY_NO_FACTOR}  # what NOTES.md's history measured
+
+
+def smollm2_row(encoding: str, run: str = "", label: str = "") -> str:
     """A row of results/smollm2/README.md's table: perplexity at 8192 and 16384, and 16384 over RoPE's at L."""
-    at_l, past = ppl("smollm2", encoding, 8192), ppl("smollm2", encoding, 16384)
-    return f"| {encoding} | {at_l:.3f} | {past:.3f} | {past / ppl('smollm2', 'rope', 8192):.2f}× |"
+    at_l, past = ppl("smollm2", encoding, 8192, run=run), ppl("smollm2", encoding, 16384, run=run)
+    return f"| {label or encoding} | {at_l:.3f} | {past:.3f} | {past / ppl('smollm2', 'rope', 8192):.2f}× |"
+
+
+def ratio_cell(folder: str, label: str, length: int) -> str:
+    """A cell of a report's table of perplexity against the base model at L: "1.11× [1.10–1.11]"."""
+    from extrapolate.report.ratios import ratio_aggregate
+    from extrapolate.report.retrieval import base_encodings
+    from extrapolate.report.run_options import with_options
+    from extrapolate.report.samples import load_documents
+
+    path = ROOT / "results" / folder
+    table = label_variants(with_options(rows(folder), path))
+    cells = ratio_aggregate(table, base_encodings(table), load_documents(path))
+    cell = cells[(cells["encoding"] == label) & (cells["eval_len"] == length)].iloc[0]
+    return f"{cell['mean']:.2f}× [{cell['low']:.2f}–{cell['high']:.2f}]"
 
 
 def highest_chat_cells() -> str:
@@ -292,10 +313,15 @@ def adapter_ppl(encoding: str, steps: int, adapter) -> float:
     return float(t.value.iloc[0])
 
 
-def hits_of(encoding: str, length: int, folder: str = "smollm2-retrieval") -> str:
-    """ "k of n": the greedy hits of an encoding's passkey cell at a length, its depths pooled."""
+def hits_of(
+    encoding: str, length: int, folder: str = "smollm2-retrieval", run: str = "", metric: str = "accuracy"
+) -> str:
+    """ "k of n": the greedy hits (or `metric`'s) of an encoding's passkey cell at a length (one run's), its
+    depths pooled."""
     table = rows(folder)
-    cell = table[(table.encoding == encoding) & (table.eval_len == length) & (table.metric == "accuracy")]
+    cell = table[(table.encoding == encoding) & (table.eval_len == length) & (table.metric == metric)]
+    cell = cell[cell.run_id.str.startswith(run)]
+    assert cell.run_id.nunique() == 1, (encoding, length, run)
     return f"{round(float((cell.value * cell.n).sum()))} of {int(cell.n.sum())}"
 
 
@@ -505,10 +531,21 @@ QUOTED = [
         ("docs/encodings.md", "and StreamingLLM's 0 of 20 as well"),
         ("results/smollm2-retrieval/NOTES.md", "0 of 4 at every depth, 0 of 20 in all, the last depth"),
     ),
-    *quoting_hits(
-        "string",
-        ("results/smollm2-retrieval/README.md", "**Nor STRING**: 0 of 20;"),
-        ("docs/encodings.md", "and finds 0 of 20 passkeys at 16384"),
+    (
+        "results/smollm2-retrieval/README.md",
+        "**Nor STRING**: 0 of 20, and 0 of 20 without its attention factor;",
+        lambda: (
+            f"**Nor STRING**: {hits_of('string', 16384, run=STRING_PASSKEY)}, and "
+            f"{hits_of('string', 16384, run=STRING_PASSKEY_NO_FACTOR)} without its attention factor;"
+        ),
+    ),
+    (
+        "docs/encodings.md",
+        "and finds 0 of 20 passkeys at 16384, without the factor 0 of 20",
+        lambda: (
+            f"and finds {hits_of('string', 16384, run=STRING_PASSKEY)} passkeys at 16384, without the factor "
+            f"{hits_of('string', 16384, run=STRING_PASSKEY_NO_FACTOR)}"
+        ),
     ),
     *quoting_hits(
         "logn",
@@ -520,7 +557,14 @@ QUOTED = [
         "LM-Infinite, STRING and log-n 0 of 20 each",
         lambda: (
             "LM-Infinite, STRING and log-n "
-            + " and ".join(sorted({hits_of(e, 16384) for e in ("streaming-llm", "lm-infinite", "string", "logn")}))
+            + " and ".join(
+                sorted(
+                    {
+                        hits_of(e, 16384, run=FIRST_RUNS.get(e, ""))
+                        for e in ("streaming-llm", "lm-infinite", "string", "logn")
+                    }
+                )
+            )
             + " each"
         ),
     ),
@@ -544,25 +588,58 @@ QUOTED = [
     ),
     (
         "docs/encodings.md",
-        "61.34 to 39.91",
-        lambda: f"{ppl('smollm2', 'rope', 16384):.2f} to {ppl('smollm2', 'string', 16384):.2f}",
+        "61.34 to 42.14 (39.91 without the factor)",
+        lambda: (
+            f"{ppl('smollm2', 'rope', 16384):.2f} to {ppl('smollm2', 'string', 16384, run=STRING[2]):.2f} "
+            f"({ppl('smollm2', 'string', 16384, run=STRING_NO_FACTOR[2]):.2f} without the factor)"
+        ),
     ),
     (
-        "docs/encodings.md",
-        "(seed 0: 51.3\n  against 46.4)",
+        "results/smollm2/NOTES.md",
+        "With the factor: 33.808 at 8192 (32.590 without), 42.139 at 16384 (39.910), 241.633 at 32768 (236.837)",
         lambda: (
-            f"(seed 0: {ppl('showcase-training-free', 'string', 256):.1f}\n"
-            f"  against {ppl('showcase-training-free', 'rope', 256):.1f})"
+            "With the factor: "
+            + ", ".join(
+                f"{ppl('smollm2', 'string', n, run=STRING[s]):.3f} at {n} "
+                f"({ppl('smollm2', 'string', n, run=STRING_NO_FACTOR[s]):.3f}{' without' if n == 8192 else ''})"
+                for n, s in ((8192, 2), (16384, 2), (32768, 4))
+            )
+        ),
+    ),
+    (
+        "results/smollm2-retrieval/NOTES.md",
+        "the true key ranked first in 3 of 20 (4 of 20 without)",
+        lambda: (
+            f"the true key ranked first in {hits_of('string', 16384, run=STRING_PASSKEY, metric='rank_accuracy')} "
+            f"({hits_of('string', 16384, run=STRING_PASSKEY_NO_FACTOR, metric='rank_accuracy')} without)"
         ),
     ),
     (
         "docs/encodings.md",
-        "scored 65.18 at 8L against YaRN's 59.19, 1.10× YaRN's perplexity paired by document: from the reference's start (71.86 there)",
+        "breaks outright, 241.63 (236.84 without the factor)",
+        lambda: (
+            f"breaks outright, {ppl('smollm2', 'string', 32768, run=STRING[4]):.2f} "
+            f"({ppl('smollm2', 'string', 32768, run=STRING_NO_FACTOR[4]):.2f} without the factor)"
+        ),
+    ),
+    (
+        "docs/encodings.md",
+        "L, 1.11× [1.10–1.11] RoPE's with the factor and 1.10× [1.09–1.11] without",
+        lambda: (
+            f"L, {ratio_cell('showcase-training-free-v2', 'string', 256)} RoPE's with the factor and "
+            f"{ratio_cell('showcase-training-free-v2', 'string [attention_factor=1]', 256)} without"
+        ),
+    ),
+    (
+        "docs/encodings.md",
+        "scored 65.18 at 8L against YaRN's 59.19, 1.10× YaRN's perplexity paired by document: from the "
+        "reference's start (71.86 there)",
         lambda: (
             "scored "
             f"{ppl('longrope-search', 'longrope', 2048, run='65c84f'):.2f} at 8L against YaRN's "
             f"{ppl('longrope-search', 'yarn', 2048):.2f}, {longrope_against_yarn('65c84f')[:4]}× YaRN's perplexity "
-            f"paired by document: from the reference's start ({ppl('longrope-search', 'longrope', 2048, run='a1928c'):.2f} there)"
+            "paired by document: from the reference's start "
+            f"({ppl('longrope-search', 'longrope', 2048, run='a1928c'):.2f} there)"
         ),
     ),
     (
@@ -589,10 +666,12 @@ QUOTED = [
     ),
     (
         "results/longrope-search/README.md",
-        "the found factors 1.101× [1.083–1.120], the first candidate 1.214× [1.176–1.254], the default long list 0.997× [0.996–0.999], plain RoPE 1.678× [1.557–1.809]",
+        "the found factors 1.101× [1.083–1.120], the first candidate 1.214× [1.176–1.254], the default long list "
+        "0.997× [0.996–0.999], plain RoPE 1.678× [1.557–1.809]",
         lambda: (
-            f"the found factors {longrope_against_yarn('65c84f')}, the first candidate {longrope_against_yarn('a1928c')}, "
-            f"the default long list {longrope_against_yarn('a1cc95')}, plain RoPE {longrope_against_yarn('751a7e')}"
+            f"the found factors {longrope_against_yarn('65c84f')}, the first candidate "
+            f"{longrope_against_yarn('a1928c')}, the default long list {longrope_against_yarn('a1cc95')}, "
+            f"plain RoPE {longrope_against_yarn('751a7e')}"
         ),
     ),
     (
@@ -606,8 +685,12 @@ QUOTED = [
     ),
     (
         "results/smollm2/README.md",
-        "| string | 32.590 | 39.910 | 1.25× |",
-        lambda: smollm2_row("string"),
+        "| string | 33.808 | 42.139 | 1.32× |\n| string [attention_factor=1] | 32.590 | 39.910 | 1.25× |",
+        lambda: (
+            smollm2_row("string", STRING[2])
+            + "\n"
+            + smollm2_row("string", STRING_NO_FACTOR[2], "string [attention_factor=1]")
+        ),
     ),
     (
         "results/smollm2/README.md",
@@ -1067,10 +1150,12 @@ def test_the_smollm2_ruler_table_is_quoted_row_by_row_with_its_intervals(doc):
 
 def test_the_smollm2_readme_tables_the_cells_at_four_times_the_context():
     text = (ROOT / "results" / "smollm2" / "README.md").read_text()
-    table = label_variants(rows("smollm2"))
+    from extrapolate.report.run_options import with_options
+
+    table = label_variants(with_options(rows("smollm2"), ROOT / "results" / "smollm2"))
     at = table[(table.eval_len == 32768) & (table.metric == "ppl")].set_index("encoding")["value"]
     inside = ppl("smollm2", "rope", 8192)
-    assert len(at) == 7
+    assert len(at) == 8
     for label, value in at.items():
         assert f"| {label} | {value:.3f} | {value / inside:.2f}× |" in text
 
@@ -1080,7 +1165,6 @@ def test_the_encodings_doc_quotes_smollm2_at_four_times_the_context():
     table = rows("smollm2")
     at = table[(table.eval_len == 32768) & (table.metric == "ppl")].set_index("encoding")["value"]
     assert f"both still hold perplexity: {at['streaming-llm']:.2f} and {at['lm-infinite']:.2f}" in text
-    assert f"it breaks outright, {at['string']:.2f}" in text
     assert f"context, {at['dual-chunk']:.2f} against RoPE's {at['rope']:.2f}" in text
     dual = hits_of("dual-chunk", 16384)
     assert f"finds {dual} passkeys, RoPE's count at 8192" in text and dual == hits_of("rope", 8192)
@@ -1089,6 +1173,7 @@ def test_the_encodings_doc_quotes_smollm2_at_four_times_the_context():
 def test_the_smollm2_notes_quote_the_cells_at_four_times_the_context():
     text = " ".join((ROOT / "results" / "smollm2" / "NOTES.md").read_text().split())
     table = rows("smollm2")
+    table = table[~table.run_id.str[:6].isin(STRING.values())]  # the history predates STRING's factor
     at = table[(table.eval_len == 32768) & (table.metric == "ppl")].set_index("encoding")["value"]
     assert f"Dual chunk attention {at['dual-chunk']:.3f} and LM-Infinite {at['lm-infinite']:.3f} at 32768" in text
     assert f"RoPE's {ppl('smollm2', 'rope', 8192):.3f} at its 8192" in text

@@ -25,7 +25,6 @@ import torch
 from extrapolate.encodings.spec import EncodingSpec, Shape
 from extrapolate.encodings.two_part import TwoPartEncoding, show_two_part, whole_number
 
-
 SHIFTS = ("floor", "exact")  # w - ⌊w/G⌋ (the paper's, the authors' fixed code) and w - w/G
 
 

@@ -100,6 +100,15 @@ def encoding_of(label: str) -> str:
     return label.split(RUN, 1)[0].split(OPTIONS, 1)[0].split(SOURCE, 1)[0].split(ADAPTED, 1)[0].split(SCALED, 1)[0]
 
 
+def without_factor(label: str) -> str:
+    """A label with its factor left out: "string s=2 [attention_factor=1]" -> "string [attention_factor=1]"."""
+    head, mark, rest = label.partition(SCALED)
+    if not mark:
+        return label
+    factor = rest.split(" ", 1)[0].split(FINETUNED, 1)[0].split(ADAPTED, 1)[0]
+    return head + rest[len(factor) :]
+
+
 def variant_order(label: str) -> tuple[float, int]:
     """(factor, fine-tuning steps) of a label, (0, 0) for a plain name: the order of one encoding's variants."""
     scaled, _, steps = label.split(RUN, 1)[0].split(OPTIONS, 1)[0].split(SOURCE, 1)[0].partition(FINETUNED)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from extrapolate.core.intervals import proportion_interval
-from extrapolate.report.labels import encoding_of, label_variants
+from extrapolate.report.labels import encoding_of, label_variants, without_factor
 from extrapolate.report.ruler import ruler_scores
 from extrapolate.report.run_options import with_options
 from extrapolate.report.stats import seeds_interval
@@ -69,21 +69,27 @@ def read_instead(mapping: dict[str, str]) -> None:
     table.cache_clear()
 
 
+# The findings on STRING were stated of its rows without the reference's attention factor (measured before
+# the encoding took it); where a folder holds rows with it too, they are `string` and these are labelled so.
+STRING_AS_STATED = "string [attention_factor=1]"
+
+
 def ppl(folder: str, encoding: str, length: int) -> float:
     """The perplexity of `encoding` (a label as the report shows it) at a length. Where the label has grown a
-    part since (a second run at another length and factor makes "lm-infinite" "lm-infinite s=2"), the one run
-    of that encoding measured at this length is meant; two such runs are refused, never averaged."""
+    part since (a second run at another factor makes "string [attention_factor=1]" "string s=2
+    [attention_factor=1]", and "lm-infinite" "lm-infinite s=2"), the one run of that label, factor aside, or
+    else of that encoding, measured at this length is meant; two such runs are refused, never averaged."""
     rows = table(folder)
     rows = rows[(rows["eval_len"] == length) & (rows["metric"] == "ppl")]
     rows = rows[of_kind(rows, PERPLEXITY) & (rows["status"] == "ok")]
-    named = rows[rows["encoding"] == encoding]
-    if named.empty:
-        named = rows[rows["encoding"].map(encoding_of) == encoding]
+    labels = rows["encoding"].astype(str)
+    for reading in (labels, labels.map(without_factor), labels.map(encoding_of)):
+        named = rows[reading == encoding]
         if named["run_id"].nunique() > 1:
             raise LookupError(f"results/{folder}: {encoding} at {length} is {', '.join(sorted(set(named.encoding)))}")
-    if named.empty:
-        raise LookupError(f"results/{folder}: no perplexity of {encoding} at {length}")
-    return float(named["value"].mean())
+        if not named.empty:
+            return float(named["value"].mean())
+    raise LookupError(f"results/{folder}: no perplexity of {encoding} at {length}")
 
 
 @dataclass(frozen=True)
