@@ -31,13 +31,14 @@ class Claim:
 # What the papers show for models trained at L and evaluated past it, zero-shot: the sinusoidal Transformer
 # and RoPE degrade and ALiBi and T5's bias stay flat (Press et al. 2022, fig. 1 and table 2); NTK-aware and
 # YaRN scalings of RoPE beat plain RoPE past L, while PI's compression costs perplexity at L itself (Chen et
-# al. 2023, Peng et al. 2023). The bounds of the reports' shapes are the findings' (DEGRADES, FLAT below); the
-# values here are what a reproduce suite's claims read.
+# al. 2023, Peng et al. 2023). Their bounds are the findings' (DEGRADES, FLAT): what a report's verdict reads.
+DEGRADES = 1.5  # "degrades": at least 1.5× its value at L, the findings' bar (reproduce/findings/cells.py)
+FLAT = 1.1  # "flat": within 10% of it
 PUBLISHED_SHAPES = (
-    Claim("sinusoidal degrades past L", "ratio_at_least", "sinusoidal", 0, value=1.2),
-    Claim("RoPE degrades past L", "ratio_at_least", "rope", 0, value=1.5),
-    Claim("ALiBi stays flat past L", "ratio_at_most", "alibi", 0, value=1.1),
-    Claim("T5's bias stays flat past L", "ratio_at_most", "t5", 0, value=1.1),
+    Claim("sinusoidal degrades past L", "ratio_at_least", "sinusoidal", 0, value=DEGRADES),
+    Claim("RoPE degrades past L", "ratio_at_least", "rope", 0, value=DEGRADES),
+    Claim("ALiBi stays flat past L", "ratio_at_most", "alibi", 0, value=FLAT),
+    Claim("T5's bias stays flat past L", "ratio_at_most", "t5", 0, value=FLAT),
     Claim("NTK (zero-shot) beats RoPE past L", "lower_than", "ntk", 0, other="rope"),
     Claim("YaRN (zero-shot) beats RoPE past L", "lower_than", "yarn", 0, other="rope"),
     Claim("PI (zero-shot) costs perplexity at L: RoPE is lower there", "lower_than", "rope", 1, other="pi"),
@@ -70,8 +71,6 @@ def claim_holds(claim: Claim, means: pd.Series, L: int, length: int | None = Non
         return claim.text, False, f"no ok perplexity cell for {claim.encoding} at {length}"
 
 
-DEGRADES = 1.5  # "degrades": at least 1.5× its value at L, the findings' bar (reproduce/findings/cells.py)
-FLAT = 1.1  # "flat": within 10% of it
 HELD, NOT_HELD, OPEN = "held", "not held", "not resolved"
 
 

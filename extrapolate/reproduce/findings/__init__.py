@@ -56,6 +56,7 @@ from extrapolate.reproduce.findings.pages import (  # noqa: F401
     evaluated,
     family_line,
     family_of,
+    family_size,
     main,
     rewritten,
     targets,

@@ -42,6 +42,12 @@ def family_of(root: str) -> dict[str, FamilyWise]:
     return family_wise({finding.name: finding.check for finding in FINDINGS})
 
 
+def family_size(results: list[tuple[Finding, Outcome]]) -> int:
+    """The findings Holm's correction runs over: those with a p-value (a finding decided on values with no
+    interval stays outside it)."""
+    return sum(r.family is not None and r.family.p is not None for _, r in results)
+
+
 def family_line(result: Outcome, total: int) -> str:
     """What Holm's correction over the family says of one finding."""
     fw = result.family
@@ -82,7 +88,7 @@ def block(results: list[tuple[Finding, Outcome]], prefix: str, headline_only: bo
             f"{finding.statement}.",
             "",
             f"- Verdict: {verdict(result)}",
-            *([f"- Family-wise: {line}"] if (line := family_line(result, len(results))) else []),
+            *([f"- Family-wise: {line}"] if (line := family_line(result, family_size(results))) else []),
             f"- Numbers (95% intervals; n): {result.numbers}",
             f"- Source: {finding.source(prefix)}",
         ]
