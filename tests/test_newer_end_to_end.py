@@ -26,6 +26,7 @@ NEWER = [
     "swa-rope-nope",
 ]  # the from-scratch ones; the training-free ones are tested in test_two_part.py
 OWN_ATTENTION = ["stick-breaking", "cope"]  # from scratch too, registered after the training-free ones
+LATER = [*OWN_ATTENTION, "fope"]  # every from-scratch one registered after the training-free ones
 runner = CliRunner()
 
 
@@ -58,13 +59,13 @@ def test_listed_with_parameters_and_grouped(monkeypatch):
         "ssmax",
         "fox",
         "fox-rope",
-        *OWN_ATTENTION,
+        *LATER,
         "drope",
     ]
     assert "rope" in groups["classic"] and not set(NEWER) & set(groups["classic"])
 
 
-@pytest.mark.parametrize("name", NEWER + OWN_ATTENTION)
+@pytest.mark.parametrize("name", NEWER + LATER)
 def test_show_json_is_one_object(name):
     result = runner.invoke(app, ["encodings", "show", name, "--json", "--position", "1000"])
     assert result.exit_code == 0, result.output
@@ -123,7 +124,7 @@ def test_bad_parameters_fail_in_one_line(args, flag):
     assert len(lines) == 1 and lines[0].startswith("error:") and flag in lines[0], result.output
 
 
-@pytest.mark.parametrize("name", NEWER + OWN_ATTENTION)
+@pytest.mark.parametrize("name", NEWER + LATER)
 def test_run_trains_and_evaluates(name, cache, tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     out = tmp_path / "out"

@@ -16,6 +16,7 @@ from extrapolate.encodings.contextual import COPE
 from extrapolate.encodings.drope import DROPE
 from extrapolate.encodings.dual_chunk import DUAL_CHUNK
 from extrapolate.encodings.fire import FIRE
+from extrapolate.encodings.fope import FOPE
 from extrapolate.encodings.forget import FOX, FOX_ROPE
 from extrapolate.encodings.frequencies import SCALINGS, check_scaling
 from extrapolate.encodings.hybrid import ROPE_NOPE, SWA_ROPE_NOPE
@@ -66,6 +67,7 @@ for _spec in (
     FOX_ROPE,
     STICK_BREAKING,
     COPE,
+    FOPE,
     DROPE,
 ):
     register(dataclasses.replace(_spec, group="newer"))

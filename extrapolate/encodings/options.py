@@ -37,6 +37,8 @@ FIRE_INITIAL_THRESHOLD = 512.0
 # Llama 4's attention temperature: transformers' Llama4TextConfig defaults (Meta's release)
 LLAMA4_FLOOR_SCALE = 8192
 LLAMA4_ATTN_SCALE = 0.1
+# FoPE's coefficients: xavier normal with this gain plus an identity, the smallest shipped config's (60M)
+FOPE_GAIN = 0.3
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,14 @@ OPTIONS: dict[str, OptionSpec] = {
             int,
             "cope: rows P of the position table, positions clamped to P - 1 (default L + 1, the reference's)",
             bound=at_least(2),
+            training_free=False,
+        ),
+        OptionSpec(
+            "fourier_gain",
+            float,
+            "fope: gain of the coefficients' xavier normal draw around the identity",
+            default=FOPE_GAIN,
+            bound=POSITIVE,
             training_free=False,
         ),
         OptionSpec("r1", float, "kerple: coefficient r1 > 0", bound=POSITIVE, training_free=False),
