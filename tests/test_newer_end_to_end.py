@@ -26,7 +26,7 @@ NEWER = [
     "swa-rope-nope",
 ]  # the from-scratch ones; the training-free ones are tested in test_two_part.py
 OWN_ATTENTION = ["stick-breaking", "cope"]  # from scratch too, registered after the training-free ones
-LATER = [*OWN_ATTENTION, "fope"]  # every from-scratch one registered after the training-free ones
+LATER = [*OWN_ATTENTION, "fope", "dape"]  # every from-scratch one registered after the training-free ones
 runner = CliRunner()
 
 

@@ -13,6 +13,7 @@ from extrapolate.encodings.absolute import LEARNED, NOPE, SINUSOIDAL
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.bias import ALIBI, T5
 from extrapolate.encodings.contextual import COPE
+from extrapolate.encodings.dape import DAPE_SPEC
 from extrapolate.encodings.drope import DROPE
 from extrapolate.encodings.dual_chunk import DUAL_CHUNK
 from extrapolate.encodings.fire import FIRE
@@ -68,6 +69,7 @@ for _spec in (
     STICK_BREAKING,
     COPE,
     FOPE,
+    DAPE_SPEC,
     DROPE,
 ):
     register(dataclasses.replace(_spec, group="newer"))

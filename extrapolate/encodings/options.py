@@ -39,6 +39,7 @@ LLAMA4_FLOOR_SCALE = 8192
 LLAMA4_ATTN_SCALE = 0.1
 # FoPE's coefficients: xavier normal with this gain plus an identity, the smallest shipped config's (60M)
 FOPE_GAIN = 0.3
+DAPE_WIDTH = 32  # DAPE's MLP hidden width, `mlp_width` in every config of the authors
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,14 @@ OPTIONS: dict[str, OptionSpec] = {
             "fope: gain of the coefficients' xavier normal draw around the identity",
             default=FOPE_GAIN,
             bound=POSITIVE,
+            training_free=False,
+        ),
+        OptionSpec(
+            "dape_width",
+            int,
+            "dape: hidden width of the MLP over scores and bias",
+            default=DAPE_WIDTH,
+            bound=at_least(1),
             training_free=False,
         ),
         OptionSpec("r1", float, "kerple: coefficient r1 > 0", bound=POSITIVE, training_free=False),

@@ -64,7 +64,7 @@ BLOCKED_CAPPED = AttentionPlan("blocked-capped")  # explicit score blocks, cappe
 PLANS = (SDPA, SDPA_CACHE, SDPA_LOWER_RIGHT, SDPA_ROWS, FUSED_BIAS, FLEX, TWO_PART, BLOCKED, REFERENCE)
 PLANS += (FLEX_CAPPED, BLOCKED_CAPPED, DUAL_CHUNK, FORGET, SHIFTED_SPARSE)
 # encodings that attend by a rule of their own (`own_kernel`): their kernels, on every device, both directions
-OWN_PLANS = {name: AttentionPlan(name) for name in ("stick-breaking", "contextual")}
+OWN_PLANS = {name: AttentionPlan(name) for name in ("stick-breaking", "contextual", "dape")}
 OWN = tuple(OWN_PLANS.values())
 PLANS += OWN
 COMPILED = (FLEX, FLEX_CAPPED)  # compiled at the first call of each shape: a benchmark warms them up at its own
