@@ -91,7 +91,7 @@ class PositionalEncoding(nn.Module):
     sparse_group: int | None = None
     # an encoding that attends by a rule of its own, not a softmax of q·k plus a bias the shared kernels build
     # (stick-breaking's weights, CoPE's positions counted from the scores): the name of the kernel
-    # (`attend`) that the plan runs and a result records; None: the shared kernels
+    # (kernels/own.py) that the plan runs and a result records; None: the shared kernels
     own_kernel: str | None = None
 
     def positions(self, pos: torch.Tensor) -> torch.Tensor:
@@ -160,12 +160,6 @@ class PositionalEncoding(nn.Module):
         attention); `rotate` then rotates nothing, and the attention kernels rotate each part."""
         return None
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_elements: int | None) -> torch.Tensor:
-        """The attention of an encoding with an `own_kernel`: q (B, H, Tq, Dh), k and v (B, Hkv, Tk, Dh), the
-        queries the last Tq of the Tk positions -> (B, H, Tq, Dh), in blocks of about `block_elements` scores
-        (None: one block, the reference)."""
-        raise NotImplementedError(f"{self.name} has no kernel of its own")
-
     def describe(self) -> dict:
         """Parameters that identify this encoding (recorded with results)."""
         return {}
@@ -203,9 +197,6 @@ class Wrapped(PositionalEncoding):
 
     def log_forget(self, x: torch.Tensor) -> torch.Tensor | None:
         return self.inner.log_forget(x)
-
-    def attend(self, q, k, v, block_elements):
-        return self.inner.attend(q, k, v, block_elements)
 
     def describe(self) -> dict:
         return self.inner.describe()

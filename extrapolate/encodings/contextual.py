@@ -20,7 +20,6 @@ from torch import nn
 from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
-from extrapolate.kernels import contextual
 
 
 class ContextualLayer(PositionalEncoding):
@@ -32,9 +31,6 @@ class ContextualLayer(PositionalEncoding):
         super().__init__()
         self.table = nn.Parameter(torch.zeros(head_dim, rows))  # (Dh, P), the reference's zeros
 
-    def attend(self, q, k, v, block_elements):
-        return contextual.attention(q, k, v, self.table, block_elements)
-
 
 class Contextual(PositionalEncoding):
     name, kind, own_kernel = "cope", "bias", "contextual"
@@ -45,10 +41,6 @@ class Contextual(PositionalEncoding):
             raise UserError(f"cope positions must be a whole number ≥ 2, got {rows!r}")
         self.rows = rows
         self.layers = nn.ModuleList(ContextualLayer(head_dim, rows) for _ in range(n_layers))
-
-    def attend(self, q, k, v, block_elements):
-        """The first layer's: the model calls each layer's own (`for_layer`)."""
-        return self.layers[0].attend(q, k, v, block_elements)
 
     def for_layer(self, index: int) -> PositionalEncoding:
         return self.layers[index]

@@ -20,7 +20,6 @@ from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.kerple import Kerple, log_kernel
 from extrapolate.encodings.options import DAPE_WIDTH, option_defaults
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
-from extrapolate.kernels import dape
 
 
 def dape_mlp(n_heads: int, width: int) -> nn.Sequential:
@@ -44,9 +43,6 @@ class DAPELayer(PositionalEncoding):
         rows, keys = distance.shape
         return log_kernel(distance.reshape(-1), r1, r2).reshape(-1, rows, keys)
 
-    def attend(self, q, k, v, block_elements):
-        return dape.attention(q, k, v, self.bias, self.mlp, block_elements)
-
 
 class DAPE(PositionalEncoding):
     name, kind, own_kernel = "dape", "bias", "dape"
@@ -55,10 +51,6 @@ class DAPE(PositionalEncoding):
         super().__init__()
         self.width = int(width)
         self.layers = nn.ModuleList(DAPELayer(n_heads, self.width) for _ in range(n_layers))
-
-    def attend(self, q, k, v, block_elements):
-        """The first layer's: the model calls each layer's own (`for_layer`)."""
-        return self.layers[0].attend(q, k, v, block_elements)
 
     def for_layer(self, index: int) -> PositionalEncoding:
         return self.layers[index]

@@ -17,14 +17,10 @@ import math
 
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
-from extrapolate.kernels import stick_breaking
 
 
 class StickBreaking(PositionalEncoding):
     name, kind, own_kernel = "stick-breaking", "none", "stick-breaking"
-
-    def attend(self, q, k, v, block_elements):
-        return stick_breaking.attention(q, k, v, block_elements)
 
 
 def show_stick_breaking(query: ShowQuery) -> dict:

@@ -34,6 +34,8 @@ from extrapolate.kernels.blocked import (
     reference_attention,
 )
 from extrapolate.kernels.cached import cached_sdpa, lower_right_sdpa
+from extrapolate.kernels.own import KERNELS as OWN_KERNELS
+from extrapolate.kernels.own import own_attention
 from extrapolate.kernels.sdpa import compute_dtype, sdpa
 
 KERNELS = ("auto", "sdpa", "fused-bias", "flex", "blocked", "reference")  # what a request may ask for
@@ -64,7 +66,7 @@ BLOCKED_CAPPED = AttentionPlan("blocked-capped")  # explicit score blocks, cappe
 PLANS = (SDPA, SDPA_CACHE, SDPA_LOWER_RIGHT, SDPA_ROWS, FUSED_BIAS, FLEX, TWO_PART, BLOCKED, REFERENCE)
 PLANS += (FLEX_CAPPED, BLOCKED_CAPPED, DUAL_CHUNK, FORGET, SHIFTED_SPARSE)
 # encodings that attend by a rule of their own (`own_kernel`): their kernels, on every device, both directions
-OWN_PLANS = {name: AttentionPlan(name) for name in ("stick-breaking", "contextual", "dape")}
+OWN_PLANS = {name: AttentionPlan(name) for name in OWN_KERNELS}
 OWN = tuple(OWN_PLANS.values())
 PLANS += OWN
 COMPILED = (FLEX, FLEX_CAPPED)  # compiled at the first call of each shape: a benchmark warms them up at its own
@@ -276,7 +278,7 @@ def _blocked(q, k, v, encoding, block_elements: int, backward: bool = False) -> 
 def _reference(q, k, v, encoding, block_elements: int = BLOCK_ELEMENTS, backward: bool = False) -> torch.Tensor:
     """The full-matrix reference of this encoding; a two-part encoding's is its blocked kernel in one block."""
     if encoding.own_kernel is not None:
-        return encoding.attend(q, k, v, None)
+        return own_attention(q, k, v, encoding, None)
     form = encoding.two_part_form()
     if form is not None:
         return two_part.blocked_attention(q, k, v, form, None)
@@ -312,7 +314,10 @@ KERNEL_FUNCTIONS: dict[AttentionPlan, KernelFunction] = {
     ),
     BLOCKED: _blocked,
     REFERENCE: _reference,
-    **{plan: lambda q, k, v, encoding, block_elements, _: encoding.attend(q, k, v, block_elements) for plan in OWN},
+    **{
+        plan: lambda q, k, v, encoding, block_elements, _: own_attention(q, k, v, encoding, block_elements)
+        for plan in OWN
+    },
     FLEX_CAPPED: _flex_or_blocked,
     BLOCKED_CAPPED: lambda q, k, v, encoding, block_elements, backward: capped_blocked_attention(
         q, k, v, encoding, block_elements, backward
