@@ -1063,7 +1063,7 @@ def test_the_longrope_readme_quotes_the_smollm2_search():
     found = json.loads((ROOT / "results/longrope-search/smollm2-s2.json").read_text())
     text = " ".join((ROOT / "results/longrope-search/README.md").read_text().split())
     quoted = (
-        f"At 16384 the found factors score {found['ppl']:.3f}, LongRoPE's start (YaRN's ramp as factors) "
+        f"At 16384 the found factors score {found['ppl']:.3f}, LongRoPE's start (the reference's first candidate) "
         f"{found['initial_ppl']:.3f} and YaRN {found['yarn_ppl']:.3f}"
     )
     assert quoted in text and found["target"] == 16384 and found["factor"] == 2
@@ -1073,14 +1073,25 @@ def test_the_longrope_readme_quotes_the_smollm2_search():
 
 def test_the_longrope_readme_quotes_the_smollm2_rows():
     text = " ".join((ROOT / "results/longrope-search/README.md").read_text().split())
-    found, start = (lambda n, r=r: ppl("smollm2", "longrope", n, run=r) for r in ("5abd7c", "ef3871"))
+    found, start, default = (
+        lambda n, r=r: ppl("smollm2", "longrope", n, run=r) for r in ("d093b2", "b74df5", "ef3871")
+    )
     quoted = (
-        f"at 16384 the found factors {found(16384):.3f} (`longrope #5abd7c`), the start {start(16384):.3f} "
-        f"(`longrope #ef3871`), YaRN {ppl('smollm2', 'yarn', 16384):.3f}; at 8192 both LongRoPE rows "
+        f"at 16384 the found factors {found(16384):.3f} (`longrope #d093b2`), the start {start(16384):.3f} "
+        f"(`longrope #b74df5`), the default long list (YaRN's ramp as factors, `longrope #ef3871`) "
+        f"{default(16384):.3f}, YaRN {ppl('smollm2', 'yarn', 16384):.3f}; at 8192 every LongRoPE row "
         f"{found(8192):.3f}"
     )
-    assert quoted in text and found(8192) == start(8192)
+    assert quoted in text and found(8192) == start(8192) == default(8192)
     assert f"against RoPE's {ppl('smollm2', 'rope', 8192):.3f}" in text
+    # the rows measure the factors the committed search printed, and its first candidate
+    import json
+
+    search = json.loads((ROOT / "results/longrope-search/smollm2-s2.json").read_text())
+    for run, factors in (("d093b2", search["long_factor"]), ("b74df5", search["candidates"][0]["long_factor"])):
+        record = next((ROOT / "results/smollm2/runs").glob(f"{run}*.json"))
+        options = dict(json.loads(record.read_text())["request"]["encoding_options"])
+        assert options["long_factor"] == pytest.approx(factors, abs=5e-7)
 
 
 def test_the_vllm_parity_readme_quotes_its_comparison():
