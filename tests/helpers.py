@@ -121,3 +121,16 @@ def wilson_cell(hits: int, n: int) -> str:
     """A pooled proportion as the tables print it, with Wilson's 95% interval: "71% [61–79]"."""
     low, high = proportion_interval(hits, n)
     return f"{100 * hits / n:.0f}% [{100 * low:.0f}–{100 * high:.0f}]"
+
+
+def bench_rows(folder: Path) -> list:
+    """A committed bench.csv read back as the `BenchRow`s `extrapolate bench` wrote (empty cells as None)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from extrapolate.bench.measure import BenchRow
+
+    frame = pd.read_csv(folder / "bench.csv")
+    names = [f.name for f in dataclasses.fields(BenchRow)]
+    return [BenchRow(**{k: None if pd.isna(r[k]) else r[k] for k in names if k in r}) for _, r in frame.iterrows()]

@@ -1,20 +1,14 @@
 """results/bench-attention quotes its rows: every ratio and memory figure in its README is computed here from
 bench.csv and reach.csv, and the summary's lines are what `summary_lines` writes for bench.csv."""
 
-import dataclasses
 from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.bench.measure import BenchRow, summary_lines
+from extrapolate.bench.measure import summary_lines
+from tests.helpers import bench_rows
 
 FOLDER = Path(__file__).resolve().parent.parent / "results" / "bench-attention"
-
-
-def bench_rows() -> list[BenchRow]:
-    frame = pd.read_csv(FOLDER / "bench.csv")
-    names = [f.name for f in dataclasses.fields(BenchRow)]
-    return [BenchRow(**{k: None if pd.isna(r[k]) else r[k] for k in names if k in r}) for _, r in frame.iterrows()]
 
 
 def times_rope(length: int, encoding: str) -> str:
@@ -25,7 +19,7 @@ def times_rope(length: int, encoding: str) -> str:
 
 def test_the_summary_is_what_the_bench_writes_for_its_rows():
     summary = (FOLDER / "summary.md").read_text()
-    for line in summary_lines(bench_rows()):
+    for line in summary_lines(bench_rows(FOLDER)):
         assert line in summary
 
 

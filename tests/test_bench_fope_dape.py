@@ -1,20 +1,18 @@
 """results/bench-fope-dape quotes its rows: every ratio and memory figure in its README is computed here from
 bench.csv, and the summary's lines are what `summary_lines` writes for it."""
 
-import dataclasses
 from pathlib import Path
 
 import pandas as pd
 
-from extrapolate.bench.measure import BenchRow, summary_lines
+from extrapolate.bench.measure import summary_lines
+from tests.helpers import bench_rows
 
 FOLDER = Path(__file__).resolve().parent.parent / "results" / "bench-fope-dape"
 
 
 def test_the_summary_is_what_the_bench_writes_for_its_rows():
-    frame = pd.read_csv(FOLDER / "bench.csv")
-    names = [f.name for f in dataclasses.fields(BenchRow)]
-    rows = [BenchRow(**{k: None if pd.isna(r[k]) else r[k] for k in names if k in r}) for _, r in frame.iterrows()]
+    rows = bench_rows(FOLDER)
     summary = (FOLDER / "summary.md").read_text()
     for line in summary_lines(rows):
         assert line in summary
