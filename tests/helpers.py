@@ -134,3 +134,22 @@ def bench_rows(folder: Path) -> list:
     frame = pd.read_csv(folder / "bench.csv")
     names = [f.name for f in dataclasses.fields(BenchRow)]
     return [BenchRow(**{k: None if pd.isna(r[k]) else r[k] for k in names if k in r}) for _, r in frame.iterrows()]
+
+
+def continued_and_whole(encoding: str):
+    """(hidden states of 150 tokens fed as 70 then 80 through a cache, the same fed whole) of a small random
+    model with `encoding` (L = 64, so the cache runs past L), and the model."""
+    import torch
+
+    from extrapolate.core.config import ModelConfig
+    from extrapolate.model import TransformerLM
+
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=64, d_model=32, n_heads=2, n_layers=2, max_len=64, encoding=encoding)
+    model = TransformerLM(config).eval()
+    tokens = torch.randint(0, 64, (2, 150))  # past L = 64
+    with torch.no_grad():
+        whole = model.hidden_states(tokens)
+        cache = model.new_cache()
+        pieces = [model.hidden_states(tokens[:, :70], cache=cache), model.hidden_states(tokens[:, 70:], cache=cache)]
+    return torch.cat(pieces, dim=1), whole, model

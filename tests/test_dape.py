@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from extrapolate.encodings.dape import DAPE
 from extrapolate.kernels.own import own_attention
+from tests.helpers import continued_and_whole
 
 
 def attend(layer, q, k, v, block_elements):
@@ -74,17 +75,8 @@ def test_a_port_without_a_residual_or_with_the_channels_swapped_differs(mutation
 
 
 def test_a_model_continues_a_cache_exactly():
-    from extrapolate.core.config import ModelConfig
-    from extrapolate.model import TransformerLM
-
-    torch.manual_seed(0)
-    m = TransformerLM(ModelConfig(vocab_size=64, d_model=32, n_heads=2, n_layers=2, max_len=64, encoding="dape")).eval()
-    tokens = torch.randint(0, 64, (2, 150))  # past L = 64
-    with torch.no_grad():
-        whole = m.hidden_states(tokens)
-        cache = m.new_cache()
-        pieces = [m.hidden_states(tokens[:, :70], cache=cache), m.hidden_states(tokens[:, 70:], cache=cache)]
-    torch.testing.assert_close(torch.cat(pieces, dim=1), whole, atol=1e-5, rtol=1e-5)
+    continued, whole, _ = continued_and_whole("dape")
+    torch.testing.assert_close(continued, whole, atol=1e-5, rtol=1e-5)
 
 
 def test_the_largest_block_is_bounded_by_the_budget():

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from extrapolate.encodings.catalog import build_encoding
 from extrapolate.encodings.fope import FoPE, initial_coefficients, kept_frequencies, stepped_identity
+from tests.helpers import continued_and_whole
 
 
 def port_rotate_half(x):
@@ -127,19 +128,11 @@ def test_the_encoding_builds_from_the_registry_with_its_layers():
 def test_a_model_continues_a_cache_exactly_and_is_evaluated_as_trained():
     """Keys are cached turned (a position-wise map), so a cache continues the whole pass; evaluation keeps the
     model's own coefficients instead of drawing new ones from the spec."""
-    from extrapolate.core.config import ModelConfig
     from extrapolate.encodings import get_spec
-    from extrapolate.model import TransformerLM
     from extrapolate.run.evaluate import evaluation_encoding
 
-    torch.manual_seed(0)
-    m = TransformerLM(ModelConfig(vocab_size=64, d_model=32, n_heads=2, n_layers=2, max_len=64, encoding="fope")).eval()
-    tokens = torch.randint(0, 64, (2, 150))  # past L = 64
-    with torch.no_grad():
-        whole = m.hidden_states(tokens)
-        cache = m.new_cache()
-        pieces = [m.hidden_states(tokens[:, :70], cache=cache), m.hidden_states(tokens[:, 70:], cache=cache)]
-    torch.testing.assert_close(torch.cat(pieces, dim=1), whole, atol=1e-5, rtol=1e-5)
+    continued, whole, m = continued_and_whole("fope")
+    torch.testing.assert_close(continued, whole, atol=1e-5, rtol=1e-5)
 
     class Resolved:  # what evaluation_encoding reads of a cell
         spec, request = get_spec("fope"), None
