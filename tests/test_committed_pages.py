@@ -81,3 +81,19 @@ def test_every_folder_the_results_index_lists_is_committed():
     assert len(listed) > 10
     missing = [name for name in listed if not (ROOT / "results" / name / "README.md").is_file()]
     assert not missing, missing
+
+
+def test_no_listed_folder_is_left_out_by_the_ignore_file():
+    """The check above only fails on a clean clone; this one fails where the folder was made, before the commit."""
+    import re
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    index = (ROOT / "results" / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^- `([\w.-]+)/`:", index, flags=re.M)
+    readmes = [f"results/{name}/README.md" for name in listed]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *readmes], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
+    assert not ignored, ignored
