@@ -270,16 +270,23 @@ class TransformerLM(nn.Module):
         return x if multiplier is None else x * x.new_tensor(multiplier)
 
     def hidden_states(
-        self, tokens: torch.Tensor, cache: list[dict] | None = None, seq_len: int | None = None
+        self,
+        tokens: torch.Tensor,
+        cache: list[dict] | None = None,
+        seq_len: int | None = None,
+        positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """tokens: (B, T) int64 -> final normed hidden states (B, T, D).
 
         With `cache` (one dict per layer, from `new_cache`), the tokens continue the cached sequence and
         their keys and values are appended; a cache of batch 1 serves any batch of continuations.
-        `seq_len`: the full length when a sequence is fed in pieces (length-dependent RoPE scalings)."""
-        offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
-        pos = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (T,)
-        pos = self.encoding.positions(pos)  # (T,) once per forward: every layer sees the same positions
+        `seq_len`: the full length when a sequence is fed in pieces (length-dependent RoPE scalings).
+        `positions`: (T,) increasing position ids of the tokens in place of 0 … T-1 (PoSE's skipped ids while
+        fine-tuning, as transformers' `position_ids`); without a cache only."""
+        if positions is None:
+            offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
+            positions = torch.arange(offset, offset + tokens.shape[1], device=tokens.device)  # (T,)
+        pos = self.encoding.positions(positions)  # (T,) once per forward: every layer sees the same positions
         x = self.encoding.embed(self.token_embeddings(tokens), pos)
         recompute = self.checkpointing and torch.is_grad_enabled() and cache is None
         for i, (block, encoding) in enumerate(zip(self.blocks, self.layer_encodings())):
@@ -297,18 +304,21 @@ class TransformerLM(nn.Module):
     def new_cache(self) -> list[dict]:
         return [{} for _ in self.blocks]
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T) -> logits (B, T, V). For long inputs prefer `token_nll`, which never holds all logits."""
-        return self.lm_head(self.hidden_states(tokens))
+        return self.lm_head(self.hidden_states(tokens, positions=positions))
 
-    def token_nll(self, tokens: torch.Tensor, targets: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
+    def token_nll(
+        self, tokens: torch.Tensor, targets: torch.Tensor, chunk: int = 2048, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Per-token negative log-likelihood (B, T) in float32; the head and the loss run in chunks of
         positions so a (B, T, vocabulary) logits tensor is never held at once. In training each chunk holds at
         most TRAIN_LOGITS logits and is recomputed in the backward pass instead of kept for it, so training
         memory grows with the model and the batch's hidden states, not with batch × length × vocabulary
         (gradients are the same: the recomputation repeats the forward exactly)."""
         compiled = self.training_forward is not None and torch.is_grad_enabled()
-        hidden = (self.training_forward if compiled else self.hidden_states)(tokens)  # (B, T, D)
+        forward = self.training_forward if compiled else self.hidden_states
+        hidden = forward(tokens, positions=positions)  # (B, T, D)
         batch, length = targets.shape
         training = torch.is_grad_enabled() and hidden.requires_grad
         if training:

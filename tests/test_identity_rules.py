@@ -54,6 +54,7 @@ def test_the_optional_fields_and_what_unset_means():
         "processes": 1,
         "adapter": None,
         "curriculum": None,
+        "pose_len": None,
     }
 
 
@@ -63,6 +64,18 @@ def test_a_model_trained_without_a_curriculum_hashes_as_before_curricula_existed
     config = TrainConfig(model=ModelConfig(**PRESETS["tiny"]), seq_len=256)
     assert config.curriculum is None and config_hash(config) == hash_without_optional_fields(config)
     assert config_hash(dataclasses.replace(config, curriculum=((128, 10),))) != config_hash(config)
+
+
+def test_a_fine_tune_of_contiguous_rows_hashes_as_before_pose_existed():
+    """A fine-tune that reads rows of L' stores `pose_len` as None, which its canonical form leaves out: its hash
+    is that of the config's JSON without the key (every committed fine-tune's)."""
+    base = TrainConfig(model=ModelConfig(**PRESETS["tiny"]), seq_len=32)
+    plain = finetune_config(base, "yarn", 4.0, 128, 10)
+    as_before = {k: v for k, v in dataclasses.asdict(plain).items() if k != "pose_len"}
+    assert config_hash(plain) == config_hash(as_before)
+    posed = finetune_config(base, "yarn", 4.0, 128, 10, pose=True)
+    assert config_hash(posed) != config_hash(plain) and posed.length == plain.length == 128
+    assert posed.phase.seq_len == 32 and posed.phase.batch_size == base.batch_size
 
 
 def test_a_full_fine_tune_hashes_as_before_adapters_existed():
@@ -91,8 +104,13 @@ def test_a_pretrained_architecture_field_enters_the_hash_only_when_set():
     assert config_hash(dataclasses.replace(plain, head_size=64)) != config_hash(plain)
 
 
-def in_training(field: str, value) -> TrainConfig:
-    """A training config with `field` (of the training or of its model) set to `value`."""
+def in_training(field: str, value):
+    """A training config with `field` (of the training, of its model or of a fine-tune's) set to `value`."""
+    from extrapolate.training.finetune import FinetuneConfig
+
+    if field in {f.name for f in dataclasses.fields(FinetuneConfig)}:
+        plain = finetune_config(TrainConfig(model=ModelConfig()), "yarn", 4.0, 4096, 10)
+        return dataclasses.replace(plain, **{field: value})
     if field in {f.name for f in dataclasses.fields(TrainConfig)}:
         return TrainConfig(model=ModelConfig(), **{field: value})
     return TrainConfig(model=ModelConfig(**{field: value}))

@@ -88,7 +88,7 @@ PANELS = {
     "Data": ("corpus", "tokenizer"),
     "Training": (
         *("train_len", "steps", "batch_size", "batch_tokens", "curriculum", "lr", "train_dtype", "compile"),
-        *("finetune_len", "finetune_lr", "finetune_adapter", "lora_rank"),
+        *("finetune_len", "finetune_lr", "finetune_adapter", "lora_rank", "finetune_positions"),
     ),
     "Evaluation": (
         "tasks",
@@ -274,6 +274,12 @@ SHARED = {
         "embeddings and norms, shifted group attention while training); needs the lora extra (peft)",
     ),
     "lora_rank": shared(int, DEFAULT.lora_rank, "rank r of the fine-tune's adapters (α = 2r)"),
+    "finetune_positions": shared(
+        str,
+        DEFAULT.finetune_positions,
+        "what a fine-tune's rows are: contiguous (rows of L', ids 0 … L'-1) | pose (PoSE: rows of L whose ids "
+        "skip ahead once to cover L', a RoPE scaling's fine-tune at L's cost)",
+    ),
     # NAME=VALUE items, parsed into the request's sorted (name, value) pairs
     "bos": shared(
         str,

@@ -130,13 +130,13 @@ class _TokenNLL(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return self.model.token_nll(inputs, targets)  # (B, T)
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor | None = None):
+        return self.model.token_nll(inputs, targets, positions=positions)  # (B, T)
 
 
 class _Replicated(torch.nn.parallel.DistributedDataParallel):
-    def token_nll(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return self(inputs, targets)
+    def token_nll(self, inputs: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor | None = None):
+        return self(inputs, targets, positions)
 
 
 def for_training(model: torch.nn.Module, world: World):

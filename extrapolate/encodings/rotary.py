@@ -65,7 +65,8 @@ class Rotary(PositionalEncoding):
         self.options = {**spec.options, **options}
         self.dynamic = spec.dynamic
         self._static: tuple[torch.Tensor, float] | None = None
-        self._memo: tuple[tuple, tuple[torch.Tensor, torch.Tensor]] | None = None  # last (key, (cos, sin))
+        # the last angles: (positions, length, (cos, sin))
+        self._memo: tuple[torch.Tensor, int, tuple[torch.Tensor, torch.Tensor]] | None = None
         self.frequencies(self.original_len)  # options a scaling rejects (LongRoPE's factor lists) fail here, at build
 
     def frequencies(self, seq_len: int) -> tuple[torch.Tensor, float]:
@@ -82,17 +83,26 @@ class Rotary(PositionalEncoding):
     def rotate(self, q, k, pos, seq_len=None):
         if seq_len is None:
             seq_len = int(pos[-1]) + 1  # positions increase; the dynamic kinds key on the furthest one
-        # every layer of one forward asks for the same angles: compute them once (positions are contiguous)
-        key = (int(pos[0]), pos.numel(), seq_len, pos.device)
-        if self._memo is None or self._memo[0] != key:
-            inv_freq, attention_factor = self.frequencies(seq_len)
-            self._memo = (key, rotary_cos_sin(pos, inv_freq, attention_factor))
-        cos, sin = self._memo[1]
+        cos, sin = self.angles(pos, seq_len)
         q = apply_rotary(q, cos, sin)
         scale = self.query_scale(pos)
         if scale is not None:
             q = q * scale.to(q.dtype)[:, None]  # (T, 1): each query position's
         return q, apply_rotary(k, cos, sin)
+
+    def angles(self, pos: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin) at `pos` (T,), computed once for the layers of one forward: the last ones are kept with
+        the positions and length they were for, and reused where those come again (the same tensor, which
+        every layer of a forward is given, or equal ids: PoSE's skipped ones as much as contiguous ones)."""
+        if self._memo is not None:
+            kept, kept_len, angles = self._memo
+            same = kept is pos or (kept.shape == pos.shape and kept.device == pos.device and torch.equal(kept, pos))
+            if same and kept_len == seq_len:
+                return angles
+        inv_freq, attention_factor = self.frequencies(seq_len)
+        angles = rotary_cos_sin(pos, inv_freq, attention_factor)
+        self._memo = (pos, seq_len, angles)
+        return angles
 
     def query_scale(self, pos: torch.Tensor) -> torch.Tensor | None:
         """(T,) float32 factor of each query position's whole query (rotated and unrotated features alike), or

@@ -20,7 +20,10 @@ from extrapolate.report.samples import load_samples
 from extrapolate.report.table import load_results
 
 # what makes two runs the same trained model (beside the encoding they are evaluated with)
-MODEL_KEYS = ["seed", "train_len", "model", "corpus", "tokenizer", "finetune_steps", "finetune_len", "finetune_adapter"]
+MODEL_KEYS = [
+    *("seed", "train_len", "model", "corpus", "tokenizer"),
+    *("finetune_steps", "finetune_len", "finetune_adapter", "finetune_positions"),
+]
 PROMPT = ["task", "protocol", "eval_len", "depth", "index"]  # one prompt of a run
 COLUMNS = [
     "label",

@@ -52,6 +52,7 @@ COLUMNS = [
     "finetune_steps",
     "finetune_len",
     "finetune_adapter",
+    "finetune_positions",  # "pose": the fine-tune read PoSE's rows of L with skipped ids (empty: rows of L')
     "git_sha",
     "package_version",
     "created_at",

@@ -92,10 +92,12 @@ def finetuned(
     """The base model fine-tuned at L' (cached, resumed or continued from a shorter fine-tune)."""
     phase = resolved.finetune.phase  # the same mixture of corpus and retrieval rows as the base, at L'
     rows = prepared.training_rows.training_row if prepared.training_rows is not None else None
-    source = BatchSource(prepared.stream, phase.seq_len, phase.batch_size, phase.seed, phase.passkey_fraction, rows)
-    callback = reporter.training(
-        phase.steps, ckpt.is_complete(resolved.model_folder), f"fine-tuning at {phase.seq_len}"
+    pose_len = resolved.finetune.pose_len  # PoSE: rows of L, their ids skipping to cover L'
+    source = BatchSource(
+        prepared.stream, phase.seq_len, phase.batch_size, phase.seed, phase.passkey_fraction, rows, skip_to=pose_len
     )
+    what = f"fine-tuning at {phase.seq_len}" + (f", ids to {pose_len} (PoSE)" if pose_len else "")
+    callback = reporter.training(phase.steps, ckpt.is_complete(resolved.model_folder), what)
     tuned = run_finetune(
         resolved.finetune, base, source, prepared.device, on_step=callback, checkpointing=checkpointing
     )

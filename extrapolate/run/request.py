@@ -65,6 +65,8 @@ class RunRequest:
     # what a fine-tune trains: every weight (none) or low-rank adapters (lora | longlora, training/adapters.py)
     finetune_adapter: str = "none"
     lora_rank: int = 8  # the adapters' rank r (α = 2r)
+    # a fine-tune's rows: contiguous (rows of L') | pose (rows of L, position ids skipping to cover L': data/pose.py)
+    finetune_positions: str = "contiguous"
     # a BOS token first in every window and prompt: auto (where the tokenizer adds one by default) | always |
     # never; resolved to always or never (`resolve_request`)
     bos: str = "auto"

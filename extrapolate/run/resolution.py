@@ -245,6 +245,30 @@ def check(request: RunRequest) -> None:
     if request.finetune_lr is not None and not request.finetune_lr > 0:
         raise UserError(f"--finetune-lr must be > 0, got {request.finetune_lr}")
     check_adapter(request)
+    check_positions(request)
+
+
+POSITIONS = ("contiguous", "pose")
+
+
+def check_positions(request: RunRequest) -> None:
+    """--finetune-positions pose: a fine-tune (steps given) of a RoPE scaling whose angles do not depend on the
+    sequence's length, as the authors fine-tune Linear, NTK and YaRN scalings with it."""
+    require_known("--finetune-positions", request.finetune_positions, POSITIONS)
+    if request.finetune_positions == "contiguous":
+        return
+    from extrapolate.encodings.frequencies import SCALINGS
+
+    name = get_spec(request.encoding).name
+    if not request.extended:
+        raise UserError("--finetune-positions pose sets a fine-tune's rows: give --finetune-steps")
+    if name not in SCALINGS or SCALINGS[name].dynamic:
+        raise UserError(
+            f"--finetune-positions pose fine-tunes a RoPE scaling at fixed angles (pi, ntk, yarn, …), "
+            f"not {request.encoding}"
+        )
+    if request.finetune_adapter == "longlora":
+        raise UserError("--finetune-positions pose with LongLoRA: its shifted groups assume contiguous rows")
 
 
 def check_adapter(request: RunRequest) -> None:

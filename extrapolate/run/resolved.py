@@ -87,6 +87,7 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
                 request.finetune_steps,
                 request.finetune_lr,
                 adapter=adapter_of(request),
+                pose=request.finetune_positions == "pose",
             )
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     if request.encoding_options:  # a bad value fails now, not after training
@@ -163,6 +164,7 @@ def pretrained_finetune(
         batch_size=1,
         base_hash=checkpoint_hash,
         adapter=adapter_of(request),
+        pose=request.finetune_positions == "pose",
     )
 
 

@@ -31,6 +31,8 @@ def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:
         "finetune_adapter": request.finetune_adapter
         if request.finetune_steps and request.finetune_adapter != "none"
         else None,
+        # PoSE's rows (a fine-tune's zero-step point read none): recorded where they were read
+        "finetune_positions": "pose" if request.finetune_steps and request.finetune_positions == "pose" else None,
         **provenance(),
     }
 

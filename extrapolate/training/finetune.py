@@ -23,7 +23,7 @@ from extrapolate.core.atomic import atomic_path, write_text
 from extrapolate.core.config import AdapterConfig, TrainConfig, config_hash
 from extrapolate.core.defaults import FINETUNE_WARMUP_STEPS
 from extrapolate.core.errors import UserError
-from extrapolate.core.identity import finetune_folder_name
+from extrapolate.core.identity import finetune_folder_name, omit_unset
 from extrapolate.core.paths import cache_dir
 from extrapolate.encodings import encoding_for, get_spec
 from extrapolate.encodings.base import ShiftedSparse
@@ -43,6 +43,8 @@ class FinetuneConfig:
     factor: float  # a RoPE scaling's s = L'/L; 1.0 for encodings that train their own model
     original_len: int  # L
     phase: TrainConfig  # the training at L': seq_len = L', steps = N, constant rate after warmup
+    # PoSE: the phase reads rows of L whose position ids skip to cover this L' (data/pose.py); None: rows of L'
+    pose_len: int | None = None
 
     @property
     def steps(self) -> int:
@@ -50,7 +52,8 @@ class FinetuneConfig:
 
     @property
     def length(self) -> int:
-        return self.phase.seq_len
+        """L', the length the fine-tune is for (PoSE's rows are shorter: `phase.seq_len`)."""
+        return self.pose_len or self.phase.seq_len
 
 
 def finetune_config(
@@ -63,26 +66,30 @@ def finetune_config(
     batch_size: int | None = None,
     base_hash: str | None = None,
     adapter: AdapterConfig | None = None,
+    pose: bool = False,
 ) -> FinetuneConfig:
     """The fine-tune of `base` with `encoding` at `length` for `steps` steps. Defaults: a tenth of the base
     model's peak rate, and as many tokens per step as the base training (batch·L / L' rows, at least 1).
     `base_hash` names a base model not trained here (a pretrained checkpoint); default the hash of `base`.
-    `adapter`: low-rank adapters train in place of the full weights (training/adapters.py)."""
+    `adapter`: low-rank adapters train in place of the full weights (training/adapters.py). `pose`: rows of
+    L with PoSE's skipped position ids up to `length` (data/pose.py) in place of rows of `length`."""
     model = dataclasses.replace(base.model, max_len=length)
+    rows = base.seq_len if pose else length
     phase = dataclasses.replace(
         base,
         model=model,
-        seq_len=length,
+        seq_len=rows,
         steps=steps,
         lr=lr if lr is not None else base.lr / 10,
-        batch_size=batch_size or max(1, base.batch_size * base.seq_len // length),
+        batch_size=batch_size or max(1, base.batch_size * base.seq_len // rows),
         warmup_steps=FINETUNE_WARMUP_STEPS,
         min_lr_ratio=1.0,
         curriculum=None,  # a fine-tune reads rows of L' from its first step
         checkpoint_every=CHECKPOINT_EVERY,
         adapter=adapter,
     )  # constant after warmup
-    return FinetuneConfig(base_hash or config_hash(base), get_spec(encoding).name, factor, base.seq_len, phase)
+    name, pose_len = get_spec(encoding).name, length if pose else None
+    return FinetuneConfig(base_hash or config_hash(base), name, factor, base.seq_len, phase, pose_len)
 
 
 def finetune_folder(config: FinetuneConfig, root: Path | None = None) -> Path:
@@ -138,7 +145,7 @@ def starting_model(
     if adapter is None:
         return model
     if adapter.group_ratio is not None:  # LongLoRA: S²-attention while fine-tuning
-        model.set_encoding(ShiftedSparse(model.encoding, sparse_group(config.length, adapter.group_ratio)))
+        model.set_encoding(ShiftedSparse(model.encoding, sparse_group(config.phase.seq_len, adapter.group_ratio)))
     return with_adapters(model, adapter).to(device)
 
 
@@ -168,9 +175,9 @@ def shorter_finished(config: FinetuneConfig, root: Path | None = None) -> Path |
         if lineage is None or not ckpt.is_complete(folder):
             continue
         steps = lineage["phase"]["steps"]
-        same_kind = lineage == as_json(
-            dataclasses.replace(config, phase=dataclasses.replace(config.phase, steps=steps))
-        )
+        same_kind = omit_unset(lineage) == omit_unset(
+            as_json(dataclasses.replace(config, phase=dataclasses.replace(config.phase, steps=steps)))
+        )  # a lineage written before an optional field existed lacks it: the same as it unset
         if same_kind and best_steps < steps < config.steps:
             best, best_steps = folder, steps
     return best

@@ -168,16 +168,19 @@ def training_step(
     rows = world.rows(batch.inputs.shape[0])
     inputs, targets, mask = (t[rows].to(device) for t in (batch.inputs, batch.targets, batch.mask))
     count = loss_count(batch.mask, config.loss_weighting).to(device)
-    per_pass = max(1, PASS_TOKENS // inputs.shape[1])
-    passes = list(zip(inputs.split(per_pass), targets.split(per_pass), mask.split(per_pass)))
+    # rows with position ids of their own (PoSE's skipped ids) go through the model one at a time, each with its ids
+    per_pass = max(1, PASS_TOKENS // inputs.shape[1]) if batch.positions is None else 1
+    positions = [None] * inputs.shape[0] if batch.positions is None else batch.positions[rows].to(device)  # (B, T)
+    passes = list(zip(inputs.split(per_pass), targets.split(per_pass), mask.split(per_pass), positions[::per_pass]))
     optimizer.zero_grad(set_to_none=True)
     share = torch.zeros((), device=device)
-    for i, (pass_inputs, pass_targets, pass_mask) in enumerate(passes):
+    for i, (pass_inputs, pass_targets, pass_mask, pass_positions) in enumerate(passes):
         # under DDP only the last pass's backward averages gradients over the ranks
         syncing = i == len(passes) - 1 or not hasattr(model, "no_sync")
         with contextlib.nullcontext() if syncing else model.no_sync():
             with autocast(device, config.dtype):
-                nll = model.token_nll(pass_inputs, pass_targets)  # (rows of the pass, T) float32
+                given = {} if pass_positions is None else {"positions": pass_positions}
+                nll = model.token_nll(pass_inputs, pass_targets, **given)  # (rows of the pass, T) float32
             part = loss_sum(nll, pass_mask, config.loss_weighting) / count
             (part * world.size).backward()  # replicas average gradients over ranks; × ranks makes it their sum
         share = share + part.detach()
