@@ -238,3 +238,13 @@ def test_pose_where_it_cannot_apply_is_one_line(extra, said, cache):
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and said in lines[0], result.output
+
+
+def test_the_encodings_listing_names_pose_beside_the_encodings():
+    result = runner.invoke(app, ["encodings"])
+    assert result.exit_code == 0
+    assert "--finetune-positions pose" in result.stderr and "pose" not in result.stdout.split()
+    listed = runner.invoke(app, ["encodings", "--json"])
+    import json
+
+    assert all(row["name"] != "pose" for row in json.loads(listed.stdout))

@@ -33,6 +33,15 @@ def encodings_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         kind = f"{spec.kind}, on the rope model" if spec.recalibrates else kind
         rows.append({"name": name, "kind": kind, "parameters (defaults)": params, "description": spec.description})
     render_listing("positional encodings", rows, as_json)
+    if not as_json:  # on stderr: the listing itself stays one row per `--encoding` value
+        typer.echo(FINETUNE_MODES, err=True)
+
+
+# what a fine-tune may do beside the encoding it trains with (docs/finetuning.md)
+FINETUNE_MODES = (
+    "fine-tune modes: --finetune-positions pose, PoSE's rows of L with ids skipping to L' (Zhu et al. 2024), for a "
+    "RoPE scaling with --finetune-steps; drope above recalibrates at L; --finetune-adapter lora | longlora"
+)
 
 
 @encodings_app.command("show")
