@@ -207,10 +207,9 @@ def cache(monkeypatch, tmp_path):
 def test_a_pose_fine_tune_reads_rows_of_l_and_records_them(cache, tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     out = tmp_path / "out"
-    args = ["run", "--encoding", "yarn", "--factor", "4", *tiny_options(), "--corpus", str(corpus)]
-    result = runner.invoke(
-        app, [*args, "--tasks", "perplexity", "--finetune-steps", "3", "--finetune-positions", "pose", "--out", str(out)]
-    )
+    args = ["run", "--encoding", "yarn", "--factor", "4", *tiny_options(), "--corpus", str(corpus), "--out", str(out)]
+    pose_steps = ["--finetune-steps", "3", "--finetune-positions", "pose"]
+    result = runner.invoke(app, [*args, "--tasks", "perplexity", *pose_steps])
     assert result.exit_code == 0, result.output
     rows = pd.read_csv(out / "results.csv")
     L = int(rows.train_len.iloc[0])
