@@ -18,6 +18,7 @@ from extrapolate.core.errors import UserError
 from extrapolate.tasks.prompt import hash_ints
 from extrapolate.tasks.ruler.generators import GENERATORS, Draw
 from extrapolate.tasks.ruler.haystack import Essay, filler
+from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
 from extrapolate.tasks.ruler.task import RulerTask
 
 CONTEXT = "\x00CONTEXT\x00"  # stands for {context} while the rest of a template is filled
@@ -29,12 +30,15 @@ class RulerPrompt:
     outputs: tuple[str, ...]  # the references the generated answer is scored on
     departs: int  # tokens before this index are text other prompts of the length may share
     index: int = 0  # which sample of the length it is
+    question: str = ""  # the question asked, where the score reads it (BABILong's drops the labels it names)
 
 
 class RulerBuilder:
     """`bos`: a token every prompt starts with, or None; `chat`: the chat template's tokens before and after a
     user turn (the answer prefix then opens the assistant's turn), or None; `heldout`: the held-out
     documents (token ids) the essay haystack is cut from."""
+
+    generators = GENERATORS  # the task's `task` names one of these
 
     def __init__(self, task: RulerTask, tokenizer, bos: int | None = None, chat=None, heldout=()):
         self.task, self.tokenizer, self.bos, self.chat = task, tokenizer, bos, chat
@@ -44,7 +48,7 @@ class RulerBuilder:
         self.essay = Essay(heldout, tokenizer)
         self.noise_unit = tokenizer.encode(task.noise + " ")
         self.newline = tokenizer.encode("\n")
-        self.generator = GENERATORS[task.task](self)
+        self.generator = self.generators[task.task](self)
 
     # --- text -------------------------------------------------------------------------------------------
     def fill(self, template: str, draw: Draw, context: str = CONTEXT) -> str:
@@ -93,7 +97,11 @@ class RulerBuilder:
         """Sample `index` of the task at `length`."""
         draw = self.generator.draw_sample(self.sample_rng(length, index), length, index)
         ids, departs = self._assemble(draw, length - self.task.tokens_to_generate, True, True, length)
-        return RulerPrompt(ids, tuple(draw.outputs), departs, index)
+        return RulerPrompt(ids, tuple(draw.outputs), departs, index, str(draw.fields.get("question", "")))
+
+    def score(self, prediction: str, prompt: RulerPrompt) -> float:
+        """A generated answer's score (0–1) by the task's metric."""
+        return METRIC_FUNCTIONS[self.task.metric](prediction, prompt.outputs)
 
     def decode_tokens(self) -> int:
         return self.task.tokens_to_generate

@@ -22,7 +22,6 @@ from extrapolate.tasks.passkey import retrieval_protocol
 from extrapolate.tasks.prompt import prompt_ids
 from extrapolate.tasks.prompt_passes import answered_passes, by_group
 from extrapolate.tasks.ruler.builder import RulerBuilder
-from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
 from extrapolate.tasks.ruler.task import load_ruler_task
 
 BATCH_CACHE_BYTES = 2 << 30  # a batch's key/value caches stay under this
@@ -73,7 +72,6 @@ def evaluate_ruler(
     size = batch_size(model, length)
     batches = [prompts[i : i + size] for i in range(0, len(prompts), size)]
     ids = [prompt_ids(batch, device) for batch in batches]  # (B, n) each
-    metric = METRIC_FUNCTIONS[task.metric]
     eos = getattr(builder.tokenizer, "eos_id", None)
     finished = log.finished() if log else {}
     logged = log.samples() if log else {}
@@ -89,7 +87,7 @@ def evaluate_ruler(
                 continue
             answers = [answer for *_, chunk in micro_batches for answer in chunk]
             predictions = [builder.tokenizer.decode(until(a, eos)) for a in answers]
-            scores = [metric(text, p.outputs) for text, p in zip(predictions, batch)]
+            scores = [builder.score(text, p) for text, p in zip(predictions, batch)]
             done = [
                 {"index": p.index, "reference": list(p.outputs), "prediction": text, "score": float(score)}
                 for p, text, score in zip(batch, predictions, scores)
