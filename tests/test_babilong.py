@@ -275,7 +275,7 @@ def test_a_length_too_short_for_some_samples_story_is_refused_before_training(mo
     (tmp_path / "long.toml").write_text(long_stories.replace('name = "qa1-compact"', 'name = "long"'))
     model = ["--model", "tiny", "--steps", "4", "--batch-size", "4", "--train-len", "32"]
     task = ["--tasks", str(tmp_path / "long.toml"), "--eval-lens", "256"]
-    result = runner.invoke(app, ["run", "--encoding", "rope", *model, *task])
+    result = runner.invoke(app, ["run", "--encoding", "rope", *model, *task, "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     errors = [line for line in lines if line.startswith("error:")]
@@ -302,3 +302,15 @@ def test_a_run_scores_babilong_prompts_and_keeps_every_answer(monkeypatch, tmp_p
     assert set(rows.kind) == {"babilong"} and set(rows.n) == {100} and rows.ci_high.notna().all()
     (samples,) = (out / "samples").glob("*.jsonl")
     assert len(samples.read_text().splitlines()) == 100 * rows.eval_len.nunique()
+    summary = (out / "summary.md").read_text()
+    assert "## BABILong" in summary and "| qa1-compact |" in summary and (out / "babilong.png").exists()
+
+
+def test_the_average_carries_babilongs_name_only_over_its_sets():
+    from extrapolate.report.ruler import BABILONG_VIEW, RULER_VIEW, average_name
+
+    five = [f"qa{n}" for n in range(1, 6)]
+    assert average_name(five, BABILONG_VIEW) == "BABILong average (qa1–qa5)"
+    assert average_name([f"qa{n}" for n in range(1, 11)], BABILONG_VIEW) == "BABILong average (qa1–qa10)"
+    assert average_name(five[:3], BABILONG_VIEW) == "average of 3 tasks (not BABILong's qa1–qa5)"
+    assert average_name(five, RULER_VIEW) == "average of 5 tasks (not RULER's 13)"

@@ -12,11 +12,13 @@ import pandas as pd
 from extrapolate.report.labels import label_variants
 from extrapolate.report.run_options import with_options
 from extrapolate.report.table import aggregate, load_results, row_kinds
+from extrapolate.tasks.babilong.kind import BABILONG
 from extrapolate.tasks.passkey import PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
 from extrapolate.tasks.ruler.kind import RULER
 
-RETRIEVAL_METRICS = {PASSKEY.name: "accuracy", RULER.name: "score"}  # the greedy share, RULER's mean score
+# the greedy share, RULER's and BABILong's mean score
+RETRIEVAL_METRICS = {PASSKEY.name: "accuracy", RULER.name: "score", BABILONG.name: "score"}
 
 
 def headline(folder: Path, run_ids: list[str]) -> pd.DataFrame:

@@ -31,6 +31,7 @@ from extrapolate.report.table import (
     read_table,
 )
 from extrapolate.report.training_log import heldout_section, load_training
+from extrapolate.tasks.babilong.kind import BABILONG
 from extrapolate.tasks.passkey import PASSKEY
 from extrapolate.tasks.perplexity import PERPLEXITY
 from extrapolate.tasks.ruler.kind import RULER
@@ -179,7 +180,7 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
     from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from extrapolate.report.ratios import ratio_aggregate
     from extrapolate.report.retrieval import base_encodings
-    from extrapolate.report.ruler import ruler_figure
+    from extrapolate.report.ruler import VIEWS, ruler_figure
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
@@ -201,9 +202,10 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
             figures["positions"] = position_figure(positions)
         if (of_kind(agg, PASSKEY) & (agg["metric"] == "accuracy")).any():
             figures[PASSKEY_FIGURE] = passkey_figure(agg, verdicts=said)
-        heatmap = ruler_figure(table)
-        if heatmap is not None:
-            figures[RULER.name] = heatmap
+        for view in VIEWS:  # RULER's heatmap, BABILong's
+            heatmap = ruler_figure(table, view=view)
+            if heatmap is not None:
+                figures[view.kind.name] = heatmap
         # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
         rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
         shape = rotary_shape(folder)
@@ -337,14 +339,15 @@ def findings(
     agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str, Verdict], documents: pd.DataFrame | None = None
 ) -> list[str]:
     from extrapolate.report.retrieval import base_encodings, retrieval_length
-    from extrapolate.report.ruler import ruler_findings
+    from extrapolate.report.ruler import VIEWS, ruler_findings
     from extrapolate.report.shapes import shapes_section
 
     bases = base_encodings(table)
     eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, said, rule)
     lines = [FINDINGS, ""]
+    suites = [line for view in VIEWS for line in ruler_findings(table, view=view)]
     if not eff and not keys:  # no perplexity and no retrieval rows (a RULER-only table): no empty table
-        return lines + ruler_findings(table) + shapes_section(table, documents)
+        return lines + suites + shapes_section(table, documents)
     lines += [
         "### Effective length",
         "",
@@ -358,7 +361,7 @@ def findings(
     for encoding in dict.fromkeys(list(eff) + list(keys)):
         lines.append(f"| {encoding} | {eff.get(encoding) or '–'} | {keys.get(encoding) or '–'} |")
     lines.append("")
-    return lines + ruler_findings(table) + shapes_section(table, documents)
+    return lines + suites + shapes_section(table, documents)
 
 
 # the retrieval figure's file, named before its kind was renamed ("needle"), so links to passkey.png still hold
@@ -371,6 +374,7 @@ CAPTIONS = {
     "finetune": "perplexity at L' vs fine-tuning steps",
     "frequencies": "RoPE scalings: inv_freq / θ per pair",
     RULER.name: "RULER score per task and length",
+    BABILONG.name: "BABILong score per task and length",
 }
 
 
@@ -396,7 +400,7 @@ def measurements(
     from extrapolate.report.finetune import finetune_section
     from extrapolate.report.ratios import ratio_aggregate
     from extrapolate.report.retrieval import base_encodings, retrieval_section
-    from extrapolate.report.ruler import ruler_section
+    from extrapolate.report.ruler import VIEWS, ruler_section
 
     bases = base_encodings(table)
     lines = []
@@ -417,7 +421,8 @@ def measurements(
         ]
     lines += finetune_section(table, perplexity_at_L(agg, bases))
     lines += retrieval_section(agg, training, said, rule, table)
-    lines += ruler_section(table)
+    for view in VIEWS:
+        lines += ruler_section(table, view=view)
     lines += heldout_section(training, bases)
     return lines
 

@@ -1,20 +1,24 @@
 """RULER's view of a results table: each task's score per length, the RULER average per length, and the
 effective length — the longest length up to which the score stays at or above the threshold at every length
-measured (RULER's default bar: 85.6, Llama-2-7B's average at 4k). Scores print × 100, as RULER prints them."""
+measured (RULER's default bar: 85.6, Llama-2-7B's average at 4k). Scores print × 100, as RULER prints them.
+BABILong's tasks, scored the same way (a mean of 0–1 scores over prompts), get the same view (`BABILONG_VIEW`),
+its average named BABILong's over qa1–qa5 (the set its papers average) or qa1–qa10."""
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import pandas as pd
 
 from extrapolate.core.intervals import proportion_interval
 from extrapolate.report.table import aggregate, of_kind
+from extrapolate.tasks.babilong.kind import BABILONG
 from extrapolate.tasks.ruler.kind import RULER
 from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD
 
-IDENTITY = re.compile(r"^(?P<task>.+)-v\d+-ruler-[0-9a-f]{8}")
+IDENTITY = re.compile(r"^(?P<task>.+)-v\d+-(?:ruler|babilong)-[0-9a-f]{8}")
 AVERAGE = "RULER average"
 
 
@@ -31,12 +35,13 @@ def prompt_format(protocol: str) -> str:
     return str(protocol)[match.end() :] if match else ""
 
 
-def ruler_scores(table: pd.DataFrame) -> pd.DataFrame:
+def ruler_scores(table: pd.DataFrame, view: Benchmark | None = None) -> pd.DataFrame:
     """(model label, task, length) -> mean score (0–1) over the table's seeds, measured rows only (the label:
     the encoding, and the prompt format where it is not plain, as "rope +chat"), with its
     95% interval (`low`, `high`: over one seed the row's own, over several Student's t over the seeds) and
     the prompts a seed's score is over (`n`); columns label, task, eval_len, score, low, high, n, n_seeds."""
-    rows = table[of_kind(table, RULER) & (table["metric"] == "score") & (table["status"] == "ok")]
+    view = view or RULER_VIEW
+    rows = table[of_kind(table, view.kind) & (table["metric"] == "score") & (table["status"] == "ok")]
     if rows.empty:
         return pd.DataFrame(columns=["label", "task", "eval_len", "score", "low", "high", "n", "n_seeds"])
     formats = rows["protocol"].map(prompt_format)  # each format its own label: "rope", "rope +chat"
@@ -56,18 +61,50 @@ RULER_TASKS = frozenset(
     + ["niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2"]
 )  # RULER's 13: its average is over these
 QA_TASKS = frozenset(["qa_1", "qa_2"])  # the two that need a QA dataset, left out where it cannot be read
+BABILONG_FIVE = frozenset(f"qa{n}" for n in range(1, 6))  # the set BABILong's papers average
+BABILONG_TEN = frozenset(f"qa{n}" for n in range(1, 11))
 
 
-def average_name(tasks) -> str:
+@dataclass(frozen=True)
+class Benchmark:
+    """A suite of score tasks shown alike: its kind, its name, and the task sets whose mean carries its name."""
+
+    kind: object  # the TaskKind of its rows
+    title: str
+    averages: tuple[tuple[frozenset, str], ...]  # (the tasks, the name of their mean)
+    other: str  # the name of a mean over any other set, "{n}" its count
+    scale: str  # what the scores' × 100 is, in the section's first line
+    named: str  # over which tasks the average carries the suite's name
+
+
+RULER_VIEW = Benchmark(
+    RULER,
+    "RULER",
+    ((RULER_TASKS, AVERAGE), (RULER_TASKS - QA_TASKS, f"{AVERAGE} (11 tasks, no QA)")),
+    f"average of {{n}} tasks (not RULER's {len(RULER_TASKS)})",
+    "Score × 100 (RULER's scale)",
+    "called RULER's only over RULER's tasks",
+)
+BABILONG_VIEW = Benchmark(
+    BABILONG,
+    "BABILong",
+    ((BABILONG_FIVE, "BABILong average (qa1–qa5)"), (BABILONG_TEN, "BABILong average (qa1–qa10)")),
+    "average of {n} tasks (not BABILong's qa1–qa5)",
+    "Score × 100 (the share of prompts answered, as BABILong prints it)",
+    "called BABILong's only over qa1–qa5 or qa1–qa10",
+)
+VIEWS = (RULER_VIEW, BABILONG_VIEW)
+
+
+def average_name(tasks, view: Benchmark | None = None) -> str:
     """What the mean over `tasks` (a label's measured task names) may be called: RULER's average only over
     exactly RULER's 13 tasks (or its 11 without QA, said so); over any other set it is an average of those
-    tasks, named with their count, not RULER's."""
-    measured = set(tasks)
-    if measured == RULER_TASKS:
-        return AVERAGE
-    if measured == RULER_TASKS - QA_TASKS:
-        return f"{AVERAGE} (11 tasks, no QA)"
-    return f"average of {len(measured)} tasks (not RULER's {len(RULER_TASKS)})"
+    tasks, named with their count, not RULER's (BABILong's: over qa1–qa5 or qa1–qa10)."""
+    view, measured = view or RULER_VIEW, set(tasks)
+    for names, name in view.averages:
+        if measured == names:
+            return name
+    return view.other.format(n=len(measured))
 
 
 def with_average(scores: pd.DataFrame) -> pd.DataFrame:
@@ -103,24 +140,27 @@ def effective_lengths(scores: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD
     return out
 
 
-def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> list[str]:
+def ruler_section(
+    table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, view: Benchmark | None = None
+) -> list[str]:
     """Markdown: per model label, a table of tasks × lengths (score × 100) with each task's effective length,
-    the RULER average last. Empty when the table has no RULER rows."""
-    scores = ruler_scores(table)
+    the RULER average last. Empty when the table has no RULER rows (`view`: BABILong's instead)."""
+    view = view or RULER_VIEW
+    scores = ruler_scores(table, view)
     if scores.empty:
         return []
     full = with_average(scores)
     lengths = sorted(int(n) for n in full["eval_len"].unique())
     effective = effective_lengths(scores, threshold)
     lines = [
-        "## RULER",
+        f"## {view.title}",
         "",
-        f"Score × 100 (RULER's scale) per task and length, [its 95% interval] where recorded "
+        f"{view.scale} per task and length, [its 95% interval] where recorded "
         f"({interval_words(scores)}); "
         f"effective length: the longest length up to which the score (the point estimate) stays ≥ "
         f"{threshold * 100:g} at every length measured (– : already below it at the shortest); † marks a cell "
         "whose interval straddles that bar, where a rerun could move the effective length. The average is the "
-        "mean of the tasks' scores, shown without an interval, and called RULER's only over RULER's tasks.",
+        f"mean of the tasks' scores, shown without an interval, and {view.named}.",
     ]
     for label, group in full.groupby("label", sort=False):
         lines += ["", f"### {label}", "", "| task | " + " | ".join(map(str, lengths)) + " | effective length |"]
@@ -130,7 +170,7 @@ def ruler_section(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> 
             cells = group[group["task"] == task].set_index("eval_len")
             values = [score_text(cells.loc[n] if n in cells.index else None, threshold) for n in lengths]
             reach = effective.get((label, task))
-            name = f"**{average_name(names[:-1])}**" if task == AVERAGE else task
+            name = f"**{average_name(names[:-1], view)}**" if task == AVERAGE else task
             lines.append(f"| {name} | " + " | ".join(values) + f" | {reach if reach is not None else '–'} |")
         average = group[group["task"] == AVERAGE]
         partial = average[average["score"].isna()]
@@ -169,12 +209,13 @@ def interval_words(scores: pd.DataFrame) -> str:
     return f"over {'–'.join(map(str, seeds))} seeds: Student's t over the seeds' scores; one seed: over its prompts"
 
 
-def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD):
+def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, view: Benchmark | None = None):
     """A heatmap per model label: tasks (rows, the average last) × lengths, score × 100, cells below the
-    threshold outlined. None when the table has no RULER rows."""
+    threshold outlined. None when the table has no RULER rows (`view`: BABILong's instead)."""
     import matplotlib.pyplot as plt
 
-    scores = ruler_scores(table)
+    view = view or RULER_VIEW
+    scores = ruler_scores(table, view)
     if scores.empty:
         return None
     full = with_average(scores)
@@ -202,27 +243,32 @@ def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD):
         names = [*tasks[:-1], "average"]
         ax.set_yticks(range(len(tasks)), names if ax is axes[0][0] else [""] * len(tasks), fontsize=8)
         ax.axhline(len(tasks) - 1.5, color="white", linewidth=2)
-        ax.set_title(f"{label}\naverage: {average_name(measured)}", fontsize=8)
+        ax.set_title(f"{label}\naverage: {average_name(measured, view)}", fontsize=8)
         ax.set_xlabel("evaluation length (tokens)", fontsize=8)
     prompts = sorted({int(n) for n in scores["n"].dropna()})
     spread = ""
     if prompts:  # a heatmap has no room for bars: the widest interval a cell of this size can have, in words
         low, high = proportion_interval(prompts[0] / 2, prompts[0])
         spread = f"\n{'/'.join(map(str, prompts))} prompts a cell: 95% interval up to ±{(high - low) * 50:.0f} points"
-    fig.suptitle(f"RULER score × 100 (bold: ≥ {threshold * 100:g}, the effective-length bar){spread}", fontsize=10)
+    title = f"{view.title} score × 100 (bold: ≥ {threshold * 100:g}, the effective-length bar){spread}"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def ruler_findings(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> list[str]:
+def ruler_findings(
+    table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, view: Benchmark | None = None
+) -> list[str]:
     """The findings' lines: per model label, the effective length of the RULER average and of each task."""
-    scores = ruler_scores(table)
+    view = view or RULER_VIEW
+    scores = ruler_scores(table, view)
     if scores.empty:
         return []
     effective = effective_lengths(scores, threshold)
-    lines = ["### RULER effective length", "", f"Longest length up to which the score stays ≥ {threshold * 100:g}.", ""]
+    bar = f"Longest length up to which the score stays ≥ {threshold * 100:g}."
+    lines = [f"### {view.title} effective length", "", bar, ""]
     for label in dict.fromkeys(scores["label"]):
         tasks = [t for (lab, t) in effective if lab == label and t != AVERAGE]
         each = ", ".join(f"{t} {effective[(label, t)] or '–'}" for t in tasks)
-        lines.append(f"- {label}: {average_name(tasks)} {effective[(label, AVERAGE)] or '–'} ({each})")
+        lines.append(f"- {label}: {average_name(tasks, view)} {effective[(label, AVERAGE)] or '–'} ({each})")
     return lines + [""]
