@@ -98,6 +98,8 @@ PANELS = {
         "protocol",
         "stride",
         "eval_tokens",
+        "longppl_short",
+        "longppl_window",
         "eval_docs",
         "eval_memory",
         "dtype",
@@ -256,6 +258,14 @@ SHARED = {
         "comma-separated task files whose prompts make the retrieval share of training rows, each row drawn "
         "from one of them at random (e.g. passkey,vt; default: the retrieval task file)",
     ),
+    "longppl_short": shared(
+        int,
+        DEFAULT.longppl_short,
+        "LongPPL's short context (--tasks longppl): a key token's loss drops by > 2 with the whole window "
+        "against this many tokens before it (the authors' 4096)",
+        length=True,
+    ),
+    "longppl_window": shared(int, DEFAULT.longppl_window, "LongPPL's targets per short pass (the authors' 1024)"),
     "finetune_len": shared(
         Optional[int],
         DEFAULT.finetune_len,

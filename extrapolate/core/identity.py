@@ -98,9 +98,16 @@ def run_identity(request, model_hash: str, factor: float, task_file_read: bool) 
         "learned_policy": request.learned_policy,
         "passkey_task": measured_task(task_file_read, request.passkey_task),
         **options_identity(request.encoding_options, request.encoding),
+        **longppl_identity(request.longppl_short, request.longppl_window),
         **bos_identity(request.bos),
         **chat_identity(request.chat_template),
     }
+
+
+def longppl_identity(short: int, window: int) -> dict:
+    """LongPPL's short context and window where not the authors' (4096, 1024): rows measured with others are
+    another cell; at theirs a run keeps the id it had before LongPPL existed."""
+    return {} if (short, window) == (4096, 1024) else {"longppl": [short, window]}
 
 
 def chat_identity(chat_template: str) -> dict:

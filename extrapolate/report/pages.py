@@ -398,6 +398,7 @@ def measurements(
     """The tables the findings are read from: perplexity, its ratio to L, fine-tuning, retrieval, held-out
     perplexity during training."""
     from extrapolate.report.finetune import finetune_section
+    from extrapolate.report.longppl import longppl_section
     from extrapolate.report.ratios import ratio_aggregate
     from extrapolate.report.retrieval import base_encodings, retrieval_section
     from extrapolate.report.ruler import VIEWS, ruler_section
@@ -419,6 +420,7 @@ def measurements(
             perplexity_matrix(agg, ratio=True, bases=bases, ratios=ratio_aggregate(table, bases, documents)),
             "",
         ]
+    lines += longppl_section(table)
     lines += finetune_section(table, perplexity_at_L(agg, bases))
     lines += retrieval_section(agg, training, said, rule, table)
     for view in VIEWS:

@@ -14,6 +14,8 @@ METRIC_BOUNDS = {
     "score": (0.0, 1.0),
     "ppl": (1.0, math.inf),
     "nll": (0.0, math.inf),
+    "longppl": (1.0, math.inf),
+    "key_share": (0.0, 1.0),
 }
 
 

@@ -59,6 +59,8 @@ class RunRequest:
     # (`run`'s default retrieval, so that a short --train-len still runs its perplexity); asked for by name, a
     # kind that cannot be measured is an error
     optional_tasks: tuple[str, ...] = ()
+    longppl_short: int = 4096  # LongPPL's short context: key tokens are those a longer one helps (the authors')
+    longppl_window: int = 1024  # targets per short pass (the authors' sliding_window)
     finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
     finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
     finetune_lr: float | None = None  # default a tenth of --lr

@@ -133,6 +133,8 @@ def task_setup(resolved: ResolvedRun, prepared: Prepared) -> TaskSetup:
         budget=resolved.budget,
         bucket_width=resolved.bucket_width,
         bos=prepared.tokenizer.bos_id if request.bos == "always" else None,
+        longppl_short=request.longppl_short,
+        longppl_window=request.longppl_window,
     )
 
 

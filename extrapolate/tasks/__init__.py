@@ -17,3 +17,6 @@ from extrapolate.tasks import ruler  # noqa: F401
 
 # isort: split
 from extrapolate.tasks import babilong  # noqa: F401
+
+# isort: split
+from extrapolate.tasks import longppl  # noqa: F401

@@ -28,6 +28,8 @@ class TaskSetup:
     budget: int  # tokens scored per held-out document at every length
     bucket_width: int  # positions per bucket of the loss by position
     bos: int | None  # the token every window starts with (the tokenizer's BOS), or None
+    longppl_short: int = 4096  # LongPPL's short context (the authors' trunc_len)
+    longppl_window: int = 1024  # the targets scored a short pass (the authors' sliding_window)
 
 
 @dataclass(frozen=True)
