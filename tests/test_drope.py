@@ -102,3 +102,20 @@ def test_the_catalogue_says_where_it_applies():
     line = next(line for line in result.stdout.splitlines() if line.startswith("drope"))
     assert "on the rope model" in line
     assert get_spec("drope").base_encoding == "rope" and get_spec("drope").recalibrates
+
+
+def test_it_evaluates_without_the_rotation_at_zero_steps_and_from_the_cache(cache, tmp_path):
+    """The zero-step point is the RoPE model without its rotation (not the RoPE model), and a recalibrated model
+    read back from the cache, built as the RoPE model it started from, is evaluated without it too."""
+    corpus = make_corpus(tmp_path / "corpus")
+    args = [*tiny_options(), "--tasks", "perplexity", "--corpus", str(corpus)]
+
+    def ppl(encoding: str, out: str, *extra: str) -> list[float]:
+        result = runner.invoke(app, ["run", "--encoding", encoding, *args, *extra, "--out", str(tmp_path / out)])
+        assert result.exit_code == 0, result.output
+        rows = pd.read_csv(tmp_path / out / "results.csv")
+        return rows[rows.metric == "ppl"].sort_values("eval_len")["value"].tolist()
+
+    assert ppl("drope", "zero") != ppl("rope", "rope")
+    fresh = ppl("drope", "tuned", "--finetune-steps", "3")
+    assert ppl("drope", "again", "--finetune-steps", "3") == fresh  # the second reads the fine-tune from the cache

@@ -152,14 +152,17 @@ def heldout_windows(documents: list[torch.Tensor], length: int) -> torch.Tensor:
 
 
 def evaluation_encoding(resolved: ResolvedRun, model):
-    """The encoding to evaluate with: a RoPE scaling swapped onto the RoPE model, or the model's own."""
+    """The encoding to evaluate with: a RoPE scaling (or DroPE's removal of the rotation) swapped onto the RoPE
+    model, or the model's own."""
     spec, request = resolved.spec, resolved.request
-    if spec.kind != "rotary" or spec.trained_parameters:  # the model's own encoding (and its trained parameters)
+    own = (spec.kind != "rotary" and spec.trains_own_model) or spec.trained_parameters
+    if own:  # the model's own encoding (and its trained parameters)
         if hasattr(model.encoding, "policy"):  # a table of positions: what happens past its rows
             model.encoding.policy = request.learned_policy
         return model.encoding
-    # rotary kinds are parameter-free: always a fresh encoding, so a model shared by several cells (a loaded
-    # pretrained checkpoint) never keeps the scaling of an earlier cell
+    # rotary kinds and DroPE are parameter-free: always a fresh encoding, so a model shared by several cells (a
+    # loaded pretrained checkpoint, a fine-tune read back from the cache, built as the RoPE model it started
+    # from) never keeps the encoding of an earlier cell
     encoding = encoding_for(
         model.config,
         spec.name,

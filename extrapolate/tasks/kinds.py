@@ -91,6 +91,8 @@ class TaskKind:
     # its lengths score the same text (a budget set by the longest length): a cell missing some lengths measures
     # every length again, so they stay comparable
     lengths_together: bool = False
+    # measured when --tasks is not given (a kind that needs no task file; LongPPL's second passes only when asked)
+    by_default: bool = True
     # the RunRequest fields only this kind reads: given while it is not asked for, a warning says they were ignored
     request_options: tuple[str, ...] = ()
 
@@ -236,6 +238,7 @@ def is_retrieval(name: str) -> bool:
 
 
 def default_tasks() -> tuple[str, ...]:
-    """What `run` and `sweep` measure when --tasks is not given: every kind that needs no task file
-    (perplexity), then the run's retrieval task."""
-    return (*without_task_file(), RETRIEVAL)
+    """What `run` and `sweep` measure when --tasks is not given: every kind that needs no task file and is
+    measured by default (perplexity; LongPPL only when asked), then the run's retrieval task."""
+    measured = [name for name in without_task_file() if TASK_KINDS.get(name).by_default]
+    return (*measured, RETRIEVAL)
