@@ -1334,7 +1334,7 @@ def finetune_seeds_row(encoding: str) -> str:
     from extrapolate.report.stats import seeds_interval
 
     t = rows("finetune-seeds")
-    t = t[(t.encoding == encoding) & (t.eval_len == 1024) & (t.metric == "ppl")]
+    t = t[(t.encoding == encoding) & (t.eval_len == 1024) & (t.metric == "ppl") & t.finetune_positions.isna()]
     cells = []
     for steps in (0, 25, 100, 400):
         values = t[t.finetune_steps == steps].sort_values("seed").value.tolist()
@@ -1380,7 +1380,8 @@ def test_the_finetune_notes_say_where_yarn_and_ntk_part():
     yarn, ntk = (float(start[start.encoding == e].value.iloc[0]) for e in ("yarn", "ntk"))
     assert f"NTK starts {ntk / yarn - 1:.1%} above YaRN at 1024 ({ntk:.1f} against {yarn:.1f})" in text
     assert ntk / yarn - 1 > 0.10
-    assert f"{t.run_id.nunique()} runs, every one with its answers" in " ".join(
+    four = t[t.encoding.isin(["rope", "pi", "ntk", "yarn"]) & t.finetune_positions.isna()]  # PoSE's rows aside
+    assert f"{four.run_id.nunique()} runs, every one with its answers" in " ".join(
         (ROOT / "results" / "finetune-seeds" / "README.md").read_text().split()
     )
 
@@ -1415,3 +1416,26 @@ def test_the_first_finetune_table_is_quoted_row_by_row_with_its_intervals():
         )
         assert f"| {label} | {quoted} |" in text, encoding
     assert cells.n.nunique() == 1 and f"the {int(cells.n.iloc[0])} held-out documents" in text
+
+
+def finetune_seed_zero(encoding: str, pose: bool = False, length: int = 1024) -> str:
+    """Seed 0's perplexity at `length` after 0 / 25 / 100 / 400 steps in results/finetune-seeds ("–" where a
+    step was not measured on its own: PoSE's zero-step point is YaRN's)."""
+    t = rows("finetune-seeds")
+    t = t[(t.seed == 0) & (t.encoding == encoding) & (t.eval_len == length) & (t.metric == "ppl")]
+    t = t[t.finetune_positions.eq("pose")] if pose else t[t.finetune_positions.isna()]
+    values = [t[t.finetune_steps == steps]["value"] for steps in (0, 25, 100, 400)]
+    return " / ".join(f"{v.iloc[0]:.2f}" if len(v) else "–" for v in values)
+
+
+def test_the_finetune_readme_quotes_pose_and_drope_at_seed_zero():
+    text = " ".join((ROOT / "results" / "finetune-seeds" / "README.md").read_text().split())
+    assert f"YaRN fine-tuned at L' {finetune_seed_zero('yarn')}" in text
+    assert f"YaRN by PoSE {finetune_seed_zero('yarn', pose=True)}" in text
+    assert f"DroPE {finetune_seed_zero('drope')}" in text
+    drope_at_l = finetune_seed_zero("drope", length=256).split(" / ")
+    rope_at_l = finetune_seed_zero("rope", length=256).split(" / ")[0]
+    assert f"({drope_at_l[0]} at L against {rope_at_l})" in text and f"({drope_at_l[3]} at 256" in text
+    t = rows("finetune-seeds")
+    zero = t[(t.seed == 0) & (t.encoding == "drope") & (t.finetune_steps == 0) & (t.metric == "accuracy")]
+    assert f"{zero[zero.eval_len == 1024]['value'].mean():.0%} of the prompts" in text

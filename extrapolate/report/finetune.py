@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from extrapolate.report.labels import encoding_of, split_label
+from extrapolate.encodings import ENCODINGS, get_spec
+from extrapolate.report.labels import ADAPTED, encoding_of, split_label
 from extrapolate.report.table import of_kind
 from extrapolate.tasks.perplexity import PERPLEXITY
 
@@ -34,6 +35,20 @@ def finetune_curves(table: pd.DataFrame) -> pd.DataFrame:
     return curves.reset_index()
 
 
+def unlike_the_others(curves: pd.DataFrame, L: int, target: int) -> str:
+    """The sentence for fine-tunes that do not train on rows of L' (PoSE's, DroPE's), "" where there are none."""
+    names = list(dict.fromkeys(curves["encoding"]))
+    pose = [n for n in names if f"{ADAPTED}pose" in n]
+    known = {name for name, _ in ENCODINGS}
+    recalibrated = [n for n in names if n in known and get_spec(n).recalibrates]
+    parts = []
+    if pose:
+        parts.append(f"{', '.join(pose)} trained on rows of L = {L} whose position ids skip to cover {target} (PoSE)")
+    if recalibrated:
+        parts.append(f"{', '.join(recalibrated)} recalibrated at L = {L} itself, its zero-shot point without rotation")
+    return (" " + "; ".join(parts) + ".") if parts else ""
+
+
 def finetune_section(table: pd.DataFrame, reference: dict[str, float]) -> list[str]:
     """Markdown: per length (L' first, then L), encodings × fine-tune steps; `reference`: the base model's
     perplexity at L per encoding (`report.perplexity_at_L`)."""
@@ -47,7 +62,8 @@ def finetune_section(table: pd.DataFrame, reference: dict[str, float]) -> list[s
         f"## Fine-tuning at L' = {target}",
         "",
         f"Perplexity after N steps of training at L' = {target} with the encoding set for L' (0: zero-shot), "
-        f"then the same at L = {L}; the last column is the base model's perplexity at L.",
+        f"then the same at L = {L}; the last column is the base model's perplexity at L."
+        + unlike_the_others(curves, L, target),
         "",
     ]
     for length in dict.fromkeys([target, L]):
