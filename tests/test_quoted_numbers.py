@@ -704,6 +704,17 @@ QUOTED = [
     ),
     (
         "results/smollm2/README.md",
+        "| llama4-temperature | 31.909 | 63.065 | 1.98× |",
+        lambda: smollm2_row("llama4-temperature"),
+    ),
+    (
+        "results/smollm2/README.md",
+        "63.065 at 16384 against RoPE's 61.344",
+        lambda: f"{ppl('smollm2', 'llama4-temperature', 16384):.3f} at 16384 against RoPE's "
+        f"{ppl('smollm2', 'rope', 16384):.3f}",
+    ),
+    (
+        "results/smollm2/README.md",
         "62.561 at 16384 against RoPE's 61.344",
         lambda: f"{ppl('smollm2', 'logn', 16384):.3f} at 16384 against RoPE's {ppl('smollm2', 'rope', 16384):.3f}",
     ),
