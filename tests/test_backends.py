@@ -157,6 +157,20 @@ def test_a_rope_table_of_the_context_is_continued_past_it(family, fields):
 
 
 @pytest.mark.parametrize("family", NATIVE_FAMILIES)
+def test_both_backends_read_skipped_position_ids_alike(family):
+    """PoSE's ids (a skip after the first chunk) reach the transformers backend as its `position_ids`."""
+    theirs = checkpoint(family, NATIVE_FAMILIES[family])
+    native, (adapter, _) = from_hf_model(theirs), transformers_model(theirs)
+    tokens = torch.randint(3, VOCAB, (2, 24))
+    ids = torch.cat([torch.arange(5), torch.arange(5, 24) + 17])  # below the context of 48
+    with torch.no_grad():
+        a = native.token_nll(tokens[:, :-1], tokens[:, 1:], positions=ids[:-1])
+        b = adapter.token_nll(tokens[:, :-1], tokens[:, 1:], positions=ids[:-1])
+        plain = adapter.token_nll(tokens[:, :-1], tokens[:, 1:])
+    assert torch.allclose(a, b, atol=1e-4, rtol=0) and not torch.allclose(b, plain, atol=1e-3)
+
+
+@pytest.mark.parametrize("family", NATIVE_FAMILIES)
 def test_both_backends_agree_where_both_apply(family):
     theirs = checkpoint(family, NATIVE_FAMILIES[family])
     assert chosen_backend("auto", theirs.config) == "native"

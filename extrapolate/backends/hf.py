@@ -195,21 +195,37 @@ class TransformersLM(nn.Module):
         return [{} for _ in range(self.config.n_layers)]
 
     def hidden_states(
-        self, tokens: torch.Tensor, cache: list[dict] | None = None, seq_len: int | None = None
+        self,
+        tokens: torch.Tensor,
+        cache: list[dict] | None = None,
+        seq_len: int | None = None,
+        positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """tokens (B, T) -> the decoder's last hidden states (B, T, D), normed as its head reads them. With
         `cache` (from `new_cache`) the tokens continue the cached sequence, whose keys and values are kept in
         it again; a cache of batch 1 serves a batch of continuations. `seq_len` is not read: transformers'
-        dynamic scalings follow the positions they are given."""
+        dynamic scalings follow the positions they are given. `positions`: (T,) position ids in place of 0 … T-1
+        (PoSE's, while fine-tuning), as transformers' `position_ids`; without a cache only."""
         from transformers import DynamicCache
 
         offset = cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
         batch, length = tokens.shape
-        if self.position_limit is not None and offset + length > self.position_limit:
-            raise PositionOutOfRange(offset + length - 1, self.position_limit)
-        self._cover_positions(offset + length)
+        reach = offset + length if positions is None else int(positions[-1]) + 1  # the furthest position, + 1
+        if self.position_limit is not None and reach > self.position_limit:
+            raise PositionOutOfRange(reach - 1, self.position_limit)
+        self._cover_positions(reach)
         if cache is None:
-            return self.decoder(input_ids=tokens, use_cache=False).last_hidden_state
+            # with position ids and no mask transformers reads a jump in the ids as the start of another packed
+            # sequence and masks the chunks from each other; an explicit mask keeps one causal sequence
+            given = (
+                {}
+                if positions is None
+                else {
+                    "position_ids": positions[None].expand(batch, -1),
+                    "attention_mask": torch.ones_like(tokens),
+                }
+            )
+            return self.decoder(input_ids=tokens, use_cache=False, **given).last_hidden_state
         layers = [
             (layer["k"].expand(batch, -1, -1, -1), layer["v"].expand(batch, -1, -1, -1))
             for layer in cache
@@ -224,10 +240,12 @@ class TransformersLM(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.lm_head(self.hidden_states(tokens))
 
-    def token_nll(self, tokens: torch.Tensor, targets: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
+    def token_nll(
+        self, tokens: torch.Tensor, targets: torch.Tensor, chunk: int = 2048, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Per-token negative log-likelihood (B, T) in float32, the head and the loss in chunks of positions so
         the (B, T, vocabulary) logits are never held at once."""
-        hidden = self.hidden_states(tokens)  # (B, T, D)
+        hidden = self.hidden_states(tokens, positions=positions)  # (B, T, D)
         pieces = [
             token_cross_entropy(self.lm_head(part).float(), wanted)  # (B, c)
             for part, wanted in zip(hidden.split(chunk, dim=1), targets.split(chunk, dim=1))
