@@ -710,8 +710,10 @@ QUOTED = [
     (
         "results/smollm2/README.md",
         "63.065 at 16384 against RoPE's 61.344",
-        lambda: f"{ppl('smollm2', 'llama4-temperature', 16384):.3f} at 16384 against RoPE's "
-        f"{ppl('smollm2', 'rope', 16384):.3f}",
+        lambda: (
+            f"{ppl('smollm2', 'llama4-temperature', 16384):.3f} at 16384 against RoPE's "
+            f"{ppl('smollm2', 'rope', 16384):.3f}"
+        ),
     ),
     (
         "results/smollm2/README.md",

@@ -327,7 +327,14 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
         tokenizer=SimpleNamespace(bos_id=None),
     )
     request = SimpleNamespace(
-        tasks=("perplexity",), model="some-checkpoint", protocol="full", stride=256, bos="never", dtype="float32"
+        tasks=("perplexity",),
+        model="some-checkpoint",
+        protocol="full",
+        stride=256,
+        bos="never",
+        dtype="float32",
+        longppl_short=4096,
+        longppl_window=1024,
     )
     cell = SimpleNamespace(
         request=request, is_pretrained=True, budget=256, bucket_width=16, model_folder=Path("some-checkpoint")

@@ -108,6 +108,8 @@ FLAG_BOUNDS = {
     "--lr": POSITIVE,
     "--seed": at_least(0),
     "--stride": at_least(1),
+    "--longppl-short": at_least(1),
+    "--longppl-window": at_least(1),
     "--eval-tokens": at_least(1),
     "--eval-docs": at_least(1),
     "--passkey-fraction": Bound(lambda v: 0 <= v < 1, "in [0, 1)"),

@@ -43,7 +43,7 @@ def longppl_section(table: pd.DataFrame) -> list[str]:
 
 
 def cell_text(at: dict, length: int) -> str:
-    value, share = at.get((length, "longppl")), at.get((length, "key_share"))
+    value, share = (at.get((length, metric)) for metric in LONGPPL.metrics)  # the perplexity, the key share
     shown = "–" if value is None or math.isnan(value.mean) else f"{value.mean:.2f}"
     if value is not None and not math.isnan(value.low):
         shown += f" [{value.low:.2f}–{value.high:.2f}]"

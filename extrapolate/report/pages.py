@@ -180,7 +180,7 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
     from extrapolate.report.plots import frequency_figure, passkey_figure, perplexity_figure, position_figure
     from extrapolate.report.ratios import ratio_aggregate
     from extrapolate.report.retrieval import base_encodings
-    from extrapolate.report.ruler import VIEWS, ruler_figure
+    from extrapolate.report.ruler import suite_figures
 
     figures = {}
     positions = read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)  # first: a bad table stops before any figure
@@ -202,10 +202,7 @@ def draw_figures(folder: Path, table: pd.DataFrame, agg: pd.DataFrame, said: dic
             figures["positions"] = position_figure(positions)
         if (of_kind(agg, PASSKEY) & (agg["metric"] == "accuracy")).any():
             figures[PASSKEY_FIGURE] = passkey_figure(agg, verdicts=said)
-        for view in VIEWS:  # RULER's heatmap, BABILong's
-            heatmap = ruler_figure(table, view=view)
-            if heatmap is not None:
-                figures[view.kind.name] = heatmap
+        figures |= suite_figures(table)  # RULER's heatmap, BABILong's
         # only where a RoPE scaling was measured: at s = 1 every curve of the figure is the flat line 1
         rotary = table[(table["base_encoding"] == "rope") & (table["factor"].astype(float) > 1)]
         shape = rotary_shape(folder)
@@ -339,13 +336,13 @@ def findings(
     agg: pd.DataFrame, table: pd.DataFrame, rule: Rule, said: dict[str, Verdict], documents: pd.DataFrame | None = None
 ) -> list[str]:
     from extrapolate.report.retrieval import base_encodings, retrieval_length
-    from extrapolate.report.ruler import VIEWS, ruler_findings
+    from extrapolate.report.ruler import suite_findings
     from extrapolate.report.shapes import shapes_section
 
     bases = base_encodings(table)
     eff, keys = effective_length(agg, bases=bases), retrieval_length(agg, said, rule)
     lines = [FINDINGS, ""]
-    suites = [line for view in VIEWS for line in ruler_findings(table, view=view)]
+    suites = suite_findings(table)
     if not eff and not keys:  # no perplexity and no retrieval rows (a RULER-only table): no empty table
         return lines + suites + shapes_section(table, documents)
     lines += [
@@ -401,7 +398,7 @@ def measurements(
     from extrapolate.report.longppl import longppl_section
     from extrapolate.report.ratios import ratio_aggregate
     from extrapolate.report.retrieval import base_encodings, retrieval_section
-    from extrapolate.report.ruler import VIEWS, ruler_section
+    from extrapolate.report.ruler import suite_sections
 
     bases = base_encodings(table)
     lines = []
@@ -423,8 +420,7 @@ def measurements(
     lines += longppl_section(table)
     lines += finetune_section(table, perplexity_at_L(agg, bases))
     lines += retrieval_section(agg, training, said, rule, table)
-    for view in VIEWS:
-        lines += ruler_section(table, view=view)
+    lines += suite_sections(table)
     lines += heldout_section(training, bases)
     return lines
 

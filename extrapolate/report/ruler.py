@@ -256,6 +256,20 @@ def ruler_figure(table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, view
     return fig
 
 
+def suite_figures(table: pd.DataFrame) -> dict:
+    """Each suite's heatmap (RULER's, BABILong's) keyed by its kind's name, where the table has its rows."""
+    drawn = {view.kind.name: ruler_figure(table, view=view) for view in VIEWS}
+    return {name: figure for name, figure in drawn.items() if figure is not None}
+
+
+def suite_sections(table: pd.DataFrame) -> list[str]:
+    return [line for view in VIEWS for line in ruler_section(table, view=view)]
+
+
+def suite_findings(table: pd.DataFrame) -> list[str]:
+    return [line for view in VIEWS for line in ruler_findings(table, view=view)]
+
+
 def ruler_findings(
     table: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, view: Benchmark | None = None
 ) -> list[str]:

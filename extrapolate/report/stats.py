@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from extrapolate.core.intervals import proportion_interval, t_quantile
+from extrapolate.tasks.longppl import LONGPPL
 
 # the values a metric can take: an interval over seeds (mean ± t·sd/√n, symmetric) is cut to them, as a score
 # of 99% ± 4 over seeds says "95–100", not "95–103"
@@ -14,8 +15,7 @@ METRIC_BOUNDS = {
     "score": (0.0, 1.0),
     "ppl": (1.0, math.inf),
     "nll": (0.0, math.inf),
-    "longppl": (1.0, math.inf),
-    "key_share": (0.0, 1.0),
+    **dict(zip(LONGPPL.metrics, ((1.0, math.inf), (0.0, 1.0)))),  # a perplexity, a share
 }
 
 

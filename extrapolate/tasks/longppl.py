@@ -101,7 +101,7 @@ class LongPPLKind(TaskKind):
     metrics = ("longppl", "key_share")
     lengths_together = True  # the perplexity's windows: every length scores the same budget
     by_default = False  # several passes a window: measured where --tasks names it
-    request_options = ("longppl_short", "longppl_window", "eval_tokens", "eval_docs")
+    request_options = ("longppl_short", "longppl_window")
 
     def check_request(self, request, lengths: list[int]) -> None:
         if request.longppl_window < 1:
