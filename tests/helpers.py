@@ -153,3 +153,28 @@ def continued_and_whole(encoding: str):
         cache = model.new_cache()
         pieces = [model.hidden_states(tokens[:, :70], cache=cache), model.hidden_states(tokens[:, 70:], cache=cache)]
     return torch.cat(pieces, dim=1), whole, model
+
+
+def transformers_llama(ours, rope_parameters: dict, max_positions: int | None = None):
+    """transformers' Llama (eager attention) holding the weights of `ours`, a project Llama, with `rope_parameters`."""
+    import transformers
+
+    from extrapolate.data.weight_names import to_hf_names
+
+    c = ours.config
+    config = transformers.LlamaConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.d_model,
+        intermediate_size=c.ff_dim,
+        num_hidden_layers=c.n_layers,
+        num_attention_heads=c.n_heads,
+        num_key_value_heads=c.kv_heads,
+        max_position_embeddings=max_positions or c.max_len,
+        rms_norm_eps=c.norm_eps,
+        tie_word_embeddings=c.tie_embeddings,
+        rope_parameters=rope_parameters,
+        attn_implementation="eager",
+    )
+    theirs = transformers.LlamaForCausalLM(config).eval()
+    theirs.load_state_dict(to_hf_names(ours.state_dict()), strict=False)
+    return theirs

@@ -12,11 +12,10 @@ from extrapolate.core.config import ModelConfig
 from extrapolate.encodings import encoding_for, get_spec
 from extrapolate.model import TransformerLM
 
-from .helpers import make_corpus, tiny_options
+from .helpers import make_corpus, tiny_options, transformers_llama
 
 transformers = pytest.importorskip("transformers")
 
-from extrapolate.data.weight_names import to_hf_names  # noqa: E402
 
 runner = CliRunner()
 
@@ -32,22 +31,8 @@ def rope_model() -> TransformerLM:
 
 def authors_model(ours: TransformerLM, monkeypatch):
     """transformers' Llama with our weights, its rotary embedding nullified as DroPE's `nope` attention does."""
-    c = ours.config
-    config = transformers.LlamaConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.d_model,
-        intermediate_size=c.ff_dim,
-        num_hidden_layers=c.n_layers,
-        num_attention_heads=c.n_heads,
-        num_key_value_heads=c.kv_heads,
-        max_position_embeddings=c.max_len,
-        rms_norm_eps=c.norm_eps,
-        tie_word_embeddings=c.tie_embeddings,
-        rope_parameters={"rope_type": "default", "rope_theta": c.rope_base},
-        attn_implementation="eager",
-    )
-    theirs = transformers.LlamaForCausalLM(config).eval()
-    theirs.load_state_dict(to_hf_names(ours.state_dict()), strict=False)
+    rope = {"rope_type": "default", "rope_theta": ours.config.rope_base}
+    theirs = transformers_llama(ours, rope)
     rotary = transformers.models.llama.modeling_llama.LlamaRotaryEmbedding
     forward = rotary.forward
 

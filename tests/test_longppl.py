@@ -1,6 +1,7 @@
 """LongPPL against a port of the authors' find_key_token and compute_longppl (PKU-ML/LongPPL at 1decd2a,
 longppl/longppl.py), the model its own evaluator with one tokenizer: the same key tokens, the same LongPPL."""
 
+import json
 import math
 
 import numpy as np
@@ -123,7 +124,7 @@ def test_a_run_records_longppl_its_share_and_each_documents_sums(monkeypatch, tm
     assert 0 < rows.loc["key_share", "value"] < 1 and rows.loc["longppl", "value"] > 1
     assert rows.loc["longppl", "protocol"] == "longppl-short-16-window-16"
     (samples,) = (out / "samples").glob("*.jsonl")
-    records = [__import__("json").loads(line) for line in samples.read_text().splitlines()]
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
     assert sum(r["key_tokens"] for r in records) == rows.loc["longppl", "n_tokens"]
     summary = (out / "summary.md").read_text()
     assert "## LongPPL" in summary and "### longppl-short-16-window-16" in summary

@@ -17,7 +17,7 @@ from extrapolate.encodings import encoding_for
 from extrapolate.model import TransformerLM
 from extrapolate.training.train import make_optimizer, training_step
 
-from .helpers import make_corpus, tiny_options
+from .helpers import make_corpus, tiny_options, transformers_llama
 
 runner = CliRunner()
 
@@ -136,28 +136,14 @@ def rope_model():
 
 
 def test_a_model_reading_skipped_ids_is_transformers_llama_given_them(rope_model):
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from extrapolate.data.rope_config import hf_rope_parameters
-    from extrapolate.data.weight_names import to_hf_names
 
     model, factor, L = rope_model, 4.0, 16
     model.set_encoding(encoding_for(model.config, "yarn", factor=factor, original_len=L))
     c = model.config
-    config = transformers.LlamaConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.d_model,
-        intermediate_size=c.ff_dim,
-        num_hidden_layers=c.n_layers,
-        num_attention_heads=c.n_heads,
-        num_key_value_heads=c.kv_heads,
-        max_position_embeddings=int(L * factor),
-        rms_norm_eps=c.norm_eps,
-        tie_word_embeddings=c.tie_embeddings,
-        rope_parameters=hf_rope_parameters("yarn", c.rope_base, factor, L, {}, head_dim=c.head_dim),
-        attn_implementation="eager",
-    )
-    theirs = transformers.LlamaForCausalLM(config).eval()
-    theirs.load_state_dict(to_hf_names(model.state_dict()), strict=False)
+    rope = hf_rope_parameters("yarn", c.rope_base, factor, L, {}, head_dim=c.head_dim)
+    theirs = transformers_llama(model, rope, int(L * factor))
     skip = pose.Skip(first=5, end=40, shift=37)
     ids = pose.skipped_ids(L, skip)  # 0 … 4, then 42 … 52: below L' = 64
     tokens = torch.randint(0, 64, (1, L))

@@ -27,7 +27,6 @@ from extrapolate.tasks.perplexity import exp, windows_full
 
 ALPHA = 2.0  # a key token's loss drops by more than this with the whole context …
 BETA = -2.0  # … and is below −β with it (the authors' defaults)
-SHORT, WINDOW = 4096, 1024  # the authors' trunc_len and sliding_window
 NO_KEY_TOKENS = "no key tokens: no target's loss fell by more than 2 with the whole window to below 2"
 
 
