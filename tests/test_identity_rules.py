@@ -11,7 +11,15 @@ import json
 
 import pytest
 
-from extrapolate.core.config import PRESETS, ModelConfig, TrainConfig, config_hash, to_dict
+from extrapolate.core.config import (
+    PRESETS,
+    LongCEConfig,
+    ModelConfig,
+    TrainConfig,
+    canonical_json,
+    config_hash,
+    to_dict,
+)
 from extrapolate.core.defaults import DEFAULT_STEPS, SINUSOIDAL_STEPS
 from extrapolate.core.identity import CHANGED_DEFAULTS, UNSET_MEANS, finetune_folder_name, pretrained_identity, stored
 from extrapolate.encodings import encoding_for
@@ -54,6 +62,7 @@ def test_the_optional_fields_and_what_unset_means():
         "processes": 1,
         "adapter": None,
         "curriculum": None,
+        "longce": None,
         "pose_len": None,
     }
 
@@ -64,6 +73,17 @@ def test_a_model_trained_without_a_curriculum_hashes_as_before_curricula_existed
     config = TrainConfig(model=ModelConfig(**PRESETS["tiny"]), seq_len=256)
     assert config.curriculum is None and config_hash(config) == hash_without_optional_fields(config)
     assert config_hash(dataclasses.replace(config, curriculum=((128, 10),))) != config_hash(config)
+
+
+def test_a_cross_entropy_fine_tune_hashes_as_before_longce_existed():
+    """A fine-tune without LongCE stores `longce` as None, which its canonical form leaves out (every committed
+    fine-tune's hash stays); LongCE's weights make another model, each setting its own."""
+    base = TrainConfig(model=ModelConfig(**PRESETS["tiny"]), seq_len=32)
+    plain = finetune_config(base, "yarn", 4.0, 128, 10)
+    assert plain.phase.longce is None and '"longce"' not in canonical_json(plain)
+    weighted = finetune_config(base, "yarn", 4.0, 128, 10, longce=LongCEConfig(32, 8))
+    other = finetune_config(base, "yarn", 4.0, 128, 10, longce=LongCEConfig(32, 8, 2.0))
+    assert len({config_hash(plain), config_hash(weighted), config_hash(other)}) == 3
 
 
 def test_a_fine_tune_of_contiguous_rows_hashes_as_before_pose_existed():

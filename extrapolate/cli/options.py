@@ -89,6 +89,7 @@ PANELS = {
     "Training": (
         *("train_len", "steps", "batch_size", "batch_tokens", "curriculum", "lr", "train_dtype", "compile"),
         *("finetune_len", "finetune_lr", "finetune_adapter", "lora_rank", "finetune_positions"),
+        *("finetune_loss", "longce_short", "longce_window", "longce_max_weight"),
     ),
     "Evaluation": (
         "tasks",
@@ -290,6 +291,15 @@ SHARED = {
         "what a fine-tune's rows are: contiguous (rows of L', ids 0 … L'-1) | pose (PoSE: rows of L whose ids "
         "skip ahead once to cover L', a RoPE scaling's fine-tune at L's cost)",
     ),
+    "finetune_loss": shared(
+        str,
+        DEFAULT.finetune_loss,
+        "a fine-tune's loss: ce | longce (LongCE: each target weighted by min(exp(its loss with a short context − "
+        "with the whole row), --longce-max-weight), the short context as LongPPL's)",
+    ),
+    "longce_short": shared(Optional[int], DEFAULT.longce_short, "LongCE's short context (default L)", length=True),
+    "longce_window": shared(Optional[int], DEFAULT.longce_window, "LongCE's targets per short pass (default short/4)"),
+    "longce_max_weight": shared(float, DEFAULT.longce_max_weight, "LongCE's cap on a target's weight (the authors' 5)"),
     # NAME=VALUE items, parsed into the request's sorted (name, value) pairs
     "bos": shared(
         str,

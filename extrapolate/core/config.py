@@ -139,6 +139,18 @@ class AdapterConfig:
 
 
 @dataclass(frozen=True)
+class LongCEConfig:
+    """LongCE (Fang et al., ICLR 2025): each target's loss weighted by min(exp(loss with a short context − loss
+    with the whole row), max_weight), the short context as LongPPL's (tasks/longppl.py): targets past `short`
+    are scored in pieces of `window` that see only the tokens from `short` before the piece; earlier targets
+    weigh 1 (training/longce.py)."""
+
+    short: int  # the short context (the authors' 4096, their base model's training length)
+    window: int  # targets per short pass (the authors' 1024)
+    max_weight: float = 5.0  # the weights' cap (the authors' --threshold 5)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     model: ModelConfig
     corpus: str = DEFAULT_CORPUS
@@ -165,6 +177,7 @@ class TrainConfig:
     compile: bool | None = None  # True: the training forward ran through torch.compile (None: eager)
     processes: int | None = None  # the torchrun processes that trained it (None: one)
     adapter: AdapterConfig | None = None  # None: every weight trains (identity.py: unset)
+    longce: LongCEConfig | None = None  # None: every target weighs the same (cross-entropy)
 
 
 def to_dict(config: Any) -> dict:
@@ -190,13 +203,14 @@ def model_config_from_dict(data: dict) -> ModelConfig:
 
 def train_config_from_dict(data: dict) -> TrainConfig:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
-    values = {k: v for k, v in data.items() if k in names and k not in ("model", "adapter")}
+    values = {k: v for k, v in data.items() if k in names and k not in ("model", "adapter", "longce")}
     if values.get("curriculum") is not None:  # JSON arrays back to the tuples the config holds
         values["curriculum"] = tuple(tuple(stage) for stage in values["curriculum"])
     adapter = data.get("adapter")
     if adapter is not None:  # JSON arrays back to the tuples the config holds
         adapter = AdapterConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in adapter.items()})
-    return TrainConfig(model=model_config_from_dict(data["model"]), adapter=adapter, **values)
+    longce = LongCEConfig(**data["longce"]) if data.get("longce") is not None else None
+    return TrainConfig(model=model_config_from_dict(data["model"]), adapter=adapter, longce=longce, **values)
 
 
-__all__ = ["AdapterConfig", "ModelConfig", "TrainConfig", "PRESETS", "canonical_json", "config_hash"]
+__all__ = ["AdapterConfig", "LongCEConfig", "ModelConfig", "TrainConfig", "PRESETS", "canonical_json", "config_hash"]

@@ -41,6 +41,7 @@ UNSET_MEANS: dict[str, Any] = {
     "processes": 1,  # one process trains (under torchrun the gradients are averaged over ranks: other floats)
     "adapter": None,  # every weight trains (no low-rank adapters)
     "curriculum": None,  # every step reads rows of the training length L
+    "longce": None,  # every target of a fine-tune weighs the same (not LongCE's weights)
     "pose_len": None,  # a fine-tune reads rows of L' itself, ids 0 … L' - 1 (not PoSE's skipped ids)
 }
 

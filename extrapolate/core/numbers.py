@@ -119,6 +119,9 @@ FLAG_BOUNDS = {
     "--finetune-len": at_least(2),
     "--finetune-lr": POSITIVE,
     "--lora-rank": Bound(lambda v: 1 <= v <= 4096, "in [1, 4096]"),
+    "--longce-short": at_least(1),
+    "--longce-window": at_least(1),
+    "--longce-max-weight": POSITIVE,
     "--gpus-per-task": at_least(0),
     "--cpus-per-task": at_least(1),
     "--time-min": at_least(1),  # sweep on SLURM

@@ -22,7 +22,7 @@ from extrapolate.report.table import load_results
 # what makes two runs the same trained model (beside the encoding they are evaluated with)
 MODEL_KEYS = [
     *("seed", "train_len", "model", "corpus", "tokenizer"),
-    *("finetune_steps", "finetune_len", "finetune_adapter", "finetune_positions"),
+    *("finetune_steps", "finetune_len", "finetune_adapter", "finetune_positions", "finetune_loss"),
 ]
 PROMPT = ["task", "protocol", "eval_len", "depth", "index"]  # one prompt of a run
 COLUMNS = [

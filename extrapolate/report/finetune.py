@@ -36,14 +36,18 @@ def finetune_curves(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def unlike_the_others(curves: pd.DataFrame, L: int, target: int) -> str:
-    """The sentence for fine-tunes that do not train on rows of L' (PoSE's, DroPE's), "" where there are none."""
+    """The sentence for fine-tunes that do not train as the others (PoSE's rows of L, LongCE's loss, DroPE at L),
+    "" where there are none."""
     names = list(dict.fromkeys(curves["encoding"]))
     pose = [n for n in names if f"{ADAPTED}pose" in n]
+    longce = [n for n in names if f"{ADAPTED}longce" in n]
     known = {name for name, _ in ENCODINGS}
     recalibrated = [n for n in names if n in known and get_spec(n).recalibrates]
     parts = []
     if pose:
         parts.append(f"{', '.join(pose)} trained on rows of L = {L} whose position ids skip to cover {target} (PoSE)")
+    if longce:
+        parts.append(f"{', '.join(longce)} trained with LongCE's loss, each target weighted by what the context adds")
     if recalibrated:
         parts.append(f"{', '.join(recalibrated)} recalibrated at L = {L} itself, its zero-shot point without rotation")
     return (" " + "; ".join(parts) + ".") if parts else ""

@@ -53,12 +53,9 @@ def label_variants(table: pd.DataFrame) -> pd.DataFrame:
     if "factor" in table.columns and len(table):
         several = table.groupby("encoding")["factor"].transform("nunique") > 1
         labels = labels.where(~several, labels + SCALED + table["factor"].map(lambda f: f"{float(f):g}"))
-    if "finetune_adapter" in table.columns and table["finetune_adapter"].notna().any():
-        adapter = table["finetune_adapter"]
-        labels = labels.where(adapter.isna(), labels + ADAPTED + adapter.astype(str))
-    if "finetune_positions" in table.columns and table["finetune_positions"].notna().any():
-        positions = table["finetune_positions"]
-        labels = labels.where(positions.isna(), labels + ADAPTED + positions.astype(str))
+    for how in ("finetune_adapter", "finetune_positions", "finetune_loss"):  # "yarn+lora", "yarn+pose", "yarn+longce"
+        if how in table.columns and table[how].notna().any():
+            labels = labels.where(table[how].isna(), labels + ADAPTED + table[how].astype(str))
     if "finetune_steps" in table.columns and (table["finetune_steps"].fillna(0) > 0).any():
         labels = pd.Series([finetuned_label(e, n) for e, n in zip(labels, table["finetune_steps"])], index=table.index)
     if len(table) and "model" in table.columns:

@@ -53,6 +53,7 @@ COLUMNS = [
     "finetune_len",
     "finetune_adapter",
     "finetune_positions",  # "pose": the fine-tune read PoSE's rows of L with skipped ids (empty: rows of L')
+    "finetune_loss",  # "longce": the fine-tune's targets weighted by LongCE (empty: cross-entropy)
     "git_sha",
     "package_version",
     "created_at",

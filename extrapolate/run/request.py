@@ -69,6 +69,12 @@ class RunRequest:
     lora_rank: int = 8  # the adapters' rank r (α = 2r)
     # a fine-tune's rows: contiguous (rows of L') | pose (rows of L, position ids skipping to cover L': data/pose.py)
     finetune_positions: str = "contiguous"
+    # a fine-tune's loss: ce (every target alike) | longce (each target weighted by what the long context adds:
+    # training/longce.py), its short context (default L), targets per short pass (default a quarter of it), cap
+    finetune_loss: str = "ce"
+    longce_short: int | None = None
+    longce_window: int | None = None
+    longce_max_weight: float = 5.0
     # a BOS token first in every window and prompt: auto (where the tokenizer adds one by default) | always |
     # never; resolved to always or never (`resolve_request`)
     bos: str = "auto"

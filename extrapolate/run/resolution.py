@@ -131,6 +131,8 @@ def resolve(request: RunRequest) -> ResolvedRequest:
     spec = get_spec(request.encoding)
     lengths = tuple(lengths_for(request))
     tuned = extended_length(request, lengths) if request.extended else None
+    if tuned is not None:  # LongCE's short context fits in L'
+        longce_of(request, tuned)
     # s = L'/L, never below 1: evaluated only inside L, a scaling is plain RoPE (s = 1), not a compression
     rescales = not spec.trains_own_model and spec.kind == "rotary"  # DroPE removes the rotation: nothing to scale
     factor = request.factor or max(1.0, (tuned or max(lengths)) / request.train_len) if rescales else 1.0
@@ -246,6 +248,7 @@ def check(request: RunRequest) -> None:
         raise UserError(f"--finetune-lr must be > 0, got {request.finetune_lr}")
     check_adapter(request)
     check_positions(request)
+    check_loss(request)
 
 
 POSITIONS = ("contiguous", "pose")
@@ -269,6 +272,19 @@ def check_positions(request: RunRequest) -> None:
         )
     if request.finetune_adapter == "longlora":
         raise UserError("--finetune-positions pose with LongLoRA: its shifted groups assume contiguous rows")
+
+
+def check_loss(request: RunRequest) -> None:
+    """--finetune-loss longce: a fine-tune (steps given) on rows of L' (PoSE's rows of L see no long context)."""
+    from extrapolate.training.longce import LOSSES
+
+    require_known("--finetune-loss", request.finetune_loss, LOSSES)
+    if request.finetune_loss == "ce":
+        return
+    if not request.extended:
+        raise UserError(f"--finetune-loss {request.finetune_loss} sets a fine-tune's loss: give --finetune-steps")
+    if request.finetune_positions == "pose":
+        raise UserError("--finetune-loss longce with PoSE: its rows of L hold no context longer than L to weigh by")
 
 
 def check_adapter(request: RunRequest) -> None:
@@ -335,6 +351,16 @@ def output_folder(request: RunRequest) -> Path:
     if request.out is not None:
         return Path(request.out)
     return Path("results") / (request.name or f"{request.encoding}-L{request.train_len}")
+
+
+def longce_of(request: RunRequest, length: int):
+    """The LongCE weights of the request's fine-tune at L' = `length` (None: cross-entropy, or no fine-tune)."""
+    from extrapolate.training.longce import longce_config
+
+    if request.finetune_steps == 0:
+        return None
+    short, window = request.longce_short, request.longce_window
+    return longce_config(request.finetune_loss, short, window, request.longce_max_weight, request.train_len, length)
 
 
 def extended_length(request: RunRequest, lengths) -> int:

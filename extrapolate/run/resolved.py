@@ -16,7 +16,7 @@ from extrapolate.encodings import EncodingSpec, encoding_for
 from extrapolate.run.curriculum import curriculum_stages
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.request import RunRequest
-from extrapolate.run.resolution import ResolvedRequest
+from extrapolate.run.resolution import ResolvedRequest, longce_of
 from extrapolate.tasks.kinds import Shapes, TaskSetup, asked_kinds, marked, reads_task_file
 from extrapolate.tasks.perplexity import window_protocol
 from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
@@ -88,6 +88,7 @@ def resolve_run(resolved: ResolvedRequest, prepared: Prepared) -> ResolvedRun:
                 request.finetune_lr,
                 adapter=adapter_of(request),
                 pose=request.finetune_positions == "pose",
+                longce=longce_of(request, tuned),
             )
             model_hash, folder = config_hash(finetune), finetune_folder(finetune)
     if request.encoding_options:  # a bad value fails now, not after training
@@ -167,6 +168,7 @@ def pretrained_finetune(
         base_hash=checkpoint_hash,
         adapter=adapter_of(request),
         pose=request.finetune_positions == "pose",
+        longce=longce_of(request, length),
     )
 
 

@@ -33,6 +33,7 @@ def common_columns(resolved: ResolvedRun, prepared: Prepared) -> dict:
         else None,
         # PoSE's rows (a fine-tune's zero-step point read none): recorded where they were read
         "finetune_positions": "pose" if request.finetune_steps and request.finetune_positions == "pose" else None,
+        "finetune_loss": request.finetune_loss if request.finetune_steps and request.finetune_loss != "ce" else None,
         **provenance(),
     }
 

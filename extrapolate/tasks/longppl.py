@@ -52,17 +52,18 @@ def key_mask(full: torch.Tensor, short: torch.Tensor) -> torch.Tensor:
     return ((short - full) > ALPHA) & (full < -BETA)
 
 
-def short_losses(model, text: torch.Tensor, short: int, window: int, device, dtype: str) -> torch.Tensor:
-    """text (N,) -> (N - 1,) the loss of each target t = 1 … N - 1 given at most the `short` tokens before the
-    piece it is scored in (NaN for targets below `short`, which have no shorter context)."""
-    length = text.numel()
-    losses = torch.full((length - 1,), float("nan"))
+def short_losses(model, texts: torch.Tensor, short: int, window: int, device, dtype: str) -> torch.Tensor:
+    """texts (B, N) -> (B, N - 1) on `device`: the loss of each target t = 1 … N - 1 given at most the `short`
+    tokens before the piece it is scored in (NaN for targets below `short`, which have no shorter context).
+    LongPPL's key tokens and LongCE's weights (training/longce.py) both read it."""
+    rows, length = texts.shape
+    losses = torch.full((rows, length - 1), float("nan"), device=device)
     for start in range(0, length - short, window):
         end = min(start + short + window, length)  # the authors' last piece is cut at the text's end
-        piece = text[start:end].to(device)[None]  # (1, end - start)
+        piece = texts[:, start:end].to(device)  # (B, end - start)
         with autocast(device, dtype):
-            nll = model.token_nll(piece[:, :-1], piece[:, 1:])[0].float().cpu()  # targets start + 1 … end - 1
-        losses[start + short - 1 : end - 1] = nll[short - 1 :]  # targets start + short … end - 1
+            nll = model.token_nll(piece[:, :-1], piece[:, 1:]).float()  # (B, end - start - 1): targets start + 1 …
+        losses[:, start + short - 1 : end - 1] = nll[:, short - 1 :]  # targets start + short … end - 1
     return losses
 
 
@@ -82,7 +83,7 @@ def evaluate_longppl(
             text = doc[start : end + 1]  # (n + 1,): n inputs, their n targets
             with autocast(device, dtype):
                 full = model.token_nll(text[None, :-1].to(device), text[None, 1:].to(device))[0].float().cpu()  # (n,)
-            reduced = short_losses(model, text, short, window, device, dtype)  # (n,)
+            reduced = short_losses(model, text[None], short, window, device, dtype)[0].cpu()  # (n,)
             key = key_mask(full, reduced)
             total += float(full[key].double().sum())
             count += int(key.sum())

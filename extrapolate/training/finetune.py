@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from extrapolate.core.atomic import atomic_path, write_text
-from extrapolate.core.config import AdapterConfig, TrainConfig, config_hash
+from extrapolate.core.config import AdapterConfig, LongCEConfig, TrainConfig, config_hash
 from extrapolate.core.defaults import FINETUNE_WARMUP_STEPS
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import finetune_folder_name, omit_unset
@@ -67,12 +67,14 @@ def finetune_config(
     base_hash: str | None = None,
     adapter: AdapterConfig | None = None,
     pose: bool = False,
+    longce: LongCEConfig | None = None,
 ) -> FinetuneConfig:
     """The fine-tune of `base` with `encoding` at `length` for `steps` steps. Defaults: a tenth of the base
     model's peak rate, and as many tokens per step as the base training (batch·L / L' rows, at least 1).
     `base_hash` names a base model not trained here (a pretrained checkpoint); default the hash of `base`.
     `adapter`: low-rank adapters train in place of the full weights (training/adapters.py). `pose`: rows of
-    L with PoSE's skipped position ids up to `length` (data/pose.py) in place of rows of `length`."""
+    L with PoSE's skipped position ids up to `length` (data/pose.py) in place of rows of `length`. `longce`:
+    LongCE's weights on the loss (training/longce.py)."""
     model = dataclasses.replace(base.model, max_len=length)
     rows = base.seq_len if pose else length
     phase = dataclasses.replace(
@@ -87,6 +89,7 @@ def finetune_config(
         curriculum=None,  # a fine-tune reads rows of L' from its first step
         checkpoint_every=CHECKPOINT_EVERY,
         adapter=adapter,
+        longce=longce,
     )  # constant after warmup
     name, pose_len = get_spec(encoding).name, length if pose else None
     return FinetuneConfig(base_hash or config_hash(base), name, factor, base.seq_len, phase, pose_len)

@@ -24,6 +24,7 @@ from extrapolate.data.batches import BatchSource, Curriculum, rows_of
 from extrapolate.model import TransformerLM
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.adapters import merged, trainable_parameters, with_adapters
+from extrapolate.training.longce import longce_weights
 
 
 class TrainingDiverged(UserError):
@@ -181,6 +182,8 @@ def training_step(
             with autocast(device, config.dtype):
                 given = {} if pass_positions is None else {"positions": pass_positions}
                 nll = model.token_nll(pass_inputs, pass_targets, **given)  # (rows of the pass, T) float32
+            if config.longce is not None:  # LongCE: each target weighted by what the long context adds
+                nll = nll * longce_weights(model, pass_inputs, pass_targets, nll, config.longce, device, config.dtype)
             part = loss_sum(nll, pass_mask, config.loss_weighting) / count
             (part * world.size).backward()  # replicas average gradients over ranks; × ranks makes it their sum
         share = share + part.detach()
