@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from extrapolate.cli.app import app
 from extrapolate.core.config import ModelConfig
 from extrapolate.model import TransformerLM
-from extrapolate.tasks import longppl
+from extrapolate.tasks import key_tokens, longppl
 
 runner = CliRunner()
 
@@ -73,8 +73,8 @@ def model():
 
 @pytest.mark.parametrize(("short", "window", "alpha", "beta"), [(16, 8, 0.3, -6.0), (10, 7, 0.5, -5.0), (16, 8, 2, -2)])
 def test_key_tokens_and_longppl_are_the_authors(model, monkeypatch, short, window, alpha, beta):
-    monkeypatch.setattr(longppl, "ALPHA", alpha)
-    monkeypatch.setattr(longppl, "BETA", beta)
+    monkeypatch.setattr(key_tokens, "ALPHA", alpha)
+    monkeypatch.setattr(key_tokens, "BETA", beta)
     generator = torch.Generator().manual_seed(1)
     docs = [torch.randint(0, 64, (97,), generator=generator) for _ in range(3)]
     with torch.no_grad():
@@ -90,9 +90,9 @@ def test_key_tokens_and_longppl_are_the_authors(model, monkeypatch, short, windo
 
 
 def test_dropping_the_well_predicted_condition_fails_the_port(model, monkeypatch):
-    monkeypatch.setattr(longppl, "ALPHA", 0.0)
-    monkeypatch.setattr(longppl, "BETA", -6.0)
-    monkeypatch.setattr(longppl, "key_mask", lambda full, short: (short - full) > longppl.ALPHA)
+    monkeypatch.setattr(key_tokens, "ALPHA", 0.0)
+    monkeypatch.setattr(key_tokens, "BETA", -6.0)
+    monkeypatch.setattr(key_tokens, "key_mask", lambda full, short: (short - full) > key_tokens.ALPHA)
     doc = torch.randint(0, 64, (97,), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         ours = longppl.evaluate_longppl(model, [doc], 96, budget=96, short=16, window=8, device="cpu")
@@ -113,8 +113,8 @@ def test_a_run_records_longppl_its_share_and_each_documents_sums(monkeypatch, tm
     import pandas as pd
 
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(longppl, "BETA", -8.0)  # an untrained model predicts nothing below 2 nats
-    monkeypatch.setattr(longppl, "ALPHA", 0.0)
+    monkeypatch.setattr(key_tokens, "BETA", -8.0)  # an untrained model predicts nothing below 2 nats
+    monkeypatch.setattr(key_tokens, "ALPHA", 0.0)
     out = tmp_path / "out"
     model = ["--model", "tiny", "--steps", "4", "--batch-size", "4", "--train-len", "32", "--eval-tokens", "256"]
     args = ["--tasks", "longppl", "--eval-lens", "64", "--longppl-short", "16", "--longppl-window", "16"]

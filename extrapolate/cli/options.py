@@ -101,6 +101,7 @@ PANELS = {
         "eval_tokens",
         "longppl_short",
         "longppl_window",
+        "evaluator",
         "eval_docs",
         "eval_memory",
         "dtype",
@@ -267,6 +268,11 @@ SHARED = {
         length=True,
     ),
     "longppl_window": shared(int, DEFAULT.longppl_window, "LongPPL's targets per short pass (the authors' 1024)"),
+    "evaluator": shared(
+        Optional[str],
+        DEFAULT.evaluator,
+        "LongPPL's evaluator: a pretrained model to choose the key tokens",
+    ),
     "finetune_len": shared(
         Optional[int],
         DEFAULT.finetune_len,
@@ -292,10 +298,7 @@ SHARED = {
         "skip ahead once to cover L', a RoPE scaling's fine-tune at L's cost)",
     ),
     "finetune_loss": shared(
-        str,
-        DEFAULT.finetune_loss,
-        "a fine-tune's loss: ce | longce (LongCE: each target weighted by min(exp(its loss with a short context − "
-        "with the whole row), --longce-max-weight), the short context as LongPPL's)",
+        str, DEFAULT.finetune_loss, "a fine-tune's loss: ce | longce (each target weighted by what the context adds)"
     ),
     "longce_short": shared(Optional[int], DEFAULT.longce_short, "LongCE's short context (default L)", length=True),
     "longce_window": shared(Optional[int], DEFAULT.longce_window, "LongCE's targets per short pass (default short/4)"),

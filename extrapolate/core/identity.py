@@ -99,16 +99,18 @@ def run_identity(request, model_hash: str, factor: float, task_file_read: bool) 
         "learned_policy": request.learned_policy,
         "passkey_task": measured_task(task_file_read, request.passkey_task),
         **options_identity(request.encoding_options, request.encoding),
-        **longppl_identity(request.longppl_short, request.longppl_window),
+        **longppl_identity(request.longppl_short, request.longppl_window, request.evaluator),
         **bos_identity(request.bos),
         **chat_identity(request.chat_template),
     }
 
 
-def longppl_identity(short: int, window: int) -> dict:
-    """LongPPL's short context and window where not the authors' (4096, 1024): rows measured with others are
-    another cell; at theirs a run keeps the id it had before LongPPL existed."""
-    return {} if (short, window) == (4096, 1024) else {"short_context": [short, window]}
+def longppl_identity(short: int, window: int, evaluator: str | None = None) -> dict:
+    """LongPPL's short context and window where not the authors' (4096, 1024), and its evaluator where another
+    model chooses the key tokens: rows measured with others are another cell; with theirs, the model its own
+    evaluator, a run keeps the id it had before LongPPL existed."""
+    context = {} if (short, window) == (4096, 1024) else {"short_context": [short, window]}
+    return context | ({"evaluator": evaluator} if evaluator is not None else {})
 
 
 def chat_identity(chat_template: str) -> dict:

@@ -212,3 +212,36 @@ def load_pretrained_once(request):
         # found again under the backend `auto` resolved to, which the resolved request names
         _LOADED_CHECKPOINT[key] = _LOADED_CHECKPOINT[(request.model, checkpoint.backend, key[2])] = checkpoint
     return _LOADED_CHECKPOINT[key]
+
+
+_LOADED_EVALUATOR: dict = {}  # the one LongPPL evaluator this process holds, by name and device
+
+
+def evaluator_once(request, window_tokenizer, device):
+    """LongPPL's evaluator (`--evaluator`) in its backend and its released encoding, on `device`, loaded once
+    per process; None where the request names none (the evaluated model chooses its own key tokens)."""
+    if request.evaluator is None:
+        return None
+    from extrapolate.backends.choice import load_pretrained
+    from extrapolate.encodings import encoding_for
+    from extrapolate.tasks.longppl_evaluator import Evaluator
+
+    key = (request.evaluator, str(device))
+    if key not in _LOADED_EVALUATOR:
+        _LOADED_EVALUATOR.clear()
+        loaded = load_pretrained(request.evaluator, "auto", request.trust_remote_code)
+        model, released = loaded.model.to(device).eval(), loaded.released
+        if loaded.backend == "native":  # its RoPE as it ships (transformers' model computes its own)
+            encoding = encoding_for(
+                model.config,
+                released.encoding,
+                factor=released.factor or 1.0,
+                original_len=released.original_len,
+                options=dict(released.options),
+            )
+            model.set_encoding(encoding.to(device))
+        same = loaded.tokenizer.identity == window_tokenizer.identity
+        _LOADED_EVALUATOR[key] = Evaluator(
+            model, loaded.tokenizer, request.evaluator, None if same else window_tokenizer
+        )
+    return _LOADED_EVALUATOR[key]

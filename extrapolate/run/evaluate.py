@@ -18,6 +18,7 @@ from extrapolate.core.memory import eval_memory, parse_memory
 from extrapolate.data.batches import BatchSource
 from extrapolate.data.tokenizers import keep_with_model
 from extrapolate.encodings import encoding_for
+from extrapolate.run.checkpoint import evaluator_once
 from extrapolate.run.limits import unsupported_reason
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.reporter import Reporter
@@ -228,6 +229,7 @@ def evaluate(
         resolved.run_id,
         reporter.evaluation_progress,
         retrieval_memory(request.eval_memory, device),
+        evaluator_once(request, prepared.tokenizer, device),
     )
     out = []
     for kind in asked_kinds(request.tasks):

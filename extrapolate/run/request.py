@@ -61,6 +61,7 @@ class RunRequest:
     optional_tasks: tuple[str, ...] = ()
     longppl_short: int = 4096  # LongPPL's short context: key tokens are those a longer one helps (the authors')
     longppl_window: int = 1024  # targets per short pass (the authors' sliding_window)
+    evaluator: str | None = None  # LongPPL's evaluator, a pretrained model (None: the evaluated model itself)
     finetune_steps: int = 0  # continue training at L' for this many steps (0: zero-shot)
     finetune_len: int | None = None  # L'; default s·L with --factor, else the longest evaluation length
     finetune_lr: float | None = None  # default a tenth of --lr

@@ -249,6 +249,11 @@ def check(request: RunRequest) -> None:
     check_adapter(request)
     check_positions(request)
     check_loss(request)
+    if request.evaluator is not None and not is_pretrained(request.evaluator):
+        raise UserError(
+            f"--evaluator {request.evaluator!r}: give a pretrained model (a known name, a checkpoint folder, a hub "
+            "id; `extrapolate export` writes a model trained here as a folder)"
+        )
 
 
 POSITIONS = ("contiguous", "pose")

@@ -136,6 +136,7 @@ def task_setup(resolved: ResolvedRun, prepared: Prepared) -> TaskSetup:
         bos=prepared.tokenizer.bos_id if request.bos == "always" else None,
         longppl_short=request.longppl_short,
         longppl_window=request.longppl_window,
+        longppl_evaluator=request.evaluator,
     )
 
 

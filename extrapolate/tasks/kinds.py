@@ -30,6 +30,7 @@ class TaskSetup:
     bos: int | None  # the token every window starts with (the tokenizer's BOS), or None
     longppl_short: int = 4096  # LongPPL's short context (the authors' trunc_len)
     longppl_window: int = 1024  # the targets scored a short pass (the authors' sliding_window)
+    longppl_evaluator: str | None = None  # the name of the model choosing LongPPL's key tokens (None: its own)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class MeasureContext:
     on_progress: Callable[..., None] | None = None
     # the bytes a retrieval cell's prompts may hold at once (core/memory.py); None: each group of prompts whole
     memory: int | None = None
+    evaluator: object | None = None  # LongPPL's evaluator (tasks/longppl_evaluator.py); None: the model itself
 
     def cell_log(self, task_identity: str, length: int):
         """The log of a retrieval cell's finished parts (a stopped cell resumes from them), or None where this

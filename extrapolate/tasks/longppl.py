@@ -23,10 +23,9 @@ from extrapolate.core.device import autocast
 from extrapolate.core.errors import UserError
 from extrapolate.core.intervals import DOCUMENTS, nll_interval
 from extrapolate.tasks.kinds import MeasureContext, Shapes, TaskKind, TaskSetup, register
+from extrapolate.tasks.longppl_evaluator import Evaluator, evaluator_keys
 from extrapolate.tasks.perplexity import exp, windows_full
 
-ALPHA = 2.0  # a key token's loss drops by more than this with the whole context …
-BETA = -2.0  # … and is below −β with it (the authors' defaults)
 NO_KEY_TOKENS = "no key tokens: no target's loss fell by more than 2 with the whole window to below 2"
 
 
@@ -47,32 +46,24 @@ class LongPPLResult:
         return sum(self.key_tokens) / sum(self.candidates) if sum(self.candidates) else float("nan")
 
 
-def key_mask(full: torch.Tensor, short: torch.Tensor) -> torch.Tensor:
-    """Which targets are key: losses (T,) with the whole context and with the short one (NaN where not scored)."""
-    return ((short - full) > ALPHA) & (full < -BETA)
-
-
-def short_losses(model, texts: torch.Tensor, short: int, window: int, device, dtype: str) -> torch.Tensor:
-    """texts (B, N) -> (B, N - 1) on `device`: the loss of each target t = 1 … N - 1 given at most the `short`
-    tokens before the piece it is scored in (NaN for targets below `short`, which have no shorter context).
-    LongPPL's key tokens and LongCE's weights (training/longce.py) both read it."""
-    rows, length = texts.shape
-    losses = torch.full((rows, length - 1), float("nan"), device=device)
-    for start in range(0, length - short, window):
-        end = min(start + short + window, length)  # the authors' last piece is cut at the text's end
-        piece = texts[:, start:end].to(device)  # (B, end - start)
-        with autocast(device, dtype):
-            nll = model.token_nll(piece[:, :-1], piece[:, 1:]).float()  # (B, end - start - 1): targets start + 1 …
-        losses[:, start + short - 1 : end - 1] = nll[:, short - 1 :]  # targets start + short … end - 1
-    return losses
-
-
 @torch.no_grad()
 def evaluate_longppl(
-    model, docs, length: int, *, budget: int, short: int, window: int, device, dtype: str = "float32"
+    model,
+    docs,
+    length: int,
+    *,
+    budget: int,
+    short: int,
+    window: int,
+    device,
+    dtype: str = "float32",
+    evaluator: Evaluator | None = None,
 ) -> LongPPLResult:
-    """Key tokens and their loss in every full window of `length` tokens of each document's first `budget`."""
+    """Key tokens and their loss in every full window of `length` tokens of each document's first `budget`,
+    the key tokens chosen by the model itself or by `evaluator` (tasks/longppl_evaluator.py)."""
     model.eval()
+    judge = evaluator or Evaluator(model, None, "")
+    judge.model.eval()
     result = LongPPLResult()
     for doc in docs:
         spans = windows_full(doc, length, budget)
@@ -83,11 +74,10 @@ def evaluate_longppl(
             text = doc[start : end + 1]  # (n + 1,): n inputs, their n targets
             with autocast(device, dtype):
                 full = model.token_nll(text[None, :-1].to(device), text[None, 1:].to(device))[0].float().cpu()  # (n,)
-            reduced = short_losses(model, text[None], short, window, device, dtype)[0].cpu()  # (n,)
-            key = key_mask(full, reduced)
+            key, scored = evaluator_keys(judge, text, short, window, device, dtype, full if evaluator is None else None)
             total += float(full[key].double().sum())
             count += int(key.sum())
-            candidates += int((~reduced.isnan()).sum())
+            candidates += scored
         result.key_nll.append(total)
         result.key_tokens.append(count)
         result.candidates.append(candidates)
@@ -101,7 +91,7 @@ class LongPPLKind(TaskKind):
     metrics = ("longppl", "key_share")
     lengths_together = True  # the perplexity's windows: every length scores the same budget
     by_default = False  # several passes a window: measured where --tasks names it
-    request_options = ("longppl_short", "longppl_window")
+    request_options = ("longppl_short", "longppl_window", "evaluator")
 
     def check_request(self, request, lengths: list[int]) -> None:
         if request.longppl_window < 1:
@@ -126,6 +116,7 @@ class LongPPLKind(TaskKind):
             window=setup.longppl_window,
             device=context.device,
             dtype=context.dtype,
+            evaluator=context.evaluator,
         )
 
     def summary(self, result: LongPPLResult) -> str:
@@ -134,7 +125,8 @@ class LongPPLKind(TaskKind):
         return f"LongPPL {math.exp(result.nll):,.2f} over {result.share:.1%} of the tokens"
 
     def protocol(self, setup: TaskSetup) -> str:
-        return f"longppl-short-{setup.longppl_short}-window-{setup.longppl_window}"
+        judged = f"-evaluator-{setup.longppl_evaluator}" if setup.longppl_evaluator else ""
+        return f"longppl-short-{setup.longppl_short}-window-{setup.longppl_window}{judged}"
 
     def rows(self, setup: TaskSetup, length: int, result: LongPPLResult | None) -> list[dict]:
         result = result or LongPPLResult()

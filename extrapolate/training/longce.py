@@ -2,7 +2,7 @@
 fine-tuning loss that weighs each target by how much the long context helps the model predict it, the signal
 LongPPL selects key tokens by. As the authors' `loss_weight` (PKU-ML/LongPPL at 1decd2a, finetune/finetune.py):
 the model scores each row whole (the loss that trains) and, without gradients, again in pieces that see only
-the `short` tokens before them (LongPPL's passes, tasks/longppl.py); a target's weight is
+the `short` tokens before them (LongPPL's passes, tasks/key_tokens.py); a target's weight is
 min(exp(short loss − whole-row loss), max_weight), targets below `short` weighing 1 (capped too), and the
 loss is the weighted mean."""
 
@@ -12,7 +12,7 @@ import torch
 
 from extrapolate.core.config import LongCEConfig
 from extrapolate.core.errors import UserError
-from extrapolate.tasks.longppl import short_losses
+from extrapolate.tasks.key_tokens import short_losses
 
 
 def longce_weights(
