@@ -547,6 +547,18 @@ QUOTED = [
             f"{hits_of('string', 16384, run=STRING_PASSKEY_NO_FACTOR)}"
         ),
     ),
+    (
+        "results/smollm2-retrieval/NOTES.md",
+        "the true key ranked first in 2 of 20. Past 8192",
+        lambda: (
+            f"the true key ranked first in {hits_of('llama4-temperature', 16384, metric='rank_accuracy')}. Past 8192"
+        ),
+    ),
+    *quoting_hits(
+        "llama4-temperature",
+        ("results/smollm2-retrieval/README.md", "**Nor Llama 4's attention temperature**:\n  0 of 20;"),
+        ("docs/encodings.md", "it finds 0 of 20 passkeys at 16384"),
+    ),
     *quoting_hits(
         "logn",
         ("results/smollm2-retrieval/README.md", "Log-n alone keeps nothing at 16384 either**: 0 of 20"),
