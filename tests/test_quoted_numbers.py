@@ -1359,7 +1359,8 @@ def finetune_seeds_row(encoding: str) -> str:
     from extrapolate.report.stats import seeds_interval
 
     t = rows("finetune-seeds")
-    t = t[(t.encoding == encoding) & (t.eval_len == 1024) & (t.metric == "ppl") & t.finetune_positions.isna()]
+    t = t[(t.encoding == encoding) & (t.eval_len == 1024) & (t.metric == "ppl")]
+    t = t[t.finetune_positions.isna() & t.finetune_loss.isna()]  # the fine-tunes on rows of L' by cross-entropy
     cells = []
     for steps in (0, 25, 100, 400):
         values = t[t.finetune_steps == steps].sort_values("seed").value.tolist()
@@ -1405,7 +1406,7 @@ def test_the_finetune_notes_say_where_yarn_and_ntk_part():
     yarn, ntk = (float(start[start.encoding == e].value.iloc[0]) for e in ("yarn", "ntk"))
     assert f"NTK starts {ntk / yarn - 1:.1%} above YaRN at 1024 ({ntk:.1f} against {yarn:.1f})" in text
     assert ntk / yarn - 1 > 0.10
-    four = t[t.encoding.isin(["rope", "pi", "ntk", "yarn"]) & t.finetune_positions.isna()]  # PoSE's rows aside
+    four = t[t.encoding.isin(["rope", "pi", "ntk", "yarn"]) & t.finetune_positions.isna() & t.finetune_loss.isna()]
     assert f"{four.run_id.nunique()} runs, every one with its answers" in " ".join(
         (ROOT / "results" / "finetune-seeds" / "README.md").read_text().split()
     )
@@ -1443,12 +1444,13 @@ def test_the_first_finetune_table_is_quoted_row_by_row_with_its_intervals():
     assert cells.n.nunique() == 1 and f"the {int(cells.n.iloc[0])} held-out documents" in text
 
 
-def finetune_seed_zero(encoding: str, pose: bool = False, length: int = 1024) -> str:
+def finetune_seed_zero(encoding: str, pose: bool = False, length: int = 1024, longce: bool = False) -> str:
     """Seed 0's perplexity at `length` after 0 / 25 / 100 / 400 steps in results/finetune-seeds ("–" where a
-    step was not measured on its own: PoSE's zero-step point is YaRN's)."""
+    step was not measured on its own: PoSE's and LongCE's zero-step point is YaRN's)."""
     t = rows("finetune-seeds")
     t = t[(t.seed == 0) & (t.encoding == encoding) & (t.eval_len == length) & (t.metric == "ppl")]
     t = t[t.finetune_positions.eq("pose")] if pose else t[t.finetune_positions.isna()]
+    t = t[t.finetune_loss.eq("longce")] if longce else t[t.finetune_loss.isna()]
     values = [t[t.finetune_steps == steps]["value"] for steps in (0, 25, 100, 400)]
     return " / ".join(f"{v.iloc[0]:.2f}" if len(v) else "–" for v in values)
 
@@ -1457,6 +1459,7 @@ def test_the_finetune_readme_quotes_pose_and_drope_at_seed_zero():
     text = " ".join((ROOT / "results" / "finetune-seeds" / "README.md").read_text().split())
     assert f"YaRN fine-tuned at L' {finetune_seed_zero('yarn')}" in text
     assert f"YaRN by PoSE {finetune_seed_zero('yarn', pose=True)}" in text
+    assert f"YaRN fine-tuned with LongCE: {finetune_seed_zero('yarn', longce=True)}" in text
     assert f"DroPE {finetune_seed_zero('drope')}" in text
     drope_at_l = finetune_seed_zero("drope", length=256).split(" / ")
     rope_at_l = finetune_seed_zero("rope", length=256).split(" / ")[0]
