@@ -554,6 +554,14 @@ QUOTED = [
             f"the true key ranked first in {hits_of('llama4-temperature', 16384, metric='rank_accuracy')}. Past 8192"
         ),
     ),
+    (
+        "results/smollm2/NOTES.md",
+        "357.947 on the one 32768-token window, between log-n's 355.542 and RoPE's 370.622",
+        lambda: (
+            f"{ppl('smollm2', 'llama4-temperature', 32768):.3f} on the one 32768-token window, between log-n's "
+            f"{ppl('smollm2', 'logn', 32768):.3f} and RoPE's {ppl('smollm2', 'rope', 32768):.3f}"
+        ),
+    ),
     *quoting_hits(
         "llama4-temperature",
         ("results/smollm2-retrieval/README.md", "**Nor Llama 4's attention temperature**:\n  0 of 20;"),
@@ -1191,7 +1199,7 @@ def test_the_smollm2_readme_tables_the_cells_at_four_times_the_context():
     table = label_variants(with_options(rows("smollm2"), ROOT / "results" / "smollm2"))
     at = table[(table.eval_len == 32768) & (table.metric == "ppl")].set_index("encoding")["value"]
     inside = ppl("smollm2", "rope", 8192)
-    assert len(at) == 8
+    assert len(at) == 9
     for label, value in at.items():
         assert f"| {label} | {value:.3f} | {value / inside:.2f}× |" in text
 
