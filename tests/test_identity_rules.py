@@ -231,6 +231,20 @@ def test_the_retrieval_task_counts_only_when_retrieval_is_scored():
     assert run_id(dataclasses.replace(scored, passkey_task="passkey"), MODEL, 1.0) != "9d1a3e8c04"
 
 
+def test_longppls_settings_count_only_when_longppl_is_measured():
+    """LongPPL's short context, window and evaluator change no perplexity or retrieval row: a run that does not
+    measure LongPPL keeps its id whatever they are; one that does has an id for each setting (the authors'
+    4096/1024 without an evaluator giving none of its own)."""
+    given = dataclasses.replace(PERPLEXITY, longppl_short=256, longppl_window=64, evaluator="smollm2-135m")
+    assert run_id(given, MODEL, 1.0) == "5ed2056568"
+    measured = dataclasses.replace(PERPLEXITY, tasks=("perplexity", "longppl"))
+    ids = {
+        run_id(dataclasses.replace(measured, **change), MODEL, 1.0)
+        for change in ({}, {"longppl_short": 256}, {"longppl_short": 256, "evaluator": "smollm2-135m"})
+    }
+    assert len(ids) == 3 and run_id(measured, MODEL, 1.0) == config_hash(measured_fields(), 10)
+
+
 def test_encoding_options_count_only_when_given():
     extended = dataclasses.replace(PERPLEXITY, encoding="self-extend")
     given = dataclasses.replace(extended, encoding_options=(("group", 2), ("window", 8)))

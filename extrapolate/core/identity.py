@@ -82,12 +82,15 @@ def pretrained_identity(name: str, backend: str = "native") -> dict:
     return {"pretrained": name, **({"backend": backend} if backend != "native" else {})}
 
 
-def run_identity(request, model_hash: str, factor: float, task_file_read: bool) -> dict:
+def run_identity(
+    request, model_hash: str, factor: float, task_file_read: bool, options_read: set[str] = frozenset()
+) -> dict:
     """What the id of a cell's rows is the hash of: its model, its factor s, and each field of its resolved
     request (a RunRequest) that changes a measurement. A field that changes none of the run's measurements is
     None or left out (`measured_stride`, `measured_task`, `options_identity`), so giving it makes no new run.
-    `task_file_read`: whether one of the request's task kinds measures the retrieval task file's prompts (the
-    kinds live in tasks/, above this module, which the caller asks)."""
+    `task_file_read`: whether one of the request's task kinds measures the retrieval task file's prompts, and
+    `options_read` the request options its kinds read (LongPPL's enter where LongPPL is measured; the kinds
+    live in tasks/, above this module, which the caller asks)."""
     return {
         "model": model_hash,
         "encoding": request.encoding,
@@ -99,7 +102,11 @@ def run_identity(request, model_hash: str, factor: float, task_file_read: bool) 
         "learned_policy": request.learned_policy,
         "passkey_task": measured_task(task_file_read, request.passkey_task),
         **options_identity(request.encoding_options, request.encoding),
-        **longppl_identity(request.longppl_short, request.longppl_window, request.evaluator),
+        **(
+            longppl_identity(request.longppl_short, request.longppl_window, request.evaluator)
+            if "longppl_short" in options_read
+            else {}
+        ),
         **bos_identity(request.bos),
         **chat_identity(request.chat_template),
     }

@@ -17,7 +17,7 @@ from extrapolate.run.curriculum import curriculum_stages
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.request import RunRequest
 from extrapolate.run.resolution import ResolvedRequest, longce_of
-from extrapolate.tasks.kinds import Shapes, TaskSetup, asked_kinds, marked, reads_task_file
+from extrapolate.tasks.kinds import Shapes, TaskSetup, asked_kinds, marked, options_read, reads_task_file
 from extrapolate.tasks.perplexity import window_protocol
 from extrapolate.training.finetune import FinetuneConfig, finetune_config, finetune_folder
 from extrapolate.training.train import model_folder
@@ -210,4 +210,5 @@ def train_config(resolved: ResolvedRequest, prepared: Prepared) -> TrainConfig:
 def run_id(request: RunRequest, model_hash: str, factor: float) -> str:
     """The id of a cell's rows, known before any training (a sweep skips the cells its table already has). The
     retrieval task file enters it where one of the request's kinds measures its prompts."""
-    return config_hash(run_identity(request, model_hash, factor, reads_task_file(request.tasks)), 10)
+    identity = run_identity(request, model_hash, factor, reads_task_file(request.tasks), options_read(request.tasks))
+    return config_hash(identity, 10)

@@ -207,6 +207,11 @@ def reads_task_file(tasks: Iterable[str]) -> bool:
     return any(kind.reads_task_file for kind in asked_kinds(tasks))
 
 
+def options_read(tasks: Iterable[str]) -> set[str]:
+    """The request options the kinds named in `tasks` read (`request_options`): another kind's change nothing."""
+    return {option for kind in asked_kinds(tasks) for option in kind.request_options}
+
+
 def file_kind(task) -> TaskKind:
     """The kind that measures a task file's prompts (the kind the file names): what `--tasks <task file>`
     stands for."""
