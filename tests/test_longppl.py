@@ -106,7 +106,7 @@ def test_a_short_context_as_long_as_the_length_is_one_line(monkeypatch, tmp_path
     result = runner.invoke(app, ["run", "--encoding", "rope", *model, "--tasks", "longppl", "--eval-lens", "64,128"])
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "--longppl-short 4096 must be below the shortest evaluation length 64" in lines[0]
+    assert len(lines) == 1 and "--longppl-short 4096 must be below the longest evaluation length 128" in lines[0]
 
 
 def test_a_run_records_longppl_its_share_and_each_documents_sums(monkeypatch, tmp_path):
@@ -117,10 +117,13 @@ def test_a_run_records_longppl_its_share_and_each_documents_sums(monkeypatch, tm
     monkeypatch.setattr(key_tokens, "ALPHA", 0.0)
     out = tmp_path / "out"
     model = ["--model", "tiny", "--steps", "4", "--batch-size", "4", "--train-len", "32", "--eval-tokens", "256"]
-    args = ["--tasks", "longppl", "--eval-lens", "64", "--longppl-short", "16", "--longppl-window", "16"]
+    args = ["--tasks", "longppl", "--eval-lens", "16,64", "--longppl-short", "16", "--longppl-window", "16"]
     result = runner.invoke(app, ["run", "--encoding", "rope", *model, *args, "--out", str(out)])
     assert result.exit_code == 0, result.output
-    rows = pd.read_csv(out / "results.csv").set_index("metric")
+    table = pd.read_csv(out / "results.csv")
+    inside = table[(table.eval_len == 16) & (table.metric == "longppl")].iloc[0]  # no target past the short context
+    assert inside.status == "unsupported" and "short context of 16 tokens" in inside.reason
+    rows = table[table.eval_len == 64].set_index("metric")
     assert 0 < rows.loc["key_share", "value"] < 1 and rows.loc["longppl", "value"] > 1
     assert rows.loc["longppl", "protocol"] == "longppl-short-16-window-16"
     (samples,) = (out / "samples").glob("*.jsonl")

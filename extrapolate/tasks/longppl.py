@@ -29,6 +29,10 @@ from extrapolate.tasks.perplexity import exp, windows_full
 NO_KEY_TOKENS = "no key tokens: no target's loss fell by more than 2 with the whole window to below 2"
 
 
+def within_short(short: int) -> str:
+    return f"not above LongPPL's short context of {short} tokens: no target has a longer one to be helped by"
+
+
 @dataclass
 class LongPPLResult:
     # per scored document, in the held-out order: its key tokens' summed loss, how many, and the targets past
@@ -36,6 +40,7 @@ class LongPPLResult:
     key_nll: list[float] = field(default_factory=list)
     key_tokens: list[int] = field(default_factory=list)
     candidates: list[int] = field(default_factory=list)
+    within_short: bool = False  # the length is not above the short context: no target could be key
 
     @property
     def nll(self) -> float:
@@ -96,17 +101,21 @@ class LongPPLKind(TaskKind):
     def check_request(self, request, lengths: list[int]) -> None:
         if request.longppl_window < 1:
             raise UserError(f"--longppl-window must be at least 1, got {request.longppl_window}")
-        if not 1 <= request.longppl_short < min(lengths):
+        if not 1 <= request.longppl_short < max(lengths):
             raise UserError(
-                f"--longppl-short {request.longppl_short} must be below the shortest evaluation length "
-                f"{min(lengths)} (LongPPL's key tokens are those a longer context helps): give a shorter one"
+                f"--longppl-short {request.longppl_short} must be below the longest evaluation length "
+                f"{max(lengths)} (LongPPL's key tokens are those a longer context helps): give a shorter one"
             )
 
     def attention_shapes(self, setup: TaskSetup, length: int) -> Shapes:
+        if length <= setup.longppl_short:  # no target has a longer context than the short one: nothing to run
+            return ()
         piece = min(length, setup.longppl_short + setup.longppl_window)
         return ((length, length), (piece, piece))
 
     def measure(self, setup: TaskSetup, context: MeasureContext, length: int) -> LongPPLResult:
+        if length <= setup.longppl_short:
+            return LongPPLResult(within_short=True)
         return evaluate_longppl(
             context.model,
             setup.heldout,
@@ -120,6 +129,8 @@ class LongPPLKind(TaskKind):
         )
 
     def summary(self, result: LongPPLResult) -> str:
+        if result.within_short:
+            return "not above the short context"
         if not sum(result.key_tokens):
             return "no key tokens"
         return f"LongPPL {math.exp(result.nll):,.2f} over {result.share:.1%} of the tokens"
@@ -144,6 +155,8 @@ class LongPPLKind(TaskKind):
         }
         if not scored and result.candidates:  # measured, and no target was key: a LongPPL of nothing
             longppl |= {"status": "unsupported", "reason": NO_KEY_TOKENS}
+        if result.within_short:
+            longppl |= {"status": "unsupported", "reason": within_short(setup.longppl_short)}
         share = {
             "metric": "key_share",
             "value": result.share,
@@ -166,9 +179,11 @@ class LongPPLKind(TaskKind):
         ]
 
     def evaluated_tokens(self, setup: TaskSetup, lengths) -> int:
-        return len(setup.heldout) * setup.budget * len(lengths)
+        return len(setup.heldout) * setup.budget * sum(1 for n in lengths if n > setup.longppl_short)
 
     def forward_calls(self, setup: TaskSetup, length: int) -> list[tuple[int, int, int, int]]:
+        if length <= setup.longppl_short:
+            return []
         windows = sum(len(windows_full(doc, length, setup.budget)) for doc in setup.heldout)
         short, window = setup.longppl_short, setup.longppl_window
         pieces = len(range(0, length + 1 - short, window))
