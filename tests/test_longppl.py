@@ -131,3 +131,20 @@ def test_a_run_records_longppl_its_share_and_each_documents_sums(monkeypatch, tm
     assert sum(r["key_tokens"] for r in records) == rows.loc["longppl", "n_tokens"]
     summary = (out / "summary.md").read_text()
     assert "## LongPPL" in summary and "### longppl-short-16-window-16" in summary
+
+
+def test_longppls_sample_lines_are_neither_prompts_nor_perplexity_documents(tmp_path):
+    """A folder's samples hold LongPPL's per-document sums beside prompts' answers and perplexity's documents;
+    the report's per-prompt and per-document readers each take only their own (a scaled method's paired
+    comparison with its base reads prompts, which LongPPL's lines are not)."""
+    from extrapolate.report.samples import load_documents, load_samples, write_samples
+
+    cell = {"task": "longppl", "protocol": "longppl-short-16-window-16", "eval_len": 64}
+    records = [
+        {**cell, "index": 0, "key_nll_sum": 3.0, "key_tokens": 2, "candidates": 40},
+        {**cell, "task": "perplexity", "protocol": "full", "index": 0, "nll_sum": 9.0, "tokens": 64},
+        {**cell, "task": "passkey-word", "protocol": "passkey-word", "depth": 0.5, "index": 0, "score": 1.0},
+    ]
+    write_samples(tmp_path, "abc", records)
+    assert load_samples(tmp_path)["task"].tolist() == ["passkey-word"]
+    assert load_documents(tmp_path)["task"].tolist() == ["perplexity"]

@@ -53,7 +53,8 @@ def named_task(line: dict) -> dict:
 def _load_lines(folder: Path, documents: bool) -> pd.DataFrame:
     frames = []
     for path in sorted((Path(folder) / SAMPLES_FOLDER).glob("*.jsonl")):
-        lines = [r for r in read_lines(path) if ("nll_sum" in r) == documents]
+        # a perplexity document's line holds its summed loss, a prompt's its score (LongPPL's lines are neither)
+        lines = [r for r in read_lines(path) if ("nll_sum" in r if documents else "score" in r)]
         if lines:
             frames.append(pd.DataFrame(lines).assign(run_id=path.stem))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", *CELL])
