@@ -325,6 +325,28 @@ def hits_of(
     return f"{round(float((cell.value * cell.n).sum()))} of {int(cell.n.sum())}"
 
 
+def longppl_key_counts() -> tuple[int, int]:
+    """The fewest and most key tokens of a longppl-showcase cell that has any."""
+    keys = rows("longppl-showcase").query("metric == 'longppl' and n_tokens > 0")["n_tokens"]
+    return int(keys.min()), int(keys.max())
+
+
+def longppl_showcase_keys() -> str:
+    """longppl-showcase's largest key share, its count, and the encodings with no key token at any length."""
+    names = {"rope": "RoPE", "pi": "PI", "ntk": "NTK", "yarn": "YaRN"}
+    t = rows("longppl-showcase")
+    share = t[t.metric == "key_share"]
+    top = share.loc[share["value"].idxmax()]
+    keys = t[t.metric == "longppl"]
+    count = int(keys[(keys.encoding == top.encoding) & (keys.eval_len == top.eval_len)].n_tokens.iloc[0])
+    totals = keys.groupby("encoding").n_tokens.sum()
+    none = " and ".join(names[e] for e in names if totals.get(e) == 0)  # in the names' order
+    return (
+        f"at most {top.value:.3%} of the targets past 256 are key tokens ({count} of {int(top.n_tokens):,} for "
+        f"{names[top.encoding]} at {int(top.eval_len)}), and {none}"
+    )
+
+
 def quoting_hits(encoding: str, *quotes: tuple[str, str]) -> list[tuple]:
     """(document, text, computed) for texts that quote an encoding's SmolLM2 passkey cell at 16384 as "0 of
     20": the computed text has the cell's own hits in their place."""
@@ -560,6 +582,25 @@ QUOTED = [
         lambda: (
             f"{ppl('smollm2', 'llama4-temperature', 32768):.3f} on the one 32768-token window, between log-n's "
             f"{ppl('smollm2', 'logn', 32768):.3f} and RoPE's {ppl('smollm2', 'rope', 32768):.3f}"
+        ),
+    ),
+    (
+        "results/longppl-showcase/README.md",
+        "at most 0.098% of the targets past 256 are key tokens (42 of 43,032 for RoPE at 2048), and PI and YaRN",
+        lambda: longppl_showcase_keys(),
+    ),
+    (
+        "results/longppl-showcase/README.md",
+        "LongPPL here rests on 4 to 42 tokens a cell",
+        lambda: "LongPPL here rests on {} to {} tokens a cell".format(*longppl_key_counts()),
+    ),
+    (
+        "results/longppl-showcase/README.md",
+        "their perplexity at 512 is 54.6 to 134.9",
+        lambda: "their perplexity at 512 is {:.1f} to {:.1f}".format(
+            *(lambda p: (p.min(), p.max()))(
+                rows("longppl-showcase").query("metric == 'ppl' and eval_len == 512")["value"]
+            )
         ),
     ),
     *quoting_hits(

@@ -47,4 +47,7 @@ def cell_text(at: dict, length: int) -> str:
     shown = "–" if value is None or math.isnan(value.mean) else f"{value.mean:.2f}"
     if value is not None and not math.isnan(value.low):
         shown += f" [{value.low:.2f}–{value.high:.2f}]"
-    return shown + (f" ({share.mean:.1%})" if share is not None and not math.isnan(share.mean) else "")
+    if share is None or math.isnan(share.mean):
+        return shown
+    percent = 100 * share.mean  # a share below 0.1% with two significant digits, not as 0.0%
+    return f"{shown} ({percent:.1f}%)" if percent == 0 or percent >= 0.1 else f"{shown} ({percent:.2g}%)"
