@@ -325,6 +325,18 @@ def hits_of(
     return f"{round(float((cell.value * cell.n).sum()))} of {int(cell.n.sum())}"
 
 
+def smollm2_longppl(encoding: str, candidates: bool = False):
+    """smollm2-longppl's cell of `encoding`: ("3.70 over 17 key tokens" or "1.67 over 11", "0.14%"), or the
+    count of its candidates ("12,289")."""
+    t = rows("smollm2-longppl")
+    t = t[t.encoding == encoding].set_index("metric")
+    if candidates:
+        return f"{int(t.loc['key_share', 'n_tokens']):,}"
+    keys = int(t.loc["longppl", "n_tokens"])
+    words = " key tokens" if encoding == "rope" else ""
+    return f"{t.loc['longppl', 'value']:.2f} over {keys}{words}", f"{t.loc['key_share', 'value']:.2%}"
+
+
 def longppl_key_counts() -> tuple[int, int]:
     """The fewest and most key tokens of a longppl-showcase cell that has any."""
     keys = rows("longppl-showcase").query("metric == 'longppl' and n_tokens > 0")["n_tokens"]
@@ -601,6 +613,14 @@ QUOTED = [
             *(lambda p: (p.min(), p.max()))(
                 rows("longppl-showcase").query("metric == 'ppl' and eval_len == 512")["value"]
             )
+        ),
+    ),
+    (
+        "results/smollm2-longppl/README.md",
+        "RoPE's LongPPL is 3.70 over 17 key tokens (0.14% of the 12,289 targets past 4096), dual chunk attention's "
+        "1.67 over 11 (0.09%)",
+        lambda: "RoPE's LongPPL is {} ({} of the {} targets past 4096), dual chunk attention's {} ({})".format(
+            *smollm2_longppl("rope"), smollm2_longppl("rope", candidates=True), *smollm2_longppl("dual-chunk")
         ),
     ),
     *quoting_hits(

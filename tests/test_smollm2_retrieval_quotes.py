@@ -109,7 +109,7 @@ def test_the_results_doc_lists_the_grid_past_l_as_unresolved_but_above_rope(tabl
     assert f"its L = 8192 ({100 * mean:.0f}% [{100 * low:.0f}–{100 * high:.0f}] at 20 prompts" in text
     past = table[(table.eval_len > L) & (table.metric == "accuracy")]
     labels = past.encoding.unique()
-    assert len(labels) == 15 and all(
+    assert len(labels) == 16 and all(
         interval(table, label, n)[1] < BAR for label in labels for n in set(past[past.encoding == label].eval_len)
     )
 

@@ -335,6 +335,7 @@ def test_estimate_of_a_pretrained_sweep_times_evaluation_only(monkeypatch):
         dtype="float32",
         longppl_short=4096,
         longppl_window=1024,
+        evaluator=None,
     )
     cell = SimpleNamespace(
         request=request, is_pretrained=True, budget=256, bucket_width=16, model_folder=Path("some-checkpoint")
