@@ -27,10 +27,9 @@ class Logits:
         return type("Output", (), {"logits": self.model(input_ids)})()
 
 
-def authors_longppl(model, input_ids, trunc_len, sliding_window, alpha, beta):
-    """find_key_token's loop and compute_longppl's selection, ported (one tokenizer: a key token's text span is
-    its own, so cal_overlap maps key token t to loss index t - 1)."""
-    evaluator_model = Logits(model)
+def authors_key_tokens(evaluator_model, input_ids, trunc_len, sliding_window, alpha, beta) -> list[int]:
+    """find_key_token's loop, ported: the key tokens' indices in input_ids (1, N) by `evaluator_model`, called
+    as the authors call it (model(input_ids).logits)."""
     output_full = evaluator_model(input_ids)
     loss_f = torch.nn.CrossEntropyLoss(reduction="none")
     _, max_len = input_ids.shape
@@ -54,7 +53,15 @@ def authors_longppl(model, input_ids, trunc_len, sliding_window, alpha, beta):
         for i, is_key in enumerate(loss_discrepancy):
             if is_key:
                 key_tokens.append(start_token + trunc_len + i)
-    loss_overall = loss_f(output_full.logits[0, :-1, :], input_ids[0, 1:]).to(torch.float).numpy()
+    return key_tokens
+
+
+def authors_longppl(model, input_ids, trunc_len, sliding_window, alpha, beta):
+    """find_key_token's loop and compute_longppl's selection, ported (one tokenizer: a key token's text span is
+    its own, so cal_overlap maps key token t to loss index t - 1)."""
+    key_tokens = authors_key_tokens(Logits(model), input_ids, trunc_len, sliding_window, alpha, beta)
+    loss_f = torch.nn.CrossEntropyLoss(reduction="none")
+    loss_overall = loss_f(model(input_ids)[0, :-1, :], input_ids[0, 1:]).to(torch.float).numpy()
     if not key_tokens:
         return None, 0
     loss_key = loss_overall[[t - 1 for t in key_tokens]]

@@ -15,6 +15,7 @@ from extrapolate.data.tokenizers import BPETokenizer, ByteTokenizer, train_bpe
 from extrapolate.model import TransformerLM
 from extrapolate.tasks import key_tokens, longppl
 from extrapolate.tasks.longppl_evaluator import Evaluator, char_spans, merged, tokens_inside
+from tests.test_longppl import Logits, authors_key_tokens
 
 runner = CliRunner()
 WORDS = "the cat sat on a mat while seven dogs ran far from home and a bird sang over the quiet river".split()
@@ -60,24 +61,8 @@ def compute_offsets(tokenizer, ids):  # the authors' fallback for a tokenizer wi
 def authors_with_evaluator(model, tokenizer, evaluator, evaluator_tokenizer, text, trunc_len, window, alpha, beta):
     """find_key_token on the evaluator (its tokenizer's offset mapping), then compute_longppl's selection."""
     encoded = evaluator_tokenizer(text, return_tensors="pt", return_offsets_mapping=True)
-    input_ids = encoded["input_ids"]
+    key_tokens = authors_key_tokens(Logits(evaluator), encoded["input_ids"], trunc_len, window, alpha, beta)
     loss_f = torch.nn.CrossEntropyLoss(reduction="none")
-    full = evaluator(input_ids)
-    key_tokens, max_len = [], input_ids.shape[1]
-    for start in range(0, max_len - trunc_len, window):
-        if start + trunc_len + window > max_len:
-            window = max_len - start - trunc_len
-        short_ids = input_ids[:, start : start + trunc_len + window]
-        short = evaluator(short_ids)
-        loss_full = loss_f(
-            full[0, start + trunc_len - 1 : start + trunc_len + window - 1],
-            input_ids[0, start + trunc_len : start + trunc_len + window],
-        )
-        loss_short = loss_f(
-            short[0, trunc_len - 1 : trunc_len + window - 1], short_ids[0, trunc_len : trunc_len + window]
-        )
-        key = torch.logical_and((loss_short - loss_full) > alpha, loss_full < -beta).reshape(-1)
-        key_tokens += [start + trunc_len + i for i, k in enumerate(key) if k]
     slices = merge_intervals(encoded["offset_mapping"][0, key_tokens]).tolist()
     ids = tokenizer.encode(text)
     chosen = cal_overlap(compute_offsets(tokenizer, ids), slices)
