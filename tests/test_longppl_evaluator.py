@@ -164,8 +164,10 @@ def test_an_evaluator_that_cannot_be_loaded_is_one_line(tmp_path, monkeypatch):
     out = tmp_path / "out"
     result = runner.invoke(app, ["run", *model, *args, "--evaluator", str(tmp_path / "nothing"), "--out", str(out)])
     assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output and "nothing" in result.output
+    assert "Traceback" not in result.output and "no such folder or file" in result.output
     assert not (out / "results.csv").exists()
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(p.is_file() for p in cache.rglob("*")), "said before training, not after"
 
 
 def test_a_size_preset_as_evaluator_is_one_line(tmp_path):

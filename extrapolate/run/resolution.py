@@ -24,6 +24,7 @@ from extrapolate.core.identity import default_steps, stored
 from extrapolate.core.memory import parse_memory
 from extrapolate.core.numbers import SEED_MAX
 from extrapolate.core.registry import require_known
+from extrapolate.data.pretrained import names_a_path
 from extrapolate.data.tokenizers import parse_spec
 from extrapolate.encodings import EncodingSpec, get_spec
 from extrapolate.encodings.catalog import validate_shape
@@ -254,6 +255,9 @@ def check(request: RunRequest) -> None:
             f"--evaluator {request.evaluator!r}: give a pretrained model (a known name, a checkpoint folder, a hub "
             "id; `extrapolate export` writes a model trained here as a folder)"
         )
+    if request.evaluator is not None and names_a_path(request.evaluator):
+        if not Path(request.evaluator).expanduser().exists():  # said before a model is trained, not after
+            raise UserError(f"--evaluator {request.evaluator}: no such folder or file")
 
 
 POSITIONS = ("contiguous", "pose")
