@@ -420,6 +420,116 @@ def babilong_probe() -> str:
     )
 
 
+TRAINED_IN_2025 = ("cope", "dape", "fope", "stick-breaking", "swa-rope-nope")
+
+
+def growth_by_document(folder: str, run: str, length: int, at_l: int = 256) -> str:
+    """A run's perplexity at `length` over its value at L, paired over the held-out documents: "1.48× [1.42–1.54]"."""
+    from extrapolate.core.intervals import nll_difference
+    from extrapolate.report.samples import load_documents
+
+    documents = load_documents(ROOT / "results" / folder)
+    documents = documents[documents["run_id"] == run]
+
+    def lists(frame):
+        frame = frame.sort_values("index")
+        return list(frame["nll_sum"]), list(frame["tokens"])
+
+    far, near = (documents[documents["eval_len"] == n] for n in (length, at_l))
+    assert sorted(far["index"]) == sorted(near["index"]) and len(far) > 1, (run, length)
+    mean, low, high = (math.exp(v) for v in nll_difference(*lists(far), *lists(near)))
+    return f"{mean:.2f}× [{low:.2f}–{high:.2f}]"
+
+
+def trained_in_counts() -> tuple[int, int]:
+    """(held-out documents a perplexity cell, prompts a retrieval length) of the 2025 methods' rows: one each."""
+    t = rows("showcase-seeds-v2")
+    t = t[t.encoding.isin(TRAINED_IN_2025)]
+    documents = t[t.metric == "ppl"].n.unique()
+    prompts = t[t.metric == "accuracy"].groupby(["run_id", "eval_len"]).n.sum().unique()
+    assert len(documents) == 1 and len(prompts) == 1, (documents, prompts)
+    return int(documents[0]), int(prompts[0])
+
+
+def trained_in_table() -> str:
+    """docs/results.md's table of the 2025 trained-in methods beside RoPE in showcase-seeds-v2, seed by seed."""
+    t = rows("showcase-seeds-v2")
+    lines = [
+        "| encoding | seed | ppl at L | ppl at 8L / at L | greedy at L | greedy at 8L |",
+        "|---|---|---|---|---|---|",
+    ]
+    for encoding in ("rope", *TRAINED_IN_2025):
+        for seed in sorted(t[t.encoding == encoding].seed.unique()):
+            (run,) = t[(t.encoding == encoding) & (t.seed == seed)].run_id.unique()
+            at_l, far = (
+                seed_cell("showcase-seeds-v2", encoding, 256, seed),
+                seed_cell("showcase-seeds-v2", encoding, 2048, seed),
+            )
+            learned = seed_greedy("showcase-seeds-v2", encoding, 256, seed) >= 0.8
+            cells = [
+                f"{ppl('showcase-seeds-v2', encoding, 256, seed):.2f}",
+                growth_by_document("showcase-seeds-v2", run, 2048),
+                at_l,
+                far if learned else f"*{far}*",
+            ]
+            lines.append(f"| {encoding} | {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+NAMES_2025 = {"cope": "CoPE", "dape": "DAPE", "fope": "FoPE", "stick-breaking": "stick-breaking attention"}
+NAMES_2025 |= {"swa-rope-nope": "the SWA/NoPE hybrid"}
+
+
+def trained_in_reading(seed: int = 0) -> str:
+    """docs/results.md's reading of the 2025 methods at one seed, each word from an interval: "flat" where the
+    8L / L interval's top is at most 1.1×, "below RoPE's" where it lies under every RoPE seed's; retrieval past L
+    "above RoPE's" where the 8L interval lies above RoPE's at the same seed."""
+    from extrapolate.core.intervals import proportion_interval
+
+    t = rows("showcase-seeds-v2")
+    folder = "showcase-seeds-v2"
+
+    def run(encoding: str, s: int) -> str:
+        (one,) = t[(t.encoding == encoding) & (t.seed == s)].run_id.unique()
+        return one
+
+    def bounds(cell: str) -> tuple[float, float]:
+        low, high = cell.split("[")[1].rstrip("]").split("–")
+        return float(low), float(high)
+
+    rope_low = min(bounds(growth_by_document(folder, run("rope", s), 2048))[0] for s in (0, 1, 2))
+
+    def hits(encoding: str) -> tuple[float, float]:
+        cell = t[(t.encoding == encoding) & (t.eval_len == 2048) & (t.metric == "accuracy") & (t.seed == seed)]
+        return proportion_interval(*pooled_hits(cell))
+
+    here = [e for e in TRAINED_IN_2025 if seed in set(t[t.encoding == e].seed)]
+    flat = [e for e in here if bounds(growth_by_document(folder, run(e, seed), 2048))[1] <= 1.1]
+    below = [e for e in here if e not in flat and bounds(growth_by_document(folder, run(e, seed), 2048))[1] < rope_low]
+    learned = [e for e in here if seed_greedy(folder, e, 256, seed) >= 0.8]
+    above = [e for e in learned if hits(e)[0] > hits("rope")[1]]
+    unlearned = [e for e in here if e not in learned]
+
+    def names(encodings: list[str]) -> str:
+        words = [NAMES_2025[e] for e in encodings]
+        return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+    def verb(encodings: list[str], one: str, many: str) -> str:
+        return f"{names(encodings)} {one if len(encodings) == 1 else many}"
+
+    clauses = [
+        flat
+        and verb(flat, "keeps", "keep") + " perplexity flat to 8L (the interval's top at most 1.1× its value at L)",
+        below
+        and verb(below, "rises", "rise")
+        + " past L, but by less than RoPE at any of its seeds (the interval below every RoPE seed's)",
+        learned and verb(learned, "finds", "find") + " the passkey at L",
+        above and verb(above, "keeps", "keep") + f" it at 8L above RoPE's seed {seed} (the intervals apart)",
+        unlearned and verb(unlearned, "finds", "find") + " none at L, so past L claims nothing",
+    ]
+    return f"At seed {seed}: " + "; ".join(c for c in clauses if c) + "."
+
+
 def seed_cell(folder: str, encoding: str, length: int, seed: int) -> str:
     """ "71% [61–80]": a seed's greedy cell at a length, its depths pooled, with Wilson's interval."""
     t = rows(folder)
@@ -643,6 +753,15 @@ QUOTED = [
         ),
     ),
     (
+        "docs/results.md",
+        "its ratio at 8L paired over the 6 held-out documents (95% Student-t interval), and greedy\npasskey "
+        "retrieval at L and 8L over 100 prompts",
+        lambda: (
+            "its ratio at 8L paired over the {} held-out documents (95% Student-t interval), and greedy\npasskey "
+            "retrieval at L and 8L over {} prompts".format(*trained_in_counts())
+        ),
+    ),
+    (
         "results/babilong-showcase/README.md",
         "the score at L is 37% [28–47] (n = 100), and a rule that does no\nreasoning, answering the last room the "
         "story names, scores 47% on qa1's stories (a guess among the rooms the\nstory names, 29%); its interval "
@@ -682,10 +801,21 @@ QUOTED = [
             *smollm2_longppl("rope"), smollm2_longppl("rope", candidates=True), *smollm2_longppl("dual-chunk")
         ),
     ),
+    (
+        "docs/results.md",
+        "but for the last position (31.909 against 31.905), and at 16384 it leaves RoPE's failure as it is (63.065\n"
+        "against 61.344)",
+        lambda: (
+            f"but for the last position ({ppl('smollm2', 'llama4-temperature', 8192):.3f} against "
+            f"{ppl('smollm2', 'rope', 8192):.3f}), and at 16384 it leaves RoPE's failure as it is "
+            f"({ppl('smollm2', 'llama4-temperature', 16384):.3f}\nagainst {ppl('smollm2', 'rope', 16384):.3f})"
+        ),
+    ),
     *quoting_hits(
         "llama4-temperature",
         ("results/smollm2-retrieval/README.md", "**Nor Llama 4's attention temperature**:\n  0 of 20;"),
         ("docs/encodings.md", "it finds 0 of 20 passkeys at 16384"),
+        ("docs/results.md", "it finds 0 of 20 passkeys at 16384\n([smollm2-retrieval]"),
     ),
     *quoting_hits(
         "logn",
@@ -1595,3 +1725,10 @@ def test_the_finetune_readme_quotes_pose_and_drope_at_seed_zero():
     t = rows("finetune-seeds")
     zero = t[(t.seed == 0) & (t.encoding == "drope") & (t.finetune_steps == 0) & (t.metric == "accuracy")]
     assert f"{zero[zero.eval_len == 1024]['value'].mean():.0%} of the prompts" in text
+
+
+def test_the_results_doc_holds_the_2025_methods_table_and_its_reading():
+    """docs/results.md's table of the 2025 trained-in methods and the sentence reading it, as the rows give them."""
+    doc = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    assert " ".join(trained_in_table().split()) in doc
+    assert " ".join(trained_in_reading().split()) in doc
