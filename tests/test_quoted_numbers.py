@@ -1702,29 +1702,75 @@ def test_the_first_finetune_table_is_quoted_row_by_row_with_its_intervals():
     assert cells.n.nunique() == 1 and f"the {int(cells.n.iloc[0])} held-out documents" in text
 
 
-def finetune_seed_zero(encoding: str, pose: bool = False, length: int = 1024, longce: bool = False) -> str:
-    """Seed 0's perplexity at `length` after 0 / 25 / 100 / 400 steps in results/finetune-seeds ("–" where a
-    step was not measured on its own: PoSE's and LongCE's zero-step point is YaRN's)."""
+def finetune_seed(
+    encoding: str, seed: int, pose: bool = False, length: int = 1024, longce: bool = False, intervals: bool = False
+) -> str:
+    """A seed's perplexity at `length` after 0 / 25 / 100 / 400 steps in results/finetune-seeds ("–" where a
+    step was not measured on its own: PoSE's and LongCE's zero-step point is YaRN's), with `intervals` each
+    cell's 95% interval over the documents where its row keeps one."""
     t = rows("finetune-seeds")
-    t = t[(t.seed == 0) & (t.encoding == encoding) & (t.eval_len == length) & (t.metric == "ppl")]
+    t = t[(t.seed == seed) & (t.encoding == encoding) & (t.eval_len == length) & (t.metric == "ppl")]
     t = t[t.finetune_positions.eq("pose")] if pose else t[t.finetune_positions.isna()]
     t = t[t.finetune_loss.eq("longce")] if longce else t[t.finetune_loss.isna()]
-    values = [t[t.finetune_steps == steps]["value"] for steps in (0, 25, 100, 400)]
-    return " / ".join(f"{v.iloc[0]:.2f}" if len(v) else "–" for v in values)
+    cells = [t[t.finetune_steps == steps] for steps in (0, 25, 100, 400)]
+
+    def cell(row) -> str:
+        spread = intervals and not pd.isna(row.ci_low)
+        return f"{row.value:.2f}" + (f" [{row.ci_low:.1f}–{row.ci_high:.1f}]" if spread else "")
+
+    return " / ".join(cell(c.iloc[0]) if len(c) else "–" for c in cells)
 
 
-def test_the_finetune_readme_quotes_pose_and_drope_at_seed_zero():
-    text = " ".join((ROOT / "results" / "finetune-seeds" / "README.md").read_text().split())
-    assert f"YaRN fine-tuned at L' {finetune_seed_zero('yarn')}" in text
-    assert f"YaRN by PoSE {finetune_seed_zero('yarn', pose=True)}" in text
-    assert f"YaRN fine-tuned with LongCE: {finetune_seed_zero('yarn', longce=True)}" in text
-    assert f"DroPE {finetune_seed_zero('drope')}" in text
-    drope_at_l = finetune_seed_zero("drope", length=256).split(" / ")
-    rope_at_l = finetune_seed_zero("rope", length=256).split(" / ")[0]
-    assert f"({drope_at_l[0]} at L against {rope_at_l})" in text and f"({drope_at_l[3]} at 256" in text
+FINETUNE_MODES = (
+    ("YaRN fine-tuned at L'", dict(encoding="yarn")),
+    ("YaRN by PoSE", dict(encoding="yarn", pose=True)),
+    ("YaRN with LongCE", dict(encoding="yarn", longce=True)),
+    ("DroPE", dict(encoding="drope")),
+)
+
+
+def finetune_modes_table() -> str:
+    """finetune-seeds' README table: each fine-tune's perplexity at 1024 after 0 / 25 / 100 / 400 steps, seed by
+    seed, for the seeds where PoSE, LongCE and DroPE are all measured."""
     t = rows("finetune-seeds")
+    pose, longce = t[t.finetune_positions.eq("pose")], t[t.finetune_loss.eq("longce")]
+    seeds = sorted(set(pose.seed) & set(longce.seed) & set(t[t.encoding == "drope"].seed))
+    lines = ["| perplexity at 1024 | seed | 0 steps | 25 | 100 | 400 |", "|---|---|---|---|---|---|"]
+    for label, mode in FINETUNE_MODES:
+        for seed in seeds:
+            cells = finetune_seed(seed=seed, intervals=True, **mode).replace(" / ", " | ")
+            lines.append(f"| {label} | {seed} | {cells} |")
+    return "\n".join(lines)
+
+
+def test_the_finetune_readme_quotes_pose_drope_and_longce_seed_by_seed():
+    text = " ".join((ROOT / "results" / "finetune-seeds" / "README.md").read_text().split())
+    assert " ".join(finetune_modes_table().split()) in text
+    t = rows("finetune-seeds")
+    seeds = sorted(set(t[t.finetune_loss.eq("longce")].seed))
+    count = {2: "two", 3: "three"}[len(seeds)]
+    assert f"Seeds {' and '.join(map(str, seeds))} so far" in text and f"{count} seeds give no interval" in text
+
+    def at_400(seed: int, **mode) -> float:
+        return float(finetune_seed("yarn", seed, **mode).split(" / ")[3])
+
+    gaps = [at_400(s, longce=True) / at_400(s) - 1 for s in seeds]
+    assert f"LongCE's points after 400 steps lie {' and '.join(f'{g:.1%}' for g in gaps)} above" in text
+    pose = [
+        float(p) - float(c)
+        for s in seeds
+        for p, c in zip(finetune_seed("yarn", s, pose=True).split(" / ")[1:], finetune_seed("yarn", s).split(" / ")[1:])
+    ]
+    assert "above it at some steps and seeds, below at others" in text and min(pose) < 0 < max(pose)
+    drope_at_l = finetune_seed("drope", 0, length=256).split(" / ")
+    rope_at_l = finetune_seed("rope", 0, length=256).split(" / ")[0]
+    assert f"(on seed 0 {drope_at_l[0]} at L against {rope_at_l})" in text and f"({drope_at_l[3]} at 256" in text
+    assert f"{finetune_seed('drope', 0).split(' / ')[3]} at 1024 after 400" in text
     zero = t[(t.seed == 0) & (t.encoding == "drope") & (t.finetune_steps == 0) & (t.metric == "accuracy")]
     assert f"{zero[zero.eval_len == 1024]['value'].mean():.0%} of the prompts" in text
+    documents = t[t.finetune_loss.eq("longce") & (t.metric == "ppl")]
+    assert documents.n.nunique() == 1 and documents.n_tokens.nunique() == 1
+    assert f"over the {documents.n.iloc[0]} held-out documents ({documents.n_tokens.iloc[0]:,} tokens)" in text
 
 
 def test_the_results_doc_holds_the_2025_methods_table_and_its_reading():
