@@ -46,3 +46,27 @@ def test_runs_without_telling_options_keep_their_run_ids(tmp_path):
     assert list(labels["encoding"]) == ["longrope #eeeeee", "longrope #ffffff"]
     alone = label_variants(with_options(rows(("eeeeee5555", "longrope")), tmp_path / "none"))
     assert list(alone["encoding"]) == ["longrope"]  # one run of the cell: nothing to tell apart
+
+
+def trained(folder, run_id, encoding, **request):
+    runs = folder / "runs"
+    runs.mkdir(exist_ok=True)
+    body = {"run_id": run_id, "request": {"encoding_options": [], **request}, "encoding": {"name": encoding}}
+    (runs / f"{run_id}.json").write_text(json.dumps(body))
+
+
+def test_two_trainings_of_one_encoding_are_named_by_the_setting_that_differs(tmp_path):
+    """The same encoding trained for 1200 and 2400 steps (the seed and evaluation alike): "rope [steps=2400]"."""
+    trained(tmp_path, "aaaaaa1111", "rope", steps=1200, lr=0.003, tasks=["perplexity"], seed=0)
+    trained(tmp_path, "bbbbbb2222", "rope", steps=2400, lr=0.003, tasks=["perplexity", "qa1"], seed=0)
+    labels = label_variants(with_options(rows(("aaaaaa1111", "rope"), ("bbbbbb2222", "rope")), tmp_path))
+    assert list(labels["encoding"]) == ["rope [steps=1200]", "rope [steps=2400]"]
+    assert list(split_label(labels["encoding"])[0]) == ["rope", "rope"]
+
+
+def test_a_setting_an_older_record_lacks_is_no_difference(tmp_path):
+    """A record made before a setting existed ran with its default: only the settings both name can differ."""
+    trained(tmp_path, "cccccc3333", "yarn", steps=1200)
+    trained(tmp_path, "dddddd4444", "yarn", steps=1200, curriculum="none")
+    trained(tmp_path, "eeeeee5555", "alibi", steps=1200, train_tasks=["qa1"])
+    assert run_options(tmp_path) == {}

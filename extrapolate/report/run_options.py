@@ -32,14 +32,43 @@ def record_options(record: dict) -> str:
     return ",".join(f"{name}={shown(value)}" for name, value in sorted(options.items()))
 
 
+# What a model trained here was trained with: where two runs of one encoding and options differ in these, a
+# label names the difference ("rope [steps=2400]"), as it names encoding options
+TRAINING = ("model", "width", "layers", "heads", "corpus", "tokenizer", "train_len", "steps", "batch_size", "lr")
+TRAINING += ("curriculum", "train_tasks", "passkey_fraction")
+
+
+def training_differences(records: list[dict]) -> dict[str, str]:
+    """run id -> "name=value,…" of the training settings in which it differs from the other runs of its
+    encoding and options (empty where none differ)."""
+    groups: dict[tuple, list[dict]] = {}
+    for record in records:
+        key = ((record.get("encoding") or {}).get("name"), record_options(record))
+        groups.setdefault(key, []).append(record)
+    differences = {}
+    for group in groups.values():
+        requests = [record.get("request") or {} for record in group]
+        # a setting an older record lacks is not a difference (it ran with the default then in force)
+        fields = [f for f in TRAINING if len({json.dumps(r.get(f), sort_keys=True) for r in requests if f in r}) > 1]
+        for record, request in zip(group, requests):
+            named = (f"{f}={shown(request[f])}" for f in fields if f in request)
+            differences[str(record.get("run_id"))] = ",".join(named)
+    return differences
+
+
 def run_options(folder: Path) -> dict[str, str]:
-    """run id -> its options as text, for every run record of the folder that has options."""
-    options = {}
+    """run id -> its options as text (its encoding options, then the training settings that set it apart from
+    the other runs of its encoding), for every run record of the folder that has any."""
+    records = {}
     for path in sorted((Path(folder) / "runs").glob("*.json")):
         record = json.loads(path.read_text())
-        text = record_options(record)
+        records[str(record.get("run_id", path.stem))] = record
+    differences = training_differences(list(records.values()))
+    options = {}
+    for run, record in records.items():
+        text = ",".join(part for part in (record_options(record), differences.get(run, "")) if part)
         if text and len(text) <= LONGEST:
-            options[str(record.get("run_id", path.stem))] = text
+            options[run] = text
     return options
 
 
