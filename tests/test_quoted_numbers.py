@@ -541,7 +541,9 @@ def trained_in_reading(seed: int = 0) -> str:
         + " past L, but by less than RoPE at any of its seeds (the interval below every RoPE seed's)",
         learned and verb(learned, "finds", "find") + " the passkey at L",
         above and verb(above, "keeps", "keep") + f" it at 8L above RoPE's seed {seed} (the intervals apart)",
-        unlearned and verb(unlearned, "finds", "find") + " none at L, so past L claims nothing",
+        unlearned
+        and verb(unlearned, "finds", "find")
+        + f" none at L, so {'its' if len(unlearned) == 1 else 'their'} cells past L claim nothing",
     ]
     return f"At seed {seed}: " + "; ".join(c for c in clauses if c) + "."
 
