@@ -4,6 +4,7 @@ cells with the time left, and the closing panel's numbers are the rows'."""
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -315,3 +316,26 @@ def test_a_table_and_a_record_written_before_the_kind_column_read_as_written_now
     # a record's "passkey" named the retrieval kind: given back, it asks for the record's own task file
     values = from_record({"tasks": ["perplexity", "passkey"], "passkey_task": "passkey-word"})
     assert values["tasks"] == ["perplexity", "retrieval"] and values["passkey_task"] == "passkey-word"
+
+
+def test_a_second_task_of_one_kind_is_another_task_not_another_experiment(tmp_path, monkeypatch):
+    """qa2 beside qa1 in one folder (as scripts/ruler_smollm2.sh adds task after task) needs no --append; the
+    same task from a changed file is still another experiment."""
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    tiny = ["--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "32", "--eval-tokens", "128"]
+
+    def run(task) -> object:
+        return cli.invoke(
+            app, ["run", "--encoding", "rope", *tiny, "--eval-lens", "512", "--tasks", str(task), "--out", str(out)]
+        )
+
+    for task in ("qa1-compact", "qa2-compact"):
+        result = run(task)
+        assert result.exit_code == 0, result.output
+    assert set(pd.read_csv(out / "results.csv")["task"]) == {"qa1-compact", "qa2-compact"}
+    changed = tmp_path / "qa1-compact.toml"
+    source = (Path(__file__).parent.parent / "tasks" / "babilong" / "qa1-compact.toml").read_text()
+    changed.write_text(source.replace("samples = 100", "samples = 3"))
+    refused = run(changed)
+    assert refused.exit_code == 2 and "holds another experiment (qa1-compact's protocol" in refused.output

@@ -13,7 +13,7 @@ import pandas as pd
 
 from extrapolate.core.errors import UserError
 from extrapolate.core.paths import RUNS_FOLDER
-from extrapolate.report.table import load_results, of_kind
+from extrapolate.report.table import load_results, of_kind, with_task_names
 from extrapolate.run.prepare import Prepared
 from extrapolate.run.resolved import ResolvedRun, task_setup
 from extrapolate.run.rows import common_columns
@@ -82,8 +82,11 @@ def cell_differences(
     for column in SHARED_COLUMNS:
         out += differ(column, columns[column], table[column], mine)
     setup = task_setup(resolved, prepared)
+    named = with_task_names(table)
     for kind in asked_kinds(resolved.request.tasks):
         rows = table[of_kind(table, kind)]
+        if kind.reads_task_file:  # another task file of the kind (qa2 beside qa1) is another task, not a protocol
+            rows = rows[named.loc[rows.index, "task"] == kind.task_name(setup)]
         out += differ(f"{kind.task_name(setup)}'s protocol", kind.protocol(setup), rows["protocol"], mine)
     others = [records[resolved.run_id]] if resolved.run_id in records else list(records.values())
     for field in SHARED_FIELDS:
