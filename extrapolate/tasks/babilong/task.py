@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
-from extrapolate.tasks.babilong.world import STORY_FACTS
+from extrapolate.tasks.babilong.world import FEWEST_FACTS, STORY_FACTS
 from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD, NOISE, template_fields
 
 GENERATOR = "babilong"
@@ -117,6 +117,9 @@ def check_args(given, qa: int, name: str) -> dict:
         value = args[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
             raise UserError(f"task file {name}: argument '{key}' must be an integer ≥ 2")
+    fewest = FEWEST_FACTS.get(qa, 2)
+    if args["min_facts"] < fewest:
+        raise UserError(f"task file {name}: qa{qa}'s question needs stories of at least {fewest} facts (min_facts)")
     if args["min_facts"] > args["max_facts"]:
         raise UserError(f"task file {name}: argument 'min_facts' must not exceed 'max_facts'")
     if qa == 4 and (args["min_facts"], args["max_facts"]) != (2, 2):

@@ -21,9 +21,13 @@ DROPS = ("dropped", "discarded", "put down", "left")
 GIVES = ("gave", "handed", "passed")
 OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
 COUNTS = ("none", "one", "two", "three")
+NEGATIONS = ("not ", "no longer ")  # bAbI's two renderings of a false "is in"
 # each task's fewest and most sentences (qa4's are bAbI's two); a task file may set others
 STORY_FACTS = {1: (2, 10), 2: (4, 20), 3: (8, 30), 4: (2, 2), 5: (4, 20)}
 STORY_FACTS |= {n: (2, 12) for n in range(6, 11)}
+# the fewest sentences a question can rest on: qa3 a move, a taking and a move with it; qa5 two actors coming
+# into one room, a taking and a give (fewer, and no story could be told)
+FEWEST_FACTS = {3: 3, 5: 4}
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class World:
     holder: dict = field(default_factory=dict)  # object -> the actor holding it
     lies: dict = field(default_factory=dict)  # object -> (room, the facts saying so) while no one holds it
     held: dict = field(default_factory=dict)  # object -> the last fact that took, dropped or handed it
-    trail: dict = field(default_factory=dict)  # object -> [(room, fact)] each time it came to another room
+    trail: dict = field(default_factory=dict)  # object -> [(room, fact, support)] each time it came to another room
     changed: dict = field(default_factory=dict)  # actor -> the facts that changed what they carry
     gives: list = field(default_factory=list)  # (giver, object, receiver, fact) in order
 
@@ -61,10 +65,17 @@ class World:
     def carried(self, actor: str) -> list[str]:
         return sorted(o for o, a in self.holder.items() if a == actor)
 
-    def arrive(self, thing: str, room: str, fact: int) -> None:
+    def arrive(self, thing: str, room: str, fact: int, support: tuple[int, ...] = ()) -> None:
+        """`thing` is in `room` by `fact`; `support`: the facts that placed it in the room it left (its holder's
+        arrival there and its taking), bAbI's two facts of each step of an object's history."""
         trail = self.trail.setdefault(thing, [])
         if not trail or trail[-1][0] != room:
-            trail.append((room, fact))
+            trail.append((room, fact, support))
+
+
+def there(rng: random.Random) -> str:
+    """bAbI tells a taking or dropping with or without "there" ("Sandra took the football.")."""
+    return " there" if rng.random() < 0.5 else ""
 
 
 def tell(rng: random.Random, world: World, task: int, index: int) -> str | None:
@@ -77,14 +88,16 @@ def tell(rng: random.Random, world: World, task: int, index: int) -> str | None:
     kind, actor = rng.choice(kinds), rng.choice(actors)
     if kind == "move":
         room = rng.choice([r for r in rooms if r != world.room(actor)])
+        came = world.told.get(actor)  # the fact that put the actor where it leaves
         world.where[actor], world.told[actor] = room, index
         for thing in world.carried(actor):
-            world.arrive(thing, room, index)
+            world.arrive(thing, room, index, (came, world.held[thing]))
         return f"{actor} {rng.choice(MOVES)} the {room}."
     if kind in ("is", "not"):
         room = rng.choice(rooms)
         world.where[actor], world.told[actor] = (room if kind == "is" else ("not", room)), index
-        return f"{actor} is {'not ' * (kind == 'not')}in the {room}."
+        negation = rng.choice(NEGATIONS) if kind == "not" else ""
+        return f"{actor} is {negation}in the {room}."
     if kind == "either":
         first, second = rng.sample(rooms, 2)
         world.where[actor], world.told[actor] = ("either", first, second), index
@@ -102,7 +115,7 @@ def tell(rng: random.Random, world: World, task: int, index: int) -> str | None:
         world.lies.pop(thing, None)
         world.arrive(thing, room, index)
         world.changed.setdefault(actor, []).append(index)
-        return f"{actor} {rng.choice(GETS)} the {thing} there."
+        return f"{actor} {rng.choice(GETS)} the {thing}{there(rng)}."
     if not mine:
         return None
     thing = rng.choice(mine)
@@ -111,7 +124,7 @@ def tell(rng: random.Random, world: World, task: int, index: int) -> str | None:
         world.held[thing] = index
         world.lies[thing] = (room, (index, world.told[actor]))
         world.changed.setdefault(actor, []).append(index)
-        return f"{actor} {rng.choice(DROPS)} the {thing} there."
+        return f"{actor} {rng.choice(DROPS)} the {thing}{there(rng)}."
     others = [a for a in actors if a != actor and world.room(a) == room]
     if not others:
         return None
@@ -149,21 +162,24 @@ def ask(rng: random.Random, world: World, task: int) -> tuple[str, str, tuple[in
         if not moved:
             return None
         thing = rng.choice(moved)
-        (before, came), (now, went) = world.trail[thing][-2:]
-        return f"Where was the {thing} before the {now}?", before, tuple(sorted({came, went, world.held[thing]}))
+        (before, _, _), (now, went, placed) = world.trail[thing][-2:]
+        return f"Where was the {thing} before the {now}?", before, tuple(sorted({went, *placed}))
     if task == 5:
         if not world.gives:
             return None
-        giver, thing, receiver, fact = world.gives[-1]
-        forms = (
-            (f"Who gave the {thing} to {receiver}?", giver),
-            (f"Who gave the {thing}?", giver),
-            (f"Who did {giver} give the {thing} to?", receiver),
-            (f"Who received the {thing}?", receiver),
-            (f"What did {giver} give to {receiver}?", thing),
+        # any give of the story, not only its last (bAbI asks one followed by up to five more sentences); the
+        # answer is the latest give the question's words match, as bAbI's world knows it when asked
+        giver, thing, receiver, _ = rng.choice(world.gives)
+        forms = (  # (question, what it names of a give: giver, object, receiver; None where it asks)
+            (f"Who gave the {thing} to {receiver}?", (None, thing, receiver)),
+            (f"Who gave the {thing}?", (None, thing, "")),
+            (f"Who did {giver} give the {thing} to?", (giver, thing, None)),
+            (f"Who received the {thing}?", ("", thing, None)),
+            (f"What did {giver} give to {receiver}?", (giver, None, receiver)),
         )
-        question, answer = rng.choice(forms)
-        return question, answer, (fact,)
+        question, named = rng.choice(forms)
+        give = next(g for g in reversed(world.gives) if all(n in (None, "", v) for n, v in zip(named, g)))
+        return question, give[named.index(None)], (give[3],)
     if task in (7, 8):
         actors = sorted(world.changed)
         if not actors:
@@ -190,10 +206,11 @@ def ask(rng: random.Random, world: World, task: int) -> tuple[str, str, tuple[in
 
 
 def directions(rng: random.Random) -> Story:
-    """qa4, two-argument relations: two facts placing two rooms around a third; the question asks one relation,
-    from either side ("What is north of the B?", "What is the B north of?")."""
+    """qa4, two-argument relations: two facts placing two rooms on either side of a third, on one line; the
+    question asks one relation, from either side ("What is north of the B?", "What is the B north of?")."""
     centre, first, second = rng.sample(ROOMS, 3)
-    one, other = rng.sample(sorted(OPPOSITE), 2)
+    one = rng.choice(sorted(OPPOSITE))
+    other = OPPOSITE[one]  # the three rooms on one line, as bAbI's IsDir sets them
     facts = []
     for room, way in ((first, one), (second, other)):  # `room` is `way` of the centre: told from either side
         told = f"The {room} is {way} of the {centre}." if rng.random() < 0.5 else None
