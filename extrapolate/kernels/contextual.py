@@ -39,7 +39,9 @@ def attention(
         q1 = min(length, q0 + side)
         rows = torch.arange(offset + q0, offset + q1, device=q.device)  # (rows,) absolute query positions
         query = q[:, :, q0:q1].to(work)  # (B, H, rows, Dh)
-        table_logits = query @ table.to(work)  # (B, H, rows, P): q_i·e[p] at every whole position p
+        # matmuls' outputs back to `work`: under CPU autocast they come out in bf16, where a sum of gates is
+        # whole past 128 and CoPE's interpolation between rows is lost (the reference's float32 mask restores it)
+        table_logits = (query @ table.to(work)).to(work)  # (B, H, rows, P): q_i·e[p] at every whole position p
         passed = query.new_zeros(batch, heads, q1 - q0)  # Σ of the gates over the keys walked
         parts = []  # (out, log-sum-exp) of the softmax over each block of keys
         for k0, k1 in key_blocks(offset + q1, q1 - q0, largest):  # back from the block's last query (j ≤ i)
@@ -50,7 +52,7 @@ def attention(
                 break
             # the block's keys and values nearest first: a forward cumulative sum is then the count from the key
             # to the query, and the (rows, keys) scores are never flipped
-            raw = query @ k[:, :, k0:k1].flip(2).to(work).transpose(-1, -2)  # (B, H, rows, k1-k0) q·k
+            raw = (query @ k[:, :, k0:k1].flip(2).to(work).transpose(-1, -2)).to(work)  # (B, H, rows, k1-k0) q·k
             gates = torch.sigmoid(raw * scale)
             after = None
             if k1 > offset + q0 + 1:  # keys past some row's own position: masked (j ≤ i only)

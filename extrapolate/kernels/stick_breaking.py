@@ -46,7 +46,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_elements:
             # the block's keys and values nearest first: a forward cumulative sum is then the sum over the keys
             # between, and the (rows, keys) scores are never flipped
             keys_back = k[:, :, k0:k1].flip(2).to(work)  # (B, H, k1-k0, Dh), key k1-1 first
-            z = query @ keys_back.transpose(-1, -2) * scale  # (B, H, rows, k1-k0)
+            # back to `work` after the matmul (bf16 under CPU autocast), as the reference's `logits.float()`
+            z = (query @ keys_back.transpose(-1, -2)).to(work) * scale  # (B, H, rows, k1-k0)
             spent = F.softplus(z)  # -log(1 - σ(z)): what each key takes from the stick, in log space
             log_share = z - spent  # log σ(z)
             if k1 > offset + q0:  # keys at or past some row's own position: mask them (j < i only)
