@@ -350,12 +350,15 @@ def longppl_showcase_keys() -> str:
     share = t[t.metric == "key_share"]
     top = share.loc[share["value"].idxmax()]
     keys = t[t.metric == "longppl"]
-    count = int(keys[(keys.encoding == top.encoding) & (keys.eval_len == top.eval_len)].n_tokens.iloc[0])
+    (count,) = keys[
+        (keys.encoding == top.encoding) & (keys.eval_len == top.eval_len) & (keys.seed == top.seed)
+    ].n_tokens
     totals = keys.groupby("encoding").n_tokens.sum()
-    none = " and ".join(names[e] for e in names if totals.get(e) == 0)  # in the names' order
+    none = [names[e] for e in names if totals.get(e) == 0]  # in the names' order
+    verb = "has" if len(none) == 1 else "have"
     return (
         f"at most {top.value:.3%} of the targets past 256 are key tokens ({count} of {int(top.n_tokens):,} for "
-        f"{names[top.encoding]} at {int(top.eval_len)}), and {none}"
+        f"{names[top.encoding]} at {int(top.eval_len)}, seed {int(top.seed)}), and {' and '.join(none)} {verb} none"
     )
 
 
@@ -799,12 +802,13 @@ QUOTED = [
     ),
     (
         "results/longppl-showcase/README.md",
-        "at most 0.098% of the targets past 256 are key tokens (42 of 43,032 for RoPE at 2048), and PI and YaRN",
+        "at most 0.160% of the targets past 256 are key tokens (69 of 43,032 for RoPE at 2048, seed 2), and PI "
+        "has none",
         lambda: longppl_showcase_keys(),
     ),
     (
         "results/longppl-showcase/README.md",
-        "LongPPL here rests on 4 to 42 tokens a cell",
+        "LongPPL here rests on 1 to 69 tokens a cell",
         lambda: "LongPPL here rests on {} to {} tokens a cell".format(*longppl_key_counts()),
     ),
     (
@@ -1772,14 +1776,19 @@ def test_the_finetune_readme_quotes_pose_drope_and_longce_seed_by_seed():
     assert " ".join(finetune_modes_table().split()) in text
     t = rows("finetune-seeds")
     seeds = sorted(set(t[t.finetune_loss.eq("longce")].seed))
-    count = {2: "two", 3: "three"}[len(seeds)]
-    assert f"Seeds {' and '.join(map(str, seeds))} so far" in text and f"{count} seeds give no interval" in text
+    assert seeds == [0, 1, 2] and "Seeds 0, 1 and 2, each from the same RoPE model" in text
 
-    def at_400(seed: int, **mode) -> float:
-        return float(finetune_seed("yarn", seed, **mode).split(" / ")[3])
+    from extrapolate.reproduce.findings.cells import ppl_of_seed, ratios
 
-    gaps = [at_400(s, longce=True) / at_400(s) - 1 for s in seeds]
-    assert f"LongCE's points after 400 steps lie {' and '.join(f'{g:.1%}' for g in gaps)} above" in text
+    def over_full(label: str) -> str:  # each seed's perplexity at 1024 after 400 steps over the full fine-tune's
+        at = {
+            name: [ppl_of_seed("finetune-seeds", f"{name}+ft400", 1024, s) for s in seeds] for name in (label, "yarn")
+        }
+        return ratios(mode / full for mode, full in zip(at[label], at["yarn"]))
+
+    assert f"PoSE at {over_full('yarn+pose')} its perplexity" in text
+    assert f"LongCE at {over_full('yarn+longce')}, its weight" in text
+    assert f"DroPE stays far above it ({over_full('drope')})" in text
     pose = [
         float(p) - float(c)
         for s in seeds

@@ -98,6 +98,34 @@ def finetune_across_seeds() -> Outcome:
     return outcome(checks, numbers)
 
 
+def finetune_modes_across_seeds() -> Outcome:
+    """PoSE, LongCE and DroPE beside YaRN's full fine-tune at L' = 4L, seeds as the unit: each seed's perplexity
+    at L' after 400 steps over the full fine-tune's on the same seed (the same RoPE model, the same documents),
+    decided on the 95% interval of those ratios over the seeds: within 5% either way for PoSE and LongCE, above
+    the 10% margin for DroPE."""
+    folder = "finetune-seeds"
+    modes = {"yarn+pose": "YaRN by PoSE", "yarn+longce": "YaRN with LongCE", "drope": "DroPE"}
+    rows = shared.table(folder)
+    seeds = sorted(set.intersection(*({int(s) for s in rows[rows["encoding"] == f"{m}+ft400"]["seed"]} for m in modes)))
+    full = {s: ppl_of_seed(folder, "yarn+ft400", 1024, s) for s in seeds}
+    over = {m: [ppl_of_seed(folder, f"{m}+ft400", 1024, s) / full[s] for s in seeds] for m in modes}
+    numbers = (
+        f"perplexity at L' = 1024 after 400 steps over YaRN's full fine-tune's, seeds {', '.join(map(str, seeds))} "
+        "[interval over the seeds]: " + "; ".join(f"{name} {ratios(over[m])}" for m, name in modes.items())
+    )
+
+    def within(values: list[float], share: float) -> bool:
+        return at_least_over(values, 1 / (1 + share)) and below_over(values, 1 + share)
+
+    checks = {
+        "three seeds": len(seeds) == 3,
+        "PoSE within 5% of the full fine-tune over the seeds": within(over["yarn+pose"], 0.05),
+        "LongCE within 5% of the full fine-tune over the seeds": within(over["yarn+longce"], 0.05),
+        "DroPE above it beyond the margin over the seeds": at_least_over(over["drope"], 1 + PPL_MARGIN),
+    }
+    return outcome(checks, numbers)
+
+
 def sinks() -> Outcome:
     """StreamingLLM and LM-Infinite: flat perplexity in every seed, and a passkey found only where they attend past
     L: the recent window (depth 1), and for LM-Infinite its global first tokens (depth 0), which StreamingLLM's
