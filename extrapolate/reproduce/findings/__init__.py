@@ -5,7 +5,7 @@ whole family, Holm's adjustment of each finding's p-value (reproduce/family.py).
 them alone (pages.py: `python -m extrapolate.reproduce.findings --write`).
 
 - cells.py: the tables, cells and rules the checks share;
-- seeds.py, training_free.py, smollm2.py: the checks, one per finding;
+- seeds.py, training_free.py, trained_2025.py, smollm2.py: the checks, one per finding;
 - records.py and records.toml: the findings as records;
 - pages.py: the README's and docs/results.md's blocks, and the command line.
 """
@@ -65,4 +65,5 @@ from extrapolate.reproduce.findings.pages import (  # noqa: F401
 from extrapolate.reproduce.findings.records import FINDINGS, HEADLINES, Finding  # noqa: F401
 from extrapolate.reproduce.findings.seeds import *  # noqa: F401,F403
 from extrapolate.reproduce.findings.smollm2 import *  # noqa: F401,F403
+from extrapolate.reproduce.findings.trained_2025 import *  # noqa: F401,F403
 from extrapolate.reproduce.findings.training_free import *  # noqa: F401,F403

@@ -1,7 +1,7 @@
 """The findings as records (records.toml, package data): each one's statement, the folder it reads, the check
-that decides it (a function of seeds.py, training_free.py or smollm2.py, by name) and, for the README's front
-page, its headline. A record naming no check, two records of one name, or a headline past the front page's
-bounds is refused at import."""
+that decides it (a function of seeds.py, training_free.py, trained_2025.py or smollm2.py, by name) and, for the
+README's front page, its headline. A record naming no check, two records of one name, or a headline past the
+front page's bounds is refused at import."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
-from extrapolate.reproduce.findings import cells, seeds, smollm2, training_free
+from extrapolate.reproduce.findings import cells, seeds, smollm2, trained_2025, training_free
 from extrapolate.reproduce.findings.cells import Outcome
 from extrapolate.tasks.files import tomllib  # tomli before Python 3.11
 
-CHECK_MODULES = (seeds, training_free, smollm2)
+CHECK_MODULES = (seeds, training_free, trained_2025, smollm2)
 MOST_HEADLINES, HEADLINE_CHARACTERS = 6, 200  # the README's front page: one screen
 
 

@@ -1,0 +1,45 @@
+"""The findings on the 2025 methods trained in (`results/showcase-seeds-v2`, beside RoPE's three seeds there):
+each read only once its three seeds are in, seeds as the unit, cells past L only on the seeds that retrieve at L
+(the validity rule)."""
+
+from __future__ import annotations
+
+from extrapolate.reproduce.findings.cells import (
+    PPL_MARGIN,
+    AcrossSeeds,
+    Outcome,
+    at_least_over,
+    below_over,
+    held,
+    lost,
+    outcome,
+    ratios,
+)
+
+FOLDER = "showcase-seeds-v2"
+
+
+def fope_across_seeds() -> Outcome:
+    """FoPE at three seeds against RoPE on the same seed: its perplexity rises past L beyond the flat margin but
+    less than RoPE's (each seed's rise over RoPE's, below 1 over the seeds); and on every seed that retrieves at
+    L it still holds the passkey at 8L, where RoPE loses it on each of its seeds that retrieve at L."""
+    fope, rope = AcrossSeeds.of("fope", FOLDER), AcrossSeeds.of("rope", FOLDER)
+    against = [fope.rise[s] / rope.rise[s] for s in fope.seeds]
+    numbers = (
+        f"FoPE {fope.numbers()}; RoPE's perplexity at 8L / at L on the same seeds "
+        + ratios(rope.rise[s] for s in fope.seeds)
+        + ", FoPE's rise over RoPE's "
+        + ratios(against)
+        + "; RoPE greedy at 8L on its seeds retrieving at L: "
+        + " / ".join(str(rope.at_8l[s]) for s in rope.learned)
+    )
+    checks = {
+        "three seeds": len(fope.seeds) == 3,
+        "FoPE rises beyond the flat margin over the seeds": len(against) > 1
+        and at_least_over(fope.rise.values(), 1 + PPL_MARGIN),
+        "and less than RoPE on the same seed, over the seeds": len(against) > 1 and below_over(against, 1.0),
+        "FoPE retrieves at L in some seed": bool(fope.learned),
+        "FoPE holds retrieval at 8L on every seed retrieving at L": all(held(fope.at_8l[s]) for s in fope.learned),
+        "RoPE loses it at 8L on every seed retrieving at L": all(lost(rope.at_8l[s]) for s in rope.learned),
+    }
+    return outcome(checks, numbers)
