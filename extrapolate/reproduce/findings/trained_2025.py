@@ -10,6 +10,7 @@ from extrapolate.reproduce.findings.cells import (
     Outcome,
     at_least_over,
     below_over,
+    flat_over,
     held,
     lost,
     outcome,
@@ -43,3 +44,17 @@ def fope_across_seeds() -> Outcome:
         "RoPE loses it at 8L on every seed retrieving at L": all(lost(rope.at_8l[s]) for s in rope.learned),
     }
     return outcome(checks, numbers)
+
+
+def swa_nope_across_seeds() -> Outcome:
+    """The SWA/NoPE hybrid (RoPE layers under a sliding window of L/2, a full NoPE layer every fourth) at three
+    seeds: perplexity flat to 8L over the seeds; retrieval at L learned in two seeds of three, and on each seed
+    that learns it, lost by 8L."""
+    hybrid = AcrossSeeds.of("swa-rope-nope", FOLDER)
+    checks = {
+        "three seeds": len(hybrid.seeds) == 3,
+        "flat over the seeds": len(hybrid.seeds) > 1 and flat_over(hybrid.rise.values()),
+        "retrieval at L in two seeds of three": len(hybrid.learned) == 2,
+        "lost by 8L on every seed retrieving at L": all(lost(hybrid.at_8l[s]) for s in hybrid.learned),
+    }
+    return outcome(checks, f"the SWA/NoPE hybrid {hybrid.numbers()}")
