@@ -143,6 +143,31 @@ def test_bAbIs_wordings_and_shapes_are_all_told():
     assert any(t.supporting != (last,) for t, last in zip(fives, last_give))
 
 
+@pytest.mark.parametrize("qa", (9, 10))
+def test_a_statement_never_contradicts_where_the_actor_really_is(qa):
+    """As bAbI's `set`: "is in" names the room the actor is in (no move between says otherwise), "is not in"
+    any other room; only moves take an actor elsewhere. A reader who follows moves and statements sees no
+    contradiction, and about half the qa9 sentences are moves."""
+    rng = random.Random(20 + qa)
+    kinds = []
+    for _ in range(300):
+        actual = {}
+        for fact in story(rng, qa).facts:
+            if m := re.match(r"(\w+) (?:went|journeyed|travelled|moved|went back) to the (\w+)\.$", fact):
+                assert actual.get(m[1]) != m[2], fact  # a move goes somewhere else
+                actual[m[1]] = m[2]
+                kinds.append("move")
+            elif m := re.match(r"(\w+) is (not |no longer )?in the (\w+)\.$", fact):
+                if m[2]:
+                    assert actual.get(m[1]) != m[3], fact
+                else:
+                    assert actual.setdefault(m[1], m[3]) == m[3], fact
+                kinds.append("not" if m[2] else "is")
+    if qa == 9:
+        assert 0.45 < kinds.count("move") / len(kinds) < 0.55
+        assert abs(kinds.count("is") - kinds.count("not")) < 0.1 * len(kinds)
+
+
 def test_stories_have_distractors_and_as_many_facts_as_asked():
     rng = random.Random(0)
     stories = [story(rng, 2, (6, 9)) for _ in range(200)]

@@ -43,6 +43,7 @@ class World:
     """Where everyone and everything is, and which sentence said so."""
 
     where: dict = field(default_factory=dict)  # actor -> room, or ("not", room) / ("either", a, b) (qa9, qa10)
+    actual: dict = field(default_factory=dict)  # actor -> the room it is really in, whatever the story says
     told: dict = field(default_factory=dict)  # actor -> the fact that last set `where`
     holder: dict = field(default_factory=dict)  # object -> the actor holding it
     lies: dict = field(default_factory=dict)  # object -> (room, the facts saying so) while no one holds it
@@ -83,18 +84,24 @@ def tell(rng: random.Random, world: World, task: int, index: int) -> str | None:
     event cannot happen now (the caller draws again)."""
     actors = GIVERS if task == 5 else INDEFINITE_ACTORS if task == 10 else ACTORS
     rooms = PLACES if task == 10 else ROOMS
-    kinds = {1: ("move",), 9: ("move", "is", "not"), 10: ("move", "is", "either")}.get(task)
+    # bAbI's mix: qa9 a move or a statement, true or false, as often (moves 1/2); qa10 a move, a statement or
+    # an "either" as often
+    kinds = {1: ("move",), 9: ("move", "move", "is", "not"), 10: ("move", "is", "either")}.get(task)
     kinds = kinds or ("move", "move", "get", "drop") + (("give",) if task in (5, 7, 8) else ())
     kind, actor = rng.choice(kinds), rng.choice(actors)
     if kind == "move":
-        room = rng.choice([r for r in rooms if r != world.room(actor)])
+        room = rng.choice([r for r in rooms if r != world.actual.get(actor)])
         came = world.told.get(actor)  # the fact that put the actor where it leaves
         world.where[actor], world.told[actor] = room, index
+        world.actual[actor] = room
         for thing in world.carried(actor):
             world.arrive(thing, room, index, (came, world.held[thing]))
         return f"{actor} {rng.choice(MOVES)} the {room}."
     if kind in ("is", "not"):
-        room = rng.choice(rooms)
+        # as bAbI's `set`: a statement tells where the actor really is, a negation one room it is not in; the
+        # story never contradicts the world (an actor no sentence placed yet is somewhere, drawn now)
+        here = world.actual.setdefault(actor, rng.choice(rooms))
+        room = here if kind == "is" else rng.choice([r for r in rooms if r != here])
         world.where[actor], world.told[actor] = (room if kind == "is" else ("not", room)), index
         negation = rng.choice(NEGATIONS) if kind == "not" else ""
         return f"{actor} is {negation}in the {room}."
