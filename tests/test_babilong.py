@@ -311,6 +311,9 @@ def test_a_training_row_ends_its_prompt_with_the_answer_it_learns(builder_of):
         ({"args": {"min_facts": 3, "max_facts": 3}, "qa": 4}, "qa4"),
         ({"args": {"min_facts": 2, "max_facts": 2}, "qa": 3}, "at least 3 facts"),
         ({"args": {"min_facts": 3, "max_facts": 9}, "qa": 5}, "at least 4 facts"),
+        ({"template": "{context:>5}\nQuestion: {question}"}, "placeholder {context:>5}"),  # fails only at prompts
+        ({"template": "{context}\nQuestion: {question!x}"}, "placeholder {question!x}"),
+        ({"answer_prefix": "{question}"}, "it may use none"),
     ],
 )
 def test_a_bad_task_file_is_one_clear_error(change, said):

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from extrapolate.cli.app import app
 from extrapolate.core.errors import UserError
 from extrapolate.encodings import get_spec
-from extrapolate.encodings.options import check_used, options_for, parse_encoding_options
+from extrapolate.encodings.options import OptionSpec, by_name, check_used, options_for, parse_encoding_options
 
 from .helpers import make_corpus, tiny_options
 
@@ -30,11 +30,21 @@ def test_values_are_typed_and_sorted():
         ("leak=inf", "finite"),
         ("truncate=yes", "true or false"),
         ("long_factor=1,x", "not a number"),
+        ("attn_scale=1e308", r"in \[0, 100\]"),  # would overflow every logit to NaN
+        ("shift_rule=down", "one of floor, exact"),
     ],
 )
 def test_bad_options_fail_in_one_line(item, needle):
     with pytest.raises(UserError, match=needle):
         parse_encoding_options([item])
+
+
+def test_each_encodings_option_has_a_name_of_its_own():
+    """STRING's shift (a distance) and Self-Extend's rule of its shift once shared a name, and the later
+    declaration took the earlier's place: STRING's shift could not be set."""
+    assert parse_encoding_options(["shift=100", "shift_rule=exact"]) == (("shift", 100), ("shift_rule", "exact"))
+    with pytest.raises(ValueError, match="declared twice"):
+        by_name((OptionSpec("shift", int, "a distance"), OptionSpec("shift", str, "a rule")))
 
 
 def test_a_sweep_gives_each_encoding_its_own_options():

@@ -304,6 +304,7 @@ def test_fit_count_finds_the_largest_count_that_fits():
         (('type_haystack = "noise"', 'type_haystack = "sand"'), "argument 'type_haystack'"),
         (('type_haystack = "noise"', 'haystack = "noise"'), "takes no argument 'haystack'"),
         (("{context}", "{contents}"), "placeholder {contents}"),
+        (("{context}", "{context:.5}"), "placeholder {context:.5}"),  # a spec would cut the haystack at prompts
         (("samples = 20", "samples = 0"), "field 'samples'"),
     ],
 )

@@ -8,7 +8,7 @@ and once as its decoding computes each row from the cache; the logits agree to 1
   authors' fix 715c1e3: "We accidentally use '/'"), in the older self_extend_patch/Llama.py it divides
   exactly, w - w / G. `flash_self_extend_forward`'s decoding branch (q_len == 1, Llama.py): the query
   unrotated, each key rotated back by its relative position, i // G - j // G + w - w // G past the last w keys.
-  The project's default is the floor form (the paper's, REFERENCE.md's, the fixed code's); `shift=exact` gives
+  The project's default is the floor form (the paper's, REFERENCE.md's, the fixed code's); `shift_rule=exact` gives
   the older prefill's. Where G divides w the two agree.
 - ReRoPE: bojone/rerope at acfe788, rerope_patch.py and leaky_rerope_patch.py: the prefill's two score matrices
   (q and k at their positions; q at w against k unrotated, or leaky: q at (i + w(k - 1)) / k against k at j / k)
@@ -169,9 +169,9 @@ def test_self_extend_default_gives_the_logits_of_the_reference_decoding(monkeypa
 @pytest.mark.parametrize("window,group", SELF_EXTEND_CASES)
 @pytest.mark.parametrize("shift,fixed", [("floor", True), ("exact", False)])
 def test_self_extend_gives_the_logits_of_the_reference_plain_path(monkeypatch, window, group, shift, fixed):
-    """The default (floor) equals Llama_4_40.py's plain path, `shift=exact` Llama.py's: prefill and each row
+    """The default (floor) equals Llama_4_40.py's plain path, `shift_rule=exact` Llama.py's: prefill and each row
     decoded alike."""
-    options = {} if shift == "floor" else {"shift": shift}
+    options = {} if shift == "floor" else {"shift_rule": shift}
     model = with_encoding(tiny_model(), "self-extend", window=window, group=group, **options)
     tokens = torch.randint(0, 64, (2, 48))
     ours = logits_with(monkeypatch, model, tokens)

@@ -66,9 +66,19 @@ class OptionSpec:
 
 
 # In the order of `encodings show --help` and of the `--encoding-option` names listed in its help and errors.
-OPTIONS: dict[str, OptionSpec] = {
-    option.name: option
-    for option in (
+def by_name(declared: tuple[OptionSpec, ...]) -> dict[str, OptionSpec]:
+    """The declarations by name; a name declared twice (two encodings' options sharing one) is refused, since
+    the later would silently take the earlier's place on the command line."""
+    named = {}
+    for option in declared:
+        if option.name in named:
+            raise ValueError(f"the encoding option {option.name!r} is declared twice")
+        named[option.name] = option
+    return named
+
+
+OPTIONS: dict[str, OptionSpec] = by_name(
+    (
         # RoPE scalings (frequencies.py): YaRN, Llama 3.1, LongRoPE; transformers takes each under its own name
         OptionSpec("beta_fast", float, "YaRN β_fast", default=YARN_BETA_FAST, bound=POSITIVE, hf_key="beta_fast"),
         OptionSpec("beta_slow", float, "YaRN β_slow", default=YARN_BETA_SLOW, bound=POSITIVE, hf_key="beta_slow"),
@@ -126,7 +136,8 @@ OPTIONS: dict[str, OptionSpec] = {
             float,
             "Llama 4's attention temperature: queries × attn_scale·log(⌊(i + 1)/floor_scale⌋ + 1) + 1 (Meta's 0.1)",
             default=LLAMA4_ATTN_SCALE,
-            bound=at_least(0),
+            # a scale past this multiplies queries by thousands at any length a model runs (its logits overflow)
+            bound=Bound(lambda v: 0 <= v <= 100, "in [0, 100]"),
         ),
         # Self-Extend and ReRoPE (two-part attention), which transformers does not compute
         OptionSpec(
@@ -176,7 +187,7 @@ OPTIONS: dict[str, OptionSpec] = {
             bound=at_least(1),
         ),
         OptionSpec(
-            "shift",
+            "shift_rule",
             str,
             "Self-Extend: the grouped queries' shift, floor (w - ⌊w/G⌋: the paper's, and the authors' code since "
             "their fix 715c1e3; default) or exact (w - w/G, the prefill of their older Llama patch)",
@@ -263,7 +274,7 @@ OPTIONS: dict[str, OptionSpec] = {
             training_free=False,
         ),
     )
-}
+)
 TRAINING_FREE = {name: option for name, option in OPTIONS.items() if option.training_free}  # `--encoding-option`
 SHOWN = tuple(option for option in OPTIONS.values() if option.shown)  # the flags of `encodings show`
 

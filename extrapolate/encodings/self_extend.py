@@ -14,7 +14,7 @@ The shift: w - ⌊w/G⌋ by default, the paper's, and the authors' own code sinc
 group query position calculation ... We accidentally use '/'", `self_extend_patch/Llama_4_40.py`), which their
 flash decoding path (q_len == 1) computes too. The prefill of their older patch (`self_extend_patch/Llama.py`)
 still divides exactly, w - w/G: the same where G divides w, a fraction of a position more where not (w = 64,
-G = 11: 58.18 against 59). `--encoding-option shift=exact` gives that form."""
+G = 11: 58.18 against 59). `--encoding-option shift_rule=exact` gives that form."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class SelfExtend(TwoPartEncoding):
         super().__init__(head_dim, base, window)
         self.group = whole_number(group, "self-extend group size")
         if shift not in SHIFTS:
-            raise ValueError(f"self-extend shift: one of {', '.join(SHIFTS)}, got {shift!r}")
+            raise ValueError(f"self-extend shift_rule: one of {', '.join(SHIFTS)}, got {shift!r}")
         self.shift_rule = shift
         # the grouped distance at the window's edge ≈ w
         grouped_window = self.window / self.group if shift == "exact" else self.window // self.group
@@ -70,7 +70,7 @@ def build_self_extend(shape: Shape) -> SelfExtend:
     window = options.pop("window", None)
     window = default_window(original) if window is None else window
     group = options.pop("group", None)
-    shift = options.pop("shift", "floor")
+    shift = options.pop("shift_rule", "floor")
     if options:
         raise ValueError(f"self-extend has no option(s) {sorted(options)}")
     group = (
@@ -85,7 +85,7 @@ SELF_EXTEND = EncodingSpec(
     "Self-Extend: exact positions within w, grouped ⌊i/G⌋-⌊j/G⌋+w-⌊w/G⌋ beyond, merged by log-sum-exp "
     "(Jin et al. 2024)",
     build_self_extend,
-    {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L", "shift": "floor"},
+    {"base": 10000.0, "window": "L/4", "group": "smallest with G·(L-w)+w ≥ s·L", "shift_rule": "floor"},
     "#ad494a",
     show_two_part(build_self_extend),
     trains_own_model=False,

@@ -194,9 +194,15 @@ def check_passkey_task(data: dict, path: str) -> PasskeyTask:
 
 
 def placeholders(text: str, path: str, field: str, allowed: tuple[str, ...]) -> set[str]:
-    """The placeholders `text`, a str.format template, uses: only the bare ones `allowed` (no index, attribute,
-    conversion or format spec: keys are numbers or words, names are words); a literal brace is written {{ or }}."""
-    named = ", ".join("{" + name + "}" for name in allowed)
+    """The placeholders `text`, a str.format template, uses (see `template_names`)."""
+    return set(template_names(text, path, field, allowed))
+
+
+def template_names(text: str, path: str, field: str, allowed: tuple[str, ...]) -> list[str]:
+    """The placeholders `text`, a str.format template, uses, in order and as often as it uses them: only the bare
+    ones `allowed` (no index, attribute, conversion or format spec: keys are numbers or words, names are words,
+    and a spec would fail or cut the text only when prompts are built); a literal brace is written {{ or }}."""
+    named = "only " + ", ".join("{" + name + "}" for name in allowed) if allowed else "none"
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:  # a lone { or }
@@ -206,8 +212,8 @@ def placeholders(text: str, path: str, field: str, allowed: tuple[str, ...]) -> 
     for _, name, spec, conversion in parsed:
         if name is not None and (name not in allowed or spec or conversion):
             shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
-            raise UserError(f"task file {path}: field '{field}' has placeholder {shown}; it may use only {named}")
-    return {name for _, name, _, _ in parsed if name}
+            raise UserError(f"task file {path}: field '{field}' has placeholder {shown}; it may use {named}")
+    return [name for _, name, _, _ in parsed if name is not None]
 
 
 def load_task(name_or_path: str):

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
 from extrapolate.tasks.babilong.world import FEWEST_FACTS, STORY_FACTS
-from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD, NOISE, template_fields
+from extrapolate.tasks.files import template_names
+from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD, NOISE
 
 GENERATOR = "babilong"
 
@@ -79,9 +80,9 @@ def load_babilong_task(data: dict, path) -> BabilongTask:
     for key in ("name", "description", "template"):
         need(isinstance(data[key], str) and data[key].strip() != "", key, "must be a non-empty string")
     need(isinstance(data["answer_prefix"], str), "answer_prefix", "must be a string")
-    used = template_fields(data["template"], name, "template", ("context", "question"))
+    used = template_names(data["template"], name, "template", ("context", "question"))
     need(sorted(used) == ["context", "question"], "template", "must contain {context} and {question} once each")
-    template_fields(data["answer_prefix"], name, "answer_prefix", ())
+    template_names(data["answer_prefix"], name, "answer_prefix", ())
     threshold = data.get("threshold", DEFAULT_THRESHOLD)
     need(
         isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 < threshold <= 1,

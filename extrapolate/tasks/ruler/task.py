@@ -6,13 +6,13 @@ whenever prompts would change."""
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
 from extrapolate.data.fetch import sha256_file
+from extrapolate.tasks.files import template_names
 
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 NEEDLE = "One of the special magic {type_needle_v} for {key} is: {value}."
@@ -134,7 +134,7 @@ def load_ruler_task(data: dict, path: Path) -> RulerTask:
     need(isinstance(noise, str) and noise.strip() != "", "noise", "must be a non-empty string")
     allowed = PLACEHOLDERS[generator]
     for field in ("template", "answer_prefix"):
-        used = template_fields(data[field], name, field, allowed + ("context",) * (field == "template"))
+        used = template_names(data[field], name, field, allowed + ("context",) * (field == "template"))
         need(field != "template" or used.count("context") == 1, field, "must contain {context} exactly once")
     args = check_args(data.get("args", {}), generator, name)
     values = {k: v for k, v in data.items() if k not in ("args", "kind", "threshold", "noise")}
@@ -174,7 +174,7 @@ def check_args(given, generator: str, name: str) -> dict:
         if isinstance(default, int) and value < least:
             raise UserError(f"task file {name}: argument '{key}' must be at least {least}")
     if generator == "niah":
-        template_fields(args["needle"], name, "needle", ("type_needle_v", "key", "value"))
+        template_names(args["needle"], name, "needle", ("type_needle_v", "key", "value"))
         if args["num_needle_q"] > max(args["num_needle_k"], 1):
             args["num_needle_k"] = args["num_needle_q"]  # RULER: at least as many keys as questions
     if generator == "freq_words_extraction" and not 1 < args["alpha"] <= 10:
@@ -182,18 +182,3 @@ def check_args(given, generator: str, name: str) -> dict:
     if generator == "common_words_extraction" and args["freq_ucw"] >= args["freq_cw"]:
         raise UserError(f"task file {name}: argument 'freq_ucw' must be below 'freq_cw'")
     return args
-
-
-def template_fields(text: str, name: str, field: str, allowed: tuple[str, ...]) -> list[str]:
-    """The placeholders a str.format template uses, each one of `allowed` (a literal brace is {{ or }})."""
-    try:
-        parsed = [p for _, p, _, _ in string.Formatter().parse(text) if p is not None]
-    except ValueError as exc:
-        raise UserError(f"task file {name}: field '{field}' is not a valid template ({exc})") from None
-    for placeholder in parsed:
-        if placeholder not in allowed:
-            raise UserError(
-                f"task file {name}: field '{field}' has placeholder {{{placeholder}}}; it may use "
-                + ", ".join("{" + a + "}" for a in allowed)
-            )
-    return parsed
