@@ -325,11 +325,12 @@ def test_a_bad_task_file_is_one_clear_error(change, said):
         load_babilong_task({**data, **change}, Path("bad.toml"))
 
 
-def test_a_length_too_short_for_some_samples_story_is_refused_before_training(monkeypatch, tmp_path):
+@pytest.mark.parametrize("facts", ["max_facts = 60", "min_facts = 200\nmax_facts = 200"])  # some samples, or all
+def test_a_length_too_short_for_some_samples_story_is_refused_before_training(monkeypatch, tmp_path, facts):
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     from extrapolate.tasks.files import TASKS_DIR
 
-    long_stories = (TASKS_DIR / "babilong" / "qa1-compact.toml").read_text() + "\n[args]\nmax_facts = 60\n"
+    long_stories = (TASKS_DIR / "babilong" / "qa1-compact.toml").read_text() + f"\n[args]\n{facts}\n"
     (tmp_path / "long.toml").write_text(long_stories.replace('name = "qa1-compact"', 'name = "long"'))
     model = ["--model", "tiny", "--steps", "4", "--batch-size", "4", "--train-len", "32"]
     task = ["--tasks", str(tmp_path / "long.toml"), "--eval-lens", "256"]
@@ -338,6 +339,7 @@ def test_a_length_too_short_for_some_samples_story_is_refused_before_training(mo
     lines = result.output.strip().splitlines()
     errors = [line for line in lines if line.startswith("error:")]
     assert errors == [lines[-1]] and "cannot fit" in lines[-1] and "training" not in result.output, result.output
+    assert "fewer facts (max_facts)" in lines[-1]  # the story is what does not fit, not the template
 
 
 def test_the_tasks_listing_names_the_ten_and_the_compact_two():

@@ -139,3 +139,8 @@ def test_sweep_names_cluster_options_the_local_executor_cannot_use_on_one_line(t
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "warning:" in line]
     assert lines == ["warning: --partition, --time-min configure SLURM jobs, and --executor is local: ignored"]
+
+
+def test_longce_settings_are_flagged_without_longce():
+    assert "--longce-window" in flagged(RunRequest(longce_window=8, finetune_steps=10))
+    assert flagged(RunRequest(longce_window=8, finetune_steps=10, finetune_loss="longce")) == ""

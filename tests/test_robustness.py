@@ -433,6 +433,9 @@ def test_other_commands_check_their_outputs_before_any_work(tmp_path, args, need
         (["--tasks", "perplexity,"], "--tasks: an empty item in 'perplexity,'"),  # the same rule as for numbers
         (["--encodings", "rope,,alibi"], "--encodings: an empty item"),
         (["--train-tasks", ","], "--train-tasks names no task"),  # not the default task file, silently
+        (["--train-tasks", "passkey,passkey"], "--train-tasks: passkey is given twice"),
+        (["--tasks", "qa1-compact,QA1-compact"], "--tasks: qa1-compact is given twice"),
+        (["--encodings", "rope,alibi,rope"], "--encodings: rope is given twice"),
     ],
 )
 def test_sweep_lists_refused_in_one_line(tmp_path, args, needle):

@@ -76,6 +76,9 @@ def parse_name_list(text: str, what: str) -> list[str]:
     parts = [part.strip().lower() for part in text.split(",")]
     if any(parts) and not all(parts):  # "perplexity,": a name left out (an empty shell variable) unseen
         raise UserError(f"{what}: an empty item in {text.strip()!r}; give names separated by commas")
+    twice = next((part for i, part in enumerate(parts) if part and part in parts[:i]), None)
+    if twice:  # a list built by a script that repeats itself: which one was meant is not for us to guess
+        raise UserError(f"{what}: {twice} is given twice in {text.strip()!r}")
     return [part for part in parts if part]
 
 

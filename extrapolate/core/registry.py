@@ -44,7 +44,9 @@ def unknown_name_message(what: str, name: str, valid: list[str]) -> str:
     # only the names about as close as the closest: "yarnn" suggests yarn, not yarn and learned
     ratio = {c: difflib.SequenceMatcher(None, name.lower(), c).ratio() for c in close}
     close = [c for c in close if ratio[c] >= max(ratio.values()) - 0.1]
-    hint = f"did you mean {', '.join(close)}?" if close else f"valid: {', '.join(valid)}"
+    hint = listed = f"valid: {', '.join(valid)}"
+    if close:  # a short list is named whole too: a far-fetched guess ("bogus": contiguous?) still shows the rest
+        hint = f"did you mean {', '.join(close)}?" + (f" ({listed})" if len(valid) <= 6 else "")
     return f"unknown {what} {name!r}; {hint}"
 
 

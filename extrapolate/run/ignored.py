@@ -35,6 +35,9 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
             notes.append(f"{', '.join(given)} set the {name} evaluation, which --tasks does not include: ignored")
     if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:
         notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
+    given = changed("longce_short", "longce_window", "longce_max_weight")
+    if request.finetune_loss != "longce" and given:
+        notes.append(f"{', '.join(given)} set LongCE's weights, and --finetune-loss is not longce: ignored")
     if request.finetune_adapter == "none" and request.lora_rank != defaults.lora_rank:
         notes.append(
             "--lora-rank sets the rank of a fine-tune's adapters, and --finetune-adapter asks for none: ignored"

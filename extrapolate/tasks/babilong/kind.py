@@ -24,7 +24,7 @@ class BabilongKind(RulerKind):
     def check_lengths(self, prompts: BabilongBuilder, lengths: tuple[int, ...]) -> None:
         """Every prompt built now: stories differ in length, so a length may hold one sample's and not the next
         one's, which would stop a run after its training."""
-        super().check_lengths(prompts, lengths)
+        self.check_fixed_part(prompts, lengths)
         for length in sorted(set(lengths)):
             for index in range(prompts.task.samples):
                 try:

@@ -129,12 +129,7 @@ class RulerKind(TaskKind):
         return RulerBuilder(task, tokenizer, bos, chat, heldout)
 
     def check_lengths(self, prompts: RulerBuilder, lengths: tuple[int, ...]) -> None:
-        need = prompts.fixed_tokens(min(lengths)) + prompts.task.tokens_to_generate + 16
-        if min(lengths) < need:
-            raise UserError(
-                f"{prompts.task.name} prompts need at least {need} tokens with their answer; "
-                f"the shortest evaluation length is {min(lengths)}"
-            )
+        self.check_fixed_part(prompts, lengths)
         # the smallest context differs by length (common words repeats its words 30 times from 4096 on, 6 times
         # below): one prompt is made at every length, so a length none fits is refused now, not at evaluation
         for length in sorted(set(lengths)):
@@ -142,6 +137,15 @@ class RulerKind(TaskKind):
                 prompts.prompt(length, 0)
             except UserError as exc:
                 raise UserError(f"{exc} (at {length}); leave that length out or give a longer one") from None
+
+    def check_fixed_part(self, prompts: RulerBuilder, lengths: tuple[int, ...]) -> None:
+        """The template, examples and answer fit the shortest length, with room for some context."""
+        need = prompts.fixed_tokens(min(lengths)) + prompts.task.tokens_to_generate + 16
+        if min(lengths) < need:
+            raise UserError(
+                f"{prompts.task.name} prompts need at least {need} tokens with their answer; "
+                f"the shortest evaluation length is {min(lengths)}"
+            )
 
     def attention_shapes(self, setup: TaskSetup, length: int) -> Shapes:
         prompt = length - setup.prompts.task.tokens_to_generate
