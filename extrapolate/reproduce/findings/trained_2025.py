@@ -58,3 +58,23 @@ def swa_nope_across_seeds() -> Outcome:
         "lost by 8L on every seed retrieving at L": all(lost(hybrid.at_8l[s]) for s in hybrid.learned),
     }
     return outcome(checks, f"the SWA/NoPE hybrid {hybrid.numbers()}")
+
+
+def dape_across_seeds() -> Outcome:
+    """DAPE (KERPLE's log bias with an MLP over each logit's score and bias) at three seeds: perplexity flat to
+    8L over the seeds; retrieval at L learned in two seeds of three, and on each seed that learns it, more of it
+    kept at 8L than RoPE keeps on the same seed (the intervals apart; RoPE retrieving at L on those seeds too)."""
+    dape, rope = AcrossSeeds.of("dape", FOLDER), AcrossSeeds.of("rope", FOLDER)
+    numbers = f"DAPE {dape.numbers()}; RoPE greedy at 8L on the same seeds: " + " / ".join(
+        str(rope.at_8l[s]) for s in dape.learned
+    )
+    checks = {
+        "three seeds": len(dape.seeds) == 3,
+        "flat over the seeds": len(dape.seeds) > 1 and flat_over(dape.rise.values()),
+        "retrieval at L in two seeds of three": len(dape.learned) == 2,
+        "RoPE retrieves at L on those seeds": all(s in rope.learned for s in dape.learned),
+        "above RoPE at 8L on every seed retrieving at L": all(
+            dape.at_8l[s].low > rope.at_8l[s].high for s in dape.learned
+        ),
+    }
+    return outcome(checks, numbers)
