@@ -78,3 +78,17 @@ def dape_across_seeds() -> Outcome:
         ),
     }
     return outcome(checks, numbers)
+
+
+def stick_breaking_across_seeds() -> Outcome:
+    """Stick-breaking attention (no position encoding: each weight σ(z_ij)·Π(1 − σ(z_ik)) over the keys between)
+    at three seeds: perplexity flat to 8L over the seeds; retrieval at L learned in one seed of three, and on
+    each seed that learns it, held at every length from 2L to 8L."""
+    sticks = AcrossSeeds.of("stick-breaking", FOLDER)
+    checks = {
+        "three seeds": len(sticks.seeds) == 3,
+        "flat over the seeds": len(sticks.seeds) > 1 and flat_over(sticks.rise.values()),
+        "retrieval at L in one seed of three": len(sticks.learned) == 1,
+        "held from 2L to 8L on every seed retrieving at L": all(sticks.held_past_l(s) for s in sticks.learned),
+    }
+    return outcome(checks, f"stick-breaking attention {sticks.numbers()}")
