@@ -233,14 +233,16 @@ class TransformerLM(nn.Module):
         parameters keep them, so only parameter-free kinds should be swapped onto a trained model. With sliding
         and full layers (Gemma), the full layers take it; the sliding layers keep their window, and their own
         RoPE where they have one (Gemma 3's local RoPE: an extension of such a checkpoint stretches its full
-        layers only, as a replaced `rope_parameters` of its full layers does in transformers). Every layer keeps
+        layers only, as a replaced `rope_parameters` of its full layers does in transformers), unless the
+        encoding replaces every layer's (`every_layer`: DroPE removes the rotation everywhere). Every layer keeps
         the checkpoint's soft cap of attention scores (Gemma 2)."""
         config, cap = self.config, self.config.attention_softcap
         if config.layer_types is None:
             self.encoding = windowed(capped(encoding, cap), config.sliding_window)  # a checkpoint's window stays
             return
         self.encoding = capped(encoding, cap)
-        local = self.encoding if self.sliding_rope is None else capped(self.sliding_rope, cap)
+        keeps_local = self.sliding_rope is not None and not getattr(encoding, "every_layer", False)
+        local = capped(self.sliding_rope, cap) if keeps_local else self.encoding
         self.sliding_encoding = windowed(local, config.sliding_window)
 
     def layer_encodings(self) -> list[PositionalEncoding]:

@@ -57,6 +57,31 @@ def test_drope_is_the_rope_model_with_the_authors_identity_rotation(monkeypatch)
     assert not torch.allclose(ours, with_rope, atol=1e-2)  # the rotation is what it removes
 
 
+def test_drope_removes_the_sliding_layers_local_rope_too():
+    """A Gemma-3-like model (sliding layers with a local RoPE of their own): DroPE leaves no rotation in any
+    layer, so it computes what the same weights compute with no local RoPE; a RoPE scaling keeps the local one."""
+
+    def gemma_like(local_base):
+        config = ModelConfig(
+            vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, encoding="rope", max_len=16,
+            layer_types=("sliding", "full"), sliding_window=8, sliding_rope_base=local_base,
+        )  # fmt: skip
+        model = TransformerLM(config).eval()
+        model.load_state_dict(rope_model().state_dict())
+        return model
+
+    tokens = torch.randint(0, 64, (2, 40))  # past L = 16 and the window of 8
+    with_local, without = gemma_like(100.0), gemma_like(None)
+    with torch.no_grad():
+        assert not torch.allclose(with_local(tokens), without(tokens), atol=1e-2)  # the local RoPE matters
+        for model in (with_local, without):
+            model.set_encoding(encoding_for(model.config, "drope"))
+        torch.testing.assert_close(with_local(tokens), without(tokens), atol=1e-5, rtol=0)
+        for model in (with_local, without):
+            model.set_encoding(encoding_for(model.config, "yarn"))
+        assert not torch.allclose(with_local(tokens), without(tokens), atol=1e-2)  # a scaling keeps it
+
+
 @pytest.fixture()
 def cache(monkeypatch, tmp_path):
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))

@@ -117,6 +117,7 @@ def test_defaults_are_the_authors_ratios():
         (["--finetune-loss", "longce", "--finetune-steps", "2", "--longce-short", "1024"], "below the fine-tune"),
         (["--finetune-loss", "longce", "--finetune-steps", "2", "--longce-max-weight", "0"], "--longce-max-weight"),
         (["--finetune-loss", "longce", "--finetune-steps", "2", "--finetune-positions", "pose"], "PoSE"),
+        (["--finetune-loss", "longce", "--finetune-steps", "2", "--finetune-adapter", "longlora"], "groups would cut"),
     ],
 )
 def test_bad_longce_requests_are_one_line_errors(tmp_path, args, message):

@@ -121,6 +121,8 @@ def test_a_pose_batch_is_two_chunks_of_the_stream_with_ids_below_l_prime():
         gaps = ids.diff()
         assert (gaps >= 1).all() and int(ids[0]) == 0 and int(ids[-1]) <= target - 1
     assert int(batch.positions.max()) > 2 * L  # the ids do reach past L
+    # and exactly to L' − 1 (the last input's id at the largest skip), never past it, over a few steps
+    assert max(int(source.batch(step).positions.max()) for step in range(8)) == target - 1
     assert not torch.equal(BatchSource(stream, L, 64, seed=3).batch(5).inputs, batch.inputs)
     assert BatchSource(stream, L, 64, seed=3).batch(5).positions is None
 

@@ -16,6 +16,7 @@ from extrapolate.encodings.spec import EncodingSpec
 
 class DroPE(NoPE):
     name = "drope"
+    every_layer = True  # a model's sliding layers lose their own (local) RoPE too: no rotation is left anywhere
 
 
 DROPE = EncodingSpec(

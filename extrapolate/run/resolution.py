@@ -294,6 +294,10 @@ def check_loss(request: RunRequest) -> None:
         raise UserError(f"--finetune-loss {request.finetune_loss} sets a fine-tune's loss: give --finetune-steps")
     if request.finetune_positions == "pose":
         raise UserError("--finetune-loss longce with PoSE: its rows of L hold no context longer than L to weigh by")
+    if request.finetune_adapter == "longlora":
+        # LongLoRA trains under shifted group attention: LongCE's short pieces would be grouped too (and need a
+        # length the group divides), so neither loss would be the one its weights compare
+        raise UserError("--finetune-loss longce with LongLoRA: its shifted groups would cut LongCE's passes")
 
 
 def check_adapter(request: RunRequest) -> None:

@@ -9,8 +9,9 @@ scored once whole, and again in pieces that each see only the `short` tokens bef
 4096 as the paper's): for start = 0, w, 2w, … below n + 1 − short, the targets start + short … start + short +
 w − 1 (w = `window`, default 1024, the last piece cut at the window's end) with the tokens from `start` as
 their context. A key token's loss is its loss with the whole window. The row's value is exp of the mean key
-loss over the documents' key tokens (token-weighted, as perplexity; the authors' is per text), its interval the
-perplexity's over documents, and `key_share` the key tokens' share of the targets past the short context."""
+loss over the documents' key tokens (token-weighted, as perplexity and as the authors' script aggregates its
+per-text values), its interval the perplexity's over documents, and `key_share` the key tokens' share of the
+targets past the short context."""
 
 from __future__ import annotations
 
