@@ -45,6 +45,17 @@ def layer_and_inputs(n=70, heads=3, dim=8, seed=0):
     return layer, q, k, v, p.double(), a.double()
 
 
+def test_the_mlp_is_the_authors_mlp2():
+    """2H → 32 → H with biases and LeakyReLU of slope 0.01 between (their `mlp2`, `mlp_width` 32 in every
+    config): the layer's MLP against that formula on its own weights, inputs on both sides of zero."""
+    layer = DAPE(3, n_layers=1).for_layer(0)
+    first, second = (m for m in layer.mlp.modules() if isinstance(m, torch.nn.Linear))
+    assert first.weight.shape == (32, 6) and second.weight.shape == (3, 32)
+    x = 4 * torch.randn(50, 6)
+    hidden = F.leaky_relu(x @ first.weight.T + first.bias, negative_slope=0.01)
+    torch.testing.assert_close(layer.mlp(x), hidden @ second.weight.T + second.bias)
+
+
 @pytest.mark.parametrize("block_elements", [None, 4096, 20000])
 def test_dape_attends_as_the_reference_does(block_elements):
     layer, q, k, v, p, a = layer_and_inputs()

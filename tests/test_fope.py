@@ -111,6 +111,39 @@ def test_the_coefficients_are_the_identity_plus_xavier_noise_of_the_gain():
     assert not torch.equal(fope.layers[0].sin_coef, fope.layers[1].sin_coef)  # each layer its own
 
 
+def test_each_head_has_its_own_sin_and_cos_bases_of_d_over_4_pairs_at_the_authors_gain():
+    """The reference's layout (H, D, min(D, d/4)), separate draws for sin and cos and for each head, gain 0.3."""
+    from extrapolate.encodings.options import FOPE_GAIN
+
+    assert FOPE_GAIN == 0.3
+    layer = FoPE(64, n_heads=3, n_layers=1, train_len=1024).layers[0]  # d = 64, L = 1024: D = 18, d/4 = 16 pairs
+    assert layer.sin_coef.shape == layer.cos_coef.shape == (3, 18, 16)
+    assert not torch.equal(layer.sin_coef, layer.cos_coef)
+    assert not torch.equal(layer.sin_coef[0], layer.sin_coef[1])
+    assert FoPE(64, n_heads=1, n_layers=1, train_len=512).layers[0].sin_coef.shape == (1, 16, 16)  # D = 16 = d/4
+
+
+def test_a_fine_tune_at_a_longer_length_grows_the_bases_as_the_authors_checkpoint_does():
+    """At L' more slow frequencies pass the floor: L''s frequencies (L's first) and each basis L''s fresh one
+    with L''s values in its top-left corner (olmo/checkpoint.py), so the model starts from what it learned."""
+    from extrapolate.core.config import ModelConfig, TrainConfig
+    from extrapolate.model import TransformerLM
+    from extrapolate.training.finetune import finetune_config, starting_model
+
+    model = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=97, encoding="fope", max_len=32)
+    base = TransformerLM(TrainConfig(model=model, seq_len=32, batch_size=4, steps=8, dtype="float32").model)
+    grown = starting_model(finetune_config(TrainConfig(model=model, seq_len=32), "fope", 8.0, 256, 4), base, "cpu")
+    before, after = base.encoding.layers[1], grown.encoding.layers[1]
+    assert before.inv_freq.numel() == 2 and after.inv_freq.numel() == 4  # head_dim 16: L = 32 keeps 2, L' = 256 4
+    torch.testing.assert_close(after.inv_freq, kept_frequencies(16, 10000.0, 256))
+    for name in ("sin_coef", "cos_coef"):
+        old, new = getattr(before, name), getattr(after, name)  # (H, 2, 2) and (H, 4, 4)
+        assert new.shape == (2, 4, 4) and torch.equal(new[:, :2, :2], old)
+        assert not torch.equal(new[:, 2:, 2:], torch.zeros(2, 2, 2))  # the new rows drawn, not left empty
+    query = "blocks.0.attn.q_proj.weight"
+    assert torch.equal(grown.state_dict()[query], base.state_dict()[query])  # the other weights as trained
+
+
 def test_scores_depend_on_both_positions_not_only_their_distance():
     """Unlike RoPE: the same q and k at distance 5 score differently at positions (10, 5) and (20, 15)."""
     layer, _, _, _ = rotated(16, 64, length=30)

@@ -9,7 +9,7 @@ H biases; hidden width 32 (`mlp_width` of every config); LeakyReLU of slope 0.01
 torch's default initialisation; one MLP and one KERPLE a layer; the scores enter unmasked and the causal mask
 follows. KERPLE-log is the paper's headline variant; its p and a keep this project's form (softplus of a raw
 parameter, encodings/kerple.py) where the reference clamps them at 0.01 after each step. The kernel
-(kernels/dape.py) works in blocks of query rows and keys, in memory linear in the length.
+(kernels/dape.py) works in blocks of query rows and keys, in memory linear in the length at evaluation.
 """
 
 from __future__ import annotations

@@ -67,6 +67,20 @@ def initial_coefficients(n_heads: int, kept: int, width: int, gain: float) -> to
     return coefficients + stepped_identity(kept, width)
 
 
+def grown_to(old: torch.Tensor, fresh: torch.Tensor, name: str) -> torch.Tensor:
+    """A FoPE buffer of a model trained at L, fitted to the same model at a longer L' (a fine-tune), which keeps
+    more of the slow frequencies: as the authors' checkpoint loading grows them (`olmo/checkpoint.py`), the
+    frequencies are L''s (L's first, fastest first) and each coefficient matrix is L''s fresh one (xavier plus
+    the stepped identity) with L''s values in its top-left corner."""
+    if name.endswith("inv_freq"):
+        if not torch.allclose(fresh[: old.numel()], old):
+            raise UserError(f"fope's frequencies at L' do not begin with those at L ({name})")
+        return fresh
+    grown = fresh.clone()  # (H, D', o')
+    grown[:, : old.shape[1], : old.shape[2]] = old  # (H, D, o): L's coefficients kept
+    return grown
+
+
 def fourier_factors(
     pos: torch.Tensor, inv_freq: torch.Tensor, cos_coef: torch.Tensor, sin_coef: torch.Tensor, head_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

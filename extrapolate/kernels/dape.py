@@ -1,10 +1,11 @@
-"""DAPE's attention (encodings/dape.py) in memory linear in the length, on any device.
+"""DAPE's attention (encodings/dape.py) in memory linear in the length at evaluation, on any device (in
+training autograd keeps each block's scores for the backward pass).
 
 Each logit is the score, the bias and an MLP of both across the heads at that (query, key):
 s_ij = a_ij + b_ij + f([a_ij; b_ij]), a = q·k/√d per head, b the KERPLE bias of i − j per head, f a two-layer
 MLP from 2H channels to H. f mixes heads, never positions, so each block of query rows meets its keys in blocks
-of any order, and the blocks' softmaxes merge online (log-sum-exp): no tensor holds more than a block of scores
-and its MLP's hidden channels.
+of any order, and the blocks' softmaxes merge exactly by their log-sum-exp once a row block's keys are done: no
+tensor holds more than a block of scores and its MLP's hidden channels.
 """
 
 from __future__ import annotations

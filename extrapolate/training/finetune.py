@@ -127,6 +127,21 @@ def finetune(
     )
 
 
+def fitted_weights(weights: dict, fresh: dict) -> dict:
+    """The base model's weights, those whose shape the model at L' changes fitted to it: FoPE's frequencies
+    and coefficients, which a longer L' keeps more of (encodings/fope.py `grown_to`)."""
+    from extrapolate.encodings.fope import grown_to
+
+    fitted = {}
+    for name, value in weights.items():
+        if name in fresh and fresh[name].shape != value.shape:
+            if not name.endswith(("inv_freq", "cos_coef", "sin_coef")):
+                raise UserError(f"the fine-tune's model has another shape for {name}: {tuple(fresh[name].shape)}")
+            value = grown_to(value, fresh[name], name)
+        fitted[name] = value
+    return fitted
+
+
 def starting_model(
     config: FinetuneConfig, base: TransformerLM, device: torch.device, checkpointing: bool = False
 ) -> TransformerLM:
@@ -140,7 +155,7 @@ def starting_model(
     if table in weights and config.phase.model.encoding == "learned":
         rows = weights[table]  # (L, D)
         weights[table] = F.interpolate(rows.T[None], size=config.length, mode="linear", align_corners=True)[0].T
-    model.load_state_dict(weights, strict=False)
+    model.load_state_dict(fitted_weights(weights, model.state_dict()), strict=False)
     model = model.to(device)
     model.checkpointing = checkpointing  # activations recomputed in the backward pass (long L')
     model = with_training_encoding(model, config)
