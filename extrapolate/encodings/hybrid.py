@@ -6,10 +6,13 @@ were never trained at.
 
 `swa-rope-nope` puts the RoPE layers behind a sliding window and leaves the NoPE layers full: Cohere's RNoPE-SWA
 (Yang et al. 2025, "Rope to Nope and Back Again"; transformers' Cohere2: three windowed RoPE layers, then one
-full NoPE layer) and SWAN-GPT's layers (Puvvada et al. 2025). The window defaults to L/2, the ratio of both:
-4096 at Cohere2's 8192, 512 at SWAN-GPT's 1024 in its small-scale runs. Only the NoPE layers then see past
-the window, and no RoPE layer ever meets a distance it was not trained at. SWAN-GPT's inference-time scaling of
-the NoPE layers' scores (log(a + n), a fitted per model) is not part of it: its constant is not published.
+full NoPE layer) and SWAN-GPT's layers (Puvvada et al. 2025). The window defaults to L/2, the ratio of
+transformers' Cohere2 configuration (4096 at 8192). Only the NoPE layers then see past the window, and no RoPE
+layer ever meets a distance it was not trained at. SWAN-GPT's inference-time dynamic scaling of the NoPE
+layers' scores is not part of it: the hybrid is measured as it was trained.
+
+Of Llama 4's iRoPE only the layer pattern is here: its RoPE layers' chunked attention and QK-norm are left out,
+and its NoPE layers' temperature is `llama4-temperature`'s (encodings/rotary.py), applied apart.
 
 Their models are trained with the hybrid (not a scaling of a RoPE model). The model asks the encoding for each
 layer's own (`for_layer`); hooks called on the hybrid itself are RoPE's.
