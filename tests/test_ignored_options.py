@@ -40,6 +40,13 @@ def test_perplexity_options_are_flagged_without_the_perplexity_task():
     assert flagged(RunRequest(tasks=("perplexity",), protocol="sliding", stride=64)) == ""
 
 
+def test_longppl_reads_the_perplexity_documents_but_not_its_protocol():
+    """LongPPL scores the full windows of the perplexity's documents: --eval-docs and --eval-tokens change it."""
+    notes = flagged(RunRequest(tasks=("longppl",), eval_docs=1, eval_tokens=16384, protocol="sliding"))
+    assert "--protocol set the perplexity evaluation" in notes
+    assert "--eval-docs" not in notes and "--eval-tokens" not in notes
+
+
 def test_stride_is_flagged_with_the_full_protocol_only():
     assert "--stride" in flagged(RunRequest(stride=64))
     assert flagged(RunRequest(stride=64, protocol="sliding")) == ""

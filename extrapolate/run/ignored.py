@@ -8,7 +8,7 @@ from extrapolate.encodings import build_encoding, get_spec
 from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.run.checkpoint import is_pretrained
 from extrapolate.run.request import RunRequest
-from extrapolate.tasks.kinds import TASK_KINDS
+from extrapolate.tasks.kinds import TASK_KINDS, options_read
 
 
 def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
@@ -26,11 +26,12 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
             "--factor scales the RoPE scalings (pi, ntk, yarn, …) and sets a fine-tune's L', and "
             f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored"
         )
+    read = options_read(request.tasks)  # what the asked kinds read (LongPPL scores perplexity's documents)
     for name, kind in TASK_KINDS:
         if name in request.tasks:
             notes += kind.unused_options(request, defaults)
             continue
-        given = changed(*kind.request_options)
+        given = changed(*(option for option in kind.request_options if option not in read))
         if given:
             notes.append(f"{', '.join(given)} set the {name} evaluation, which --tasks does not include: ignored")
     if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:

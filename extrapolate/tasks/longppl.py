@@ -97,7 +97,8 @@ class LongPPLKind(TaskKind):
     metrics = ("longppl", "key_share")
     lengths_together = True  # the perplexity's windows: every length scores the same budget
     by_default = False  # several passes a window: measured where --tasks names it
-    request_options = ("longppl_short", "longppl_window", "evaluator")
+    # and the perplexity's documents and budget, whose full windows it scores
+    request_options = ("longppl_short", "longppl_window", "evaluator", "eval_tokens", "eval_docs")
 
     def check_request(self, request, lengths: list[int]) -> None:
         if request.longppl_window < 1:
