@@ -20,30 +20,39 @@ from extrapolate.reproduce.findings.cells import (
 FOLDER = "showcase-seeds-v2"
 
 
-def fope_across_seeds() -> Outcome:
-    """FoPE at three seeds against RoPE on the same seed: its perplexity rises past L beyond the flat margin but
-    less than RoPE's (each seed's rise over RoPE's, below 1 over the seeds); and on every seed that retrieves at
-    L it still holds the passkey at 8L, where RoPE loses it on each of its seeds that retrieve at L."""
-    fope, rope = AcrossSeeds.of("fope", FOLDER), AcrossSeeds.of("rope", FOLDER)
-    against = [fope.rise[s] / rope.rise[s] for s in fope.seeds]
+def rises_less_than_rope_and_holds(encoding: str, label: str) -> Outcome:
+    """`encoding` at three seeds against RoPE on the same seed: its perplexity rises past L beyond the flat
+    margin but less than RoPE's (each seed's rise over RoPE's, below 1 over the seeds); and on every seed that
+    retrieves at L it still holds the passkey at 8L, where RoPE loses it on each of its seeds that retrieve
+    at L."""
+    method, rope = AcrossSeeds.of(encoding, FOLDER), AcrossSeeds.of("rope", FOLDER)
+    against = [method.rise[s] / rope.rise[s] for s in method.seeds]
     numbers = (
-        f"FoPE {fope.numbers()}; RoPE's perplexity at 8L / at L on the same seeds "
-        + ratios(rope.rise[s] for s in fope.seeds)
-        + ", FoPE's rise over RoPE's "
+        f"{label} {method.numbers()}; RoPE's perplexity at 8L / at L on the same seeds "
+        + ratios(rope.rise[s] for s in method.seeds)
+        + f", {label}'s rise over RoPE's "
         + ratios(against)
         + "; RoPE greedy at 8L on its seeds retrieving at L: "
         + " / ".join(str(rope.at_8l[s]) for s in rope.learned)
     )
     checks = {
-        "three seeds": len(fope.seeds) == 3,
-        "FoPE rises beyond the flat margin over the seeds": len(against) > 1
-        and at_least_over(fope.rise.values(), 1 + PPL_MARGIN),
+        "three seeds": len(method.seeds) == 3,
+        f"{label} rises beyond the flat margin over the seeds": len(against) > 1
+        and at_least_over(method.rise.values(), 1 + PPL_MARGIN),
         "and less than RoPE on the same seed, over the seeds": len(against) > 1 and below_over(against, 1.0),
-        "FoPE retrieves at L in some seed": bool(fope.learned),
-        "FoPE holds retrieval at 8L on every seed retrieving at L": all(held(fope.at_8l[s]) for s in fope.learned),
+        f"{label} retrieves at L in some seed": bool(method.learned),
+        f"{label} holds retrieval at 8L on every seed retrieving at L": all(
+            held(method.at_8l[s]) for s in method.learned
+        ),
         "RoPE loses it at 8L on every seed retrieving at L": all(lost(rope.at_8l[s]) for s in rope.learned),
     }
     return outcome(checks, numbers)
+
+
+def fope_across_seeds() -> Outcome:
+    """FoPE at three seeds: its perplexity rises past L, less than RoPE's on the same seed, and it holds the
+    passkey at 8L where RoPE loses it (`rises_less_than_rope_and_holds`)."""
+    return rises_less_than_rope_and_holds("fope", "FoPE")
 
 
 def swa_nope_across_seeds() -> Outcome:
@@ -92,3 +101,10 @@ def stick_breaking_across_seeds() -> Outcome:
         "held from 2L to 8L on every seed retrieving at L": all(sticks.held_past_l(s) for s in sticks.learned),
     }
     return outcome(checks, f"stick-breaking attention {sticks.numbers()}")
+
+
+def cope_across_seeds() -> Outcome:
+    """CoPE (positions counted by sigmoid gates on the context, each head's count interpolated between learned
+    position embeddings) at three seeds: its perplexity rises past L, less than RoPE's on the same seed, and it
+    holds the passkey at 8L where RoPE loses it (`rises_less_than_rope_and_holds`)."""
+    return rises_less_than_rope_and_holds("cope", "CoPE")
