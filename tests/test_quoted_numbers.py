@@ -829,6 +829,13 @@ QUOTED = [
         ),
     ),
     (
+        "results/smollm2-longppl/README.md",
+        "YaRN's 1.97 over 14 (0.11%),\nStreamingLLM's 2.13 over 2 (0.02%)",
+        lambda: "YaRN's {} ({}),\nStreamingLLM's {} ({})".format(
+            *smollm2_longppl("yarn"), *smollm2_longppl("streaming-llm")
+        ),
+    ),
+    (
         "docs/results.md",
         "but for the last position (31.909 against 31.905), and at 16384 it leaves RoPE's failure as it is (63.065\n"
         "against 61.344)",
