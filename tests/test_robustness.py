@@ -76,6 +76,9 @@ BAD = [
     (["--tasks", ","], "names no task"),
     (["--eval-lens", "32,64"], "not both"),  # base() already gives --eval-len
     (["--seed", str(2**64)], "--seed"),
+    (["--steps", str(10**23)], "--steps must be at most 2^63"),  # past int64: a run that could never end
+    (["--longppl-window", str(10**23), "--tasks", "longppl"], "--longppl-window must be at most 2^63"),
+    (["--eval-lens", f"64,{10**20}"], "--eval-lens must be at most 2^63"),
     (["--encoding", "yarn", "--factor", "0.5"], "≥ 1"),
     (["--batch-size", "99999999999"], "out of memory"),
 ]

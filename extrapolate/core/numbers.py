@@ -13,6 +13,7 @@ from extrapolate.core.errors import UserError
 
 # suffixes a count may carry, binary as the field counts context lengths: 4k = 4096, 1M = 1024²
 SUFFIXES = {"k": 1024, "m": 1024**2}
+INT64_MAX = 2**63 - 1
 LENGTH_HINT = "a whole number of tokens, e.g. 4096, 4k or 1M; k = 1024, M = 1024²"
 
 
@@ -42,6 +43,8 @@ def parse_int_list(
             raise UserError(f"{what} must be ≥ {minimum}, got {value}")
         if maximum is not None and value > maximum:
             raise UserError(f"{what} must be ≤ {maximum}, got {value}")
+        if abs(value) > INT64_MAX:  # torch counts in int64: past it nothing can run
+            raise UserError(f"{what} must be at most 2^63 − 1 in size, got {value}")
         values.append(value)
     if not values:
         raise UserError(f"{what}: give at least one number")
@@ -152,8 +155,10 @@ def check_number(flag: str, value, bound: Bound | None) -> None:
         return
     if not math.isfinite(value):
         raise UserError(f"{flag} must be a finite number, got {value}")
+    if isinstance(value, int) and abs(value) > INT64_MAX:  # torch counts in int64: past it nothing can run
+        raise UserError(f"{flag} must be at most 2^63 − 1 in size, got {value}")
     if bound is not None and not bound.holds(value):
         raise UserError(f"{flag} must be {bound.text}, got {value:g}")
 
 
-SEED_MAX = 2**63 - 1  # torch.manual_seed's bound
+SEED_MAX = INT64_MAX  # torch.manual_seed's bound

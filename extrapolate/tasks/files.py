@@ -11,6 +11,7 @@ from typing import ClassVar
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
 from extrapolate.core.identity import without_defaults
+from extrapolate.core.numbers import INT64_MAX
 from extrapolate.core.paths import data_dir
 
 if sys.version_info >= (3, 11):
@@ -25,6 +26,13 @@ TASK_FOLDERS = (
     TASKS_DIR,
     *sorted(p for p in (TASKS_DIR.iterdir() if TASKS_DIR.exists() else ()) if p.is_dir() and p.name != SUITES),
 )
+
+
+def is_count(value, low: int, high: int | None = None) -> bool:
+    """A task file's whole number in [low, high] (high None: up to int64's largest, as TOML's integers and
+    torch's counts go; a bool is not one)."""
+    top = INT64_MAX if high is None else high
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= top
 
 
 def task_file(name: str) -> Path | None:
@@ -100,9 +108,11 @@ def check_passkey_task(data: dict, path: str) -> PasskeyTask:
             raise UserError(f"task file {path}: field '{field}' {what}")
 
     def integer(field: str, low: int, high: int | None = None) -> None:
-        value = data[field]
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
-        need(ok, field, f"must be an integer {'in ' + str(low) + '…' + str(high) if high else '≥ ' + str(low)}")
+        need(
+            is_count(data[field], low, high),
+            field,
+            f"must be an integer {'in ' + str(low) + '…' + str(high) if high else '≥ ' + str(low)}",
+        )
 
     def words(field: str) -> None:
         value = data.get(field, [])

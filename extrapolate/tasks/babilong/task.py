@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
 from extrapolate.tasks.babilong.world import FEWEST_FACTS, STORY_FACTS
-from extrapolate.tasks.files import template_names
+from extrapolate.tasks.files import is_count, template_names
 from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD, NOISE
 
 GENERATOR = "babilong"
@@ -69,9 +69,7 @@ def load_babilong_task(data: dict, path) -> BabilongTask:
             raise UserError(f"task file {name}: field '{key}' {what}")
 
     def integer(key: str, low: int, high: int | None = None) -> None:
-        value = data[key]
-        fits = isinstance(value, int) and not isinstance(value, bool) and value >= low
-        need(fits and (high is None or value <= high), key, f"must be an integer in [{low}, {high or '∞'}]")
+        need(is_count(data[key], low, high), key, f"must be an integer in [{low}, {high or '∞'}]")
 
     for key in ("version", "tokens_to_generate", "samples"):
         integer(key, 1)

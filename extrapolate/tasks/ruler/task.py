@@ -12,7 +12,7 @@ from pathlib import Path
 from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
 from extrapolate.data.fetch import sha256_file
-from extrapolate.tasks.files import template_names
+from extrapolate.tasks.files import is_count, template_names
 
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 NEEDLE = "One of the special magic {type_needle_v} for {key} is: {value}."
@@ -109,7 +109,7 @@ def load_ruler_task(data: dict, path: Path) -> RulerTask:
 
     def integer(value, field: str, low: int) -> None:
         need(
-            isinstance(value, int) and not isinstance(value, bool) and value >= low,
+            is_count(value, low),
             field,
             f"must be an integer ≥ {low}",
         )
