@@ -1818,3 +1818,13 @@ def test_the_results_doc_holds_the_2025_methods_table_and_its_reading():
     doc = " ".join((ROOT / "docs" / "results.md").read_text().split())
     assert " ".join(trained_in_table().split()) in doc
     assert " ".join(trained_in_reading().split()) in doc
+
+
+def test_the_smollm2_babilong_readme_reads_every_cell_below_the_bar_by_its_interval():
+    """Its README says every cell in is below RULER's bar of 85.6, the interval's top too (a verdict from the
+    intervals), and that each cell holds 25 prompts."""
+    text = (ROOT / "results" / "smollm2-babilong" / "README.md").read_text()
+    assert "below the bar (its interval's top too)" in text and "25 prompts a cell" in text
+    t = rows("smollm2-babilong").query("metric == 'score'")
+    assert len(t) and (t.ci_high < 0.856).all() and (t.n == 25).all()
+    assert (t.ci_method == "clopper-pearson").all()
