@@ -25,6 +25,7 @@ NEWER = [
     "rope-nope",
     "swa-rope-nope",
 ]  # the from-scratch ones; the training-free ones are tested in test_two_part.py
+HYBRIDS = ["rope-nope", "swa-rope-nope"]
 OWN_ATTENTION = ["stick-breaking", "cope"]  # from scratch too, registered after the training-free ones
 LATER = [*OWN_ATTENTION, "fope", "dape"]  # every from-scratch one registered after the training-free ones
 runner = CliRunner()
@@ -128,11 +129,13 @@ def test_bad_parameters_fail_in_one_line(args, flag):
 def test_run_trains_and_evaluates(name, cache, tmp_path):
     corpus = make_corpus(tmp_path / "corpus")
     out = tmp_path / "out"
+    depth = ["--layers", "4"] if name in HYBRIDS else []  # a NoPE layer (every 4th) in a tiny model
     args = [
         "run",
         "--encoding",
         name,
         *tiny_options(),
+        *depth,
         "--tasks",
         "perplexity",
         "--corpus",
@@ -151,6 +154,38 @@ def test_run_trains_and_evaluates(name, cache, tmp_path):
     assert record["name"] == name
     if name.endswith("-randomized"):
         assert record["max_position"] == 8 * 32  # L_max recorded with the results
+    if name in HYBRIDS:
+        assert record["nope_every"] == 4
+
+
+@pytest.mark.parametrize("name", HYBRIDS)
+def test_a_hybrid_without_a_nope_layer_is_refused_before_training(name, cache, tmp_path):
+    """k = 4 in the tiny model's two layers would train plain RoPE under the hybrid's name."""
+    args = ["run", "--encoding", name, *tiny_options(), "--corpus", str(make_corpus(tmp_path / "c"))]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "no NoPE layer in a model of 2 layers" in lines[0], result.output
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()  # refused before any work
+
+
+@pytest.mark.parametrize(
+    "args,shown",
+    [
+        ([], [3, 7, 11]),
+        (["--layers", "4"], [3]),
+        (["--layers", "3"], "error"),
+        (["--layers", "3", "--nope-every", "3"], [2]),
+        (["--layers", "5", "--nope-every", "2"], [1, 3]),
+    ],
+)
+def test_show_names_the_nope_layers_of_the_depth_given(args, shown):
+    result = runner.invoke(app, ["encodings", "show", "rope-nope", "--json", *args])
+    if shown == "error":
+        assert result.exit_code == 2 and "needs --layers 4 or more" in result.output
+        return
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["nope_layers"] == shown
 
 
 def test_sweep_runs_the_newer_group(cache, tmp_path):

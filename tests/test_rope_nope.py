@@ -21,17 +21,12 @@ from extrapolate.data.weight_names import to_hf_names  # noqa: E402
 def hybrid_model(every: int, layers: int = 4) -> TransformerLM:
     config = ModelConfig(vocab_size=64, d_model=32, n_layers=layers, n_heads=4, n_kv_heads=2, max_len=16)
     config = dataclasses.replace(config, encoding="rope-nope")
-    model = TransformerLM(config).eval()
+    options = {"nope_every": every}
+    encoding = build_encoding("rope-nope", d_model=32, n_heads=4, head_dim=config.head_dim, max_len=16, options=options)
+    model = TransformerLM(config, encoding).eval()
     torch.manual_seed(0)
     for p in model.parameters():  # larger than the default init, so positions matter in the logits
         torch.nn.init.normal_(p, std=0.3)
-    if every != 4:
-        c = model.config
-        model.set_encoding(
-            build_encoding(
-                "rope-nope", d_model=32, n_heads=4, head_dim=c.head_dim, max_len=16, options={"nope_every": every}
-            )
-        )
     return model
 
 

@@ -60,6 +60,7 @@ def encodings_show(
         typer.Option(help="query position (sinusoidal: default 1; fire: default the largest of --distances)"),
     ] = None,
     width: Annotated[int, typer.Option(help="model width (sinusoidal)")] = 8,
+    layers: Annotated[int, typer.Option(help="model layers (rope-nope: which are NoPE)")] = 12,
     options: dict | None = None,  # the flags of the encodings' own options (--beta-fast …), from their declarations
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object and nothing else")] = False,
     plot: Annotated[Optional[Path], typer.Option(help="draw every scaling's inv_freq/θ per pair index to FILE")] = None,
@@ -82,6 +83,7 @@ def encodings_show(
         distances=parse_int_list(distances, "--distances", 0),
         position=position,
         width=width,
+        layers=layers,
         options=options,
     )
     info = describe_encoding(name, **query)

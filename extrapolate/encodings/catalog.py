@@ -92,8 +92,16 @@ def encoding_groups() -> dict[str, list[str]]:
     return groups
 
 
-def validate_shape(spec: EncodingSpec, *, n_heads: int, head_dim: int, factor: float = 1.0) -> None:
-    """User-facing checks, each failing with one line."""
+def validate_shape(
+    spec: EncodingSpec,
+    *,
+    n_heads: int,
+    head_dim: int,
+    factor: float = 1.0,
+    n_layers: int | None = None,
+    options: dict | None = None,
+) -> None:
+    """User-facing checks, each failing with one line; the depth's only where the model's is known."""
     if n_heads < 1:
         raise UserError(f"heads must be at least 1, got {n_heads}")
     if not factor > 0:
@@ -102,6 +110,8 @@ def validate_shape(spec: EncodingSpec, *, n_heads: int, head_dim: int, factor: f
         raise UserError(f"{spec.name} needs an even head dimension, got {head_dim}")
     if spec.name in SCALINGS:  # its head size and factor, before any model is trained for it
         check_scaling(spec.name, head_dim, factor)
+    if n_layers is not None and spec.check_depth is not None:
+        spec.check_depth(n_layers, options or {})
 
 
 def build_encoding(
@@ -118,10 +128,10 @@ def build_encoding(
     learned_policy: str = "error",
     position_std: float = GPT2_INIT_STD,
     position_lr_scale: float = 1.0,
-    n_layers: int = 1,
+    n_layers: int | None = None,  # None: a model's depth not known (an encoding inspected on its own)
 ) -> PositionalEncoding:
     spec = get_spec(name)
-    validate_shape(spec, n_heads=n_heads, head_dim=head_dim, factor=factor)
+    validate_shape(spec, n_heads=n_heads, head_dim=head_dim, factor=factor, n_layers=n_layers, options=options)
     return spec.build(
         Shape(
             d_model,
@@ -135,7 +145,7 @@ def build_encoding(
             learned_policy,
             position_std,
             position_lr_scale,
-            n_layers,
+            n_layers or 1,
         )
     )
 

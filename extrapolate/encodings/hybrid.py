@@ -62,10 +62,22 @@ class RopeNope(PositionalEncoding):
         return {"base": self.rope.base, "nope_every": self.every, **window}
 
 
+def check_depth(layers: int, options: dict) -> None:
+    """A hybrid whose k is past the model's depth would be plain RoPE under another name: refused."""
+    every = options.get("nope_every", NOPE_EVERY)
+    if isinstance(every, int) and not isinstance(every, bool) and every > layers:
+        depth = f"{layers} layer{'s' * (layers != 1)}"
+        raise UserError(
+            f"a NoPE layer every k-th, k = {every}, leaves no NoPE layer in a model of {depth}: "
+            f"the hybrid needs --layers {every} or more"
+        )
+
+
 def show_rope_nope(query: ShowQuery) -> dict:
+    """Which of the model's `--layers` attend without positions."""
     every = query.options.get("nope_every", NOPE_EVERY)
-    layers = 12
-    return {"nope_every": every, "layers": layers, "nope_layers": nope_layers(layers, every)}
+    check_depth(query.layers, query.options)
+    return {"nope_every": every, "layers": query.layers, "nope_layers": nope_layers(query.layers, every)}
 
 
 def show_swa_rope_nope(query: ShowQuery) -> dict:
@@ -83,6 +95,7 @@ ROPE_NOPE = EncodingSpec(
     colour="#a6cee3",
     show=show_rope_nope,
     group="newer",
+    check_depth=check_depth,
 )
 
 
@@ -101,4 +114,5 @@ SWA_ROPE_NOPE = EncodingSpec(
     colour="#1b9e77",
     show=show_swa_rope_nope,
     group="newer",
+    check_depth=check_depth,
 )

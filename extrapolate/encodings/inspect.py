@@ -10,7 +10,7 @@ from extrapolate.encodings.frequencies import INT64_MAX
 from extrapolate.encodings.spec import ShowQuery
 
 MAX_SHOWN = 1 << 16  # heads, head dimension, width: what a terminal can still show
-SHARED_INPUTS = ("head_dim", "base", "factor", "original_len", "seq_len", "heads", "position", "width")
+SHARED_INPUTS = ("head_dim", "base", "factor", "original_len", "seq_len", "heads", "position", "width", "layers")
 
 
 def describe_encoding(name: str, **query) -> dict:
@@ -30,7 +30,12 @@ def describe_encoding(name: str, **query) -> dict:
     for key, value in numbers.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
             raise UserError(f"--{key.replace('_', '-')} {value} is past the largest int64 ({INT64_MAX})")
-    for key, unit in (("heads", "head"), ("head_dim", "pair"), ("width", "dimension")):  # vectors printed in full
+    for key, unit in (
+        ("heads", "head"),
+        ("head_dim", "pair"),
+        ("width", "dimension"),
+        ("layers", "layer"),
+    ):  # vectors printed in full
         if getattr(query, key) > MAX_SHOWN:
             raise UserError(
                 f"--{key.replace('_', '-')} is at most {MAX_SHOWN} here (one printed value per {unit}), "
@@ -39,6 +44,8 @@ def describe_encoding(name: str, **query) -> dict:
     validate_shape(spec, n_heads=query.heads, head_dim=query.head_dim, factor=query.factor)
     if query.original_len < 1:
         raise UserError(f"original length must be at least 1, got {query.original_len}")
+    if query.layers < 1:
+        raise UserError(f"layers must be at least 1, got {query.layers}")
     return {"encoding": spec.name, "kind": spec.kind, **_shown(spec, query)}
 
 

@@ -43,6 +43,7 @@ class ShowQuery:
     distances: list[int] | None = None
     position: int | None = None  # None: the encoding's own default (sinusoidal 1, fire the farthest distance)
     width: int = 8
+    layers: int = 12  # the model's depth (rope-nope: which layers are NoPE)
     options: dict = field(default_factory=dict)
 
 
@@ -58,6 +59,8 @@ class EncodingSpec:
     trains_own_model: bool = True  # False: a RoPE scaling applied to a model trained with plain `rope`
     # a change to the RoPE model that its fine-tune recalibrates at L itself (DroPE), not at a longer L'
     recalibrates: bool = False
+    # the model's depth against the encoding's options, before anything is built (rope-nope: k ≤ layers)
+    check_depth: Callable[[int, dict], None] | None = None
     # a rotary kind with trained parameters of its own (SSMax's s): evaluated as the model holds it, never
     # rebuilt from its spec as the parameter-free rotary kinds are
     trained_parameters: bool = False

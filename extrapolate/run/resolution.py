@@ -105,7 +105,14 @@ def resolve_request(request: RunRequest) -> RunRequest:
         spec = get_spec(request.encoding)
         parse_spec(request.tokenizer)  # a bad --tokenizer fails here, before the corpus is read
         config = architecture_for(request, spec.base_encoding)
-        validate_shape(spec, n_heads=config.n_heads, head_dim=config.head_dim, factor=request.factor or 1.0)
+        validate_shape(
+            spec,
+            n_heads=config.n_heads,
+            head_dim=config.head_dim,
+            factor=request.factor or 1.0,
+            n_layers=config.n_layers,
+            options=dict(request.encoding_options),
+        )
     return request
 
 
