@@ -72,7 +72,8 @@ def test_config_of_a_run_record_writes_where_that_run_did(corpus, tmp_path, monk
     again = cli.invoke(app, ["run", "--config", str(out / "run.json")])
     assert again.exit_code == 0, again.output
     assert not (elsewhere / "results").exists()
-    assert "in " in again.output and "already: measured again, its rows replaced" in again.output
+    said = " ".join(again.output.split())
+    assert "already: measured again at " in said and "the rows it measures replaced, the others kept" in said
     assert str(out) in " ".join(again.output.split())
 
 

@@ -64,7 +64,8 @@ def check_folder(
         [f"--overwrite: replacing rows measured with {d.what} {d.there} by {d.here}" for d in replaced]
         + [f"--append: adding rows with {d.what} {d.here} beside rows with {d.there}" for d in beside]
         + [
-            f"{r.spec.name} · seed {r.request.seed} is in {folder} already: measured again, its rows replaced"
+            f"{r.spec.name} · seed {r.request.seed} is in {folder} already: measured again at "
+            f"{', '.join(map(str, r.lengths))}, the rows it measures replaced, the others kept"
             for r in again
         ]
     )
