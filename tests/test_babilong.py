@@ -301,6 +301,44 @@ def test_a_training_row_ends_its_prompt_with_the_answer_it_learns(builder_of):
     assert builder.tokenizer.decode(learned) == f" {answer}." and answer in TASK_LABELS[1]
 
 
+def test_a_story_too_long_for_a_training_row_is_drawn_again_and_none_fitting_is_one_error(builder_of):
+    """At a tight L some stories (up to max_facts) do not fit: rows hold the ones that do, the same rows for the
+    same generator; a length no story fits stops in one line naming the task."""
+    builder = builder_of("qa1-compact", min_facts=2, max_facts=40)
+    row_len = 330
+    share = builder.training_fit(row_len)
+    assert 0 < share < 1, share  # some of the stories fit, not all: the case the redraw is for
+    rows = [builder.training_row(torch.Generator().manual_seed(seed), row_len) for seed in range(12)]
+    again = builder.training_row(torch.Generator().manual_seed(3), row_len)
+    assert torch.equal(rows[3][0], again[0]) and torch.equal(rows[3][1], again[1])
+    for tokens, mask in rows:  # every row a prompt with its answer learned
+        learned = builder.tokenizer.decode(tokens[1:][mask.bool()].tolist())
+        assert tokens.shape == (row_len + 1,) and learned.strip(" .") in TASK_LABELS[1]
+    with pytest.raises(UserError, match="qa1-compact: none of 64 stories drawn fits a training row of 100 tokens"):
+        builder.training_row(torch.Generator().manual_seed(0), 100)
+    assert builder.training_fit(100) == 0
+
+
+def test_the_probe_at_L_scores_only_the_samples_that_fit(builder_of, monkeypatch):
+    import types
+
+    import extrapolate.tasks.ruler.kind as ruler_kind
+    from extrapolate.tasks.kinds import file_kind
+
+    builder = builder_of("qa1-compact", min_facts=2, max_facts=40)
+    fitting = [i for i in range(builder.task.samples) if builder.fits(330, i)]
+    assert 0 < len(fitting) < builder.task.samples and fitting[:8] != list(range(8))
+    asked = []
+
+    def measured(model, builder, length, device, indices=None, **kwargs):  # what the probe asks to be measured
+        asked.extend(indices)
+        return types.SimpleNamespace(score=0.5)
+
+    monkeypatch.setattr(ruler_kind, "evaluate_ruler", measured)
+    assert file_kind(builder.task).probe(builder, None, 330, torch.device("cpu"), 8) == 0.5
+    assert asked == fitting[:8]
+
+
 @pytest.mark.parametrize(
     ("change", "said"),
     [
@@ -338,8 +376,32 @@ def test_a_length_too_short_for_some_samples_story_is_refused_before_training(mo
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     errors = [line for line in lines if line.startswith("error:")]
-    assert errors == [lines[-1]] and "cannot fit" in lines[-1] and "training" not in result.output, result.output
+    assert errors == [lines[-1]] and "stories do not fit in 256 tokens" in lines[-1], result.output
+    assert "training" not in result.output
     assert "fewer facts (max_facts)" in lines[-1]  # the story is what does not fit, not the template
+    failed = int(lines[-1].split("error: long: ")[1].split(" of ")[0])  # how many samples, counted
+    assert (failed == 100) == ("min_facts = 200" in facts)  # all the file's 100 at 200 facts, some at ≤ 60
+
+
+@pytest.mark.parametrize("facts", ["max_facts = 60", "min_facts = 200\nmax_facts = 200"])  # some fit, or none
+def test_a_training_task_whose_stories_do_not_all_fit_L_is_said_or_refused_before_training(
+    monkeypatch, tmp_path, facts
+):
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    from extrapolate.tasks.files import TASKS_DIR
+
+    long_stories = (TASKS_DIR / "babilong" / "qa1-compact.toml").read_text() + f"\n[args]\n{facts}\n"
+    (tmp_path / "long.toml").write_text(long_stories.replace('name = "qa1-compact"', 'name = "long"'))
+    model = ["--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "256"]
+    task = ["--tasks", "perplexity", "--train-tasks", str(tmp_path / "long.toml"), "--eval-lens", "256"]
+    result = runner.invoke(app, ["run", "--encoding", "rope", *model, *task, "--out", str(tmp_path / "out")])
+    said = " ".join(result.output.split())
+    if "min_facts = 200" in facts:
+        assert result.exit_code == 2 and "long: none of its stories fits a training row of 256 tokens" in said
+        assert "training step" not in said and not (tmp_path / "out").exists()
+    else:
+        assert result.exit_code == 0, result.output
+        assert re.search(r"warning: long: about \d+% of its stories fit a training row of 256 tokens", said)
 
 
 def test_the_tasks_listing_names_the_ten_and_the_compact_two():

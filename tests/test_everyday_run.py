@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from extrapolate.cli.app import app
 from extrapolate.cli.closing import number
+from extrapolate.core.errors import UserError
 
 from .helpers import make_corpus, tiny_options
 
@@ -276,6 +277,19 @@ def test_a_task_file_and_another_retrieval_task_are_refused_in_one_line(corpus, 
     )
 
 
+@pytest.mark.parametrize("kind,passkey_task", [("babilong", None), ("ruler", "qa1")])
+def test_a_kind_named_without_a_file_of_its_own_is_refused_in_one_line(kind, passkey_task):
+    """`--tasks babilong` would otherwise measure the run's retrieval task, another kind's file, as if asked."""
+    from extrapolate.run.request import RunRequest
+    from extrapolate.run.resolution import resolve_request
+
+    with pytest.raises(UserError, match=f"--tasks {kind} names a kind of task, not a task"):
+        resolve_request(RunRequest(tasks=("perplexity", kind), passkey_task=passkey_task, eval_lens=(512,)))
+    if passkey_task is not None:  # the record's form: the kind with a file of that kind
+        resolved = resolve_request(RunRequest(tasks=("babilong",), passkey_task=passkey_task, eval_lens=(512,)))
+        assert resolved.tasks == ("babilong",) and resolved.passkey_task == "qa1"
+
+
 def test_the_task_column_holds_the_task_files_name_and_the_kind_its_own_column(corpus, tmp_path):
     args = run_args(corpus, tmp_path / "out", "--eval-lens", "256")
     args[args.index("--tasks") + 1] = "perplexity,ruler-multikey"
@@ -340,3 +354,16 @@ def test_a_second_task_of_one_kind_is_another_task_not_another_experiment(tmp_pa
     changed.write_text(source.replace("samples = 100", "samples = 3"))
     refused = run(changed)
     assert refused.exit_code == 2 and "holds another experiment (qa1-compact's protocol" in refused.output
+
+
+@pytest.mark.parametrize("fraction", [None, "0"])
+def test_a_retrieval_measured_on_a_model_that_never_saw_its_prompts_is_said(corpus, tmp_path, fraction):
+    """At L = 32 no passkey prompt fits a training row, so none is mixed in: said, unless asked for (0)."""
+    args = run_args(corpus, tmp_path / "out", *(["--passkey-fraction", fraction] if fraction else []))
+    args[args.index("--tasks") + 1] = "perplexity,retrieval"
+    args[args.index("--eval-len")] = "--eval-lens"
+    args[args.index("--eval-lens") + 1] = "128"
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert ("warning: no passkey-word prompts in the training rows" in said) == (fraction is None), said

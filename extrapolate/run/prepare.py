@@ -114,7 +114,8 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
             except UserError as exc:
                 left_out[kind.name] = str(exc)
     kinds = [kind for kind in kinds if kind.name not in left_out]
-    used = fraction > 0 or any(kind.reads_task_file for kind in kinds)
+    asked_retrieval = any(kind.reads_task_file for kind in kinds)
+    used = fraction > 0 or asked_retrieval
     if used:
         if fraction > 0 and request.train_len < need:
             raise UserError(
@@ -136,6 +137,11 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         )
         rows = builders[0] if len(builders) == 1 else MixedRows(builders)
         identity = "+".join(b.task.identity for b in builders)
+    if fraction > 0:
+        row_len = min([request.train_len, *(length for length, _ in curriculum_stages(request.curriculum) or ())])
+        notes = (*notes, *training_fit_notes(getattr(rows, "builders", (rows,)), row_len))
+    elif request.passkey_fraction is None and checkpoint is None and asked_retrieval:
+        notes = (*notes, untrained_retrieval(builder.task.name, need, request.train_len))
     return Prepared(
         corpus,
         tokenizer,
@@ -187,6 +193,35 @@ def heldout_documents(corpus: Corpus, tokenizer, longest: int, limit: int) -> tu
             f"and are left out: every length scores the other {len(kept)} (fewer with --eval-docs)",
         )
     return kept[:limit], notes
+
+
+def training_fit_notes(builders, row_len: int) -> tuple[str, ...]:
+    """Refuse (one line) a training task none of whose stories fits a training row; say which ones only some
+    of whose stories fit: their rows hold the shorter stories (a story too long is drawn again)."""
+    notes = []
+    for builder in builders:
+        fit = getattr(builder, "training_fit", None)  # stories of varying length (RULER's, BABILong's)
+        share = 1.0 if fit is None else fit(row_len)
+        name = builder.task.name
+        if share == 0:
+            raise UserError(
+                f"{name}: none of its stories fits a training row of {row_len} tokens; give a longer --train-len "
+                "(or --curriculum stage), or fewer facts (max_facts)"
+            )
+        if share < 1:
+            notes.append(
+                f"{name}: about {share:.0%} of its stories fit a training row of {row_len} tokens; its training "
+                "rows hold those (a longer story is drawn again), so they lean to the shorter stories"
+            )
+    return tuple(notes)
+
+
+def untrained_retrieval(name: str, need: int, train_len: int) -> str:
+    return (
+        f"no {name} prompts in the training rows: they need at least {need} tokens, and L is {train_len}; the "
+        "retrieval is measured on a model that never saw one (give a longer --train-len, or --passkey-fraction 0 "
+        "to say so)"
+    )
 
 
 def training_builder(name: str, tokenizer, bos, chat, heldout, train_len: int):

@@ -187,6 +187,14 @@ def measured_by_file_kind(request: RunRequest) -> RunRequest:
     """The retrieval asked for (`retrieval`, or the kind a resolved request names) is measured by the kind the
     task file names: `--tasks retrieval --passkey-task vt` measures VT with RULER's kind."""
     kind = file_kind(load_task(request.passkey_task)).name
+    for name in (*request.tasks, *request.optional_tasks):  # a kind named: the record's form, with its task file
+        if name != RETRIEVAL and is_retrieval(name) and name != kind:
+            files = [t for t in list_task_names() if load_task(t).kind == name]
+            raise UserError(
+                f"--tasks {name} names a kind of task, not a task: give one of its files ({', '.join(files[:4])}, …; "
+                f"`extrapolate tasks`), or --passkey-task with a file of that kind (--passkey-task "
+                f"{request.passkey_task}, the run's retrieval task, is {kind})"
+            )
 
     def as_kinds(names: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(kind if is_retrieval(t) else t for t in names))

@@ -25,15 +25,21 @@ class BabilongKind(RulerKind):
         """Every prompt built now: stories differ in length, so a length may hold one sample's and not the next
         one's, which would stop a run after its training."""
         self.check_fixed_part(prompts, lengths)
+        samples = prompts.task.samples
         for length in sorted(set(lengths)):
-            for index in range(prompts.task.samples):
-                try:
-                    prompts.prompt(length, index)
-                except UserError as exc:
-                    raise UserError(
-                        f"{exc} (at {length}, sample {index}: its story is too long for the length); leave that "
-                        "length out, give a longer one, or fewer facts (max_facts)"
-                    ) from None
+            failed = [index for index in range(samples) if not prompts.fits(length, index)]
+            if failed:
+                raise UserError(
+                    f"{prompts.task.name}: {len(failed)} of {samples} samples' stories do not fit in {length} tokens "
+                    f"(sample {failed[0]} first); leave that length out, give a longer one, or fewer facts (max_facts)"
+                )
+
+    def check_fixed_part(self, prompts: BabilongBuilder, lengths: tuple[int, ...]) -> None:
+        """The template, examples and answer fit the shortest length: the least a prompt needs before its story."""
+        try:
+            super().check_fixed_part(prompts, lengths)
+        except UserError as exc:
+            raise UserError(f"{exc} (before its story, which needs more)") from None
 
 
 BABILONG = register(BabilongKind())

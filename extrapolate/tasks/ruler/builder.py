@@ -21,6 +21,8 @@ from extrapolate.tasks.ruler.haystack import Essay, filler
 from extrapolate.tasks.ruler.score import METRIC_FUNCTIONS
 from extrapolate.tasks.ruler.task import RulerTask
 
+TRAINING_DRAWS = 64  # stories drawn for one training row before its length is called too short for the task
+
 CONTEXT = "\x00CONTEXT\x00"  # stands for {context} while the rest of a template is filled
 
 
@@ -93,6 +95,14 @@ class RulerBuilder:
         closing = self.newline[:count]
         return filler(self.noise_unit, count - len(closing)) + closing
 
+    def fits(self, length: int, index: int) -> bool:
+        """Whether sample `index`'s context fits a prompt of `length` tokens."""
+        try:
+            self.prompt(length, index)
+        except UserError:
+            return False
+        return True
+
     def prompt(self, length: int, index: int) -> RulerPrompt:
         """Sample `index` of the task at `length`."""
         draw = self.generator.draw_sample(self.sample_rng(length, index), length, index)
@@ -120,17 +130,36 @@ class RulerBuilder:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(tokens (length + 1,), loss mask (length,)): a prompt of this task and its answer filling a
         training row, the loss on the answer only (or on every token)."""
-        seed = int(torch.randint(0, 2**62, (1,), generator=gen))
-        rng = random.Random(seed)
-        draw = self.generator.draw(rng, length + 1)
-        # the context decides some references (the common words): assemble first, then word the answer
-        size = length + 1 - self.answer_bound(draw)
-        prompt = self.assemble(draw, size, length=length + 1)
+        for _ in range(TRAINING_DRAWS):  # a story too long for the row is drawn again: rows hold those that fit
+            drawn = self.training_prompt(int(torch.randint(0, 2**62, (1,), generator=gen)), length)
+            if drawn is not None:
+                break
+        else:
+            raise UserError(
+                f"{self.task.name}: none of {TRAINING_DRAWS} stories drawn fits a training row of {length} tokens; "
+                "give a longer --train-len or --curriculum stage, or fewer facts (max_facts)"
+            )
+        draw, prompt = drawn
         answer = self.tokenizer.encode(self.generator.answer(draw.outputs))
         tokens = (prompt + answer + self.newline + filler(self.noise_unit, length + 1))[: length + 1]
         mask = torch.zeros(length) if answer_only else torch.ones(length)
         mask[len(prompt) - 1 : len(prompt) - 1 + len(answer)] = 1.0  # targets at these indices are the answer
         return torch.tensor(tokens, dtype=torch.int64), mask
+
+    def training_prompt(self, seed: int, length: int) -> tuple[Draw, list[int]] | None:
+        """The draw of `seed` and its prompt for a training row of `length` tokens, leaving room for its answer;
+        None where its context does not fit."""
+        draw = self.generator.draw(random.Random(seed), length + 1)
+        # the context decides some references (the common words): assemble first, then word the answer
+        try:
+            return draw, self.assemble(draw, length + 1 - self.answer_bound(draw), length=length + 1)
+        except UserError:
+            return None
+
+    def training_fit(self, length: int) -> float:
+        """The share of TRAINING_DRAWS stories (fixed seeds: the same every call) whose prompt fits a training
+        row of `length` tokens: where it is below 1, rows hold the shorter stories."""
+        return sum(self.training_prompt(seed, length) is not None for seed in range(TRAINING_DRAWS)) / TRAINING_DRAWS
 
     def answer_bound(self, draw: Draw) -> int:
         """Tokens reserved for a training row's answer: the task's generation length, as at evaluation."""

@@ -59,6 +59,7 @@ def evaluate_ruler(
     samples: int | None = None,
     on_progress=None,
     memory: int | None = None,
+    indices: list[int] | None = None,
 ) -> RulerCell:
     """The task's score at `length` over its samples (or the first `samples`). Under torchrun each rank
     generates every world.size-th sample and the sums are added up. A batch's prompts run in micro-batches
@@ -66,8 +67,8 @@ def evaluate_ruler(
     logged, stay as they are, so the budget changes the peak memory, not the scores."""
     model.eval()
     task = builder.task
-    count = task.samples if samples is None else samples
-    mine = world.mine(count)
+    indices = list(range(task.samples if samples is None else samples)) if indices is None else indices
+    mine = [indices[i] for i in world.mine(len(indices))]
     prompts = sorted((builder.prompt(length, i) for i in mine), key=lambda p: p.departs)
     size = batch_size(model, length)
     batches = [prompts[i : i + size] for i in range(0, len(prompts), size)]
@@ -166,7 +167,12 @@ class RulerKind(TaskKind):
         )
 
     def probe(self, builder: RulerBuilder, model, length: int, device, prompts: int) -> float:
-        return evaluate_ruler(model, builder, length, device, samples=min(prompts, builder.task.samples)).score
+        """The score at L over the first `prompts` samples whose story fits L (BABILong's may not, at a tight L:
+        its training rows hold the ones that fit)."""
+        fitting = [i for i in range(builder.task.samples) if builder.fits(length, i)][:prompts]
+        if not fitting:
+            return float("nan")
+        return evaluate_ruler(model, builder, length, device, indices=fitting).score
 
     def protocol(self, setup: TaskSetup) -> str:
         return retrieval_protocol(setup.prompts)
