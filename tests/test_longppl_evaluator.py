@@ -156,15 +156,25 @@ def test_a_tokens_span_is_what_it_adds_to_the_text(bpe):
     assert "".join(text[a:b] for a, b in spans) == text
 
 
-def test_an_evaluator_that_cannot_be_loaded_is_one_line(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "evaluator,said",
+    [
+        ("nothing", "no such folder or file"),
+        ("someone/no-such-model", "--evaluator: model 'someone/no-such-model' is neither a preset"),  # hub offline
+        ("", "--evaluator names no model"),
+    ],
+)
+def test_an_evaluator_that_cannot_be_loaded_is_one_line_before_training(tmp_path, monkeypatch, evaluator, said):
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     model = ["--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "32", "--eval-tokens", "128"]
     args = ["--tasks", "longppl", "--eval-lens", "64", "--longppl-short", "16", "--longppl-window", "16"]
     out = tmp_path / "out"
-    result = runner.invoke(app, ["run", *model, *args, "--evaluator", str(tmp_path / "nothing"), "--out", str(out)])
+    evaluator = str(tmp_path / evaluator) if evaluator == "nothing" else evaluator
+    result = runner.invoke(app, ["run", *model, *args, "--evaluator", evaluator, "--out", str(out)])
     assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output and "no such folder or file" in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], result.output
     assert not (out / "results.csv").exists()
     cache = tmp_path / "cache"
     assert not cache.exists() or not any(p.is_file() for p in cache.rglob("*")), "said before training, not after"
@@ -186,6 +196,18 @@ def test_an_evaluator_without_longppl_is_ignored_aloud(tmp_path, monkeypatch):
     assert "--evaluator set the longppl evaluation, which --tasks does not include: ignored" in " ".join(
         result.output.split()
     )
+
+
+def test_an_ignored_evaluator_is_never_loaded(tmp_path, monkeypatch):
+    import extrapolate.run.checkpoint as checkpoint
+
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(checkpoint, "evaluator_once", lambda *a: pytest.fail("an ignored evaluator was loaded"))
+    monkeypatch.setattr("extrapolate.run.evaluate.evaluator_once", checkpoint.evaluator_once)
+    model = ["--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "32", "--eval-tokens", "128"]
+    args = ["--tasks", "perplexity", "--eval-lens", "64", "--evaluator", "smollm2-135m"]
+    result = runner.invoke(app, ["run", *model, *args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
 
 
 def test_a_run_with_a_checkpoint_as_evaluator(tmp_path, monkeypatch):

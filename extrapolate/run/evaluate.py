@@ -24,6 +24,7 @@ from extrapolate.run.prepare import Prepared
 from extrapolate.run.reporter import Reporter
 from extrapolate.run.resolved import ResolvedRun, task_setup
 from extrapolate.tasks.kinds import MeasureContext, asked_kinds, file_kind
+from extrapolate.tasks.longppl import LONGPPL
 from extrapolate.training import checkpoint as ckpt
 from extrapolate.training.finetune import finetune as run_finetune
 from extrapolate.training.train import Probe, TrainedModel, curriculum_of, model_folder, train
@@ -229,7 +230,7 @@ def evaluate(
         resolved.run_id,
         reporter.evaluation_progress,
         retrieval_memory(request.eval_memory, device),
-        evaluator_once(request, prepared.tokenizer, device),
+        evaluator_once(request, prepared.tokenizer, device) if LONGPPL.name in request.tasks else None,
     )
     out = []
     for kind in asked_kinds(request.tasks):

@@ -24,7 +24,7 @@ from extrapolate.core.identity import default_steps, stored
 from extrapolate.core.memory import parse_memory
 from extrapolate.core.numbers import SEED_MAX
 from extrapolate.core.registry import require_known
-from extrapolate.data.pretrained import names_a_path
+from extrapolate.data.pretrained import load_config, names_a_path
 from extrapolate.data.tokenizers import parse_spec
 from extrapolate.encodings import EncodingSpec, get_spec
 from extrapolate.encodings.catalog import validate_shape
@@ -47,6 +47,7 @@ from extrapolate.run.curriculum import with_curriculum
 from extrapolate.run.request import RunRequest
 from extrapolate.tasks.files import PasskeyTask, list_task_names, load_task
 from extrapolate.tasks.kinds import RETRIEVAL, TASK_KINDS, asked_kinds, file_kind, is_retrieval
+from extrapolate.tasks.longppl import LONGPPL
 from extrapolate.tasks.perplexity import PROTOCOLS
 
 
@@ -265,6 +266,8 @@ def check(request: RunRequest) -> None:
     check_adapter(request)
     check_positions(request)
     check_loss(request)
+    if request.evaluator is not None and not request.evaluator.strip():
+        raise UserError("--evaluator names no model: give a pretrained model, or leave it out (the model its own)")
     if request.evaluator is not None and not is_pretrained(request.evaluator):
         raise UserError(
             f"--evaluator {request.evaluator!r}: give a pretrained model (a known name, a checkpoint folder, a hub "
@@ -273,6 +276,11 @@ def check(request: RunRequest) -> None:
     if request.evaluator is not None and names_a_path(request.evaluator):
         if not Path(request.evaluator).expanduser().exists():  # said before a model is trained, not after
             raise UserError(f"--evaluator {request.evaluator}: no such folder or file")
+    if request.evaluator is not None and LONGPPL.name in request.tasks:  # its config read now, not after training
+        try:
+            load_config(request.evaluator, request.trust_remote_code)
+        except UserError as exc:
+            raise UserError(f"--evaluator: {exc}") from None
 
 
 POSITIONS = ("contiguous", "pose")
