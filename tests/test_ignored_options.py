@@ -36,7 +36,8 @@ def test_factor_is_flagged_only_when_no_encoding_reads_it():
 
 def test_perplexity_options_are_flagged_without_the_perplexity_task():
     notes = flagged(RunRequest(tasks=("passkey",), protocol="sliding", stride=64, eval_docs=3))
-    assert "--protocol, --stride, --eval-docs" in notes
+    assert "--protocol, --stride set the perplexity evaluation," in notes
+    assert "--eval-docs set the perplexity and longppl evaluations," in notes  # LongPPL reads its documents too
     assert flagged(RunRequest(tasks=("perplexity",), protocol="sliding", stride=64)) == ""
 
 
@@ -45,6 +46,14 @@ def test_longppl_reads_the_perplexity_documents_but_not_its_protocol():
     notes = flagged(RunRequest(tasks=("longppl",), eval_docs=1, eval_tokens=16384, protocol="sliding"))
     assert "--protocol set the perplexity evaluation" in notes
     assert "--eval-docs" not in notes and "--eval-tokens" not in notes
+
+
+def test_an_option_of_two_evaluations_not_asked_is_one_sentence():
+    notes = ignored_options(RunRequest(tasks=("passkey",), eval_tokens=100, protocol="sliding"), ["rope"])
+    assert "--eval-tokens set the perplexity and longppl evaluations, which --tasks does not include: ignored" in notes
+    assert sum("--eval-tokens" in note for note in notes) == 1 and "--protocol set the perplexity evaluation," in (
+        " | ".join(notes)
+    )
 
 
 def test_stride_is_flagged_with_the_full_protocol_only():

@@ -27,13 +27,19 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
             f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored"
         )
     read = options_read(request.tasks)  # what the asked kinds read (LongPPL scores perplexity's documents)
+    setters: dict[str, list[str]] = {}  # an option given for evaluations not asked -> those evaluations
     for name, kind in TASK_KINDS:
         if name in request.tasks:
             notes += kind.unused_options(request, defaults)
             continue
-        given = changed(*(option for option in kind.request_options if option not in read))
-        if given:
-            notes.append(f"{', '.join(given)} set the {name} evaluation, which --tasks does not include: ignored")
+        for option in changed(*(option for option in kind.request_options if option not in read)):
+            setters.setdefault(option, []).append(name)
+    by_kinds: dict[tuple[str, ...], list[str]] = {}  # options that set the same evaluations: one sentence
+    for option, kinds in setters.items():
+        by_kinds.setdefault(tuple(kinds), []).append(option)
+    for kinds, options in by_kinds.items():
+        evaluations = f"the {' and '.join(kinds)} evaluation{'s' * (len(kinds) > 1)}"
+        notes.append(f"{', '.join(options)} set {evaluations}, which --tasks does not include: ignored")
     if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:
         notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
     given = changed("longce_short", "longce_window", "longce_max_weight")
