@@ -235,3 +235,22 @@ def test_the_encodings_listing_names_pose_beside_the_encodings():
     import json
 
     assert all(row["name"] != "pose" for row in json.loads(listed.stdout))
+
+
+def test_the_estimate_counts_the_rows_pose_reads_not_l_prime():
+    """A PoSE fine-tune for L' = 8L reads rows of L: its tokens are those rows', an eighth of a plain one's."""
+    import types
+    from pathlib import Path
+
+    from extrapolate.core.config import PRESETS
+    from extrapolate.run.estimate import finetune_tokens
+    from extrapolate.training.finetune import finetune_config
+
+    base = TrainConfig(model=ModelConfig(vocab_size=256, max_len=32, **PRESETS["tiny"]), seq_len=32, batch_size=8)
+
+    def tokens(pose: bool) -> int:
+        tuned = finetune_config(base, "yarn", 8.0, 256, 10, batch_size=4, pose=pose)
+        cell = types.SimpleNamespace(finetune=tuned, model_folder=Path("m"))
+        return finetune_tokens([cell], {Path("m"): False})
+
+    assert tokens(pose=False) == 10 * 4 * 256 and tokens(pose=True) == 10 * 4 * 32

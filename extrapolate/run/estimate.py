@@ -146,7 +146,7 @@ def finetune_tokens(pending: list[ResolvedRun], models: dict[Path, bool]) -> int
         if finetune is None or models[cell.model_folder]:
             continue
         kind = (finetune.base, finetune.encoding, finetune.factor, finetune.length)
-        tokens = finetune.steps * finetune.phase.batch_size * finetune.length
+        tokens = finetune.steps * finetune.phase.batch_size * finetune.phase.seq_len  # rows read (PoSE's: of L)
         longest[kind] = max(longest.get(kind, 0), tokens)
     return sum(longest.values())
 
