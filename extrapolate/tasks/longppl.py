@@ -169,6 +169,8 @@ class LongPPLKind(TaskKind):
             "ci_high": float("nan"),
             "ci_method": None,
         }
+        if result.within_short:  # no target has a context longer than the short one: no share to count
+            share |= {"status": "unsupported", "reason": within_short(setup.longppl_short)}
         return [longppl, share]
 
     def samples(self, result: LongPPLResult | None) -> list[dict]:
