@@ -31,8 +31,9 @@ def cells():
         # part of the model's identity, so the golden names would depend on the machine's instruction set
         train_dtype="bfloat16",
     )
-    for name, _ in ENCODINGS:
-        yield name, dict(base, encoding=name)
+    for name, spec in ENCODINGS:
+        depth = {"layers": 4} if spec.check_depth else {}  # a NoPE layer (every 4th) takes 4 of them
+        yield name, dict(base, encoding=name, **depth)
     yield "yarn+ft", dict(base, encoding="yarn", finetune_steps=3)
     yield "rope-seed1-bytes", dict(base, encoding="rope", seed=1, tokenizer="bytes")
     yield "self-extend-options", dict(base, encoding="self-extend", encoding_options=(("group", 2), ("window", 8)))
