@@ -127,7 +127,8 @@ def plain_prompts(rows: pd.DataFrame) -> pd.DataFrame:
 def ruler(folder: str, task: str, length: int) -> Cell:
     """A RULER cell of a binary-scored task (every prompt 0 or 1) with plain prompts, with the exact interval over
     its prompts."""
-    scores = ruler_scores(plain_prompts(table(folder)))
+    rows = table(folder)
+    scores = derived(rows, ("ruler",), lambda: ruler_scores(plain_prompts(rows)))  # its score and n, not its interval
     row = scores[(scores["task"] == task) & (scores["eval_len"] == length) & (scores["label"] == "rope")]
     if row.empty:
         raise LookupError(f"results/{folder}: no {task} at {length}")
@@ -237,11 +238,33 @@ def ratios(values) -> str:
     return " / ".join(ratio(v) for v in values) + f" [{low:.2f}–{high:.2f}]"
 
 
+CELL_KEY = ["encoding", "eval_len", "metric", "seed"]
+_DERIVED: dict[int, tuple[pd.DataFrame, dict]] = {}  # id(table) -> (that table, what was derived from it)
+
+
+def derived(frame: pd.DataFrame, key: tuple, compute):
+    """`compute()`, once per table and key: the family-wise search evaluates every finding at many levels, and
+    what it reads of a table (rows, mean scores) does not depend on the level; only the intervals do. The table
+    is kept beside its results, so that its id names it while they are held."""
+    held = _DERIVED.get(id(frame))
+    if held is None or held[0] is not frame:
+        held = _DERIVED[id(frame)] = (frame, {})
+    if key not in held[1]:
+        held[1][key] = compute()
+    return held[1][key]
+
+
+def cell_rows(rows: pd.DataFrame, encoding: str, length: int, metric: str, seed: int) -> pd.DataFrame:
+    """The rows of one (encoding, length, metric, seed), the table grouped once."""
+    positions = derived(rows, ("cells",), lambda: rows.groupby(CELL_KEY, sort=False).indices)
+    key = (encoding, length, metric, seed)
+    return derived(rows, key, lambda: rows.iloc[positions.get(key, [])])
+
+
 def seed_cell(folder: str, encoding: str, length: int, seed: int) -> Cell:
     """One seed's greedy retrieval at a length: its depths' prompts pooled, the exact interval over them."""
-    rows = table(folder)
-    rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "accuracy")]
-    rows = rows[of_kind(rows, PASSKEY) & (rows["status"] == "ok") & (rows["seed"] == seed)]
+    rows = cell_rows(table(folder), encoding, length, "accuracy", seed)
+    rows = rows[of_kind(rows, PASSKEY) & (rows["status"] == "ok")]
     if rows.empty:
         raise LookupError(f"results/{folder}: no greedy retrieval of {encoding} at {length}, seed {seed}")
     return pool([Cell(float(v), 0.0, 0.0, int(n)) for v, n in zip(rows["value"], rows["n"])])
@@ -308,9 +331,8 @@ RETRIEVAL_SHAPES = {"held": held, "lost": lost}
 
 
 def ppl_of_seed(folder: str, encoding: str, length: int, seed: int) -> float:
-    rows = table(folder)
-    rows = rows[(rows["encoding"] == encoding) & (rows["eval_len"] == length) & (rows["metric"] == "ppl")]
-    rows = rows[(rows["seed"] == seed) & (rows["status"] == "ok")]
+    rows = cell_rows(table(folder), encoding, length, "ppl", seed)
+    rows = rows[rows["status"] == "ok"]
     if len(rows) != 1:
         raise LookupError(f"results/{folder}: {len(rows)} perplexity rows of {encoding} at {length}, seed {seed}")
     return float(rows["value"].iloc[0])
