@@ -153,7 +153,8 @@ def is_interval_of_prompts(score: str, low: str, high: str, most_prompts: int = 
     so partial credit in quarters and fifths too) with the exact interval at its mean, as shown."""
     from extrapolate.core.intervals import proportion_interval
 
-    for n in range(1, most_prompts + 1):
+    common = (100, 50, 25, 20, 40, 200, 300, 400, 60, 80, 120, 150)  # the prompts a cell is usually over: tried first
+    for n in sorted(range(1, most_prompts + 1), key=lambda n: (n not in common, n)):
         centre = round(float(score) * n / 100 * 20)
         for twentieths in range(max(centre - 20, 0), min(centre + 20, 20 * n) + 1):
             x = twentieths / 20
@@ -176,9 +177,6 @@ def test_every_hand_written_retrieval_cell_is_an_interval_of_prompts():
         for match in CELL.finditer(doc.read_text(encoding="utf-8"))
     ]
     assert len(typed) > 100
-    wrong = [
-        f"{doc.relative_to(ROOT)}: {p}% [{lo}–{hi}]"
-        for doc, (p, lo, hi) in typed
-        if not is_interval_of_prompts(p, lo, hi)
-    ]
+    checked = {cell: is_interval_of_prompts(*cell) for cell in {cell for _, cell in typed}}  # each distinct once
+    wrong = [f"{doc.relative_to(ROOT)}: {p}% [{lo}–{hi}]" for doc, (p, lo, hi) in typed if not checked[(p, lo, hi)]]
     assert not wrong, wrong[:10]
