@@ -130,6 +130,7 @@ def test_paired_rounds_shrink_with_length():
     assert [bench.paired_rounds(n) for n in (1024, 4096, 8192, 16384, 32768, 131072)] == [8, 8, 8, 4, 3, 3]
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by .ci/run's slow step
 def test_bench_command_writes_table_summary_and_plot(tmp_path):
     import pandas as pd
     from typer.testing import CliRunner

@@ -47,6 +47,7 @@ def same_tables(a, b) -> None:
     assert a["value"].tolist() == pytest.approx(b["value"].tolist(), rel=1e-6)  # same seed, same device
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by .ci/run's slow step
 def test_a_sweep_through_submitit_equals_the_local_sweep_and_resubmits_nothing(tmp_path, monkeypatch):
     corpus = make_corpus(tmp_path / "corpus")
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache-local"))

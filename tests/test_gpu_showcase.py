@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import make_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by .ci/run's slow step
 def test_the_gpu_showcase_rehearses_at_tiny_size(tmp_path):
     corpus = tmp_path / "books"
     make_corpus(corpus / "train", documents=8, words=1500)

@@ -301,6 +301,7 @@ def head_checkout() -> tuple[Path, str]:
     return here, head.stdout.strip()
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by .ci/run's slow step
 def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_fingerprint(tmp_path, capsys):
     """A run made by this checkout's code at HEAD, in a process of its own as the script's is (a test process's
     torch may have been set to other threads by the tests before): trained again there, its fingerprint is the

@@ -364,6 +364,7 @@ def test_same_command_twice_gives_identical_tables(tmp_path, corpus, monkeypatch
     )
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by .ci/run's slow step
 def test_sigkill_mid_training_then_resume_equals_uninterrupted(tmp_path, corpus):
     args = [
         *tiny_options(steps=400, eval_len=64, eval_tokens=128),
