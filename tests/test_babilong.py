@@ -436,3 +436,11 @@ def test_the_average_carries_babilongs_name_only_over_its_sets():
     assert average_name([f"qa{n}" for n in range(1, 11)], BABILONG_VIEW) == "BABILong average (qa1–qa10)"
     assert average_name(five[:3], BABILONG_VIEW) == "average of 3 tasks (not BABILong's qa1–qa5)"
     assert average_name(five, RULER_VIEW) == "average of 5 tasks (not RULER's 13)"
+
+
+def test_the_docs_state_the_training_draws_and_probe_prompts_the_code_uses():
+    from extrapolate.run.evaluate import PROBE_PROMPTS
+    from extrapolate.tasks.ruler.builder import TRAINING_DRAWS
+
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "retrieval.md").read_text().split())
+    assert f"(over {TRAINING_DRAWS} fixed draws)" in doc and f"scores the first {PROBE_PROMPTS} samples" in doc
