@@ -114,7 +114,7 @@ def test_defaults_are_the_authors_ratios():
     [
         (["--finetune-loss", "focal", "--finetune-steps", "2"], "--finetune-loss"),
         (["--finetune-loss", "longce"], "give --finetune-steps"),
-        (["--finetune-loss", "longce", "--finetune-steps", "2", "--longce-short", "1024"], "below the fine-tune"),
+        (["--finetune-loss", "longce", "--finetune-steps", "2", "--longce-short", "1024"], "yarn: LongCE's short"),
         (["--finetune-loss", "longce", "--finetune-steps", "2", "--longce-max-weight", "0"], "--longce-max-weight"),
         (["--finetune-loss", "longce", "--finetune-steps", "2", "--finetune-positions", "pose"], "PoSE"),
         (["--finetune-loss", "longce", "--finetune-steps", "2", "--finetune-adapter", "longlora"], "groups would cut"),
@@ -126,3 +126,13 @@ def test_bad_longce_requests_are_one_line_errors(tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_sweeps_longce_error_names_the_encoding_whose_fine_tune_it_is(tmp_path):
+    """DroPE recalibrates at L itself: LongCE's default short context (L) is not below its L', and the sweep says
+    it is DroPE's fine-tune, not YaRN's, that cannot take it."""
+    args = ["sweep", "--encodings", "yarn,drope", "--model", "tiny", "--train-len", "64", "--eval-lens", "64,256"]
+    args += ["--finetune-loss", "longce", "--finetune-steps", "2", "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "drope: LongCE's short context (64) must be below the fine-tune length L' = 64" in result.output

@@ -396,7 +396,10 @@ def longce_of(request: RunRequest, length: int):
     if request.finetune_steps == 0:
         return None
     short, window = request.longce_short, request.longce_window
-    return longce_config(request.finetune_loss, short, window, request.longce_max_weight, request.train_len, length)
+    try:
+        return longce_config(request.finetune_loss, short, window, request.longce_max_weight, request.train_len, length)
+    except UserError as exc:  # a sweep fine-tunes each encoding at its own L' (DroPE's is L): say whose
+        raise UserError(f"{request.encoding}: {exc}") from None
 
 
 def extended_length(request: RunRequest, lengths) -> int:
