@@ -314,9 +314,25 @@ def test_a_story_too_long_for_a_training_row_is_drawn_again_and_none_fitting_is_
     for tokens, mask in rows:  # every row a prompt with its answer learned
         learned = builder.tokenizer.decode(tokens[1:][mask.bool()].tolist())
         assert tokens.shape == (row_len + 1,) and learned.strip(" .") in TASK_LABELS[1]
-    with pytest.raises(UserError, match="qa1-compact: none of 64 stories drawn fits a training row of 100 tokens"):
+    with pytest.raises(UserError, match=r"qa1-compact: no story fits a training row of 100 tokens; .*\(max_facts\)"):
         builder.training_row(torch.Generator().manual_seed(0), 100)
     assert builder.training_fit(100) == 0
+
+
+def test_a_long_run_at_a_length_few_stories_fit_never_stops_on_a_row():
+    """Where few of the fixed draws fit, 64 random draws can all miss: such a row takes one of the fixed draws
+    that fit, so thousands of rows (a run's) are all made, each holding a story that fits."""
+    tokenizer = ByteTokenizer()
+    docs = [torch.tensor(tokenizer.encode("The cat sat on the mat. It was warm! " * 200))]
+    task = load_task("qa1-compact")
+    fields = ("version", "name", "description", "qa", "template", "answer_prefix", "tokens_to_generate", "samples")
+    data = {**{k: getattr(task, k) for k in (*fields, "seed")}, "args": {"min_facts": 2, "max_facts": 40}}
+    builder = BabilongBuilder(load_babilong_task(data, Path("qa1-compact.toml")), tokenizer, None, None, docs)
+    row_len = 120
+    assert 0 < builder.training_fit(row_len) <= 0.1  # a story fits rarely
+    gen = torch.Generator().manual_seed(0)
+    rows = [builder.training_row(gen, row_len) for _ in range(400)]
+    assert all(tokens.shape == (row_len + 1,) and mask.sum() > 0 for tokens, mask in rows)
 
 
 def test_the_probe_at_L_scores_only_the_samples_that_fit(builder_of, monkeypatch):
@@ -397,11 +413,11 @@ def test_a_training_task_whose_stories_do_not_all_fit_L_is_said_or_refused_befor
     result = runner.invoke(app, ["run", "--encoding", "rope", *model, *task, "--out", str(tmp_path / "out")])
     said = " ".join(result.output.split())
     if "min_facts = 200" in facts:
-        assert result.exit_code == 2 and "long: none of its stories fits a training row of 256 tokens" in said
+        assert result.exit_code == 2 and "long: no prompt of it fits a training row of 256 tokens" in said
         assert "training step" not in said and not (tmp_path / "out").exists()
     else:
         assert result.exit_code == 0, result.output
-        assert re.search(r"warning: long: about \d+% of its stories fit a training row of 256 tokens", said)
+        assert re.search(r"warning: long: about \d+% of its prompts fit a training row of 256 tokens", said)
 
 
 def test_the_tasks_listing_names_the_ten_and_the_compact_two():

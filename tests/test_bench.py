@@ -329,3 +329,17 @@ def test_a_retrieval_row_times_one_depth_as_the_evaluation_runs_it(monkeypatch):
     budget, seconds, peak = row["memory_budget"], row["seconds"], row["peak_memory_mb"]
     expected = f"- retrieval at 96 (3 prompts of one depth in micro-batches, budget {budget}): {seconds:.1f} s"
     assert line == [f"{expected}, peak {peak:,.0f} MB"]
+
+
+def test_an_encoding_the_preset_cannot_take_is_refused_before_any_timing(tmp_path):
+    """rope-nope's NoPE layer is every 4th: the 2-layer `tiny` has none, said before rope is timed."""
+    from typer.testing import CliRunner
+
+    from extrapolate.cli.app import app
+
+    args = ["bench", "--model", "tiny", "--encodings", "rope,rope-nope", "--eval-lens", "256", "--no-transformers"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "bench")])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "no NoPE layer in a model of 2 layers" in lines[0], result.output
+    assert not (tmp_path / "bench").exists()

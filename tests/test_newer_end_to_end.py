@@ -182,7 +182,7 @@ def test_a_hybrid_without_a_nope_layer_is_refused_before_training(name, cache, t
 def test_show_names_the_nope_layers_of_the_depth_given(args, shown):
     result = runner.invoke(app, ["encodings", "show", "rope-nope", "--json", *args])
     if shown == "error":
-        assert result.exit_code == 2 and "needs --layers 4 or more" in result.output
+        assert result.exit_code == 2 and "needs 4 layers or more (--layers" in result.output
         return
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["nope_layers"] == shown

@@ -47,6 +47,7 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
     from extrapolate.core.paths import folder_target
     from extrapolate.core.registry import require_known
     from extrapolate.encodings import get_spec
+    from extrapolate.encodings.catalog import validate_shape
     from extrapolate.kernels.attention import KERNELS
     from extrapolate.report.bench_plot import bench_figure
     from extrapolate.report.plots import save_figure
@@ -54,6 +55,14 @@ def bench_job(request: BenchRequest, on_row=None) -> tuple[list, list[str]]:
 
     require_known("model", request.model, PRESETS)
     names = tuple(get_spec(n).name for n in request.encodings)
+    for name in names:  # a shape or depth the model cannot take (rope-nope's k past its layers), before any timing
+        preset = PRESETS[request.model]
+        validate_shape(
+            get_spec(name),
+            n_heads=preset["n_heads"],
+            head_dim=preset["d_model"] // preset["n_heads"],
+            n_layers=preset["n_layers"],
+        )
     resolve_device(request.device)  # a bad --device fails here, in one line, before any measurement
     require_known("kernel", request.kernel, KERNELS)
     require_known("--dtype", request.dtype, DTYPES)

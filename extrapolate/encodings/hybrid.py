@@ -69,7 +69,7 @@ def check_depth(layers: int, options: dict) -> None:
         depth = f"{layers} layer{'s' * (layers != 1)}"
         raise UserError(
             f"a NoPE layer every k-th, k = {every}, leaves no NoPE layer in a model of {depth}: "
-            f"the hybrid needs --layers {every} or more"
+            f"the hybrid needs {every} layers or more (--layers, or a deeper --model)"
         )
 
 

@@ -104,8 +104,9 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     builder = file_kind(resolved.task).prompt_builder(resolved.task, tokenizer, bos, chat, heldout)
     need = builder.fixed_tokens() + 32  # room for some filler
     fraction = request.passkey_fraction if checkpoint is None else 0.0
-    if fraction is None:
-        fraction = DEFAULT_PASSKEY_FRACTION if request.train_len >= need else 0.0
+    if fraction is None:  # the rows hold --train-tasks' prompts where given (each checked against L below)
+        fraction = DEFAULT_PASSKEY_FRACTION if request.train_tasks or request.train_len >= need else 0.0
+    own_rows = fraction > 0 and not request.train_tasks  # training rows of the measured task's prompts
     kinds, left_out = asked_kinds(request.tasks), {}
     for kind in kinds:
         if kind.name in request.optional_tasks:
@@ -117,13 +118,13 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
     asked_retrieval = any(kind.reads_task_file for kind in kinds)
     used = fraction > 0 or asked_retrieval
     if used:
-        if fraction > 0 and request.train_len < need:
+        if own_rows and request.train_len < need:
             raise UserError(
                 f"--train-len {request.train_len} leaves no room for passkey training prompts "
                 f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length"
             )
         shortest = min((length for length, _ in curriculum_stages(request.curriculum) or ()), default=None)
-        if fraction > 0 and shortest is not None and shortest < need:
+        if own_rows and shortest is not None and shortest < need:
             raise UserError(
                 f"--curriculum's rows of {shortest} tokens leave no room for passkey training prompts "
                 f"(≥ {need} tokens); give longer stages, or --curriculum none"
@@ -138,9 +139,10 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         rows = builders[0] if len(builders) == 1 else MixedRows(builders)
         identity = "+".join(b.task.identity for b in builders)
     if fraction > 0:
-        row_len = min([request.train_len, *(length for length, _ in curriculum_stages(request.curriculum) or ())])
-        notes = (*notes, *training_fit_notes(getattr(rows, "builders", (rows,)), row_len))
-    elif request.passkey_fraction is None and checkpoint is None and asked_retrieval:
+        stages = curriculum_stages(request.curriculum) or ()
+        row_len = min([request.train_len, *(length for length, _ in stages)])
+        notes = (*notes, *training_fit_notes(getattr(rows, "builders", (rows,)), row_len, row_len < request.train_len))
+    elif request.passkey_fraction is None and checkpoint is None and asked_retrieval:  # (no --train-tasks)
         notes = (*notes, untrained_retrieval(builder.task.name, need, request.train_len))
     return Prepared(
         corpus,
@@ -195,23 +197,23 @@ def heldout_documents(corpus: Corpus, tokenizer, longest: int, limit: int) -> tu
     return kept[:limit], notes
 
 
-def training_fit_notes(builders, row_len: int) -> tuple[str, ...]:
-    """Refuse (one line) a training task none of whose stories fits a training row; say which ones only some
-    of whose stories fit: their rows hold the shorter stories (a story too long is drawn again)."""
+def training_fit_notes(builders, row_len: int, staged: bool) -> tuple[str, ...]:
+    """Refuse (one line) a training task none of whose stories fits a training row of `row_len` tokens (the
+    curriculum's first stage where `staged`); say which ones only some of whose stories fit: their rows hold
+    the shorter stories (a story too long is drawn again)."""
     notes = []
+    row = f"a training row of {row_len} tokens" + (" (the --curriculum's first stage)" if staged else "")
+    longer = "a longer first --curriculum stage, or --curriculum none" if staged else "a longer --train-len"
     for builder in builders:
-        fit = getattr(builder, "training_fit", None)  # stories of varying length (RULER's, BABILong's)
+        fit = getattr(builder, "training_fit", None)  # contexts of varying length (RULER's, BABILong's)
         share = 1.0 if fit is None else fit(row_len)
         name = builder.task.name
         if share == 0:
-            raise UserError(
-                f"{name}: none of its stories fits a training row of {row_len} tokens; give a longer --train-len "
-                "(or --curriculum stage), or fewer facts (max_facts)"
-            )
+            raise UserError(f"{name}: no prompt of it fits {row}; give {longer}{builder.shorter}")
         if share < 1:
             notes.append(
-                f"{name}: about {share:.0%} of its stories fit a training row of {row_len} tokens; its training "
-                "rows hold those (a longer story is drawn again), so they lean to the shorter stories"
+                f"{name}: about {share:.0%} of its prompts fit {row}; its training rows hold those (a longer one "
+                "is drawn again), so they lean to the shorter contexts"
             )
     return tuple(notes)
 

@@ -6,6 +6,7 @@ never re-derive or look up any of it."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,10 +192,11 @@ def measured_by_file_kind(request: RunRequest) -> RunRequest:
     for name in (*request.tasks, *request.optional_tasks):  # a kind named: the record's form, with its task file
         if name != RETRIEVAL and is_retrieval(name) and name != kind:
             files = [t for t in list_task_names() if load_task(t).kind == name]
+            shown = ", ".join(files[:4]) + (", …" if len(files) > 4 else "")
             raise UserError(
-                f"--tasks {name} names a kind of task, not a task: give one of its files ({', '.join(files[:4])}, …; "
-                f"`extrapolate tasks`), or --passkey-task with a file of that kind (--passkey-task "
-                f"{request.passkey_task}, the run's retrieval task, is {kind})"
+                f"--tasks {name} names a kind of task, not a task: give one of its files ({shown}; "
+                f"`extrapolate tasks`), or --passkey-task with a file of that kind (the run's retrieval task, "
+                f"{request.passkey_task}, is a {kind} task)"
             )
 
     def as_kinds(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -277,10 +279,16 @@ def check(request: RunRequest) -> None:
         if not Path(request.evaluator).expanduser().exists():  # said before a model is trained, not after
             raise UserError(f"--evaluator {request.evaluator}: no such folder or file")
     if request.evaluator is not None and LONGPPL.name in request.tasks:  # its config read now, not after training
-        try:
-            load_config(request.evaluator, request.trust_remote_code)
-        except UserError as exc:
-            raise UserError(f"--evaluator: {exc}") from None
+        evaluator_config(request.evaluator, request.trust_remote_code)
+
+
+@functools.cache
+def evaluator_config(name: str, trust_remote_code: bool):
+    """LongPPL's evaluator's config, read once a process (every cell of a sweep is resolved)."""
+    try:
+        return load_config(name, trust_remote_code)
+    except UserError as exc:
+        raise UserError(f"--evaluator: {exc}") from None
 
 
 POSITIONS = ("contiguous", "pose")

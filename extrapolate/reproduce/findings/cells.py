@@ -67,6 +67,7 @@ def read_instead(mapping: dict[str, str]) -> None:
     READ_INSTEAD.clear()
     READ_INSTEAD.update(mapping)
     table.cache_clear()
+    _DERIVED.clear()  # what was read of the tables no longer read
 
 
 # The findings on STRING were stated of its rows without the reference's attention factor (measured before

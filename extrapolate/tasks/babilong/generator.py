@@ -54,6 +54,7 @@ class BabilongBuilder(RulerBuilder):
     """RULER's prompt builder with the BABILong generator and BABILong's score."""
 
     generators = {"babilong": Babilong}
+    shorter = ", or fewer facts (max_facts)"
 
     def answer_bound(self, draw: Draw) -> int:
         """A training row's room for its answer: the whole answer, where it is longer than the generation."""

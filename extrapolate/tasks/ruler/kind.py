@@ -169,7 +169,7 @@ class RulerKind(TaskKind):
     def probe(self, builder: RulerBuilder, model, length: int, device, prompts: int) -> float:
         """The score at L over the first `prompts` samples whose story fits L (BABILong's may not, at a tight L:
         its training rows hold the ones that fit)."""
-        fitting = [i for i in range(builder.task.samples) if builder.fits(length, i)][:prompts]
+        fitting = builder.fitting_samples(length, prompts)
         if not fitting:
             return float("nan")
         return evaluate_ruler(model, builder, length, device, indices=fitting).score
