@@ -129,7 +129,9 @@ def ruler(folder: str, task: str, length: int) -> Cell:
     """A RULER cell of a binary-scored task (every prompt 0 or 1) with plain prompts, with the exact interval over
     its prompts."""
     rows = table(folder)
-    scores = derived(rows, ("ruler",), lambda: ruler_scores(plain_prompts(rows)))  # its score and n, not its interval
+    scores = derived(
+        rows, ("plain scores",), lambda: ruler_scores(plain_prompts(rows))
+    )  # its score and n, not its interval
     row = scores[(scores["task"] == task) & (scores["eval_len"] == length) & (scores["label"] == "rope")]
     if row.empty:
         raise LookupError(f"results/{folder}: no {task} at {length}")
