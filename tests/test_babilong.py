@@ -2,6 +2,7 @@
 only the sentences, the answer resting on its supporting facts alone, the facts placed where the task file's
 shares say, and the score equal to a port of BABILong's compare_answers (booydar/babilong at 7a6efee)."""
 
+import json
 import random
 import re
 from pathlib import Path
@@ -460,3 +461,17 @@ def test_the_docs_state_the_training_draws_and_probe_prompts_the_code_uses():
 
     doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "retrieval.md").read_text().split())
     assert f"(over {TRAINING_DRAWS} fixed draws)" in doc and f"scores the first {PROBE_PROMPTS} samples" in doc
+
+
+def test_train_tasks_are_trained_on_where_the_measured_tasks_prompts_would_not_fit_L(monkeypatch, tmp_path):
+    """At L = 64 no passkey-word prompt fits a training row, but --train-tasks are what the rows hold: they are
+    checked against L themselves (some of qa1-compact's stories fit), never quietly left out of training."""
+    monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
+    model = ["--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "64", "--eval-lens", "64"]
+    args = ["run", "--encoding", "rope", *model, "--tasks", "perplexity", "--train-tasks", "qa1-compact"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert re.search(r"warning: qa1-compact: about \d+% of its prompts fit a training row of 64 tokens", said)
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["train_config"]["passkey_fraction"] > 0
