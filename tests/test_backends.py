@@ -401,6 +401,8 @@ def test_a_tokenizer_with_ids_past_the_embedding_is_one_line(tmp_path, monkeypat
 
 
 def test_a_checkpoint_that_needs_its_own_code_is_refused_naming_the_flag(tmp_path, folders, monkeypatch):
+    from safetensors.torch import save_file
+
     folder = tmp_path / "custom"
     folder.mkdir()
     config = {
@@ -408,6 +410,7 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused_naming_the_flag(tmp_pat
         "auto_map": {"AutoConfig": "code.MyConfig", "AutoModelForCausalLM": "code.MyLM"},
     }
     (folder / "config.json").write_text(json.dumps(config))
+    save_file({"weight": torch.zeros(1)}, str(folder / "model.safetensors"))  # a folder with its weights
     (folder / "code.py").write_text("raise SystemExit('the checkpoint code ran')\n")
     output = run_cli(folder, make_corpus(tmp_path / "corpus"), tmp_path / "out", code=2)
     assert "--trust-remote-code" in output and "code ran" not in output

@@ -162,6 +162,8 @@ def test_a_tokens_span_is_what_it_adds_to_the_text(bpe):
         ("nothing", "no such folder or file"),
         ("someone/no-such-model", "--evaluator: model 'someone/no-such-model' is neither a preset"),  # hub offline
         ("", "--evaluator names no model"),
+        ("weightless", "has a config.json but no weights"),  # a folder its weights never reached
+        ("weightless/config.json", "a file, not a GGUF checkpoint"),
     ],
 )
 def test_an_evaluator_that_cannot_be_loaded_is_one_line_before_training(tmp_path, monkeypatch, evaluator, said):
@@ -170,7 +172,11 @@ def test_an_evaluator_that_cannot_be_loaded_is_one_line_before_training(tmp_path
     model = ["--model", "tiny", "--steps", "2", "--batch-size", "2", "--train-len", "32", "--eval-tokens", "128"]
     args = ["--tasks", "longppl", "--eval-lens", "64", "--longppl-short", "16", "--longppl-window", "16"]
     out = tmp_path / "out"
-    evaluator = str(tmp_path / evaluator) if evaluator == "nothing" else evaluator
+    (tmp_path / "weightless").mkdir()
+    (tmp_path / "weightless" / "config.json").write_text('{"model_type": "llama"}')
+    evaluator = (
+        str(tmp_path / evaluator) if evaluator in ("nothing", "weightless", "weightless/config.json") else evaluator
+    )
     result = runner.invoke(app, ["run", *model, *args, "--evaluator", evaluator, "--out", str(out)])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()

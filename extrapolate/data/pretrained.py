@@ -136,6 +136,8 @@ def checkpoint_files(spec: str, trust_remote_code: bool = False) -> tuple[str, s
         raise UserError(f"model {spec}: no such folder or file")
     if spec not in KNOWN and not local.exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UserError(f"model {spec!r} is neither a preset, a folder nor a known model, and the hub is offline")
+    if local.is_file() and not spec.endswith(".gguf"):
+        raise UserError(f"model {spec}: a file, not a GGUF checkpoint; give the folder that holds its config.json")
     if spec.endswith(".gguf"):
         check_gguf(local)
     elif local.is_dir():
@@ -222,6 +224,9 @@ def check_gguf(path: Path) -> None:
         raise UserError(f"GGUF file {path} holds no model: no token embedding among its {len(tensors)} tensors")
 
 
+WEIGHT_FILES = ("*.safetensors", "*.bin")  # what transformers reads a folder's weights from
+
+
 def check_model_folder(folder: Path) -> None:
     """Parse a model folder's config.json and every safetensors header before transformers does, so a corrupt
     file is named (transformers reports most of them without the file's name)."""
@@ -229,6 +234,8 @@ def check_model_folder(folder: Path) -> None:
 
     if (folder / "config.json").exists():
         read_json(folder / "config.json", "model config")
+        if not any(next(folder.glob(pattern), None) for pattern in WEIGHT_FILES):  # now, not once a run has trained
+            raise UserError(f"model folder {folder} has a config.json but no weights (*.safetensors or *.bin)")
     for weights in sorted(folder.glob("*.safetensors")):
         with reading(weights, "safetensors file"), safe_open(str(weights), "pt") as handle:
             handle.keys()
