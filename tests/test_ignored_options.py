@@ -31,6 +31,8 @@ def test_factor_is_flagged_only_when_no_encoding_reads_it():
     assert "--factor" in flagged(RunRequest(encoding="alibi", factor=4.0), ["alibi"])
     assert "--factor" in flagged(RunRequest(factor=4.0), ["rope", "t5"])
     assert flagged(RunRequest(factor=4.0), ["rope", "yarn"]) == ""  # yarn reads it
+    for name in ("llama4-temperature", "drope", "self-extend", "dynamic-yarn"):  # training-free, but no s read
+        assert "--factor" in flagged(RunRequest(encoding=name, factor=4.0), [name]), name
     assert flagged(RunRequest(factor=4.0, finetune_steps=10), ["rope"]) == ""  # it sets the fine-tune's L'
 
 

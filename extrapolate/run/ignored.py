@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from extrapolate.core.errors import UserError
 from extrapolate.encodings import build_encoding, get_spec
+from extrapolate.encodings.frequencies import SCALINGS
 from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.run.checkpoint import is_pretrained
 from extrapolate.run.request import RunRequest
@@ -21,10 +22,11 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
         return [f"--{n.replace('_', '-')}" for n in names if getattr(request, n) != getattr(defaults, n)]
 
     specs = [get_spec(e) for e in encodings]
-    if request.factor is not None and all(s.trains_own_model for s in specs) and not request.extended:
+    scaled = [s.name for s in specs if s.name in SCALINGS and SCALINGS[s.name].reads_factor]  # what reads s
+    if request.factor is not None and not scaled and not request.extended:
         notes.append(
             "--factor scales the RoPE scalings (pi, ntk, yarn, …) and sets a fine-tune's L', and "
-            f"{', '.join(encodings)} {'trains' if len(specs) == 1 else 'train'} at L without one: ignored"
+            f"{', '.join(encodings)} {'reads' if len(specs) == 1 else 'read'} no factor: ignored"
         )
     read = options_read(request.tasks)  # what the asked kinds read (LongPPL scores perplexity's documents)
     setters: dict[str, list[str]] = {}  # an option given for evaluations not asked -> those evaluations

@@ -304,7 +304,7 @@ def check_positions(request: RunRequest) -> None:
 
     name = get_spec(request.encoding).name
     if not request.extended:
-        raise UserError("--finetune-positions pose sets a fine-tune's rows: give --finetune-steps")
+        raise UserError("--finetune-positions pose sets a fine-tune's rows: give --finetune-steps above 0")
     if name not in SCALINGS or SCALINGS[name].dynamic:
         raise UserError(
             f"--finetune-positions pose fine-tunes a RoPE scaling at fixed angles (pi, ntk, yarn, …), "
@@ -322,7 +322,9 @@ def check_loss(request: RunRequest) -> None:
     if request.finetune_loss == "ce":
         return
     if not request.extended:
-        raise UserError(f"--finetune-loss {request.finetune_loss} sets a fine-tune's loss: give --finetune-steps")
+        raise UserError(
+            f"--finetune-loss {request.finetune_loss} sets a fine-tune's loss: give --finetune-steps above 0"
+        )
     if request.finetune_positions == "pose":
         raise UserError("--finetune-loss longce with PoSE: its rows of L hold no context longer than L to weigh by")
     if request.finetune_adapter == "longlora":
@@ -339,7 +341,9 @@ def check_adapter(request: RunRequest) -> None:
         return
     require_known("--finetune-adapter", request.finetune_adapter, ("none", *METHODS))
     if not request.extended:  # a sweep's zero-step point (`extended`, 0 steps) trains nothing, adapters or not
-        raise UserError(f"--finetune-adapter {request.finetune_adapter} trains a fine-tune: give --finetune-steps")
+        raise UserError(
+            f"--finetune-adapter {request.finetune_adapter} trains a fine-tune: give --finetune-steps above 0"
+        )
     if not 1 <= request.lora_rank <= 4096:
         raise UserError(f"--lora-rank must be in [1, 4096], got {request.lora_rank}")
     if request.finetune_adapter == "longlora" and get_spec(request.encoding).kind != "rotary":
