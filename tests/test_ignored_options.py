@@ -58,6 +58,14 @@ def test_an_option_of_two_evaluations_not_asked_is_one_sentence():
     )
 
 
+def test_passkey_task_is_flagged_where_neither_measured_nor_trained_on():
+    asked = dict(tasks=("perplexity",), train_tasks=("qa1-compact",), passkey_task="passkey")
+    assert "--passkey-task names the retrieval task measured" in flagged(RunRequest(**asked))
+    assert "--passkey-task" not in flagged(RunRequest(**{**asked, "tasks": ("perplexity", "retrieval")}))
+    assert "--passkey-task" not in flagged(RunRequest(**{**asked, "tasks": ("perplexity", "qa1")}))
+    assert "--passkey-task" not in flagged(RunRequest(**{**asked, "train_tasks": ()}))  # its prompts train
+
+
 def test_stride_is_flagged_with_the_full_protocol_only():
     assert "--stride" in flagged(RunRequest(stride=64))
     assert flagged(RunRequest(stride=64, protocol="sliding")) == ""

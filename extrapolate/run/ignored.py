@@ -9,7 +9,7 @@ from extrapolate.encodings.frequencies import SCALINGS
 from extrapolate.kernels.attention import KERNELS, kernel_for
 from extrapolate.run.checkpoint import is_pretrained
 from extrapolate.run.request import RunRequest
-from extrapolate.tasks.kinds import TASK_KINDS, options_read
+from extrapolate.tasks.kinds import TASK_KINDS, is_retrieval, options_read
 
 
 def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
@@ -42,6 +42,11 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
     for kinds, options in by_kinds.items():
         evaluations = f"the {' and '.join(kinds)} evaluation{'s' * (len(kinds) > 1)}"
         notes.append(f"{', '.join(options)} set {evaluations}, which --tasks does not include: ignored")
+    if request.passkey_task is not None and request.train_tasks and not measures_retrieval(request.tasks):
+        notes.append(
+            "--passkey-task names the retrieval task measured (and trained on without --train-tasks); --tasks "
+            "measures none and --train-tasks make the training rows: ignored"
+        )
     if request.finetune_steps == 0 and request.finetune_lr != defaults.finetune_lr:
         notes.append("--finetune-lr sets a fine-tune's learning rate, and --finetune-steps asks for none: ignored")
     given = changed("longce_short", "longce_window", "longce_max_weight")
@@ -82,6 +87,13 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
         if given:
             notes.append(f"{', '.join(given)} concern the learned encoding, which is not asked for: ignored")
     return notes
+
+
+def measures_retrieval(tasks) -> bool:
+    """Whether --tasks names a retrieval: `retrieval`, a kind that reads task files, or a task file."""
+    from extrapolate.run.resolution import is_task_file  # the resolution imports this module's neighbours
+
+    return any(is_retrieval(t) or is_task_file(t) for t in tasks)
 
 
 def substituted_kernels(requested: str, encodings: list[str]) -> dict[str, str]:
