@@ -129,3 +129,31 @@ def test_it_evaluates_without_the_rotation_at_zero_steps_and_from_the_cache(cach
     assert ppl("drope", "zero") != ppl("rope", "rope")
     fresh = ppl("drope", "tuned", "--finetune-steps", "3")
     assert ppl("drope", "again", "--finetune-steps", "3") == fresh  # the second reads the fine-tune from the cache
+
+
+def test_a_pretrained_rope_checkpoint_is_recalibrated_without_its_rotation(cache, tmp_path):
+    """A released RoPE checkpoint takes DroPE (it removes the rotation the checkpoint was trained with): at zero
+    steps its perplexity is no longer the checkpoint's as released, and `--finetune-steps` recalibrates it at
+    the checkpoint's own context."""
+    pytest.importorskip("transformers")
+    from extrapolate.data.corpora import load_corpus
+    from extrapolate.data.tokenizers import load_tokenizer
+    from extrapolate.run.export import export_hf
+
+    corpus = make_corpus(tmp_path / "corpus", documents=4, words=600)
+    tokenizer = load_tokenizer("bpe:300", load_corpus(str(corpus)))
+    torch.manual_seed(0)
+    config = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=tokenizer.vocab_size, max_len=64)
+    export_hf(TransformerLM(config), tmp_path / "llama", tokenizer)
+    args = ["run", "--tasks", "perplexity", "--model", str(tmp_path / "llama"), "--eval-lens", "64,128"]
+    args += ["--corpus", str(corpus), "--eval-tokens", "256"]
+    values = {}
+    for label, extra in {"released": [], "drope": ["--encoding", "drope", "--finetune-steps", "0"]}.items():
+        result = runner.invoke(app, [*args, *extra, "--out", str(tmp_path / label)])
+        assert result.exit_code == 0, result.output
+        rows = pd.read_csv(tmp_path / label / "results.csv").query("metric == 'ppl'")
+        values[label] = rows.sort_values("eval_len")["value"].tolist()
+    assert values["drope"] != values["released"]  # the rotation is gone
+    tuned = runner.invoke(app, [*args, "--encoding", "drope", "--finetune-steps", "2", "--out", str(tmp_path / "ft")])
+    assert tuned.exit_code == 0, tuned.output
+    assert set(pd.read_csv(tmp_path / "ft" / "results.csv")["finetune_len"]) == {64}  # at its own context L

@@ -24,7 +24,7 @@ def check_against_release(request, released: str) -> None:
             f"{spec.name} learns parameters of its own in training, which {request.model} has not: train a model "
             "with it here (--model tiny, small, …)"
         )
-    if rotary_release and spec.kind != "rotary":
+    if rotary_release and spec.kind != "rotary" and not spec.recalibrates:  # DroPE removes the released RoPE
         raise UserError(f"{request.model} uses RoPE: --encoding must be rope or a RoPE scaling, not {spec.name}")
     if not rotary_release and spec.name != released:
         raise UserError(
