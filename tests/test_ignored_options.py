@@ -170,3 +170,28 @@ def test_sweep_names_cluster_options_the_local_executor_cannot_use_on_one_line(t
 def test_longce_settings_are_flagged_without_longce():
     assert "--longce-window" in flagged(RunRequest(longce_window=8, finetune_steps=10))
     assert flagged(RunRequest(longce_window=8, finetune_steps=10, finetune_loss="longce")) == ""
+
+
+def test_a_dry_run_on_a_checkpoint_names_only_the_options_given(tmp_path):
+    """`run --dry-run` resolves its request before planning: the warnings are taken before the defaults fill."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from extrapolate.core.config import ModelConfig
+    from extrapolate.data.corpora import load_corpus
+    from extrapolate.data.tokenizers import load_tokenizer
+    from extrapolate.model import TransformerLM
+    from extrapolate.run.export import export_hf
+
+    corpus = make_corpus(tmp_path / "corpus", documents=4, words=600)
+    tokenizer = load_tokenizer("bpe:300", load_corpus(str(corpus)))
+    torch.manual_seed(0)
+    export_hf(TransformerLM(ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=tokenizer.vocab_size)),
+              tmp_path / "llama", tokenizer)  # fmt: skip
+    args = ["run", "--model", str(tmp_path / "llama"), "--tasks", "perplexity", "--eval-lens", "64"]
+    args += ["--corpus", str(corpus), "--dry-run"]
+    for extra, said in (([], None), (["--steps", "5"], "--steps configure a model trained here")):
+        result = cli.invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        warnings = [line for line in result.output.splitlines() if line.startswith("warning: --")]
+        assert warnings == ([] if said is None else [w for w in warnings if said in w]) and len(warnings) == bool(said)

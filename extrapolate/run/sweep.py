@@ -185,6 +185,7 @@ def sweep(
     reporter: Reporter | None = None,
     dry_run: bool = False,
     finetune_steps: list[int] | None = None,
+    ignored: list[str] | None = None,  # the options' warnings where the template was resolved already (`plan_run`)
 ) -> tuple[list[Cell], float | None]:
     requests = cell_requests(template, encodings, seeds, finetune_steps)
     check_tables(folder)  # a damaged table in the output folder is refused before training, not after
@@ -194,7 +195,8 @@ def sweep(
         reporter = reporter or Reporter()
         with preparing(requests[0], reporter.note):
             prepared = prepare(requests[0])
-        for note in [*ignored_options(template, named(encodings)), *prepared.notes]:
+        ignored = ignored_options(template, named(encodings)) if ignored is None else ignored
+        for note in [*ignored, *prepared.notes]:
             reporter.warn(note)
         cells = plan(requests, folder, prepared)
         check_cells(folder, cells, prepared, template, reporter)
@@ -289,11 +291,15 @@ def sweep_job(
     reporter: Reporter | None = None,
     dry_run: bool = False,
     finetune_steps: list[int] | None = None,
+    ignored: list[str] | None = None,
 ) -> tuple[Path, tuple[list[Cell], float | None]]:
     """`extrapolate sweep`: the encodings named by `encodings` ("all" or a list) × `seeds` into the request's
     folder (default results/sweep-L<L>). Returns the folder and (cells, the estimate of a dry run)."""
     names, folder, template = sweep_template(template, encodings)
-    return folder, sweep(template, names, seeds, folder, reporter, dry_run=dry_run, finetune_steps=finetune_steps)
+    cells = sweep(
+        template, names, seeds, folder, reporter, dry_run=dry_run, finetune_steps=finetune_steps, ignored=ignored
+    )
+    return folder, cells
 
 
 def plan_run(request: RunRequest, reporter: Reporter | None = None) -> tuple[Path, tuple[list[Cell], float | None]]:
@@ -304,10 +310,13 @@ def plan_run(request: RunRequest, reporter: Reporter | None = None) -> tuple[Pat
 
     request = with_encoding(request)
     check_used([get_spec(request.encoding)], request.encoding_options)  # as `run` does: resolution drops them
+    ignored = ignored_options(request, [request.encoding])  # as `run` does: before resolution fills defaults
     request = resolve_request(request)
     steps = [request.finetune_steps] if request.finetune_steps else None
     template = dataclasses.replace(request, out=output_folder(request))
-    return sweep_job(template, request.encoding, [request.seed], reporter, dry_run=True, finetune_steps=steps)
+    return sweep_job(
+        template, request.encoding, [request.seed], reporter, dry_run=True, finetune_steps=steps, ignored=ignored
+    )
 
 
 def submit_job(
