@@ -116,6 +116,8 @@ def test_sinusoidal_show_defaults_to_position_one():
         (["swa-rope-nope", "--window=0"], "--window"),
         (["cope", "--cope-positions=1"], "--cope-positions"),
         (["alibi", "--fraction=0.5"], "--fraction"),
+        (["stick-breaking", "--distances=0"], "--distances ≥ 1"),
+        (["pose"], "--finetune-positions pose"),
     ],
 )
 def test_bad_parameters_fail_in_one_line(args, flag):

@@ -75,7 +75,14 @@ for _spec in (
     register(dataclasses.replace(_spec, group="newer"))
 
 
+# names users give as encodings that are modes of a fine-tune (listed under `extrapolate encodings`)
+FINETUNE_MODE_NAMES = {"pose": "--finetune-positions pose (PoSE's skipped ids, a fine-tune of a RoPE scaling)"}
+
+
 def get_spec(name: str) -> EncodingSpec:
+    mode = FINETUNE_MODE_NAMES.get(str(name).strip().lower())
+    if mode is not None and name not in ENCODINGS:
+        raise UserError(f"{name} is not an encoding but a fine-tune mode: {mode}")
     return ENCODINGS.get(name)
 
 

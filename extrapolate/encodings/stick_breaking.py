@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from extrapolate.core.errors import UserError
 from extrapolate.encodings.base import PositionalEncoding
 from extrapolate.encodings.spec import EncodingSpec, ShowQuery
 
@@ -26,7 +27,11 @@ class StickBreaking(PositionalEncoding):
 def show_stick_breaking(query: ShowQuery) -> dict:
     """The weight each of `--distances` keys back gets when every key's logit is the same z: σ(z)(1 - σ(z))^(d-1),
     for three logits — the nearer keys take the stick first, and a larger logit hands less of it on."""
-    distances = [d for d in (query.distances or [1, 2, 4, 16, 256]) if d >= 1]
+    distances = [d for d in (query.distances or [1, 2, 4, 16, 256]) if d >= 1]  # the query's own key: no stick
+    if not distances:
+        raise UserError(
+            "stick-breaking weighs keys 1 or more back (the query's own takes what is left): give --distances ≥ 1"
+        )
     weights = {}
     for z in (-2.0, 0.0, 2.0):
         share = 1 / (1 + math.exp(-z))
