@@ -452,6 +452,7 @@ def test_the_average_carries_babilongs_name_only_over_its_sets():
     assert average_name(five, BABILONG_VIEW) == "BABILong average (qa1–qa5)"
     assert average_name([f"qa{n}" for n in range(1, 11)], BABILONG_VIEW) == "BABILong average (qa1–qa10)"
     assert average_name(five[:3], BABILONG_VIEW) == "average of 3 tasks (not BABILong's qa1–qa5)"
+    assert average_name(five[:1], BABILONG_VIEW) == "average of 1 task (not BABILong's qa1–qa5)"
     assert average_name(five, RULER_VIEW) == "average of 5 tasks (not RULER's 13)"
 
 

@@ -81,7 +81,7 @@ RULER_VIEW = Benchmark(
     RULER,
     "RULER",
     ((RULER_TASKS, AVERAGE), (RULER_TASKS - QA_TASKS, f"{AVERAGE} (11 tasks, no QA)")),
-    f"average of {{n}} tasks (not RULER's {len(RULER_TASKS)})",
+    f"average of {{n}} (not RULER's {len(RULER_TASKS)})",
     "Score × 100 (RULER's scale)",
     "called RULER's only over RULER's tasks",
 )
@@ -89,7 +89,7 @@ BABILONG_VIEW = Benchmark(
     BABILONG,
     "BABILong",
     ((BABILONG_FIVE, "BABILong average (qa1–qa5)"), (BABILONG_TEN, "BABILong average (qa1–qa10)")),
-    "average of {n} tasks (not BABILong's qa1–qa5)",
+    "average of {n} (not BABILong's qa1–qa5)",
     "Score × 100 (the share of prompts answered, as BABILong prints it)",
     "called BABILong's only over qa1–qa5 or qa1–qa10",
 )
@@ -104,7 +104,8 @@ def average_name(tasks, view: Benchmark | None = None) -> str:
     for names, name in view.averages:
         if measured == names:
             return name
-    return view.other.format(n=len(measured))
+    count = len(measured)
+    return view.other.format(n=f"{count} task{'s' * (count != 1)}")
 
 
 def with_average(scores: pd.DataFrame) -> pd.DataFrame:
