@@ -115,6 +115,7 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
             except UserError as exc:
                 left_out[kind.name] = str(exc)
     kinds = [kind for kind in kinds if kind.name not in left_out]
+    stages = curriculum_stages(request.curriculum) or ()
     asked_retrieval = any(kind.reads_task_file for kind in kinds)
     used = fraction > 0 or asked_retrieval
     if used:
@@ -123,7 +124,7 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
                 f"--train-len {request.train_len} leaves no room for passkey training prompts "
                 f"(≥ {need} tokens); use --passkey-fraction 0 or a longer length"
             )
-        shortest = min((length for length, _ in curriculum_stages(request.curriculum) or ()), default=None)
+        shortest = min((length for length, _ in stages), default=None)
         if own_rows and shortest is not None and shortest < need:
             raise UserError(
                 f"--curriculum's rows of {shortest} tokens leave no room for passkey training prompts "
@@ -139,7 +140,6 @@ def prepare(resolved: ResolvedRequest) -> Prepared:
         rows = builders[0] if len(builders) == 1 else MixedRows(builders)
         identity = "+".join(b.task.identity for b in builders)
     if fraction > 0:
-        stages = curriculum_stages(request.curriculum) or ()
         row_len = min([request.train_len, *(length for length, _ in stages)])
         notes = (*notes, *training_fit_notes(getattr(rows, "builders", (rows,)), row_len, row_len < request.train_len))
     elif request.passkey_fraction is None and checkpoint is None and asked_retrieval:  # (no --train-tasks)
