@@ -369,6 +369,8 @@ def test_the_probe_at_L_scores_only_the_samples_that_fit(builder_of, monkeypatch
         ({"template": "{context:>5}\nQuestion: {question}"}, "placeholder {context:>5}"),  # fails only at prompts
         ({"template": "{context}\nQuestion: {question!x}"}, "placeholder {question!x}"),
         ({"answer_prefix": "{question}"}, "it may use none"),
+        ({"max_facts": 6}, "unknown field 'max_facts' ('max_facts' is an argument: give it under [args])"),
+        ({"depth": 0.5}, "unknown field 'depth'"),
     ],
 )
 def test_a_bad_task_file_is_one_clear_error(change, said):

@@ -198,6 +198,11 @@ def test_run_dry_run_plans_its_one_cell_and_writes_nothing(tmp_path, monkeypatch
     assert (encoding, factor, tasks, state) == ("yarn", "2", "perplexity", "train + evaluate")
     assert lengths == "32,64" and model.startswith("rope-L32-")
     assert scaled[-1].endswith("min on cpu")
+    # a retrieval task shows as its file's name, not as the kind that measures it (vt-compact, not ruler)
+    retrieval = [*tiny_run(corpus, tmp_path / "out", "--dry-run"), "--train-len", "512", "--eval-len", "512"]
+    retrieval[retrieval.index("--tasks") + 1] = "perplexity,vt-compact"
+    planned = invoke(*retrieval).output.splitlines()
+    assert planned[planned.index(scaled[header]) + 1].split("\t")[5] == "perplexity,vt-compact"
 
 
 def test_quiet_prints_no_progress(tmp_path, monkeypatch):

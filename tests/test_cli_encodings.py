@@ -108,3 +108,11 @@ def test_bad_input_is_one_line_exit_2(args, needle):
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.output
+
+
+def test_show_prints_floats_without_binary_noise():
+    """0.1 · 6 is 0.6000000000000001 in binary: the text shows 0.6, in a table of lists as in a list."""
+    shown = " ".join(invoke("encodings", "show", "cope").stdout.split())
+    assert "gates 0.1: [0.1, 0.2, 0.6, 2.1, 20.1, 100.1]" in shown and "000000" not in shown
+    yarn = invoke("encodings", "show", "yarn", "--factor", "4").stdout
+    assert "attention_factor: 1.1386294" in yarn

@@ -307,6 +307,8 @@ def test_fit_count_finds_the_largest_count_that_fits():
         (("{context}", "{context:.5}"), "placeholder {context:.5}"),  # a spec would cut the haystack at prompts
         (("samples = 20", "samples = 0"), "field 'samples'"),
         (("samples = 20", f"samples = {2**63}"), "field 'samples'"),  # past TOML's and torch's int64
+        (("samples = 20", "samples = 20\nnum_needle_k = 4"), "'num_needle_k' is an argument: give it under [args]"),
+        (("samples = 20", "samples = 20\nneedles = 4"), "unknown field 'needles'"),
     ],
 )
 def test_task_files_are_validated_field_by_field(change, message, tmp_path):

@@ -98,11 +98,21 @@ def encodings_show(
         typer.echo(json.dumps(info))
         return
     for key, value in info.items():
-        if isinstance(value, list) and value and isinstance(value[0], float):
-            value = "[" + ", ".join(f"{v:.8g}" for v in value) + "]"
-        stdout.print(f"[bold]{key}[/]: {value}", highlight=False)
+        stdout.print(f"[bold]{key}[/]: {shown(value)}", highlight=False)
     if plot is not None:
         stdout.print(f"wrote {plot}")
+
+
+def shown(value) -> str:
+    """A value of `encodings show` as text: floats at 8 significant digits (0.6, not 0.6000000000000001), in lists
+    and tables too."""
+    if isinstance(value, float):
+        return f"{value:.8g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(shown, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 def tasks_list(

@@ -234,6 +234,14 @@ def render_comparison(result) -> None:
         stdout.print(f"{'[green]✓[/]' if holds else '[red]✗[/]'} {text}: {detail}", highlight=False)
 
 
+def planned_task_name(task: str, request) -> str:
+    """A task as a plan names it: the retrieval kind by its task file (`vt-compact`, not `ruler`)."""
+    from extrapolate.tasks.files import load_task
+    from extrapolate.tasks.kinds import is_retrieval
+
+    return load_task(request.passkey_task).name if is_retrieval(task) else task
+
+
 def render_plan_table(cells, folder) -> None:
     from extrapolate.run.sweep import models_of
 
@@ -251,7 +259,7 @@ def render_plan_table(cells, folder) -> None:
                 factor,
                 cell.model_folder.name,
                 lengths,
-                ",".join(resolved.request.tasks),
+                ",".join(planned_task_name(t, resolved.request) for t in resolved.request.tasks),
                 state,
             )
         )

@@ -14,9 +14,10 @@ from extrapolate.core.config import config_hash
 from extrapolate.core.errors import UserError
 from extrapolate.tasks.babilong.world import FEWEST_FACTS, STORY_FACTS
 from extrapolate.tasks.files import is_count, template_names
-from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD, NOISE
+from extrapolate.tasks.ruler.task import DEFAULT_THRESHOLD, NOISE, check_fields
 
 GENERATOR = "babilong"
+ARGUMENTS = ("facts_from", "facts_to", "min_facts", "max_facts")  # a task file's [args]
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,7 @@ def load_babilong_task(data: dict, path) -> BabilongTask:
     name = path.name
     required = ("version", "name", "description", "qa", "template", "answer_prefix", "tokens_to_generate")
     required += ("samples", "seed")
-    known = set(required) | {"threshold", "noise", "args"}
-    for key in required:
-        if key not in data:
-            raise UserError(f"task file {name}: missing field '{key}'")
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise UserError(f"task file {name}: unknown field '{unknown[0]}'")
+    check_fields(data, required, ("threshold", "noise", "args"), name, ARGUMENTS)
 
     def need(ok: bool, key: str, what: str) -> None:
         if not ok:
@@ -100,7 +95,7 @@ def check_args(given, qa: int, name: str) -> dict:
     if not isinstance(given, dict):
         raise UserError(f"task file {name}: 'args' must be a table")
     low, high = STORY_FACTS[qa]
-    defaults = {"facts_from": 0.0, "facts_to": 1.0, "min_facts": low, "max_facts": high}
+    defaults = dict(zip(ARGUMENTS, (0.0, 1.0, low, high)))
     unknown = sorted(set(given) - set(defaults))
     if unknown:
         raise UserError(f"task file {name}: babilong takes no argument '{unknown[0]}' (it takes {', '.join(defaults)})")

@@ -49,6 +49,18 @@ PLACEHOLDERS = {  # what each generator fills in its template and answer prefix,
 }
 
 
+def check_fields(data: dict, required: tuple[str, ...], optional: tuple[str, ...], name: str, arguments) -> None:
+    """Every required field given and none unknown; an argument given as a field (`max_facts = 6` above `[args]`)
+    is pointed to where it goes."""
+    for field in required:
+        if field not in data:
+            raise UserError(f"task file {name}: missing field '{field}'")
+    unknown = sorted(set(data) - set(required) - set(optional))
+    if unknown:
+        where = f" ('{unknown[0]}' is an argument: give it under [args])" if unknown[0] in arguments else ""
+        raise UserError(f"task file {name}: unknown field '{unknown[0]}'{where}")
+
+
 @dataclass(frozen=True)
 class RulerTask:
     version: int
@@ -95,13 +107,7 @@ def load_ruler_task(data: dict, path: Path) -> RulerTask:
     name = path.name
     required = ("version", "name", "description", "task", "template", "answer_prefix", "tokens_to_generate")
     required += ("metric", "samples", "seed", "threshold")
-    known = set(required) | {"kind", "noise", "args"}
-    for field in required:
-        if field not in data:
-            raise UserError(f"task file {name}: missing field '{field}'")
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise UserError(f"task file {name}: unknown field '{unknown[0]}'")
+    check_fields(data, required, ("kind", "noise", "args"), name, {a for args in ARGUMENTS.values() for a in args})
 
     def need(ok: bool, field: str, what: str) -> None:
         if not ok:
