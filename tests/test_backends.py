@@ -311,6 +311,7 @@ def test_run_measures_perplexity_passkey_and_a_ruler_task_on_a_released_family(t
     assert set(table[table.eval_len == 1024].status) == {"unsupported" if family == "gpt2" else "ok"}
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by the CI's slow step
 def test_quiet_silences_transformers_loading_bars(tmp_path, folders):
     """`--quiet` leaves warnings and errors alone: transformers' bar over a checkpoint's weights goes too."""
     import os

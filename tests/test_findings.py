@@ -76,6 +76,7 @@ def test_a_retrieval_claim_needs_its_interval_not_its_point_estimate():
     assert cell.mean == 0.8 and cell.n == 20 and not findings.held(cell) and not findings.lost(cell)
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by the CI's slow step
 def test_a_stale_block_is_found_and_rewritten(tmp_path, monkeypatch):
     for path in findings.TARGETS:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)

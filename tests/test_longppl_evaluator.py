@@ -204,6 +204,7 @@ def test_an_evaluator_without_longppl_is_ignored_aloud(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by the CI's slow step
 def test_an_ignored_evaluator_is_never_loaded(tmp_path, monkeypatch):
     import extrapolate.run.checkpoint as checkpoint
 

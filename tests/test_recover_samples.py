@@ -337,6 +337,7 @@ def test_a_model_trained_again_at_its_commit_is_kept_only_with_the_records_finge
     assert "another model, removed" in capsys.readouterr().out and not model.exists()
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by the CI's slow step
 def test_answers_logged_at_a_commit_are_the_samples_that_commit_keeps(tmp_path, capsys):
     """answers_at_commit.py at HEAD, whose code keeps its own samples: the answers its hook writes down are, line
     for line, the samples file the run wrote (which is removed before, as if the run had not kept it)."""

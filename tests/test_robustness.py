@@ -317,6 +317,7 @@ def test_a_lock_file_naming_a_live_process_that_holds_nothing_refuses_nothing(tm
     assert cli.invoke(app, base(corpus, out)).exit_code == 0
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by the CI's slow step
 def test_two_processes_starting_at_once_never_both_hold_the_folder(tmp_path):
     import multiprocessing
 

@@ -79,6 +79,7 @@ def test_sweep_trains_each_base_model_once_and_resumes(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(stable(resumed), stable(full))
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by the CI's slow step
 def test_a_sweep_asked_for_more_lengths_runs_only_what_is_missing(tmp_path, monkeypatch):
     """Cells finished at some lengths are not finished at new ones: retrieval runs the new lengths only;
     with perplexity the whole cell runs again (every length scores the same tokens)."""

@@ -4,6 +4,7 @@ the head and the loss run in chunks that are recomputed in the backward pass, wi
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from extrapolate import model as model_module
@@ -31,6 +32,7 @@ def test_chunked_training_loss_equals_one_piece(monkeypatch):
         torch.testing.assert_close(chunked_grads[name], grad, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow  # end to end, tens of seconds: run by the CI's slow step
 def test_a_long_training_step_does_not_hold_every_logit():
     """One training step of a small model at 16 × 4096 tokens and 2048 ids: the logits alone would be 512 MiB in
     float32 (and cross-entropy keeps as much again for its backward). Peak memory of fresh processes."""

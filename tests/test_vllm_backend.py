@@ -115,7 +115,9 @@ def stand_in(monkeypatch, tmp_path):
     StandInEngine.handed.clear()
 
 
-@pytest.mark.parametrize("task,lengths", [("passkey", (128, 256)), ("vt-compact", (512, 1024))])
+@pytest.mark.parametrize(
+    "task,lengths", [("passkey", (128, 256)), pytest.param("vt-compact", (512, 1024), marks=pytest.mark.slow)]
+)
 def test_the_engine_is_handed_the_prompts_and_gives_the_native_answers(llama_folder, tmp_path, stand_in, task, lengths):
     native = run_cli(llama_folder, tmp_path, "native", "--tasks", task, "--backend", "native", lengths=lengths)
     engine = run_cli(llama_folder, tmp_path, "vllm", "--tasks", task, "--backend", "vllm", lengths=lengths)
