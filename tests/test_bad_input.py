@@ -148,6 +148,19 @@ def test_damaged_run_record(work, kind):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("kind", [*KINDS, "list", "request"])
+def test_damaged_record_among_the_runs_is_refused_by_report_and_before_training(work, kind):
+    (record,) = (work / "run" / "runs").glob("*.json")
+    if kind in KINDS:
+        damage(record, kind)
+    else:  # parsed, but not the object a record is
+        record.write_text("[1, 2]" if kind == "list" else '{"request": 5}')
+    before = snapshot(work / "run")
+    assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), f"run record {record}")
+    assert_one_line_error(cli.invoke(app, run_args(work, work / "run")), record.name)
+    assert snapshot(work / "run") == before
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", ["results.csv", "positions.csv"])
 def test_damaged_table(work, name, kind):
@@ -312,6 +325,8 @@ def test_table_with_a_length_below_one(work, name, column, value):
         ({"task": "passkey", "metric": "accuracy", "depth": 0.5, "value": 1.5}, "'accuracy' row must be from 0 to 1"),
         ({"task": "passkey", "metric": "rank_accuracy", "depth": 0.5, "value": -1}, "must be from 0 to 1"),
         ({"task": "passkey", "metric": "accuracy", "depth": 5, "value": 0.5}, "depth must be from 0 to 1"),
+        ({"eval_len": 64.5}, "eval_len must be a whole number"),
+        ({"seed": -1}, "seed must be at least 0"),
     ],
 )
 def test_table_with_a_number_no_measurement_gives(work, change, needle):
@@ -327,6 +342,18 @@ def test_table_with_a_number_no_measurement_gives(work, change, needle):
         table.loc[row, column] = value
     table.to_csv(work / "run" / "results.csv", index=False)
     assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), needle)
+
+
+@pytest.mark.parametrize("name", ["results.csv", "positions.csv"])
+def test_a_table_holding_one_measurement_twice_is_refused(work, name):
+    """A row copied (two files joined, a run's rows appended by hand) would be read as another seed of the
+    same cell, its interval narrowed by a copy: refused where the table is read, naming both lines."""
+    table = (work / "run" / name).read_text()
+    (work / "run" / name).write_text(table + table.splitlines()[1] + "\n")
+    before = snapshot(work / "run")
+    copy = len(table.splitlines()) + 1  # the copied row's line: the header, the rows, then it
+    assert_one_line_error(cli.invoke(app, ["report", str(work / "run")]), f"line {copy}: the measurement of line 2")
+    assert snapshot(work / "run") == before
 
 
 @pytest.mark.parametrize(
@@ -454,29 +481,29 @@ NOT_FINITE = ["nan", "inf", "-inf"]
 RUN_OPTIONS = {  # values that mean nothing for each numeric option of run and sweep
     "--train-len": ["0", "1", "-5", "nan"],
     "--eval-len": ["0", "-1", "inf"],
-    "--factor": NOT_FINITE + ["0", "-2"],
+    "--factor": NOT_FINITE + ["0", "-2", "1e9"],  # past 2^24: θ/s is 0 in float32
     "--width": ["0", "-8"],
     "--layers": ["0"],
     "--heads": ["0", "-1"],
-    "--embed-std": NOT_FINITE + ["0", "-0.02"],
+    "--embed-std": NOT_FINITE + ["0", "-0.02", "1e39"],  # past float32: a tensor cannot hold it
     "--position-std": NOT_FINITE + ["-0.01"],
-    "--position-lr-scale": NOT_FINITE + ["0", "-0.1"],
+    "--position-lr-scale": NOT_FINITE + ["0", "-0.1", "1e39"],
     "--steps": ["0", "-3", "nan"],
     "--batch-size": ["0", "-1"],
-    "--lr": NOT_FINITE + ["0", "-0.001"],
+    "--lr": NOT_FINITE + ["0", "-0.001", "1e39"],
     "--seed": ["-1", "inf"],
     "--stride": ["0", "-256"],
     "--eval-tokens": ["0", "-1"],
     "--eval-docs": ["0", "-1"],
     "--passkey-fraction": NOT_FINITE + ["-0.1", "1", "2"],
-    "--eval-lens": ["nan", "64,inf", "0", "64,-2", "", ","],
+    "--eval-lens": ["nan", "64,inf", "0", "64,-2", "", ",", "1k,1024"],
     "--finetune-len": ["0", "-5", "nan", "256", "100"],  # L' must be longer than L (256)
-    "--finetune-lr": NOT_FINITE + ["0", "-1e-4"],
+    "--finetune-lr": NOT_FINITE + ["0", "-1e-4", "1e300"],
 }
 SHOW_OPTIONS = {  # and of `encodings show`
     "--head-dim": ["0", "-2", "nan"],
     "--base": NOT_FINITE + ["0", "-10000", "1"],
-    "--factor": NOT_FINITE + ["0", "-1"],
+    "--factor": NOT_FINITE + ["0", "-1", "16777217"],
     "--original-len": ["0", "-2048"],
     "--seq-len": ["0", "-1"],
     "--heads": ["0", "-8"],
@@ -484,15 +511,15 @@ SHOW_OPTIONS = {  # and of `encodings show`
     "--width": ["0", "-8"],
     "--beta-fast": NOT_FINITE + ["0", "-32"],
     "--beta-slow": NOT_FINITE + ["0", "-1"],
-    "--distances": ["nan", "1,-5"],
+    "--distances": ["nan", "1,-5", "5,5"],
 }
 
 
 RUN_OPTIONS["--encoding-option"] = ["window=0", "beta=1", "leak=nan"]
 SWEEP_OPTIONS = {
     **{k: v for k, v in RUN_OPTIONS.items() if k != "--seed"},
-    "--seeds": ["-1", "nan", "0,-2"],
-    "--finetune-steps": ["-1", "nan", "0,-25"],
+    "--seeds": ["-1", "nan", "0,-2", "0,1,0"],  # a repeated item, as in a list of names
+    "--finetune-steps": ["-1", "nan", "0,-25", "0,25,25"],
     "--gpus-per-task": ["-1"],
     "--cpus-per-task": ["0"],
     "--time-min": ["0"],

@@ -90,6 +90,18 @@ def test_a_run_record_with_values_of_the_wrong_kind_is_one_line(tmp_path, reques
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("line", ['dry_run = "false"', 'quiet = "no"', "dry_run = 0"])
+def test_a_config_files_yes_no_option_must_be_true_or_false(tmp_path, line):
+    """A flag of the command itself (not a request field) is read as strictly as one: "false" is not taken
+    for true, which would turn a dry run into a real one."""
+    config = tmp_path / "options.toml"
+    config.write_text(line + "\n")
+    result = invoke("run", "--config", str(config), "--out", str(tmp_path / "out"))
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "must be true or false" in lines[0], result.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_run_json_plans_the_same_cell_in_a_sweep(tmp_path, monkeypatch):
     monkeypatch.setenv("EXTRAPOLATE_CACHE", str(tmp_path / "cache"))
     corpus = make_corpus(tmp_path / "corpus")

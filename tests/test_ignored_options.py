@@ -195,3 +195,10 @@ def test_a_dry_run_on_a_checkpoint_names_only_the_options_given(tmp_path):
         assert result.exit_code == 0, result.output
         warnings = [line for line in result.output.splitlines() if line.startswith("warning: --")]
         assert warnings == ([] if said is None else [w for w in warnings if said in w]) and len(warnings) == bool(said)
+
+
+def test_trust_remote_code_is_flagged_on_a_model_trained_here():
+    assert "--trust-remote-code lets a checkpoint's own code run, and small is a model trained here: ignored" in (
+        flagged(RunRequest(trust_remote_code=True))
+    )
+    assert flagged(RunRequest(trust_remote_code=False)) == ""

@@ -113,8 +113,11 @@ def test_the_command_finds_factors_that_run_scores_as_the_search_did(tmp_path, m
     model = ["--model", "tiny", "--steps", "30", "--train-len", "32", "--corpus", str(corpus), "--eval-tokens", "128"]
     sizes = ["--population", "4", "--iterations", "1", "--parents", "2", "--mutations", "1", "--crossovers", "1"]
     out = tmp_path / "search.json"
-    result = CliRunner().invoke(app, ["longrope-search", *model, *sizes, "--target", "128", "--out", str(out)])
+    # --eval-len is no length of the search's: warned of and ignored, not taken for a second list of lengths
+    search = ["longrope-search", *model, *sizes, "--target", "128", "--eval-len", "512", "--out", str(out)]
+    result = CliRunner().invoke(app, search)
     assert result.exit_code == 0, result.output
+    assert "--eval-len: the search measures perplexity at --target alone" in " ".join(result.output.split())
     found = json.loads(out.read_text())
     assert len(found["long_factor"]) == 8 and found["factor"] == 4.0 and len(found["candidates"]) == 6
     assert found["ppl"] == min(c["ppl"] for c in found["candidates"])

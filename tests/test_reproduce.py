@@ -219,6 +219,12 @@ GOOD = (SUITES_DIR / "reference.toml").read_text()
         (GOOD.replace("seeds = [1, 2, 3, 4, 5, 6, 7]", "seeds = [0, 1, 2]"), "must not repeat"),
         (GOOD.replace("confidence = 0.99", "confidence = 1.5"), "confidence"),
         (GOOD.replace('kind = "lower_than"', 'kind = "bigger"', 1), "claim"),
+        (GOOD.replace('name = "reference"', 'name = "../../elsewhere"'), "names a folder under results/"),
+        (GOOD.replace("[spread]", "[spread]\nrepeats = 3"), "spread: unknown field 'repeats'"),
+        (GOOD.replace("steps = 500", "steps = 500\nstep = 50"), "unknown field 'step'"),
+        (GOOD.replace("[[claims]]", "[[claims]]\nlength = 3", 1), "claim 1: unknown field 'length'"),
+        ("spread = 5\n" + GOOD.split("[spread]")[0] + "[[claims]]" + GOOD.split("[[claims]]", 1)[1], "a table"),
+        (GOOD.replace("eval_lens = [128,", "eval_lens = [64, 128,"), "eval_lens must be at least train_len"),
     ],
 )
 def test_malformed_suite_files_fail_in_one_line(tmp_path, text, needle):

@@ -94,6 +94,12 @@ def test_the_thirteen_tasks_are_listed_by_their_ruler_names():
     listed = {row["task"]: row for row in json.loads(out)}
     for name in RULER_TASKS:
         assert listed[name]["kind"] == "ruler"
+    # one file validated, as JSON too: the identity the listing gives it
+    from extrapolate.tasks.files import TASKS_DIR
+
+    path = str(TASKS_DIR / "ruler" / "vt.toml")
+    validated = json.loads(CliRunner().invoke(app, ["tasks", "--validate", path, "--json"]).output)
+    assert validated == {"file": path, "task": "vt", "kind": "ruler", "identity": listed["vt"]["identity"]}
 
 
 @pytest.mark.parametrize("name", RULER_TASKS)

@@ -80,3 +80,13 @@ def test_the_held_out_probe_in_batches_is_the_mean_loss_of_its_windows_one_by_on
     with torch.no_grad():
         one_by_one = torch.cat([model.token_nll(w[None, :-1], w[None, 1:]).reshape(-1) for w in windows])
         assert heldout_loss(model, windows) == pytest.approx(float(one_by_one.double().mean()), rel=1e-5)
+
+
+@pytest.mark.parametrize("every,total", [(1, 1), (1, 7), (3, 9), (3, 10), (40, 1200), (7, 5)])
+def test_the_probe_count_is_the_steps_that_take_one(every, total):
+    """The estimate counts probes by arithmetic (a dry run of 10^12 steps must not walk them): the same count
+    as the steps whose `due` is true."""
+    from extrapolate.training.train import Probe
+
+    probe = Probe(every)
+    assert probe.count(total) == sum(probe.due(step, total) for step in range(1, total + 1))

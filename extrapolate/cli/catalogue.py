@@ -116,7 +116,9 @@ def shown(value) -> str:
 
 
 def tasks_list(
-    validate: Annotated[Optional[Path], typer.Option(help="validate one task file and exit")] = None,
+    validate: Annotated[
+        Optional[Path], typer.Option(help="validate one task file and exit (--json: its identity as JSON)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the task files under tasks/ (each validated on load), or validate one file."""
@@ -126,7 +128,12 @@ def tasks_list(
 
     if validate is not None:
         task = load_task(str(validate))
-        stdout.print(f"{validate}: ok ({task.identity})", highlight=False)
+        if as_json:
+            typer.echo(
+                json.dumps({"file": str(validate), "task": task.name, "kind": task.kind, "identity": task.identity})
+            )
+        else:
+            stdout.print(f"{validate}: ok ({task.identity})", highlight=False)
         return
     columns = ("task", "kind", "version", "prompts", "identity")
     built_in = [(name, name, "-", "-", "built in (protocol options of `run`)") for name in without_task_file()]

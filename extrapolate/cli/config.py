@@ -134,6 +134,8 @@ def apply_config(ctx: click.Context, param: click.Parameter, path: Path | None) 
         if name not in names or name == "config":
             raise UserError(f"--config {path}: {name!r} is not an option of `{ctx.command.name}`")
         check_type(path, name, value)
+        if getattr(params[name], "is_flag", False) and not isinstance(value, bool):  # --quiet, --dry-run, …
+            raise UserError(f"--config {path}: {name} must be true or false, got {value!r}")
         if getattr(params[name], "multiple", False) and not isinstance(value, list):  # one item of a repeatable
             value = [value]
         defaults[name] = as_text(value) if name in LISTS and not isinstance(value, str) else value

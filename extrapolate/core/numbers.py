@@ -45,6 +45,8 @@ def parse_int_list(
             raise UserError(f"{what} must be ≤ {maximum}, got {value}")
         if abs(value) > INT64_MAX:  # torch counts in int64: past it nothing can run
             raise UserError(f"{what} must be at most 2^63 − 1 in size, got {value}")
+        if value in values:  # as among names: a list that repeats itself ("1k,1024" too) is not for us to read
+            raise UserError(f"{what}: {value} is given twice in {text.strip()!r}")
         values.append(value)
     if not values:
         raise UserError(f"{what}: give at least one number")
@@ -96,22 +98,27 @@ def at_least(minimum: int) -> Bound:
 
 
 POSITIVE = Bound(lambda v: v > 0, "> 0")
+FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max: rates and scales held as float32 tensors
+# a RoPE scaling's s: past 2^24, 1/s is below float32's resolution next to 1, so θ·(1 − ramp·(1 − 1/s)), YaRN's
+# reference form, gives the slow pairs no rotation at all (and LongRoPE's default long factors θ/θ' are infinite)
+FACTOR = Bound(lambda v: 0 < v <= 2**24, "in (0, 2^24] (past 2^24 float32 cannot tell θ/s from 0)")
+RATE = Bound(lambda v: 0 < v <= FLOAT32_MAX, "> 0 and within float32 (≤ 3.4e38)")
 # The range in which each numeric flag of the commands means something; every command shares these names.
 # Floats are also checked to be finite, whether listed here or not (NaN passes every comparison).
 FLAG_BOUNDS = {
     "--train-len": at_least(2),
     "--eval-len": at_least(1),
-    "--factor": POSITIVE,
+    "--factor": FACTOR,
     "--width": at_least(1),
     "--layers": at_least(1),
     "--heads": at_least(1),
-    "--embed-std": POSITIVE,
+    "--embed-std": RATE,
     "--position-std": Bound(lambda v: v >= 0, "≥ 0 (0: zeros)"),
-    "--position-lr-scale": POSITIVE,
+    "--position-lr-scale": RATE,
     "--steps": at_least(1),
     "--batch-size": at_least(1),
     "--batch-tokens": at_least(1),
-    "--lr": POSITIVE,
+    "--lr": RATE,
     "--seed": at_least(0),
     "--stride": at_least(1),
     "--longppl-short": at_least(1),
@@ -123,7 +130,7 @@ FLAG_BOUNDS = {
     "--decode-steps": at_least(0),  # bench
     "--retrieval-prompts": at_least(0),  # bench
     "--finetune-len": at_least(2),
-    "--finetune-lr": POSITIVE,
+    "--finetune-lr": RATE,
     "--lora-rank": Bound(lambda v: 1 <= v <= 4096, "in [1, 4096]"),
     "--longce-short": at_least(1),
     "--longce-window": at_least(1),

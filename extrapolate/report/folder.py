@@ -12,6 +12,7 @@ def check_tables(folder: Path) -> None:
     another process is writing to, before that work too)."""
     from extrapolate.core.lock import check_unlocked
     from extrapolate.core.paths import check_output_names
+    from extrapolate.report.run_options import run_options
     from extrapolate.report.training_log import load_training
 
     check_unlocked(folder)
@@ -19,3 +20,4 @@ def check_tables(folder: Path) -> None:
     load_results(folder)
     read_table(folder / POSITIONS_FILE, POSITION_COLUMNS)
     load_training(folder)
+    run_options(folder)  # the report reads every run record too

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from extrapolate.core.readers import reading
+
 # An option added after runs were recorded, and the value a record made before it ran with: STRING's rows
 # measured before its attention factor computed it as 1.
 PREDATES = {"string": {"attention_factor": 1.0}}
@@ -56,12 +58,25 @@ def training_differences(records: list[dict]) -> dict[str, str]:
     return differences
 
 
+def read_run_record(path: Path) -> dict:
+    """A run record as the report reads it: a JSON object whose `encoding` and `request`, where present, are
+    objects too; anything else is one line naming the file (a damaged record is the user's to replace)."""
+    with reading(path, "run record", "replace it, or remove it from runs/"):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record, dict):
+            raise ValueError(f"a JSON object was expected, not {type(record).__name__}")
+        for field in ("encoding", "request"):
+            if not isinstance(record.get(field) or {}, dict):
+                raise ValueError(f"its '{field}' is not an object")
+    return record
+
+
 def run_options(folder: Path) -> dict[str, str]:
     """run id -> its options as text (its encoding options, then the training settings that set it apart from
     the other runs of its encoding), for every run record of the folder that has any."""
     records = {}
     for path in sorted((Path(folder) / "runs").glob("*.json")):
-        record = json.loads(path.read_text())
+        record = read_run_record(path)
         records[str(record.get("run_id", path.stem))] = record
     differences = training_differences(list(records.values()))
     options = {}

@@ -93,7 +93,8 @@ class RowChecks:
     rows with that value must fill (a retrieval row has a depth). Every number is finite but in `unbounded`
     columns (where `ranges` say which rows may hold infinity); `whole` columns (counts) hold whole numbers;
     `ranges` bound a column, in the rows whose `where` column holds one of `values` (every row where `where`
-    is empty), to [low, high]."""
+    is empty), to [low, high]; no two rows are alike in the `unique` columns (a row copied would count as
+    another seed)."""
 
     filled: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
@@ -103,6 +104,7 @@ class RowChecks:
     whole: tuple[str, ...] = ()
     unbounded: tuple[str, ...] = ()
     ranges: tuple[tuple[str, str, tuple[str, ...], float, float], ...] = ()
+    unique: tuple[str, ...] = ()  # what identifies a row: two rows alike in these are one measurement twice
 
 
 PROPORTIONS = ("accuracy", "rank_accuracy", "score")  # retrieval metrics: a share of prompts, or a mean credit
@@ -115,7 +117,7 @@ ROW_CHECKS = {
         ("finetune_steps", "finetune_len", "n", "ci_low", "ci_high"),
         ("train_len", "eval_len"),
         filled_where=(("kind", PASSKEY.name, "depth"),),  # a retrieval row is one depth's
-        whole=("n", "n_tokens"),
+        whole=("n", "n_tokens", "seed", "train_len", "eval_len"),
         unbounded=("value",),  # a perplexity can overflow; a share cannot
         ranges=(
             ("value", "metric", PROPORTIONS, 0.0, 1.0),
@@ -124,12 +126,16 @@ ROW_CHECKS = {
             ("depth", "", (), 0.0, 1.0),  # where in the context, as a fraction of it
             ("n", "", (), 0.0, math.inf),
             ("n_tokens", "", (), 0.0, math.inf),
+            ("seed", "", (), 0.0, math.inf),
         ),
+        unique=tuple(KEY),
     ),
     POSITIONS_FILE: RowChecks(
         ("run_id", "encoding", "seed", "train_len", "eval_len", "bucket_start", "n_tokens"),
         ("seed", "train_len", "eval_len", "bucket_start", "bucket_end", "nll", "n_tokens"),
         positive=("train_len", "eval_len"),
+        whole=("seed", "train_len", "eval_len", "bucket_start"),
+        unique=("run_id", "encoding", "seed", "eval_len", "bucket_start"),
     ),
 }
 
@@ -222,6 +228,14 @@ def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
                 named = f"{column} of a '{frame[where][broken].iloc[0]}' row" if where else column
                 bounds = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
                 refuse(broken, f"{named} must be {bounds}")
+    if checks.unique and set(checks.unique) <= set(frame.columns):
+        # depth is empty on rows that have none: filled in for the comparison, or two empty depths would differ
+        key = frame[list(checks.unique)].astype(str)
+        repeated = key.duplicated()
+        if repeated.any():
+            line = int(repeated.to_numpy().argmax())
+            first = int((key == key.iloc[line]).all(axis=1).to_numpy().argmax())
+            refuse(repeated, f"the measurement of line {first + 2} again ({', '.join(checks.unique)} alike)")
 
 
 def refuse(broken: pd.Series, what: str) -> None:

@@ -4,6 +4,7 @@ the tolerances, and the qualitative claims the suite exists to show. Validated f
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,8 @@ class Suite:
 
 
 def suite_path(name_or_path: str) -> Path:
+    if not name_or_path.strip():
+        raise UserError("--suite names no suite: give a suite's name (reference) or a suite file's path")
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
@@ -56,8 +59,33 @@ def load_suite(name_or_path: str) -> Suite:
         raise UserError(f"suite file {path.name} is malformed: {detail}") from None
 
 
+# the fields a suite file may hold (and its [spread] table and each [[claims]] entry): a name misspelt is refused,
+# not run as the default it stands in for
+FIELDS = (
+    *("name", "version", "encodings", "model", "train_len", "eval_lens", "steps", "batch_size", "lr", "tasks"),
+    *("passkey_task", "eval_tokens", "train_dtype", "tokenizer", "seed", "position_std", "position_lr_scale"),
+    *("embed_std", "spread", "claims"),
+)
+SPREAD_FIELDS = ("seeds", "confidence", "nll_floor")
+CLAIM_FIELDS = ("text", "kind", "encoding", "times_L", "value", "other")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a suite's name names its folder under results/
+
+
+def _known(data: dict, fields: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"{where}unknown field '{unknown[0]}' (a suite takes {', '.join(fields)})")
+
+
 def _parse(data: dict, path: Path) -> Suite:
+    _known(data, FIELDS, "")
     spread = data.get("spread", {})
+    if not isinstance(spread, dict):
+        raise ValueError("spread must be a table ([spread] with seeds, confidence and nll_floor)")
+    _known(spread, SPREAD_FIELDS, "spread: ")
+    name = data["name"]
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(f"name must be letters, digits, '-' and '_' (it names a folder under results/), got {name!r}")
     seed = _integer(data, "seed", minimum=0)
     spread_seeds = tuple(_integer({"seed": s}, "seed", minimum=0) for s in _list(spread, "seeds"))
     if seed in spread_seeds or len(set(spread_seeds)) != len(spread_seeds):
@@ -83,6 +111,8 @@ def _parse(data: dict, path: Path) -> Suite:
         position_lr_scale=_optional(data, "position_lr_scale"),
         embed_std=_optional(data, "embed_std"),
     )
+    if min(request.eval_lens) < request.train_len:
+        raise ValueError(f"eval_lens must be at least train_len ({request.train_len}), got {min(request.eval_lens)}")
     if request.train_dtype not in ("float32", "bfloat16"):
         raise ValueError(f"train_dtype must be float32 or bfloat16, got {request.train_dtype!r}")
     confidence = _positive(spread, "confidence")
@@ -91,7 +121,7 @@ def _parse(data: dict, path: Path) -> Suite:
     # a suite exists to show its claims: none at all is a damaged or unfinished file
     claims = tuple(_claim(c, i) for i, c in enumerate(_list(data, "claims")))
     return Suite(
-        str(data["name"]),
+        name,
         _integer(data, "version", minimum=1),
         path,
         str(data["encodings"]),
@@ -107,6 +137,7 @@ def _parse(data: dict, path: Path) -> Suite:
 def _claim(data: dict, index: int) -> Claim:
     if not isinstance(data, dict):
         raise ValueError(f"claim {index + 1} is not a table")
+    _known(data, CLAIM_FIELDS, f"claim {index + 1}: ")
     kind = data.get("kind")
     if kind not in CLAIM_KINDS:
         raise ValueError(f"claim {index + 1}: kind must be one of {', '.join(CLAIM_KINDS)}, got {kind!r}")

@@ -82,9 +82,14 @@ def ignored_options(request: RunRequest, encodings: list[str]) -> list[str]:
                 f"{', '.join(given)} configure a model trained here; the pretrained model "
                 f"{request.model} brings its own weights and tokenizer: ignored"
             )
-    elif "learned" not in [s.base_encoding for s in specs]:
+    else:
+        if request.trust_remote_code:
+            notes.append(
+                f"--trust-remote-code lets a checkpoint's own code run, and {request.model} is a model trained "
+                "here: ignored"
+            )
         given = changed("learned_policy", "position_std", "position_lr_scale")
-        if given:
+        if given and "learned" not in [s.base_encoding for s in specs]:
             notes.append(f"{', '.join(given)} concern the learned encoding, which is not asked for: ignored")
     return notes
 

@@ -255,7 +255,10 @@ def search(
     from extrapolate.tasks.perplexity import PERPLEXITY, exp
 
     settings.check()
-    request = dataclasses.replace(request, encoding="longrope", tasks=(PERPLEXITY.name,), eval_lens=(target,))
+    # measured at the target alone: --eval-len and --eval-lens (each warned of as ignored) give way to it
+    request = dataclasses.replace(
+        request, encoding="longrope", tasks=(PERPLEXITY.name,), eval_lens=(target,), eval_len=None
+    )
     resolved = resolve(request)
     request = resolved.request
     if target <= request.train_len:

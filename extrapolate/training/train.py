@@ -66,6 +66,10 @@ class Probe:
     def due(self, step: int, total: int) -> bool:
         return step % self.every == 0 or step == total
 
+    def count(self, total: int) -> int:
+        """How many of the steps 1 … total take a probe (`due`): every `every`-th, and the last."""
+        return total // self.every + (total % self.every != 0)
+
     @torch.no_grad()
     def take(self, model: TransformerLM) -> list[float | None]:
         """[retrieval accuracy, held-out NLL], None for a measure this probe does not take."""
