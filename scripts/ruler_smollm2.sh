@@ -7,7 +7,7 @@
 # the table is skipped, and a cell's finished batches are logged. Usage:
 #   bash scripts/ruler_smollm2.sh [lengths, default 1024,2048,4096,8192] [tasks, default the 11 offline ones]
 #   ENCODINGS=rope,yarn bash scripts/ruler_smollm2.sh 16384 niah_single_1,vt,cwe   # past the 8192 context
-#   SAMPLES=25 OUT=results/smollm2-ruler-25 EXTRA="--chat-template auto" bash scripts/ruler_smollm2.sh   # +chat rows
+#   SAMPLES=25 OUT=results/smollm2-ruler-25 EXTRA="--chat-template auto --append" bash scripts/ruler_smollm2.sh   # +chat rows beside
 #   EXTRAPOLATE="python3 -m extrapolate" bash scripts/ruler_smollm2.sh          # a checkout without an install
 #   FAMILY=babilong SAMPLES=25 OUT=results/smollm2-babilong bash scripts/ruler_smollm2.sh   # BABILong's qa1 … qa5
 set -euo pipefail
