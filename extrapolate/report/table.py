@@ -229,7 +229,7 @@ def check_table(frame: pd.DataFrame, checks: RowChecks) -> None:
                 bounds = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
                 refuse(broken, f"{named} must be {bounds}")
     if checks.unique and set(checks.unique) <= set(frame.columns):
-        # depth is empty on rows that have none: filled in for the comparison, or two empty depths would differ
+        # compared as text, so two empty depths (NaN, never equal as numbers) read alike
         key = frame[list(checks.unique)].astype(str)
         repeated = key.duplicated()
         if repeated.any():
